@@ -1,0 +1,247 @@
+"""The agent adapter interface: what the loop needs from each agent CLI.
+
+An adapter builds the argv and environment for one iteration, turns each line of
+the agent's stdout into normalised ``AgentEvent`` values through a ``StreamParser``,
+and classifies how the iteration ended. The loop never sees a vendor format; it
+sees ``AgentEvent`` and ``IterationReport`` only (SPEC §8).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol
+
+from autopilot.errors import AgentNotFoundError
+
+NESTING_MARKERS: tuple[str, ...] = (
+    "CLAUDECODE",
+    "CLAUDE_CODE_ENTRYPOINT",
+    "CLAUDE_CODE_SSE_PORT",
+    "CODEX_SANDBOX",
+    "CODEX_SANDBOX_NETWORK_DISABLED",
+    "CODEX_THREAD_ID",
+    "GEMINI_CLI",
+    "OPENCODE",
+    "OPENCODE_PID",
+)
+"""Variables that make an agent refuse to start, or behave as a nested session,
+when the driver itself runs inside an agent (field report 15). Removed from every
+agent's environment."""
+
+
+class AgentEventKind(StrEnum):
+    """Kinds of normalised agent events."""
+
+    TEXT = "text"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+    USAGE = "usage"
+    SESSION = "session"
+    RESULT = "result"
+    ERROR = "error"
+    RETRY = "retry"
+    RATE_LIMIT = "rate_limit"
+
+
+@dataclass(frozen=True)
+class AgentEvent:
+    """One thing the agent did, in vendor-neutral terms.
+
+    Attributes:
+        kind: What happened.
+        text: Assistant text, a one-line tool-call summary, a shortened tool
+            result, or an error message.
+        subagent: True for content produced inside a subagent (filtered out of
+            completion checks).
+        tool_name: The tool's name for tool calls and results.
+    """
+
+    kind: AgentEventKind
+    text: str = ""
+    subagent: bool = False
+    tool_name: str | None = None
+
+
+class ErrorKind(StrEnum):
+    """Why an agent's iteration failed, as far as its structured output tells."""
+
+    AUTH = "auth"
+    RATE_LIMIT = "rate_limit"
+    USAGE_LIMIT = "usage_limit"
+    SERVER = "server"
+    NETWORK = "network"
+    INVALID_REQUEST = "invalid_request"
+    SESSION_NOT_FOUND = "session_not_found"
+    UNKNOWN = "unknown"
+
+
+@dataclass
+class IterationReport:
+    """What an agent's output said about one iteration, gathered by a parser.
+
+    Attributes:
+        final_message: The root agent's final message (None when the agent gave
+            none: a crash, a timeout, a truncated stream).
+        last_root_text: The last root assistant text seen (for the excerpt when
+            there is no final message).
+        session_id: The agent's session id, if it reported one.
+        result_seen: The agent's final result event arrived.
+        is_error: The agent itself said the iteration failed.
+        error_kind: Its classification, when ``is_error``.
+        error_text: The agent's own error message.
+        input_tokens: Input tokens this iteration (None if not reported).
+        output_tokens: Output tokens this iteration (None if not reported).
+        cost_usd: Cost of this iteration in USD (None if not reported).
+        tool_calls: Tool calls made by the root agent or its subagents; None when
+            the agent's output cannot show them (plain-text agents).
+        model: The model the agent reported using.
+        reset_at_ms: When a rate or usage limit resets (epoch ms), if given.
+        lines: Output lines read; ``bad_lines`` of them were not understood.
+    """
+
+    final_message: str | None = None
+    last_root_text: str | None = None
+    session_id: str | None = None
+    result_seen: bool = False
+    is_error: bool = False
+    error_kind: ErrorKind | None = None
+    error_text: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    tool_calls: int | None = 0
+    model: str | None = None
+    reset_at_ms: int | None = None
+    lines: int = 0
+    bad_lines: int = 0
+
+
+class StreamParser(Protocol):
+    """Consumes an agent's stdout line by line, keeping only what it needs."""
+
+    def feed(self, line: str) -> list[AgentEvent]:
+        """Parse one line (without its newline) and return the events it held."""
+        ...
+
+    def report(self) -> IterationReport:
+        """What the lines so far said about the iteration."""
+        ...
+
+
+@dataclass(frozen=True)
+class InvocationRequest:
+    """What the loop asks an adapter to launch.
+
+    Attributes:
+        prompt: The full prompt text.
+        prompt_path: Where the prompt is saved for this iteration.
+        cwd: The working directory (the user's repository).
+        model: A model name, or None for the agent's default.
+        resume_session_id: A session to resume (``--continue``), or None.
+        extra_args: Arguments the user gave after ``--``.
+    """
+
+    prompt: str
+    prompt_path: Path
+    cwd: Path
+    model: str | None = None
+    resume_session_id: str | None = None
+    extra_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """A process to start: argv (never a shell string), env changes, stdin bytes.
+
+    ``stdin`` None means ``/dev/null``; bytes are written and stdin then closed.
+    """
+
+    argv: list[str]
+    env_set: Mapping[str, str] = field(default_factory=dict)
+    env_unset: tuple[str, ...] = ()
+    stdin: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Classification:
+    """How an iteration ended, from the agent's side: ``ok`` or ``agent_error``."""
+
+    ok: bool
+    error_kind: ErrorKind | None = None
+    message: str | None = None
+
+
+class AgentAdapter(Protocol):
+    """One agent CLI. See ``ClaudeAdapter`` and ``CommandAdapter``."""
+
+    name: str
+    verified_version: str
+    supports_sessions: bool
+
+    def check_installed(self) -> None:
+        """Raise ``AgentNotFoundError`` naming what to install, if missing."""
+        ...
+
+    def build_invocation(self, request: InvocationRequest) -> Invocation:
+        """The process for one iteration."""
+        ...
+
+    def new_parser(self) -> StreamParser:
+        """A parser for one iteration's stdout."""
+        ...
+
+    def classify(self, report: IterationReport, exit_code: int, stderr_tail: str) -> Classification:
+        """Decide from the agent's own signals whether the iteration succeeded."""
+        ...
+
+
+def find_executable(program: str, install_hint: str) -> str:
+    """Resolve ``program`` on PATH (or as a path).
+
+    Raises:
+        AgentNotFoundError: with ``install_hint`` as the fix.
+    """
+    if os.sep in program:
+        if os.access(program, os.X_OK) and not os.path.isdir(program):
+            return program
+        raise AgentNotFoundError(f"{program} is not an executable file; {install_hint}")
+    found = shutil.which(program)
+    if found is None:
+        raise AgentNotFoundError(f"{program} not found on PATH; {install_hint}")
+    return found
+
+
+def agent_environment(
+    base: Mapping[str, str], invocation: Invocation, extra: Mapping[str, str]
+) -> dict[str, str]:
+    """The child's environment: ``base`` less nesting markers, plus the invocation's."""
+    env = {k: v for k, v in base.items() if k not in NESTING_MARKERS}
+    for key in invocation.env_unset:
+        env.pop(key, None)
+    env.update(extra)
+    env.update(invocation.env_set)
+    return env
+
+
+def shorten(text: str, limit: int = 200) -> str:
+    """One line of at most ``limit`` characters, for summaries."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def summarize_tool_input(tool_input: Any) -> str:
+    """A short human summary of a tool call's arguments."""
+    if isinstance(tool_input, Mapping):
+        for key in ("command", "cmd", "file_path", "path", "pattern", "url", "description"):
+            value = tool_input.get(key)
+            if isinstance(value, str) and value:
+                return shorten(value, 160)
+        return shorten(", ".join(f"{k}={v}" for k, v in list(tool_input.items())[:3]), 160)
+    if isinstance(tool_input, Sequence) and not isinstance(tool_input, str):
+        return shorten(" ".join(str(item) for item in tool_input), 160)
+    return shorten(str(tool_input), 160)

@@ -1,0 +1,112 @@
+"""Any program as an agent: ``autopilot run --agent command -- PROGRAM [ARGS…]``.
+
+The prompt goes to the program on stdin (the default), as its last argument
+(``--prompt-via arg``), or as the path of a file holding it (``--prompt-via file``;
+an argument ``{prompt_file}`` is replaced by that path, else the path is appended).
+Output is plain text; the final message is its last non-empty paragraph. Success is
+exit status 0. The program's version is whatever the user installed.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from enum import StrEnum
+
+from autopilot.agents.base import (
+    AgentEvent,
+    AgentEventKind,
+    Classification,
+    ErrorKind,
+    Invocation,
+    InvocationRequest,
+    IterationReport,
+    find_executable,
+    shorten,
+)
+from autopilot.errors import UsageError
+
+_TAIL_LINES = 400
+
+
+class PromptVia(StrEnum):
+    """How a command agent receives the prompt."""
+
+    STDIN = "stdin"
+    ARG = "arg"
+    FILE = "file"
+
+
+class PlainTextParser:
+    """Keeps the last 400 lines of plain-text output; the final paragraph is the answer."""
+
+    def __init__(self) -> None:
+        self._tail: deque[str] = deque(maxlen=_TAIL_LINES)
+        self._lines = 0
+
+    def feed(self, line: str) -> list[AgentEvent]:
+        """Record one output line; every non-empty line is root text."""
+        self._lines += 1
+        self._tail.append(line.rstrip("\r"))
+        return [AgentEvent(AgentEventKind.TEXT, line)] if line.strip() else []
+
+    def report(self) -> IterationReport:
+        """The last non-empty paragraph is the final message; tool calls are unknown."""
+        paragraphs = "\n".join(self._tail).strip().split("\n\n")
+        final = next((p.strip() for p in reversed(paragraphs) if p.strip()), None)
+        return IterationReport(
+            final_message=final,
+            last_root_text=final,
+            result_seen=False,
+            tool_calls=None,
+            lines=self._lines,
+        )
+
+
+class CommandAdapter:
+    """Runs a user-given program each iteration.
+
+    Args:
+        argv: The program and its arguments (from after ``--``).
+        prompt_via: How the prompt is passed.
+    """
+
+    name = "command"
+    verified_version = "any"
+    supports_sessions = False
+
+    def __init__(self, argv: list[str], prompt_via: PromptVia = PromptVia.STDIN) -> None:
+        if not argv:
+            raise UsageError(
+                "--agent command needs a program: autopilot run --agent command -- PROGRAM"
+            )
+        self.argv = list(argv)
+        self.prompt_via = prompt_via
+
+    def check_installed(self) -> None:
+        """Raises ``AgentNotFoundError`` if the program is not found."""
+        find_executable(self.argv[0], "check the program after '--'")
+
+    def build_invocation(self, request: InvocationRequest) -> Invocation:
+        """The program with the prompt on stdin, as an argument, or as a file."""
+        argv = [find_executable(self.argv[0], "check the program after '--'"), *self.argv[1:]]
+        argv += list(request.extra_args)
+        if self.prompt_via is PromptVia.ARG:
+            return Invocation(argv=[*argv, request.prompt])
+        if self.prompt_via is PromptVia.FILE:
+            path = str(request.prompt_path)
+            if "{prompt_file}" in argv:
+                return Invocation(argv=[path if a == "{prompt_file}" else a for a in argv])
+            return Invocation(argv=[*argv, path])
+        return Invocation(argv=argv, stdin=request.prompt.encode("utf-8"))
+
+    def new_parser(self) -> PlainTextParser:
+        """A parser for plain-text output."""
+        return PlainTextParser()
+
+    def classify(self, report: IterationReport, exit_code: int, stderr_tail: str) -> Classification:
+        """Exit 0 is success; otherwise the last stderr line is the error."""
+        if exit_code == 0:
+            return Classification(True)
+        lines = [line for line in stderr_tail.strip().splitlines() if line.strip()]
+        message = shorten(lines[-1], 400) if lines else f"{self.argv[0]} exited {exit_code}"
+        return Classification(False, ErrorKind.UNKNOWN, message)

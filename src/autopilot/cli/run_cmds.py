@@ -1,0 +1,260 @@
+"""``autopilot run``, ``start`` (relaunch a run left active) and ``demo``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from autopilot.agents.registry import AGENT_NAMES, make_adapter
+from autopilot.config import RunConfig, build_config
+from autopilot.control import driver_alive
+from autopilot.errors import RunNotFoundError, UsageError
+from autopilot.loop.clock import SystemClock
+from autopilot.loop.driver import Driver, Interrupts, PromptSource, RunResult, arm_run
+from autopilot.store.paths import list_run_ids, resolve_run, run_dir, runs_root
+from autopilot.store.state import read_state, read_state_quietly
+from autopilot.view.plain import format_event
+
+_LIMIT_OPTIONS = (
+    "max-iterations",
+    "min-iterations",
+    "max-cost",
+    "max-tokens",
+    "max-duration",
+    "iteration-timeout",
+    "idle-timeout",
+    "result-grace",
+    "completion-promise",
+    "abort-promise",
+    "completion-match",
+    "stagnation-limit",
+    "model",
+    "label",
+    "prompt-via",
+)
+
+
+def _limit_options(func: Any) -> Any:
+    helps = {
+        "max-iterations": "Iteration budget (default 10; 0 = unlimited, explicitly).",
+        "min-iterations": "Promises are not honoured before this many iterations.",
+        "max-cost": "Cost budget in USD.",
+        "max-tokens": "Token budget (input + output).",
+        "max-duration": "Active time budget, e.g. 2h (paused time excluded).",
+        "iteration-timeout": "Wall-clock limit per iteration (default 30m).",
+        "idle-timeout": "Limit on an iteration's time without output (default 10m).",
+        "result-grace": "Wait after the agent's final result before ending it (default 5s).",
+        "completion-promise": "Token that completes the run (default COMPLETE).",
+        "abort-promise": "Token that aborts the run.",
+        "completion-match": "word (default), tag (<promise>TOKEN</promise> only) or substring.",
+        "stagnation-limit": "Iterations without progress that halt the run (default 3; 0 = off).",
+        "model": "Model name passed to the agent.",
+        "label": "Label for the run id (default: the directory name).",
+        "prompt-via": "command agent: stdin (default), arg or file.",
+    }
+    for name in reversed(_LIMIT_OPTIONS):
+        func = click.option(f"--{name}", name.replace("-", "_"), metavar="VALUE", help=helps[name])(
+            func
+        )
+    return func
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "none"
+    if seconds >= 3600:
+        return f"{seconds / 3600:g}h"
+    return f"{seconds / 60:g}m" if seconds >= 60 else f"{seconds:g}s"
+
+
+def _print_limits(run_id: str, config: RunConfig, folder: Path) -> None:
+    maximum = str(config.max_iterations) if config.max_iterations else "unlimited"
+    model = f", model {config.model}" if config.model else ""
+    cost = f"${config.max_cost_usd:g}" if config.max_cost_usd is not None else "none"
+    abort = f", abort promise {config.abort_promise}" if config.abort_promise else ""
+    click.echo(f"autopilot: run {run_id} (agent {config.agent}{model})")
+    click.echo(
+        f"autopilot: limits: iterations {config.min_iterations}..{maximum}, cost {cost}, "
+        f"tokens {config.max_tokens or 'none'}, "
+        f"duration {_duration(config.max_duration_seconds)}, "
+        f"iteration timeout {_duration(config.iteration_timeout_seconds)}, "
+        f"idle timeout {_duration(config.idle_timeout_seconds)}"
+    )
+    click.echo(
+        f"autopilot: completion promise {config.completion_promise} "
+        f"({config.completion_match}){abort}, "
+        f"stagnation limit {config.stagnation_limit or 'off'}, context {config.context}"
+    )
+    click.echo(f"autopilot: files in {folder}")
+    if not config.max_iterations:
+        click.echo(
+            "autopilot: warning: no iteration limit (--max-iterations 0): the run stops only "
+            "by promise, stagnation, budget or stop",
+            err=True,
+        )
+
+
+def _print_result(result: RunResult, folder: Path) -> None:
+    note = f" — {result.note}" if result.note else ""
+    click.echo(f"autopilot: {result.terminal_type}: {result.reason}{note}")
+    click.echo(f"autopilot: replay with: autopilot replay {result.run_id}")
+
+
+def drive(root: Path, run_id: str, adapter: Any, *, plain: bool = True) -> int:
+    """Drive a run in this process with signal handling; returns the exit code."""
+    interrupts = Interrupts()
+    interrupts.install()
+
+    def on_event(event: dict[str, Any]) -> None:
+        if plain:
+            click.echo(format_event(event))
+
+    driver = Driver(root, run_id, adapter, SystemClock(), interrupts, on_event=on_event)
+    result = driver.run()
+    _print_result(result, run_dir(root, run_id))
+    return result.exit_code
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--agent",
+    "agent",
+    metavar="NAME",
+    help=f"Agent CLI: {', '.join(AGENT_NAMES)} (default claude).",
+)
+@click.option("-p", "--prompt", "prompt_text", metavar="TEXT", help="The prompt, as text.")
+@click.option(
+    "-f",
+    "--prompt-file",
+    "prompt_file",
+    metavar="FILE",
+    help="The prompt, from a file (re-read every iteration).",
+)
+@click.option(
+    "--fresh", "context", flag_value="fresh", help="A new agent session every iteration (default)."
+)
+@click.option(
+    "--continue", "context", flag_value="continue", help="Resume the first iteration's session."
+)
+@click.option(
+    "--plain", is_flag=True, help="One line per event (the default when stdout is not a terminal)."
+)
+@_limit_options
+def run(
+    agent: str | None,
+    prompt_text: str | None,
+    prompt_file: str | None,
+    context: str | None,
+    plain: bool,
+    **limits: str | None,
+) -> int:
+    """Start a run in this directory: iterate the agent until the run ends.
+
+    Agent arguments go after `--`; for `--agent command` that is the program:
+    autopilot run --agent command -p TEXT -- PROGRAM [ARGS...]
+    """
+    obj = click.get_current_context().find_root().obj
+    extra: tuple[str, ...] = obj.get("extra", ()) if isinstance(obj, dict) else ()
+    if (prompt_text is None) == (prompt_file is None):
+        raise UsageError("give the prompt with exactly one of -p TEXT or -f FILE")
+    cwd = Path.cwd().resolve()
+    if prompt_file is not None:
+        path = Path(prompt_file).expanduser().resolve()
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError as error:
+            raise UsageError(
+                f"cannot read prompt file {prompt_file}: {error.strerror or error}"
+            ) from None
+        if not text.strip():
+            raise UsageError(f"prompt file {prompt_file} is empty")
+        source = PromptSource(path=path)
+    else:
+        assert prompt_text is not None
+        if not prompt_text.strip():
+            raise UsageError("the prompt is empty")
+        source = PromptSource(text=prompt_text)
+    flags = {name: limits.get(name.replace("-", "_")) for name in _LIMIT_OPTIONS}
+    flags["agent"] = agent
+    flags["context"] = context
+    config = build_config(flags, project=cwd)
+    command = extra if config.agent == "command" else ()
+    agent_args = () if config.agent == "command" else extra
+    adapter = make_adapter(config.agent, command=command, prompt_via=config.prompt_via)
+    adapter.check_installed()
+    if config.context == "continue" and not adapter.supports_sessions:
+        raise UsageError(f"--continue needs an agent with sessions; {config.agent} has none")
+    root = runs_root()
+    clock = SystemClock()
+    run_id = arm_run(root, config, source, cwd, clock, extra_args=agent_args, command=command)
+    _print_limits(run_id, config, run_dir(root, run_id))
+    return drive(root, run_id, adapter, plain=True)
+
+
+def _adapter_for_state(state: dict[str, Any]) -> Any:
+    config = RunConfig.from_json(state.get("config") or {})
+    return make_adapter(
+        config.agent, command=tuple(state.get("command") or ()), prompt_via=config.prompt_via
+    )
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("run_ref", metavar="[RUN]", required=False)
+def start(run_ref: str | None) -> int:
+    """Relaunch a run whose driver is gone (after a crash or reboot).
+
+    Budgets, spend, iteration count and session ids are restored from state.json;
+    an iteration that was running is started again.
+    """
+    root = runs_root()
+    run_id = resolve_run(root, run_ref, project=None if run_ref else Path.cwd().resolve())
+    state = read_state(run_dir(root, run_id) / "state.json")
+    if state.get("terminated"):
+        raise UsageError(f"run {run_id} has already ended ({state.get('terminationReason')})")
+    if driver_alive(state):
+        raise UsageError(f"run {run_id} is still being driven (pid {state.get('pid')})")
+    adapter = _adapter_for_state(state)
+    adapter.check_installed()
+    click.echo(
+        f"autopilot: relaunching {run_id} at iteration {state.get('iter')} "
+        f"({(state.get('spend') or {}).get('iterations', 0)} spent)"
+    )
+    return drive(root, run_id, adapter)
+
+
+def relaunch_active_run() -> int:
+    """Bare ``autopilot``: relaunch this project's run that was left active, if any."""
+    root = runs_root(create=False)
+    cwd = str(Path.cwd().resolve())
+    for run_id in list_run_ids(root):
+        state = read_state_quietly(root / run_id / "state.json")
+        if (
+            state
+            and state.get("cwd") == cwd
+            and not state.get("terminated")
+            and driver_alive(state) is not True
+        ):
+            return int(start.callback(run_id))  # type: ignore[misc]
+    click.echo(click.get_current_context().get_help())
+    return 0
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--dir",
+    "directory",
+    metavar="DIR",
+    help="Where to make the demo repository (default: a new temp dir).",
+)
+def demo(directory: str | None) -> int:
+    """Run the built-in scripted agent through the real loop (no API key needed)."""
+    from autopilot.demo import run_demo
+
+    return int(run_demo(Path(directory) if directory else None))
+
+
+__all__ = ["demo", "drive", "relaunch_active_run", "run", "start"]
+_ = (sys, RunNotFoundError)

@@ -1,0 +1,82 @@
+"""``autopilot list``, ``replay`` and ``where``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from autopilot.config import parse_int
+from autopilot.store.events import read_events
+from autopilot.store.fold import fold
+from autopilot.store.index import read_index
+from autopilot.store.paths import resolve_run, run_dir, runs_root
+from autopilot.store.state import read_state_quietly
+from autopilot.view.plain import format_event, format_time
+
+_CTX = {"help_option_names": ["-h", "--help"]}
+
+
+@click.command("list", context_settings=_CTX)
+@click.option("--json", "as_json", is_flag=True, help="Print the index rows as JSON lines.")
+@click.option("--limit", "limit", metavar="N", help="Show at most N runs.")
+def list_runs(as_json: bool, limit: str | None) -> int:
+    """List runs, newest first."""
+    count = parse_int(limit, name="--limit", minimum=1) if limit is not None else None
+    root = runs_root(create=False)
+    rows = list(read_index(root))[::-1]
+    if count is not None:
+        rows = rows[:count]
+    for row in rows:
+        state = read_state_quietly(root / str(row["runId"]) / "state.json") or {}
+        if as_json:
+            shown = dict(
+                row,
+                status=state.get("status"),
+                reason=state.get("terminationReason"),
+                iterations=state.get("iter"),
+            )
+            click.echo(json.dumps(shown, ensure_ascii=False))
+            continue
+        status = state.get("status") or "missing"
+        reason = state.get("terminationReason") or ""
+        click.echo(
+            f"{format_time(row.get('ts'))}  {row['runId']:<40} {status:<12} "
+            f"iter {state.get('iter', '?')}/{row.get('maxIterations') or '∞'}  {reason}"
+        )
+    return 0
+
+
+@click.command(context_settings=_CTX)
+@click.option("--json", "as_json", is_flag=True, help="Print the folded snapshot as JSON.")
+@click.argument("run_ref", metavar="RUN")
+def replay(as_json: bool, run_ref: str) -> int:
+    """Print RUN's events, one line each, then its final picture."""
+    root = runs_root(create=False)
+    run_id = resolve_run(root, run_ref)
+    events = list(read_events(run_dir(root, run_id) / "events.jsonl"))
+    snapshot = fold(events)
+    if as_json:
+        click.echo(json.dumps(snapshot.to_dict(), indent=2, ensure_ascii=False))
+        return 0
+    for event in events:
+        click.echo(format_event(event))
+    tokens = snapshot.tokens
+    reason = f" ({snapshot.reason})" if snapshot.reason else ""
+    click.echo(
+        f"-- {run_id}: {snapshot.status}{reason}, "
+        f"iteration {snapshot.iteration}, tokens {tokens['input']}/{tokens['output']}, "
+        f"cost ${snapshot.costUsd:.4f}"
+    )
+    return 0
+
+
+@click.command(context_settings=_CTX)
+def where() -> int:
+    """Print the runs root (set it with AUTOPILOT_RUNS_DIR)."""
+    click.echo(str(runs_root(create=False)))
+    return 0
+
+
+_ = Path

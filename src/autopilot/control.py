@@ -1,0 +1,187 @@
+"""Control a run from any terminal: pause, resume, stop, status (seed 000).
+
+Each command is a locked read-modify-write of the run's ``state.json``; the driver
+reads the flags at its next boundary (a stop with ``now`` ends the agent within a
+second). A stop of a run whose driver is gone ends the run here, with its one
+terminal event, so no run is left "running" forever.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import filelock
+import psutil
+
+from autopilot.errors import UsageError
+from autopilot.loop.clock import Clock
+from autopilot.store.events import EventLog, EventType, read_events
+from autopilot.store.fold import Snapshot, fold
+from autopilot.store.state import RunStatus, StateStore, read_state
+
+
+@dataclass(frozen=True)
+class ControlResult:
+    """What a control command did: the new state and a line for the user."""
+
+    state: dict[str, Any]
+    message: str
+
+
+def driver_alive(state: dict[str, Any]) -> bool | None:
+    """Is the run's driver process alive? Checked by pid **and** start time.
+
+    Returns:
+        True or False; None when no driver was recorded. A check that cannot
+        answer (permission denied) counts as alive.
+    """
+    pid = state.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return None
+    try:
+        process = psutil.Process(pid)
+        started = state.get("pidStartTime")
+        if isinstance(started, int | float) and abs(process.create_time() - started) > 1.0:
+            return False
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:
+        return True
+
+
+def _check_active(state: dict[str, Any], run_id: str) -> None:
+    if state.get("terminated"):
+        raise UsageError(
+            f"run {run_id} has already ended "
+            f"({state.get('terminationReason') or state.get('status')})"
+        )
+
+
+def pause(run_dir: Path, clock: Clock) -> ControlResult:
+    """Ask the run to pause at its next boundary (idempotent).
+
+    Raises:
+        UsageError: the run has ended.
+        StateFileError: state.json is corrupt or cannot be written.
+    """
+    store = StateStore(run_dir / "state.json")
+    now = clock.now_ms()
+
+    def change(s: dict[str, Any]) -> None:
+        _check_active(s, run_dir.name)
+        if not s.get("paused"):
+            s["paused"] = True
+            s["pausedAt"] = now
+
+    state = store.update(change)
+    return ControlResult(
+        state, f"{run_dir.name}: pause requested; it takes effect at the next boundary"
+    )
+
+
+def resume(run_dir: Path, clock: Clock) -> ControlResult:
+    """Clear a pause, rolling ``totalPausedMs`` forward (idempotent).
+
+    Raises:
+        UsageError: the run has ended.
+        StateFileError: state.json is corrupt or cannot be written.
+    """
+    store = StateStore(run_dir / "state.json")
+    now = clock.now_ms()
+
+    def change(s: dict[str, Any]) -> None:
+        _check_active(s, run_dir.name)
+        if s.get("paused"):
+            paused_at = s.get("pausedAt")
+            if isinstance(paused_at, int):
+                s["totalPausedMs"] = int(s.get("totalPausedMs") or 0) + max(0, now - paused_at)
+            s["paused"] = False
+            s["pausedAt"] = None
+
+    state = store.update(change)
+    return ControlResult(state, f"{run_dir.name}: resumed")
+
+
+def stop(
+    run_dir: Path, clock: Clock, *, now: bool = False, reason: str = "autopilot stop"
+) -> ControlResult:
+    """Ask the run to stop at its next boundary, or at once with ``now``.
+
+    If no driver holds the run, it is ended here with an ``abort`` event
+    (reason ``user_stopped``).
+
+    Raises:
+        UsageError: the run has ended.
+        StateFileError: state.json is corrupt or cannot be written.
+    """
+    store = StateStore(run_dir / "state.json")
+
+    def change(s: dict[str, Any]) -> None:
+        _check_active(s, run_dir.name)
+        s["stopRequested"] = True
+        s["stopReason"] = reason
+        if now:
+            s["stopNow"] = True
+
+    state = store.update(change)
+    lock = filelock.UnixFileLock(str(run_dir / "driver.lock"), timeout=0)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        when = "now" if now else "at the next boundary"
+        return ControlResult(state, f"{run_dir.name}: stop requested; the run stops {when}")
+    try:
+        state = _end_without_driver(run_dir, store, clock, reason)
+    finally:
+        lock.release()
+    return ControlResult(state, f"{run_dir.name}: stopped (no driver was running)")
+
+
+def _end_without_driver(
+    run_dir: Path, store: StateStore, clock: Clock, note: str
+) -> dict[str, Any]:
+    snapshot = fold(read_events(run_dir / "events.jsonl"))
+    state = store.update(
+        lambda s: s.update(
+            terminated=True,
+            terminationReason="user_stopped",
+            terminationNote=note,
+            status=RunStatus.STOPPED,
+            iterationOpen=False,
+            pid=None,
+            agentPid=None,
+        )
+    )
+    if not snapshot.terminal:
+        log = EventLog(run_dir / "events.jsonl", run_dir.name, clock.now_ms)
+        log.emit(EventType.ABORT, reason="user_stopped", note=note, iteration=state.get("iter"))
+        log.sync()
+        log.close()
+    return state
+
+
+@dataclass(frozen=True)
+class RunStatusReport:
+    """``status``: the state file, the folded log and the driver's liveness."""
+
+    state: dict[str, Any]
+    snapshot: Snapshot
+    alive: bool | None
+
+    def to_json(self) -> dict[str, Any]:
+        """For ``status --json``."""
+        return {"state": self.state, "snapshot": self.snapshot.to_dict(), "driverAlive": self.alive}
+
+
+def status(run_dir: Path) -> RunStatusReport:
+    """Read a run's state (no lock) and fold its log.
+
+    Raises:
+        StateFileError: state.json is unreadable or corrupt.
+    """
+    state = read_state(run_dir / "state.json")
+    snapshot = fold(read_events(run_dir / "events.jsonl"))
+    return RunStatusReport(state, snapshot, driver_alive(state))

@@ -1,0 +1,108 @@
+"""``autopilot demo``: the whole product in under a minute, with no API key.
+
+It makes a throwaway git repository with a three-item ``BACKLOG.md`` and drives
+the built-in scripted agent (``testkit.demo_agent``) through the real loop — the
+same driver, files and events as a real run — then prints where the run's files
+are and how to replay it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import click
+
+from autopilot.agents.registry import make_adapter
+from autopilot.cli.run_cmds import drive
+from autopilot.config import RunConfig
+from autopilot.errors import EnvironmentProblem
+from autopilot.loop.clock import SystemClock
+from autopilot.loop.driver import PromptSource, arm_run
+from autopilot.store.paths import run_dir, runs_root
+
+BACKLOG = """# Backlog
+
+- [ ] Write the project overview
+- [ ] Describe the configuration file
+- [ ] List the release steps
+"""
+
+PROMPT = """Work through BACKLOG.md: take the first unchecked item, do it, tick it off and
+commit. When every item is checked off, answer with <promise>COMPLETE</promise>.
+"""
+
+
+def _git(cwd: Path, *args: str) -> None:
+    env = dict(
+        os.environ,
+        GIT_AUTHOR_NAME="autopilot demo",
+        GIT_AUTHOR_EMAIL="demo@localhost",
+        GIT_COMMITTER_NAME="autopilot demo",
+        GIT_COMMITTER_EMAIL="demo@localhost",
+    )
+    try:
+        subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+    except FileNotFoundError:
+        raise EnvironmentProblem(
+            "the demo needs git; install it (e.g. apt-get install git)"
+        ) from None
+    except subprocess.CalledProcessError as error:
+        detail = error.stderr.decode(errors="replace").strip().splitlines()
+        raise EnvironmentProblem(
+            f"git {args[0]} failed: {detail[-1] if detail else error}"
+        ) from None
+
+
+def make_demo_repo(directory: Path | None) -> Path:
+    """Create the demo repository (a new temp dir unless ``directory`` is given)."""
+    repo = Path(tempfile.mkdtemp(prefix="autopilot-demo-")) if directory is None else directory
+    repo.mkdir(parents=True, exist_ok=True)
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.name", "autopilot demo")
+    _git(repo, "config", "user.email", "demo@localhost")
+    (repo / "BACKLOG.md").write_text(BACKLOG)
+    (repo / "PROMPT.md").write_text(PROMPT)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "demo: start")
+    return repo.resolve()
+
+
+def run_demo(directory: Path | None) -> int:
+    """Make the repo, run the loop, print where everything is; returns the exit code."""
+    repo = make_demo_repo(directory)
+    root = runs_root()
+    config = RunConfig(
+        agent="demo",
+        label="demo",
+        max_iterations=6,
+        stagnation_limit=3,
+        iteration_timeout_seconds=120,
+        idle_timeout_seconds=60,
+    )
+    click.echo(f"autopilot demo: a throwaway repository with a 3-item backlog at {repo}")
+    click.echo(
+        "autopilot demo: the built-in scripted agent works through it, one item per iteration"
+    )
+    click.echo("")
+    run_id = arm_run(root, config, PromptSource(path=repo / "PROMPT.md"), repo, SystemClock())
+    cwd = Path.cwd()
+    os.chdir(repo)
+    try:
+        code = drive(root, run_id, make_adapter("demo"))
+    finally:
+        os.chdir(cwd)
+    folder = run_dir(root, run_id)
+    click.echo("")
+    click.echo(f"The run's files:      {folder}")
+    click.echo(
+        "  state.json, events.jsonl, and iter-NNNN/ with each prompt and the raw agent output"
+    )
+    click.echo(f"The demo repository:  {repo}  (git log shows the agent's commits)")
+    click.echo("Look again with:")
+    click.echo(f"  autopilot replay {run_id}")
+    click.echo(f"  autopilot status {run_id}")
+    click.echo("  autopilot list")
+    return code

@@ -1,0 +1,57 @@
+"""The exception tree of autopilot.
+
+Every error a user can cause ends as one line on stderr and a documented exit code
+(see ``docs/architecture.md`` and the README); none of them is a traceback::
+
+    AutopilotError                 (exit 1)
+    ├── UsageError                 a malformed option, config or RUN (exit 2)
+    │   └── RunNotFoundError       RUN names no run, or more than one (exit 2)
+    └── EnvironmentProblem         the machine cannot do what was asked (exit 4)
+        ├── RunsRootError          the runs root is missing, not ours, or unwritable
+        ├── StateFileError         state.json is unreadable or corrupt
+        ├── RunLockedError         another driver holds the run
+        └── AgentNotFoundError     the agent CLI is not installed
+
+Shutdown (SIGINT/SIGTERM) is not an exception: signal handlers set flags that the
+loop reads at its boundaries.
+"""
+
+from __future__ import annotations
+
+
+class AutopilotError(Exception):
+    """Root of autopilot's errors; ``str(error)`` is the one line shown to the user."""
+
+    exit_code = 1
+
+
+class UsageError(AutopilotError):
+    """A malformed option, config value or run reference."""
+
+    exit_code = 2
+
+
+class RunNotFoundError(UsageError):
+    """A RUN argument matched no run, or a prefix matched several."""
+
+
+class EnvironmentProblem(AutopilotError):
+    """The machine cannot do what was asked (files, permissions, binaries)."""
+
+    exit_code = 4
+
+
+class RunsRootError(EnvironmentProblem):
+    """The runs root cannot be used (not a directory, not ours, not writable)."""
+
+
+class StateFileError(EnvironmentProblem):
+    """A run's ``state.json`` is unreadable or not a JSON object."""
+
+
+class RunLockedError(EnvironmentProblem):
+    """Another live driver owns the run."""
+
+
+class AgentNotFoundError(EnvironmentProblem):
+    """The agent CLI's executable is not on PATH."""

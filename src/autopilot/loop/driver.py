@@ -1,0 +1,845 @@
+"""The driver: arm a run, then iterate until the policy ends it.
+
+One iteration (SPEC §6): read the stop/pause flags, write ``iteration_start``, mark
+git, save the prompt, start the agent in its own process group, stream its stdout
+through the adapter's parser, mark git again, write ``commit_observed`` for each new
+commit and one ``iteration_end``, store spend and counters in ``state.json``, then ask
+``policy.decide`` what follows. Everything a restart needs is in ``state.json``; the
+log is for people and ``fold``. Signal handlers only set flags (``Interrupts``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import filelock
+import psutil
+
+from autopilot.agents.base import (
+    AgentAdapter,
+    AgentEventKind,
+    ErrorKind,
+    InvocationRequest,
+    agent_environment,
+)
+from autopilot.config import RunConfig
+from autopilot.errors import RunLockedError, StateFileError, UsageError
+from autopilot.loop import git
+from autopilot.loop.clock import Clock
+from autopilot.loop.policy import (
+    LIMIT_REASONS,
+    Action,
+    Counters,
+    Decision,
+    IterationFacts,
+    Outcome,
+    Progress,
+    Reason,
+    decide,
+)
+from autopilot.loop.process import EndedBy, ProcessLimits, end_process_group_of, run_agent_process
+from autopilot.store.events import EventLog, EventType, excerpt
+from autopilot.store.index import append_index_row
+from autopilot.store.paths import make_run_id, run_dir
+from autopilot.store.state import RunStatus, StateStore
+
+EXIT_COMPLETE = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_LIMIT = 3
+EXIT_ENVIRONMENT = 4
+EXIT_INTERRUPTED = 130
+
+_FLAG_POLL_SECONDS = 0.5
+_STATE_POLL_SECONDS = 1.0
+OFF_FILE = Path(".autopilot") / "OFF"
+
+
+@dataclass
+class Interrupts:
+    """Flags set by signal handlers and read by the loop.
+
+    The first SIGINT or a SIGTERM asks for a stop at the next boundary; a second
+    one ends the agent's process group now. SIGHUP (the terminal went away) ends it
+    now.
+    """
+
+    stop: bool = False
+    kill_now: bool = False
+    signals: int = 0
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        """Signal handler: set flags, nothing else."""
+        self.signals += 1
+        if signum == signal.SIGHUP or self.signals > 1:
+            self.kill_now = True
+        self.stop = True
+
+    def install(self) -> None:
+        """Install the handlers for SIGINT, SIGTERM and SIGHUP."""
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, self.handle)
+
+
+@dataclass(frozen=True)
+class PromptSource:
+    """Where the prompt comes from: a file re-read every iteration, or fixed text."""
+
+    text: str | None = None
+    path: Path | None = None
+
+    def to_json(self) -> dict[str, str | None]:
+        """For ``state.json``."""
+        return {"text": self.text, "path": str(self.path) if self.path else None}
+
+    @classmethod
+    def from_json(cls, data: Any) -> PromptSource:
+        """From ``to_json`` output."""
+        if not isinstance(data, dict):
+            raise StateFileError("state.json has no prompt")
+        path = data.get("path")
+        return cls(text=data.get("text"), path=Path(path) if path else None)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a run ended: its terminal event type, reason, note and exit code."""
+
+    run_id: str
+    terminal_type: str
+    reason: str
+    note: str | None
+    exit_code: int
+
+
+def exit_code_for(terminal_type: str, reason: str) -> int:
+    """The documented exit code for a terminal event."""
+    if terminal_type == EventType.COMPLETE:
+        return EXIT_COMPLETE
+    if reason == Reason.USER_STOPPED:
+        return EXIT_INTERRUPTED
+    if reason in {r.value for r in LIMIT_REASONS}:
+        return EXIT_LIMIT
+    return EXIT_FAILED
+
+
+def _status_for(terminal_type: str, reason: str) -> str:
+    if terminal_type == EventType.COMPLETE:
+        return RunStatus.COMPLETED
+    if reason == Reason.AGENT_FAILING:
+        return RunStatus.ERROR
+    return RunStatus.STOPPED
+
+
+def _process_start_time(pid: int) -> float | None:
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None
+
+
+def arm_run(
+    root: Path,
+    config: RunConfig,
+    prompt: PromptSource,
+    cwd: Path,
+    clock: Clock,
+    *,
+    extra_args: tuple[str, ...] = (),
+    command: tuple[str, ...] = (),
+    mode: str = "prompt",
+) -> str:
+    """Create a run: its folder, ``state.json``, the ``armed`` event and index row.
+
+    Returns:
+        The new run id.
+
+    Raises:
+        UsageError: the label is invalid.
+        RunsRootError/StateFileError: the files cannot be written.
+    """
+    label = config.label or cwd.name or "run"
+    label = "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in label)[:64].strip("-.")
+    label = label or "run"
+    started_at = clock.now_ms()
+    while True:
+        run_id = make_run_id(label, started_at)
+        folder = run_dir(root, run_id)
+        try:
+            folder.mkdir(mode=0o700)
+            break
+        except FileExistsError:
+            started_at += 1
+        except OSError as error:
+            raise StateFileError(f"cannot create {folder}: {error.strerror or error}") from None
+    state: dict[str, Any] = {
+        "runId": run_id,
+        "label": label,
+        "mode": mode,
+        "contextMode": config.context,
+        "agent": config.agent,
+        "model": config.model,
+        "cwd": str(cwd),
+        "startedAt": started_at,
+        "max": config.max_iterations,
+        "min": config.min_iterations,
+        "iter": 0,
+        "iterationOpen": False,
+        "status": RunStatus.RUNNING,
+        "paused": False,
+        "pausedAt": None,
+        "totalPausedMs": 0,
+        "stopRequested": False,
+        "stopNow": False,
+        "stopReason": None,
+        "sessionId": None,
+        "pid": None,
+        "pidStartTime": None,
+        "host": socket.gethostname(),
+        "spend": {
+            "costUsd": 0.0,
+            "tokens": {"input": 0, "output": 0},
+            "activeMs": 0,
+            "waitingMs": 0,
+            "iterations": 0,
+        },
+        "loop": {
+            "stagnationStreak": 0,
+            "lastResponseDigest": None,
+            "failureStreak": 0,
+            "lastFailureSignature": None,
+            "rateLimitWaits": 0,
+        },
+        "waitingUntil": None,
+        "terminated": False,
+        "terminationReason": None,
+        "terminationNote": None,
+        "config": config.to_json(),
+        "prompt": prompt.to_json(),
+        "extraArgs": list(extra_args),
+        "command": list(command),
+    }
+    StateStore(folder / "state.json").create(state)
+    log = EventLog(folder / "events.jsonl", run_id, clock.now_ms)
+    armed = log.emit(
+        EventType.ARMED,
+        label=label,
+        startedAt=started_at,
+        maxIterations=config.max_iterations,
+        minIterations=config.min_iterations,
+        contextMode=config.context,
+        mode=mode,
+        agent=config.agent,
+        model=config.model,
+        cwd=str(cwd),
+    )
+    log.close()
+    if armed is not None:
+        try:
+            append_index_row(root, armed)
+        except OSError as error:
+            print(f"autopilot: warning: index not updated: {error.strerror}", file=sys.stderr)
+    return run_id
+
+
+@dataclass
+class _Iteration:
+    number: int
+    prompt: str
+    started_mono: float
+    before: git.TreeMark
+    folder: Path
+    agent_pid: int | None = None
+    texts: list[str] = field(default_factory=list)
+
+
+class Driver:
+    """Drives one armed run to its terminal event.
+
+    Args:
+        root: The runs root.
+        run_id: The run to drive (armed, not terminated).
+        adapter: The agent adapter.
+        clock: Wall and monotonic time.
+        interrupts: Flags set by signal handlers.
+        on_event: Called with every event written (for the plain or live view).
+        base_env: The environment agents inherit (default ``os.environ``).
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        run_id: str,
+        adapter: AgentAdapter,
+        clock: Clock,
+        interrupts: Interrupts,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+        base_env: dict[str, str] | None = None,
+    ) -> None:
+        self.root = root
+        self.run_id = run_id
+        self.folder = run_dir(root, run_id)
+        self.store = StateStore(self.folder / "state.json")
+        self.adapter = adapter
+        self.clock = clock
+        self.interrupts = interrupts
+        self.on_event = on_event
+        self.base_env = dict(os.environ if base_env is None else base_env)
+        self.state = self.store.read()
+        self.config = RunConfig.from_json(self.state.get("config") or {})
+        self.policy = self.config.policy()
+        self.prompt_source = PromptSource.from_json(self.state.get("prompt"))
+        self.cwd = Path(str(self.state.get("cwd")))
+        self.log = EventLog(self.folder / "events.jsonl", run_id, clock.now_ms)
+        self._last_prompt: str | None = self.prompt_source.text
+        self._last_state_read = 0.0
+        self._locks: list[filelock.BaseFileLock] = []
+
+    # -- state ---------------------------------------------------------------
+
+    def _update(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        self.state = self.store.update(change, fallback=self.state)
+        return self.state
+
+    def _refresh(self) -> dict[str, Any]:
+        try:
+            self.state = self.store.read()
+        except StateFileError as error:
+            self._emit(EventType.WARNING, note=f"{error}; rewriting it from memory")
+            self._update(lambda s: None)
+        return self.state
+
+    def _emit(self, event_type: EventType, **fields: Any) -> None:
+        event = self.log.emit(event_type, **fields)
+        if event is not None and self.on_event is not None:
+            self.on_event(event)
+
+    # -- locks -----------------------------------------------------------------
+
+    def _acquire_locks(self) -> None:
+        project_key = hashlib.sha256(str(self.cwd).encode()).hexdigest()[:16]
+        locks_dir = self.root / ".locks"
+        locks_dir.mkdir(mode=0o700, exist_ok=True)
+        run_lock = filelock.UnixFileLock(str(self.folder / "driver.lock"), timeout=0)
+        project_lock = filelock.UnixFileLock(str(locks_dir / f"{project_key}.lock"), timeout=0)
+        try:
+            run_lock.acquire()
+        except filelock.Timeout:
+            raise RunLockedError(f"run {self.run_id} is already being driven") from None
+        self._locks.append(run_lock)
+        try:
+            project_lock.acquire()
+        except filelock.Timeout:
+            owner = (locks_dir / f"{project_key}.owner").read_text(errors="replace").strip()
+            self._release_locks()
+            raise RunLockedError(
+                f"another run ({owner or 'unknown'}) is active in {self.cwd}; "
+                "stop it first (autopilot stop)"
+            ) from None
+        self._locks.append(project_lock)
+        (locks_dir / f"{project_key}.owner").write_text(self.run_id + "\n")
+
+    def _release_locks(self) -> None:
+        for lock in reversed(self._locks):
+            lock.release()
+        self._locks.clear()
+
+    # -- the loop --------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        """Iterate until a terminal event; returns how the run ended.
+
+        Raises:
+            RunLockedError: another driver holds the run or the project.
+            UsageError: the run has already ended.
+        """
+        if self.state.get("terminated"):
+            raise UsageError(f"run {self.run_id} has already ended")
+        self._acquire_locks()
+        try:
+            return self._run()
+        finally:
+            self.log.close()
+            self._release_locks()
+
+    def _run(self) -> RunResult:
+        pid = os.getpid()
+        leftover = self.state.get("agentPid")
+        if isinstance(leftover, int) and leftover != pid:
+            end_process_group_of(leftover, self.state.get("agentStartTime"))
+
+        def attach(s: dict[str, Any]) -> None:
+            s.update(pid=pid, pidStartTime=_process_start_time(pid), host=socket.gethostname())
+            s.update(agentPid=None, agentStartTime=None, status=RunStatus.RUNNING)
+
+        self._update(attach)
+        self._emit(
+            EventType.DRIVER_START,
+            pid=pid,
+            agent=self.adapter.name,
+            verifiedVersion=self.adapter.verified_version,
+        )
+        while True:
+            ended = self._boundary()
+            if ended is not None:
+                return ended
+            ended = self._one_iteration()
+            if ended is not None:
+                return ended
+
+    def _boundary(self) -> RunResult | None:
+        """Honour stop and pause before starting an iteration; check budgets."""
+        while True:
+            state = self._refresh()
+            if self.interrupts.stop or state.get("stopRequested"):
+                return self._finish(EventType.ABORT, Reason.USER_STOPPED, self._stop_note())
+            off = (self.cwd / OFF_FILE).exists()
+            if not (state.get("paused") or off):
+                break
+            self._hold_paused("OFF file present" if off and not state.get("paused") else None)
+        spend = state.get("spend") or {}
+        if not state.get("iterationOpen"):
+            counters = self._counters(state)
+            for reason, spent, budget in (
+                (Reason.MAX_ITERATIONS, counters.iterations_done, self.policy.max_iterations),
+                (Reason.MAX_COST, counters.cost_usd, self.policy.max_cost_usd),
+                (Reason.MAX_TOKENS, counters.tokens, self.policy.max_tokens),
+                (Reason.MAX_DURATION, counters.active_ms, self.policy.max_duration_ms),
+            ):
+                if budget is not None and spent >= budget:
+                    note = f"reached {reason.value}={budget} (restored from state.json)"
+                    return self._finish(EventType.ABORT, reason, note)
+        del spend
+        return None
+
+    def _stop_note(self) -> str:
+        reason = self.state.get("stopReason")
+        if self.interrupts.stop and not self.state.get("stopRequested"):
+            return "interrupted by signal"
+        return str(reason) if reason else "stop requested"
+
+    def _hold_paused(self, why: str | None) -> None:
+        paused_at = self.clock.now_ms()
+
+        def mark(s: dict[str, Any]) -> None:
+            s["status"] = RunStatus.PAUSED
+            if not s.get("pausedAt"):
+                s["pausedAt"] = paused_at
+
+        self._update(mark)
+        self._emit(EventType.PAUSE, note=why)
+        while True:
+            self.clock.sleep(_FLAG_POLL_SECONDS)
+            state = self._refresh()
+            if self.interrupts.stop or state.get("stopRequested"):
+                break
+            if not state.get("paused") and not (self.cwd / OFF_FILE).exists():
+                break
+
+        def unmark(s: dict[str, Any]) -> None:
+            if not s.get("paused") and s.get("pausedAt"):
+                s["totalPausedMs"] = int(s.get("totalPausedMs") or 0) + max(
+                    0, self.clock.now_ms() - int(s["pausedAt"])
+                )
+                s["pausedAt"] = None
+            s["status"] = RunStatus.RUNNING
+
+        self._update(unmark)
+        if not (self.interrupts.stop or self.state.get("stopRequested")):
+            self._emit(EventType.RESUME)
+
+    def _counters(self, state: dict[str, Any]) -> Counters:
+        spend = state.get("spend") or {}
+        loop = state.get("loop") or {}
+        tokens = spend.get("tokens") or {}
+        return Counters(
+            iterations_done=int(spend.get("iterations") or 0),
+            stagnation_streak=int(loop.get("stagnationStreak") or 0),
+            last_response_digest=loop.get("lastResponseDigest"),
+            failure_streak=int(loop.get("failureStreak") or 0),
+            last_failure_signature=loop.get("lastFailureSignature"),
+            rate_limit_waits=int(loop.get("rateLimitWaits") or 0),
+            cost_usd=float(spend.get("costUsd") or 0.0),
+            tokens=int(tokens.get("input") or 0) + int(tokens.get("output") or 0),
+            active_ms=int(spend.get("activeMs") or 0),
+            stop_requested=bool(state.get("stopRequested")) or self.interrupts.stop,
+            pause_requested=bool(state.get("paused")),
+        )
+
+    def _read_prompt(self) -> str:
+        path = self.prompt_source.path
+        if path is None:
+            return self.prompt_source.text or ""
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError as error:
+            if self._last_prompt is None:
+                raise UsageError(f"cannot read prompt file {path}: {error.strerror}") from None
+            self._emit(
+                EventType.WARNING,
+                note=f"prompt file {path} unreadable ({error.strerror}); using the last copy",
+            )
+            return self._last_prompt
+        self._last_prompt = text
+        return text
+
+    def _one_iteration(self) -> RunResult | None:
+        state = self.state
+        number = int(state.get("iter") or 0) + (0 if state.get("iterationOpen") else 1)
+        prompt = self._read_prompt()
+        folder = self.folder / f"iter-{number:04d}"
+        attempt = 1
+        while folder.exists():
+            attempt += 1
+            folder = self.folder / f"iter-{number:04d}.{attempt}"
+        folder.mkdir(mode=0o700)
+        (folder / "prompt.md").write_text(prompt, encoding="utf-8")
+        it = _Iteration(number, prompt, self.clock.monotonic(), git.mark(self.cwd), folder)
+        self._update(
+            lambda s: s.update(
+                iter=number, iterationOpen=True, status=RunStatus.RUNNING, waitingUntil=None
+            )
+        )
+        self._emit(EventType.ITERATION_START, iteration=number)
+        resume = (
+            state.get("sessionId")
+            if self.config.context == "continue" and self.adapter.supports_sessions
+            else None
+        )
+        return self._launch(it, resume)
+
+    def _launch(self, it: _Iteration, resume: str | None) -> RunResult | None:
+        request = InvocationRequest(
+            prompt=it.prompt,
+            prompt_path=it.folder / "prompt.md",
+            cwd=self.cwd,
+            model=self.config.model,
+            resume_session_id=resume,
+            extra_args=tuple(self.state.get("extraArgs") or ()),
+        )
+        invocation = self.adapter.build_invocation(request)
+        env = agent_environment(
+            self.base_env,
+            invocation,
+            {
+                "AUTOPILOT_RUN_ID": self.run_id,
+                "AUTOPILOT_ITERATION": str(it.number),
+                "AUTOPILOT_RUN_DIR": str(self.folder),
+            },
+        )
+        parser = self.adapter.new_parser()
+
+        def on_line(line: str) -> None:
+            for event in parser.feed(line):
+                if event.kind is AgentEventKind.TEXT and not event.subagent:
+                    it.texts.append(event.text)
+                    del it.texts[:-1]
+
+        def on_start(pid: int) -> None:
+            it.agent_pid = pid
+            self._update(lambda s: s.update(agentPid=pid, agentStartTime=_process_start_time(pid)))
+
+        result = run_agent_process(
+            invocation.argv,
+            cwd=self.cwd,
+            env=env,
+            stdin_data=invocation.stdin,
+            stdout_path=it.folder / "stdout.log",
+            stderr_path=it.folder / "stderr.log",
+            on_line=on_line,
+            result_seen=lambda: parser.report().result_seen,
+            should_kill=self._should_kill,
+            limits=self._limits(),
+            on_start=on_start,
+        )
+        report = parser.report()
+        classification = (
+            self.adapter.classify(report, result.exit_code or 0, result.stderr_tail)
+            if result.ended_by is not EndedBy.LAUNCH_FAILED
+            else None
+        )
+        if (
+            classification is not None
+            and not classification.ok
+            and classification.error_kind is ErrorKind.SESSION_NOT_FOUND
+            and resume is not None
+        ):
+            self._update(lambda s: s.update(sessionId=None))
+            self._emit(
+                EventType.WARNING,
+                iteration=it.number,
+                note=f"resuming session {resume} failed ({classification.message}); "
+                "starting a fresh session",
+            )
+            return self._launch(it, None)
+        outcome = self._outcome(result.ended_by, result.exit_code, classification)
+        return self._conclude(it, result, report, classification, outcome)
+
+    def _limits(self) -> ProcessLimits:
+        timeout = self.config.iteration_timeout_seconds
+        if self.policy.max_duration_ms is not None:
+            spent = int((self.state.get("spend") or {}).get("activeMs") or 0)
+            left = max(1.0, (self.policy.max_duration_ms - spent) / 1000)
+            timeout = left if timeout is None else min(timeout, left)
+        return ProcessLimits(
+            timeout_seconds=timeout,
+            idle_timeout_seconds=self.config.idle_timeout_seconds,
+            result_grace_seconds=self.config.result_grace_seconds,
+        )
+
+    def _should_kill(self) -> bool:
+        if self.interrupts.kill_now:
+            return True
+        now = time.monotonic()
+        if now - self._last_state_read >= _STATE_POLL_SECONDS:
+            self._last_state_read = now
+            try:
+                self.state = self.store.read()
+            except StateFileError:
+                return False
+        return bool(self.state.get("stopNow"))
+
+    @staticmethod
+    def _outcome(ended_by: EndedBy, exit_code: int | None, classification: Any) -> Outcome:
+        if ended_by is EndedBy.LAUNCH_FAILED:
+            return Outcome.LAUNCH_FAILED
+        if ended_by is EndedBy.KILLED:
+            return Outcome.KILLED
+        if ended_by is EndedBy.TIMEOUT:
+            return Outcome.TIMEOUT
+        if ended_by is EndedBy.IDLE_TIMEOUT:
+            return Outcome.IDLE_TIMEOUT
+        if classification is not None and not classification.ok:
+            if classification.error_kind in (ErrorKind.RATE_LIMIT, ErrorKind.USAGE_LIMIT):
+                return Outcome.RATE_LIMITED
+            return Outcome.AGENT_ERROR
+        return Outcome.OK
+
+    def _conclude(
+        self,
+        it: _Iteration,
+        result: Any,
+        report: Any,
+        classification: Any,
+        outcome: Outcome,
+    ) -> RunResult | None:
+        after = git.mark(self.cwd)
+        commits = git.commits_between(self.cwd, it.before.head, after.head)
+        for commit in commits:
+            self._emit(
+                EventType.COMMIT_OBSERVED,
+                iteration=it.number,
+                sha=commit.sha.lower(),
+                subject=excerpt(commit.subject, 200),
+                trailers=[excerpt(t, 200) for t in commit.trailers],
+            )
+        files_changed = git.changed_files(self.cwd, it.before, after)
+        if after.fingerprint is None:
+            progress = Progress.UNKNOWN
+        elif after.head != it.before.head or after.fingerprint != it.before.fingerprint:
+            progress = Progress.MADE
+        else:
+            progress = Progress.NONE
+        duration_ms = int((self.clock.monotonic() - it.started_mono) * 1000)
+        response = (
+            report.final_message
+            if report.final_message is not None
+            else (it.texts[-1] if it.texts else (report.last_root_text or ""))
+        )
+        digest = (
+            hashlib.sha256(response.encode("utf-8", "replace")).hexdigest() if response else None
+        )
+        error_text = None
+        if outcome is Outcome.LAUNCH_FAILED:
+            error_text = result.launch_error
+        elif classification is not None and not classification.ok:
+            error_text = classification.message
+        elif outcome in (Outcome.TIMEOUT, Outcome.IDLE_TIMEOUT):
+            error_text = (
+                "agent process was stopped (T state) and made no progress"
+                if result.was_stopped
+                else f"{outcome.value.replace('_', ' ')} after {duration_ms // 1000} s"
+            )
+        signature = (
+            hashlib.sha256(f"{outcome.value}\0{error_text}".encode()).hexdigest()[:16]
+            if outcome in (Outcome.AGENT_ERROR, Outcome.LAUNCH_FAILED)
+            else None
+        )
+        in_tokens = report.input_tokens or 0
+        out_tokens = report.output_tokens or 0
+        cost = report.cost_usd or 0.0
+        spends = outcome is not Outcome.RATE_LIMITED
+        session_id = report.session_id
+
+        def record(s: dict[str, Any]) -> None:
+            spend = s.setdefault("spend", {})
+            tokens = spend.setdefault("tokens", {"input": 0, "output": 0})
+            tokens["input"] = int(tokens.get("input") or 0) + in_tokens
+            tokens["output"] = int(tokens.get("output") or 0) + out_tokens
+            spend["costUsd"] = round(float(spend.get("costUsd") or 0.0) + cost, 6)
+            spend["activeMs"] = int(spend.get("activeMs") or 0) + duration_ms
+            if spends:
+                spend["iterations"] = int(spend.get("iterations") or 0) + 1
+            s["iterationOpen"] = not spends
+            s["agentPid"] = None
+            s["agentStartTime"] = None
+            if session_id and self.config.context == "continue":
+                s["sessionId"] = session_id
+            if s.get("stopNow"):
+                s["stopRequested"] = True
+
+        previous_session = self.state.get("sessionId")
+        state = self._update(record)
+        spend = state["spend"]
+        if session_id and session_id != previous_session and len(session_id) <= 64:
+            self._emit(EventType.SESSION_ATTACHED, iteration=it.number, sessionId=session_id)
+        if report.input_tokens is not None or report.cost_usd is not None:
+            self._emit(
+                EventType.USAGE_UPDATE,
+                iteration=it.number,
+                tokens=dict(spend["tokens"]),
+                costUsd=spend["costUsd"],
+            )
+        self._emit(
+            EventType.ITERATION_END,
+            iteration=it.number,
+            excerpt=excerpt(response),
+            outcome=outcome.value,
+            exitCode=result.exit_code,
+            endedBy=result.ended_by.value,
+            tokens=dict(spend["tokens"]),
+            costUsd=spend["costUsd"],
+            iterationTokens={"input": in_tokens, "output": out_tokens},
+            iterationCostUsd=report.cost_usd,
+            filesChanged=files_changed,
+            commits=len(commits),
+            toolCalls=report.tool_calls,
+            progress=progress.value,
+            sessionId=session_id if session_id and len(session_id) <= 64 else None,
+            durationMs=duration_ms,
+            error=excerpt(error_text) if error_text else None,
+            oversizedLines=result.oversized_lines or None,
+        )
+        facts = IterationFacts(
+            number=it.number,
+            outcome=outcome,
+            final_message=report.final_message,
+            response_digest=digest,
+            tool_calls=report.tool_calls,
+            progress=progress,
+            prompt=it.prompt,
+            error_signature=signature,
+            error_text=error_text,
+            duration_ms=duration_ms,
+            reset_at_ms=report.reset_at_ms,
+        )
+        decision = decide(self._counters(state), facts, self.policy, self.clock.now_ms())
+        return self._apply(decision, it, digest, signature)
+
+    def _apply(
+        self, decision: Decision, it: _Iteration, digest: str | None, signature: str | None
+    ) -> RunResult | None:
+        def counters(s: dict[str, Any]) -> None:
+            loop = s.setdefault("loop", {})
+            loop["stagnationStreak"] = decision.stagnation_streak
+            loop["failureStreak"] = decision.failure_streak
+            loop["lastFailureSignature"] = signature if decision.failure_streak else None
+            if decision.action is not Action.WAIT:
+                loop["lastResponseDigest"] = digest
+            loop["rateLimitWaits"] = (
+                int(loop.get("rateLimitWaits") or 0) + 1 if decision.action is Action.WAIT else 0
+            )
+
+        self._update(counters)
+        if decision.stagnation_streak:
+            self._emit(
+                EventType.STAGNATION,
+                iteration=it.number,
+                streak=decision.stagnation_streak,
+                limit=self.policy.stagnation_limit,
+            )
+        if decision.warning:
+            self._emit(EventType.WARNING, iteration=it.number, note=decision.warning)
+        if decision.action is Action.COMPLETE:
+            return self._finish(EventType.COMPLETE, decision.reason or "", decision.note)
+        if decision.action is Action.ABORT:
+            return self._finish(EventType.ABORT, decision.reason or "", decision.note)
+        if decision.action in (Action.WAIT, Action.BACKOFF) and decision.wait_until_ms:
+            self._wait(decision)
+        return None
+
+    def _wait(self, decision: Decision) -> None:
+        until = int(decision.wait_until_ms or 0)
+        waiting_status = (
+            RunStatus.RATE_LIMITED if decision.action is Action.WAIT else RunStatus.WAITING
+        )
+        self._update(lambda s: s.update(status=waiting_status, waitingUntil=until))
+        if decision.action is Action.WAIT:
+            self._emit(EventType.RATE_LIMITED, waitingUntil=until, note=decision.note)
+        else:
+            self._emit(
+                EventType.WARNING,
+                note=f"backing off until {until}: {decision.note}",
+                waitingUntil=until,
+            )
+        started = self.clock.monotonic()
+        while self.clock.now_ms() < until:
+            self.clock.sleep(
+                min(_FLAG_POLL_SECONDS, max(0.0, (until - self.clock.now_ms()) / 1000))
+            )
+            state = self._refresh()
+            if self.interrupts.stop or state.get("stopRequested") or state.get("paused"):
+                break
+        waited = int((self.clock.monotonic() - started) * 1000)
+
+        def done(s: dict[str, Any]) -> None:
+            spend = s.setdefault("spend", {})
+            spend["waitingMs"] = int(spend.get("waitingMs") or 0) + waited
+            s.update(status=RunStatus.RUNNING, waitingUntil=None)
+
+        self._update(done)
+
+    def _finish(self, terminal: EventType, reason: str, note: str | None) -> RunResult:
+        reason_text = str(reason.value if isinstance(reason, Reason) else reason)
+        status = _status_for(terminal.value, reason_text)
+
+        def end(s: dict[str, Any]) -> None:
+            s.update(
+                terminated=True,
+                terminationReason=reason_text,
+                terminationNote=note,
+                status=status,
+                iterationOpen=False,
+                waitingUntil=None,
+                agentPid=None,
+                pid=None,
+            )
+
+        self._update(end)
+        spend = self.state.get("spend") or {}
+        self._emit(
+            terminal,
+            reason=reason_text,
+            note=note,
+            iteration=int(self.state.get("iter") or 0),
+            tokens=spend.get("tokens"),
+            costUsd=spend.get("costUsd"),
+        )
+        self.log.sync()
+        return RunResult(
+            self.run_id,
+            terminal.value,
+            reason_text,
+            note,
+            exit_code_for(terminal.value, reason_text),
+        )

@@ -1,0 +1,130 @@
+"""Git observations for one iteration: HEAD, the working-tree fingerprint, commits.
+
+Plain ``git`` calls (argv lists, no shell). Dirty checks use ``git status
+--porcelain`` and never count stashes (field report 24). A commit is progress
+(field report 7). Outside a git repository every answer is "unknown".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+_GIT_TIMEOUT_SECONDS = 60
+_MAX_COMMITS = 200
+
+
+@dataclass(frozen=True)
+class TreeMark:
+    """Where the work tree stood at one moment.
+
+    Attributes:
+        head: The HEAD commit sha, or None (no repo, or no commit yet).
+        fingerprint: A digest of ``git status --porcelain`` plus the content of
+            every changed tracked file and untracked file; None outside a repo.
+    """
+
+    head: str | None
+    fingerprint: str | None
+
+
+@dataclass(frozen=True)
+class Commit:
+    """A commit the agent made: full sha, subject line and trailer lines."""
+
+    sha: str
+    subject: str
+    trailers: tuple[str, ...]
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes] | None:
+    try:
+        return subprocess.run(
+            ["git", "-c", "core.quotepath=off", *args],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=_GIT_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def is_repository(cwd: Path) -> bool:
+    """True if ``cwd`` is inside a git work tree."""
+    done = _git(cwd, "rev-parse", "--is-inside-work-tree")
+    return done is not None and done.returncode == 0 and done.stdout.strip() == b"true"
+
+
+def mark(cwd: Path) -> TreeMark:
+    """Record HEAD and the working-tree fingerprint of ``cwd``."""
+    if not is_repository(cwd):
+        return TreeMark(None, None)
+    head_run = _git(cwd, "rev-parse", "--verify", "-q", "HEAD")
+    head = (
+        head_run.stdout.decode().strip()
+        if head_run is not None and head_run.returncode == 0
+        else None
+    )
+    status = _git(cwd, "status", "--porcelain=v1", "-z", "--untracked-files=all")
+    if status is None or status.returncode != 0:
+        return TreeMark(head, None)
+    digest = hashlib.sha256(status.stdout)
+    for entry in status.stdout.split(b"\0"):
+        if len(entry) > 3:
+            _hash_file(digest, cwd / entry[3:].decode("utf-8", "surrogateescape"))
+    return TreeMark(head, digest.hexdigest())
+
+
+def _hash_file(digest: hashlib._Hash, path: Path) -> None:
+    try:
+        with path.open("rb") as handle:
+            while chunk := handle.read(1024 * 1024):
+                digest.update(chunk)
+    except OSError:
+        digest.update(b"<unreadable>")
+
+
+def changed_files(cwd: Path, before: TreeMark, after: TreeMark) -> int | None:
+    """How many files differ between the two marks (commits plus the work tree)."""
+    if after.fingerprint is None:
+        return None
+    names: set[str] = set()
+    if before.head and after.head and before.head != after.head:
+        done = _git(cwd, "diff", "--name-only", "-z", before.head, after.head)
+        if done is not None and done.returncode == 0:
+            names.update(n.decode("utf-8", "replace") for n in done.stdout.split(b"\0") if n)
+    status = _git(cwd, "status", "--porcelain=v1", "-z", "--untracked-files=all")
+    if status is not None and status.returncode == 0 and before.fingerprint != after.fingerprint:
+        names.update(
+            e[3:].decode("utf-8", "replace") for e in status.stdout.split(b"\0") if len(e) > 3
+        )
+    return len(names)
+
+
+def commits_between(cwd: Path, before: str | None, after: str | None) -> list[Commit]:
+    """Commits reachable from ``after`` but not ``before``, oldest first (at most 200)."""
+    if after is None or before == after:
+        return []
+    span = after if before is None else f"{before}..{after}"
+    done = _git(
+        cwd,
+        "log",
+        "--reverse",
+        f"--max-count={_MAX_COMMITS}",
+        "--format=%H%x1f%s%x1f%(trailers:only,unfold)%x1e",
+        span,
+    )
+    if done is None or done.returncode != 0:
+        return []
+    commits = []
+    for record in done.stdout.decode("utf-8", "replace").split("\x1e"):
+        parts = record.strip("\n").split("\x1f")
+        if len(parts) < 2 or not parts[0]:
+            continue
+        trailers = tuple(t for t in (parts[2] if len(parts) > 2 else "").splitlines() if t)
+        commits.append(Commit(parts[0].strip(), parts[1], trailers[:8]))
+    return commits

@@ -1,0 +1,379 @@
+"""Run one agent process: argv in, bytes out, bounded memory, every limit enforced.
+
+The agent gets its own session and process group (so a terminal's Ctrl-C reaches
+the driver, not the agent) and a parent-death signal (so it dies with the driver).
+Output is read as bytes with ``os.read`` from both pipes: the raw stream goes to the
+iteration's files, stdout is split into lines with no line-length limit other than
+``max_line_bytes`` (a longer line is skipped whole, never the lines after it), and
+bad UTF-8 is replaced. Field reports 12–14, 19 and 20 describe what this guards
+against: a child that ignores Ctrl-C, a CLI that never exits after its result, a
+grandchild holding stdout open, a stopped (T-state) child, a 64 KiB line limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+import psutil
+
+_READ_BYTES = 256 * 1024
+_STDERR_TAIL_BYTES = 8192
+_POLL_SECONDS = 0.25
+_PR_SET_PDEATHSIG = 1
+
+
+class EndedBy(StrEnum):
+    """Why the agent process stopped being read."""
+
+    EXIT = "exit"
+    RESULT_GRACE = "result_grace"
+    TIMEOUT = "timeout"
+    IDLE_TIMEOUT = "idle_timeout"
+    KILLED = "killed"
+    LAUNCH_FAILED = "launch_failed"
+
+
+@dataclass(frozen=True)
+class ProcessLimits:
+    """Limits on one agent process.
+
+    Attributes:
+        timeout_seconds: Wall-clock limit (None: none).
+        idle_timeout_seconds: Limit on time without any output (None: none).
+        result_grace_seconds: After the final result event, or after the agent
+            exited while something still holds its pipes, how long to wait before
+            ending the whole process group.
+        kill_grace_seconds: Between SIGTERM and SIGKILL to the group.
+        max_line_bytes: A stdout line longer than this is skipped (counted).
+    """
+
+    timeout_seconds: float | None = None
+    idle_timeout_seconds: float | None = None
+    result_grace_seconds: float = 5.0
+    kill_grace_seconds: float = 3.0
+    max_line_bytes: int = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    """How the agent process ended.
+
+    Attributes:
+        ended_by: See ``EndedBy``.
+        exit_code: The exit status; ``-N`` for death by signal N; None if it never
+            started.
+        launch_error: Why it could not start (``LAUNCH_FAILED`` only).
+        stderr_tail: The last 8 KiB of stderr, decoded.
+        stdout_bytes: Bytes read from stdout.
+        oversized_lines: stdout lines skipped for exceeding ``max_line_bytes``.
+        duration_seconds: Wall time from start to end.
+        was_stopped: The agent was seen in the stopped (T) state.
+    """
+
+    ended_by: EndedBy
+    exit_code: int | None
+    launch_error: str | None
+    stderr_tail: str
+    stdout_bytes: int
+    oversized_lines: int
+    duration_seconds: float
+    was_stopped: bool = False
+
+
+def _set_parent_death_signal() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class _LineSplitter:
+    """Splits a byte stream into lines, skipping lines over a cap, in bounded memory."""
+
+    def __init__(self, on_line: Callable[[str], None], max_line_bytes: int) -> None:
+        self._on_line = on_line
+        self._max = max_line_bytes
+        self._buffer = bytearray()
+        self._skipping = False
+        self.oversized = 0
+
+    def feed(self, data: bytes) -> None:
+        start = 0
+        while True:
+            newline = data.find(b"\n", start)
+            if newline < 0:
+                break
+            self._emit(data[start:newline])
+            start = newline + 1
+        rest = data[start:]
+        if self._skipping:
+            return
+        self._buffer += rest
+        if len(self._buffer) > self._max:
+            self._buffer.clear()
+            self._skipping = True
+            self.oversized += 1
+
+    def _emit(self, piece: bytes) -> None:
+        if self._skipping:
+            self._skipping = False
+            return
+        if self._buffer:
+            self._buffer += piece
+            line = bytes(self._buffer)
+            self._buffer.clear()
+        else:
+            line = piece
+        if len(line) > self._max:
+            self.oversized += 1
+            return
+        self._on_line(line.decode("utf-8", "replace"))
+
+    def flush(self) -> None:
+        """Emit a final line that has no newline (a truncated stream's tail)."""
+        if self._buffer and not self._skipping:
+            line = bytes(self._buffer)
+            self._buffer.clear()
+            self._on_line(line.decode("utf-8", "replace"))
+
+
+def run_agent_process(
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    stdin_data: bytes | None,
+    stdout_path: Path,
+    stderr_path: Path,
+    on_line: Callable[[str], None],
+    result_seen: Callable[[], bool],
+    should_kill: Callable[[], bool],
+    limits: ProcessLimits,
+    on_start: Callable[[int], None] | None = None,
+) -> ProcessResult:
+    """Run ``argv`` to its end under ``limits``; never raises for the agent's sake.
+
+    Args:
+        argv: Program and arguments (never a shell string).
+        cwd: Working directory.
+        env: The complete environment.
+        stdin_data: Written to stdin, which is then closed; None gives ``/dev/null``.
+        stdout_path: Raw stdout is copied here.
+        stderr_path: Raw stderr is copied here.
+        on_line: Called with each complete stdout line (decoded, no newline).
+        result_seen: True once the parser has the agent's final result event.
+        should_kill: Polled; True ends the process group now (``stop --now``).
+        limits: See ``ProcessLimits``.
+        on_start: Called with the child's pid once it runs.
+
+    Returns:
+        A ``ProcessResult``; the whole process group has ended by then.
+    """
+    started = time.monotonic()
+    stdout_file = stdout_path.open("wb")
+    stderr_file = stderr_path.open("wb")
+    try:
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=dict(env),
+                stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                preexec_fn=_set_parent_death_signal,  # noqa: PLW1509 - no threads fork here
+                close_fds=True,
+            )
+        except OSError as error:
+            message = f"cannot start {argv[0]}: {error.strerror or error}"
+            stderr_file.write(message.encode() + b"\n")
+            return ProcessResult(
+                EndedBy.LAUNCH_FAILED, None, message, message, 0, 0, time.monotonic() - started
+            )
+        if on_start is not None:
+            on_start(proc.pid)
+        return _supervise(
+            proc,
+            stdin_data,
+            stdout_file,
+            stderr_file,
+            on_line,
+            result_seen,
+            should_kill,
+            limits,
+            started,
+        )
+    finally:
+        stdout_file.close()
+        stderr_file.close()
+
+
+def _feed_stdin(proc: subprocess.Popen[bytes], data: bytes) -> None:
+    assert proc.stdin is not None
+    with contextlib.suppress(OSError):
+        proc.stdin.write(data)
+    with contextlib.suppress(OSError):
+        proc.stdin.close()
+
+
+def _supervise(
+    proc: subprocess.Popen[bytes],
+    stdin_data: bytes | None,
+    stdout_file: object,
+    stderr_file: object,
+    on_line: Callable[[str], None],
+    result_seen: Callable[[], bool],
+    should_kill: Callable[[], bool],
+    limits: ProcessLimits,
+    started: float,
+) -> ProcessResult:
+    assert proc.stdout is not None and proc.stderr is not None
+    if stdin_data is not None:
+        threading.Thread(target=_feed_stdin, args=(proc, stdin_data), daemon=True).start()
+    splitter = _LineSplitter(on_line, limits.max_line_bytes)
+    sinks = {proc.stdout.fileno(): stdout_file, proc.stderr.fileno(): stderr_file}
+    selector = selectors.DefaultSelector()
+    for fd in sinks:
+        os.set_blocking(fd, False)
+        selector.register(fd, selectors.EVENT_READ)
+    stderr_tail = bytearray()
+    stdout_bytes = 0
+    last_output = started
+    grace_since: float | None = None
+    ended_by: EndedBy | None = None
+    was_stopped = False
+    last_state_check = started
+    try:
+        while selector.get_map():
+            now = time.monotonic()
+            if should_kill():
+                ended_by = EndedBy.KILLED
+                break
+            if limits.timeout_seconds is not None and now - started >= limits.timeout_seconds:
+                ended_by = EndedBy.TIMEOUT
+                break
+            idle = now - last_output
+            if limits.idle_timeout_seconds is not None and idle >= limits.idle_timeout_seconds:
+                ended_by = EndedBy.IDLE_TIMEOUT
+                break
+            if grace_since is None and (result_seen() or proc.poll() is not None):
+                grace_since = now
+            if grace_since is not None and now - grace_since >= limits.result_grace_seconds:
+                ended_by = EndedBy.RESULT_GRACE
+                break
+            if idle >= 1.0 and now - last_state_check >= 1.0:
+                last_state_check = now
+                was_stopped = was_stopped or _is_stopped(proc.pid)
+            for key, _ in selector.select(_POLL_SECONDS):
+                fd = int(key.fd)
+                try:
+                    data = os.read(fd, _READ_BYTES)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                if not data:
+                    selector.unregister(fd)
+                    continue
+                last_output = time.monotonic()
+                sinks[fd].write(data)  # type: ignore[attr-defined]
+                if fd == proc.stdout.fileno():
+                    stdout_bytes += len(data)
+                    splitter.feed(data)
+                else:
+                    stderr_tail += data
+                    del stderr_tail[:-_STDERR_TAIL_BYTES]
+        if ended_by is None:
+            splitter.flush()
+    finally:
+        selector.close()
+    _end_group(proc, limits.kill_grace_seconds)
+    with contextlib.suppress(OSError):
+        proc.stdout.close()
+    with contextlib.suppress(OSError):
+        proc.stderr.close()
+    if ended_by is None:
+        ended_by = EndedBy.EXIT
+    return ProcessResult(
+        ended_by=ended_by,
+        exit_code=proc.returncode,
+        launch_error=None,
+        stderr_tail=stderr_tail.decode("utf-8", "replace"),
+        stdout_bytes=stdout_bytes,
+        oversized_lines=splitter.oversized,
+        duration_seconds=time.monotonic() - started,
+        was_stopped=was_stopped,
+    )
+
+
+def _is_stopped(pid: int) -> bool:
+    try:
+        return bool(psutil.Process(pid).status() == psutil.STATUS_STOPPED)
+    except psutil.Error:
+        return False
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _end_group(proc: subprocess.Popen[bytes], kill_grace_seconds: float) -> None:
+    """SIGTERM the agent's process group, then SIGKILL what is left; reap the leader."""
+    pgid = proc.pid  # start_new_session: the leader's pid is the group id
+    if _group_alive(pgid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGTERM)
+            os.killpg(pgid, signal.SIGCONT)
+        deadline = time.monotonic() + kill_grace_seconds
+        while time.monotonic() < deadline:
+            proc.poll()
+            if not _group_alive(pgid):
+                break
+            time.sleep(0.05)
+        else:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=kill_grace_seconds + 5)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
+
+
+def end_process_group_of(pid: int, create_time: float | None) -> bool:
+    """End a leftover agent group from an earlier driver, if it is still ours.
+
+    Args:
+        pid: The agent leader's pid recorded in ``state.json``.
+        create_time: Its recorded start time (epoch s); a pid whose process started
+            at another time was reused and is left alone.
+
+    Returns:
+        True if a group was signalled.
+    """
+    try:
+        process = psutil.Process(pid)
+        if create_time is not None and abs(process.create_time() - create_time) > 1.0:
+            return False
+        os.killpg(pid, signal.SIGKILL)
+    except (psutil.Error, ProcessLookupError, PermissionError):
+        return False
+    return True

@@ -1,0 +1,297 @@
+"""The append-only event log (``events.jsonl``) and its line format.
+
+One JSON object per line, each with ``type``, ``ts`` (epoch milliseconds, an integer)
+and ``runId``. The vocabulary starts with seed 000's names and only ever grows:
+``EVENT_TYPES`` is appended to, never reordered. Lines follow the seed system's
+writer contract (``reference/seed-event-contract.md`` §4.4, §4.6): compact JSON,
+``ensure_ascii=False``, no NaN/Infinity, at most 16 KiB per line, excerpts and notes
+cut at 500 UTF-16 code units without splitting a surrogate pair.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import IO, Any
+
+MAX_EVENT_LINE_BYTES = 16 * 1024
+"""A serialized event line (without its newline) may be at most this long."""
+
+MAX_EXCERPT_UTF16_UNITS = 500
+"""``excerpt``, ``note``, ``reason``, ``argsSummary`` and ``desc`` are cut to this."""
+
+_READ_CHUNK_BYTES = 1024 * 1024
+
+
+class EventType(StrEnum):
+    """Every event type autopilot writes; the value is the JSON ``type``.
+
+    Order matters and only grows (seed 000: "the schema is strictly additive").
+    The first 25 are the seed system's own ``EVENT_TYPES``.
+    """
+
+    ARMED = "armed"
+    ITERATION_START = "iteration_start"
+    ITERATION_END = "iteration_end"
+    PAUSE = "pause"
+    RESUME = "resume"
+    STAGNATION = "stagnation"
+    COMPLETE = "complete"
+    ABORT = "abort"
+    STAGE_START = "stage_start"
+    STAGE_END = "stage_end"
+    SUBSTAGE = "substage"
+    BACKLOG_SNAPSHOT = "backlog_snapshot"
+    WORKITEM_START = "workitem_start"
+    WORKITEM_END = "workitem_end"
+    STAGE_PLAN = "stage_plan"
+    STAGE_PLAN_AMEND = "stage_plan_amend"
+    TASK_LIST = "task_list"
+    TASK_START = "task_start"
+    TASK_END = "task_end"
+    COMMIT_OBSERVED = "commit_observed"
+    USAGE_UPDATE = "usage_update"
+    SESSION_ATTACHED = "session_attached"
+    WORKTREE_CREATED = "worktree_created"
+    WORKTREE_REMOVED = "worktree_removed"
+    WORKTREE_KEPT = "worktree_kept"
+    # autopilot's own, appended from here on.
+    MESSAGE_QUEUED = "message_queued"
+    MESSAGE_DELIVERED = "message_delivered"
+    RATE_LIMITED = "rate_limited"
+    CHECKPOINT = "checkpoint"
+    DECISION_APPLIED = "decision_applied"
+    SUPERVISOR_RESTART = "supervisor_restart"
+    SUPERVISOR_GIVEUP = "supervisor_giveup"
+    GATE = "gate"
+    AGENT_ERROR = "agent_error"
+    DRIVER_START = "driver_start"
+    WARNING = "warning"
+
+
+EVENT_TYPES: tuple[str, ...] = tuple(t.value for t in EventType)
+"""The closed vocabulary, in its append-only order."""
+
+SEED_EVENT_TYPES: frozenset[str] = frozenset(EVENT_TYPES[:25])
+"""The types the seed system's reader accepts; it skips the rest."""
+
+TERMINAL_EVENT_TYPES = frozenset({EventType.COMPLETE.value, EventType.ABORT.value})
+
+_CAPPED_FIELDS = ("excerpt", "note", "reason", "argsSummary", "desc")
+
+
+def utf16_units(text: str) -> int:
+    """Length of ``text`` in UTF-16 code units (astral characters count two)."""
+    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+def excerpt(text: str, limit_units: int = MAX_EXCERPT_UTF16_UNITS) -> str:
+    """Cut ``text`` to at most ``limit_units`` UTF-16 code units.
+
+    Never splits a surrogate pair: an astral character that would straddle the limit
+    is left out whole. Lone surrogates (from bad input) are replaced with U+FFFD so
+    the result always encodes as UTF-8.
+
+    Args:
+        text: Any string.
+        limit_units: The cap, in UTF-16 code units (seed 000 uses 500).
+
+    Returns:
+        A prefix of ``text`` (after surrogate repair) within the cap.
+    """
+    if len(text) <= limit_units // 2 and not _has_surrogates(text):
+        return text
+    text = _repair_surrogates(text)
+    units = 0
+    for index, ch in enumerate(text):
+        units += 2 if ord(ch) > 0xFFFF else 1
+        if units > limit_units:
+            return text[:index]
+    return text
+
+
+def _has_surrogates(text: str) -> bool:
+    return any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+
+
+def _repair_surrogates(text: str) -> str:
+    if not _has_surrogates(text):
+        return text
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def serialize_event(event: Mapping[str, Any]) -> bytes | None:
+    """Serialize one event to a line (without newline), or None if it cannot fit.
+
+    Capped text fields are cut to 500 UTF-16 units first. If the line is still over
+    ``MAX_EVENT_LINE_BYTES``, ``excerpt`` and ``note`` are dropped (as the seed's
+    lenient emitter does); if it still does not fit, the event is refused.
+
+    Raises:
+        ValueError: the event has no ``type``/``ts``/``runId`` or holds NaN/Infinity.
+    """
+    if not isinstance(event.get("type"), str) or not isinstance(event.get("ts"), int):
+        raise ValueError("an event needs a str 'type' and an int 'ts'")
+    if not isinstance(event.get("runId"), str) or not event["runId"]:
+        raise ValueError("an event needs a non-empty 'runId'")
+    record = dict(event)
+    for key in _CAPPED_FIELDS:
+        value = record.get(key)
+        if isinstance(value, str):
+            record[key] = excerpt(value)
+    line = _dumps(record)
+    if len(line) > MAX_EVENT_LINE_BYTES:
+        for key in ("excerpt", "note"):
+            record.pop(key, None)
+        line = _dumps(record)
+        if len(line) > MAX_EVENT_LINE_BYTES:
+            return None
+    return line
+
+
+def _dumps(record: Mapping[str, Any]) -> bytes:
+    text = json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _repair_surrogates(text).encode("utf-8")
+
+
+def parse_event_line(line: bytes | str) -> dict[str, Any] | None:
+    """Parse one log line as the seed reader does, or return None to skip it.
+
+    Accepted only if it is a JSON object whose ``type`` is a known event type,
+    ``ts`` is a finite number and ``runId`` a non-empty string. Surrounding
+    whitespace (and CRLF) is tolerated. Unknown types are skipped, like the seed's.
+    """
+    text = line.strip()
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    ts = value.get("ts")
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
+        return None
+    run_id = value.get("runId")
+    if not isinstance(run_id, str) or not run_id:
+        return None
+    if value.get("type") not in _EVENT_TYPE_SET:
+        return None
+    return value
+
+
+_EVENT_TYPE_SET = frozenset(EVENT_TYPES)
+
+
+def iter_event_lines(stream: IO[bytes], *, hold_back_partial: bool = True) -> Iterator[bytes]:
+    """Yield each complete line of ``stream``, reading it in 1 MiB chunks.
+
+    Args:
+        stream: A binary file positioned where reading should start.
+        hold_back_partial: If True a final line with no newline (a torn or
+            in-progress write) is not yielded.
+    """
+    pending = b""
+    while True:
+        chunk = stream.read(_READ_CHUNK_BYTES)
+        if not chunk:
+            break
+        pending += chunk
+        lines = pending.split(b"\n")
+        pending = lines.pop()
+        yield from lines
+    if pending and not hold_back_partial:
+        yield pending
+
+
+def read_events(path: Path) -> Iterator[dict[str, Any]]:
+    """Yield the accepted events of an ``events.jsonl``, skipping bad or torn lines.
+
+    A missing file yields nothing. The final line is held back unless it ends with a
+    newline, since a writer may be mid-append.
+    """
+    try:
+        stream = path.open("rb")
+    except FileNotFoundError:
+        return
+    with stream:
+        for raw in iter_event_lines(stream):
+            event = parse_event_line(raw)
+            if event is not None:
+                yield event
+
+
+class EventLog:
+    """Appends events to one run's ``events.jsonl``; never raises on disk errors.
+
+    Each event is one ``write`` of a whole line to a file opened with ``O_APPEND``,
+    so concurrent writers never interleave inside a line. A write that fails (disk
+    full, file removed) is reported once on stderr and the loop goes on.
+
+    Args:
+        path: The log file; created if missing.
+        run_id: Stamped on every event as ``runId``.
+        clock_ms: Returns the current epoch time in milliseconds.
+    """
+
+    def __init__(self, path: Path, run_id: str, clock_ms: Any) -> None:
+        self.path = path
+        self.run_id = run_id
+        self._clock_ms = clock_ms
+        self._fd: int | None = None
+        self._reported_error = False
+        self.refused = 0
+
+    def emit(self, event_type: EventType | str, **fields: Any) -> dict[str, Any] | None:
+        """Append one event and return it as written (None if it was refused)."""
+        event: dict[str, Any] = {"type": str(event_type), "ts": int(self._clock_ms())}
+        event["runId"] = self.run_id
+        event.update({k: v for k, v in fields.items() if v is not None})
+        try:
+            line = serialize_event(event)
+        except ValueError as error:
+            self._report(f"event {event_type} not written: {error}")
+            return None
+        if line is None:
+            self.refused += 1
+            self._report(f"event {event_type} not written: over {MAX_EVENT_LINE_BYTES} bytes")
+            return None
+        self._append(line + b"\n")
+        return event
+
+    def _append(self, data: bytes) -> None:
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            os.write(self._fd, data)
+        except OSError as error:
+            self._report(f"cannot append to {self.path}: {error.strerror or error}")
+            self.close()
+
+    def sync(self) -> None:
+        """fsync the log (used after the terminal event)."""
+        if self._fd is not None:
+            try:
+                os.fsync(self._fd)
+            except OSError as error:
+                self._report(f"cannot sync {self.path}: {error.strerror or error}")
+
+    def close(self) -> None:
+        """Close the file; a later ``emit`` reopens it."""
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = None
+
+    def _report(self, message: str) -> None:
+        if not self._reported_error:
+            print(f"autopilot: warning: {message}", file=sys.stderr)
+            self._reported_error = True

@@ -1,0 +1,55 @@
+"""``<runs-root>/index.jsonl``: one row per run, so ``list`` and ``stats`` read one file.
+
+A row is the run's ``armed`` event (seed 000), with ``ts`` (the seed's writer omits
+it; ours does not). Rows are appended whole; readers skip malformed lines and take
+any row whose ``type`` is ``armed`` with a non-empty string ``runId``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from autopilot.store.events import iter_event_lines, serialize_event
+
+INDEX_FILE = "index.jsonl"
+
+
+def append_index_row(root: Path, armed_event: Mapping[str, Any]) -> None:
+    """Append the run's ``armed`` event as its index row.
+
+    Raises:
+        OSError: the index cannot be written.
+    """
+    line = serialize_event(armed_event)
+    if line is None:
+        return
+    fd = os.open(root / INDEX_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line + b"\n")
+    finally:
+        os.close(fd)
+
+
+def read_index(root: Path) -> Iterator[dict[str, Any]]:
+    """Yield index rows oldest first, skipping anything that is not an ``armed`` row."""
+    try:
+        stream = (root / INDEX_FILE).open("rb")
+    except FileNotFoundError:
+        return
+    with stream:
+        for raw in iter_event_lines(stream):
+            try:
+                row = json.loads(raw)
+            except (ValueError, RecursionError):
+                continue
+            if (
+                isinstance(row, dict)
+                and row.get("type") == "armed"
+                and isinstance(row.get("runId"), str)
+                and row["runId"]
+            ):
+                yield row

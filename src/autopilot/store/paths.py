@@ -1,0 +1,147 @@
+"""Where runs live, and how a RUN argument names one.
+
+Runs root: ``$AUTOPILOT_RUNS_DIR``, else the platform's user state directory
+(``platformdirs.user_state_path("autopilot") / "runs"``; on Linux
+``~/.local/state/autopilot/runs``). It must resolve to a directory the user owns.
+A run's folder is ``<runs-root>/<runId>/`` with ``runId = <label>-<startedAtEpochMs>``
+(seed 000). Machine state never lives in the work tree, where an agent can delete it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import platformdirs
+
+from autopilot.errors import RunNotFoundError, RunsRootError, UsageError
+
+RUNS_DIR_ENV = "AUTOPILOT_RUNS_DIR"
+_LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}-\d{10,16}$")
+
+
+def runs_root(*, create: bool = True) -> Path:
+    """Return the runs root, created (mode 0700) if ``create`` and missing.
+
+    Raises:
+        RunsRootError: the path exists but is not a directory, is not owned by this
+            user, or is not writable; or it cannot be created.
+    """
+    configured = os.environ.get(RUNS_DIR_ENV, "").strip()
+    if configured:
+        root = Path(configured).expanduser()
+        if not root.is_absolute():
+            root = Path.cwd() / root
+    else:
+        root = platformdirs.user_state_path("autopilot") / "runs"
+    if create:
+        try:
+            root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except FileExistsError:
+            raise RunsRootError(f"runs root {root} exists and is not a directory") from None
+        except OSError as error:
+            raise RunsRootError(
+                f"cannot create runs root {root}: {error.strerror or error}"
+            ) from None
+    elif not root.exists():
+        return root
+    root = root.resolve()
+    if not root.is_dir():
+        raise RunsRootError(f"runs root {root} is not a directory")
+    if hasattr(os, "getuid") and root.stat().st_uid != os.getuid():
+        raise RunsRootError(f"runs root {root} is not owned by this user")
+    if create and not os.access(root, os.W_OK | os.X_OK):
+        raise RunsRootError(f"runs root {root} is not writable")
+    return root
+
+
+def validate_label(label: str) -> str:
+    """Check a run label: letters, digits, ``.``, ``_``, ``-``; at most 64 characters.
+
+    Raises:
+        UsageError: the label holds a separator, traversal, or other characters.
+    """
+    if not _LABEL_RE.match(label) or ".." in label:
+        raise UsageError(
+            f"invalid label {label!r}: use letters, digits, '.', '_' or '-' (at most 64)"
+        )
+    return label
+
+
+def make_run_id(label: str, started_at_ms: int) -> str:
+    """``<label>-<startedAtEpochMs>``, the seed's run id."""
+    return f"{validate_label(label)}-{started_at_ms}"
+
+
+def is_valid_run_id(run_id: str) -> bool:
+    """True for a well-formed run id (no separators, no traversal, no NUL)."""
+    return bool(_RUN_ID_RE.match(run_id)) and ".." not in run_id
+
+
+def run_dir(root: Path, run_id: str) -> Path:
+    """The folder of ``run_id`` under ``root``.
+
+    Raises:
+        UsageError: ``run_id`` is not a well-formed run id.
+    """
+    if not is_valid_run_id(run_id):
+        raise UsageError(f"invalid run id {run_id!r}")
+    return root / run_id
+
+
+def list_run_ids(root: Path) -> list[str]:
+    """Run ids that have a folder with a ``state.json``, newest first."""
+    if not root.is_dir():
+        return []
+    found = [
+        entry.name
+        for entry in os.scandir(root)
+        if entry.is_dir(follow_symlinks=False)
+        and is_valid_run_id(entry.name)
+        and os.path.exists(os.path.join(entry.path, "state.json"))
+    ]
+    return sorted(found, key=started_at_of, reverse=True)
+
+
+def started_at_of(run_id: str) -> int:
+    """The epoch-ms start time encoded at the end of a run id."""
+    return int(run_id.rsplit("-", 1)[1])
+
+
+def resolve_run(root: Path, ref: str | None, *, project: Path | None = None) -> str:
+    """Resolve a RUN argument to a run id.
+
+    Args:
+        root: The runs root.
+        ref: A run id, a unique prefix of one, or None for the newest run of
+            ``project`` (or the newest run at all when ``project`` is None).
+        project: The project directory whose newest run an omitted RUN means.
+
+    Raises:
+        RunNotFoundError: nothing matches, or a prefix matches several runs.
+    """
+    from autopilot.store.state import read_state_quietly
+
+    run_ids = list_run_ids(root)
+    if ref is None:
+        for run_id in run_ids:
+            if project is None:
+                return run_id
+            state = read_state_quietly(root / run_id / "state.json")
+            if state is not None and state.get("cwd") == str(project):
+                return run_id
+        where = f" for {project}" if project is not None else ""
+        raise RunNotFoundError(f"no runs{where} in {root}")
+    if "/" in ref or "\\" in ref or "\0" in ref or ".." in ref:
+        raise RunNotFoundError(f"invalid run reference {ref!r}")
+    if ref in run_ids:
+        return ref
+    matches = [run_id for run_id in run_ids if run_id.startswith(ref)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise RunNotFoundError(f"no run matches {ref!r} in {root}")
+    shown = ", ".join(matches[:3]) + (", …" if len(matches) > 3 else "")
+    raise RunNotFoundError(f"{ref!r} matches {len(matches)} runs ({shown}); give more of the id")
