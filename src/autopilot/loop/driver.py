@@ -742,6 +742,9 @@ class Driver:
             error_text=error_text,
             duration_ms=duration_ms,
             reset_at_ms=report.reset_at_ms,
+            fatal=classification is not None
+            and not classification.ok
+            and classification.error_kind is ErrorKind.AUTH,
         )
         decision = decide(self._counters(state), facts, self.policy, self.clock.now_ms())
         return self._apply(decision, it, digest, signature)

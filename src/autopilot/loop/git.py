@@ -22,12 +22,22 @@ class TreeMark:
 
     Attributes:
         head: The HEAD commit sha, or None (no repo, or no commit yet).
-        fingerprint: A digest of ``git status --porcelain`` plus the content of
-            every changed tracked file and untracked file; None outside a repo.
+        entries: Each path ``git status --porcelain`` lists → its status code and a
+            digest of its content; None outside a repository.
     """
 
     head: str | None
-    fingerprint: str | None
+    entries: dict[str, str] | None
+
+    @property
+    def fingerprint(self) -> str | None:
+        """One digest of all entries (None outside a repository)."""
+        if self.entries is None:
+            return None
+        digest = hashlib.sha256()
+        for path in sorted(self.entries):
+            digest.update(f"{path}\0{self.entries[path]}\0".encode("utf-8", "surrogateescape"))
+        return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -60,48 +70,60 @@ def is_repository(cwd: Path) -> bool:
 
 
 def mark(cwd: Path) -> TreeMark:
-    """Record HEAD and the working-tree fingerprint of ``cwd``."""
+    """Record HEAD and every changed or untracked path of ``cwd`` with its content."""
     if not is_repository(cwd):
         return TreeMark(None, None)
     head_run = _git(cwd, "rev-parse", "--verify", "-q", "HEAD")
-    head = (
-        head_run.stdout.decode().strip()
-        if head_run is not None and head_run.returncode == 0
-        else None
-    )
+    head = None
+    if head_run is not None and head_run.returncode == 0:
+        head = head_run.stdout.decode().strip()
     status = _git(cwd, "status", "--porcelain=v1", "-z", "--untracked-files=all")
     if status is None or status.returncode != 0:
         return TreeMark(head, None)
-    digest = hashlib.sha256(status.stdout)
-    for entry in status.stdout.split(b"\0"):
-        if len(entry) > 3:
-            _hash_file(digest, cwd / entry[3:].decode("utf-8", "surrogateescape"))
-    return TreeMark(head, digest.hexdigest())
+    entries: dict[str, str] = {}
+    records = status.stdout.split(b"\0")
+    index = 0
+    while index < len(records):
+        record = records[index]
+        index += 1
+        if len(record) <= 3:
+            continue
+        code = record[:2].decode("ascii", "replace")
+        path = record[3:].decode("utf-8", "surrogateescape")
+        if code[0] in "RC":
+            index += 1  # the rename's source path follows
+        entries[path] = f"{code}:{_file_digest(cwd / path)}"
+    return TreeMark(head, entries)
 
 
-def _hash_file(digest: hashlib._Hash, path: Path) -> None:
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
     try:
         with path.open("rb") as handle:
             while chunk := handle.read(1024 * 1024):
                 digest.update(chunk)
+    except IsADirectoryError:
+        return "dir"
     except OSError:
-        digest.update(b"<unreadable>")
+        return "missing"
+    return digest.hexdigest()
 
 
 def changed_files(cwd: Path, before: TreeMark, after: TreeMark) -> int | None:
-    """How many files differ between the two marks (commits plus the work tree)."""
-    if after.fingerprint is None:
+    """How many paths differ between the two marks: committed in between, or
+    changed in the work tree (a path already dirty before counts only if its
+    content or status changed). None outside a repository."""
+    if after.entries is None:
         return None
     names: set[str] = set()
     if before.head and after.head and before.head != after.head:
         done = _git(cwd, "diff", "--name-only", "-z", before.head, after.head)
         if done is not None and done.returncode == 0:
             names.update(n.decode("utf-8", "replace") for n in done.stdout.split(b"\0") if n)
-    status = _git(cwd, "status", "--porcelain=v1", "-z", "--untracked-files=all")
-    if status is not None and status.returncode == 0 and before.fingerprint != after.fingerprint:
-        names.update(
-            e[3:].decode("utf-8", "replace") for e in status.stdout.split(b"\0") if len(e) > 3
-        )
+    old = before.entries or {}
+    for path in set(old) | set(after.entries):
+        if old.get(path) != after.entries.get(path):
+            names.add(path)
     return len(names)
 
 

@@ -131,6 +131,8 @@ class IterationFacts:
         error_text: The agent's own error text.
         duration_ms: How long the iteration took.
         reset_at_ms: When a usage limit resets (epoch ms), if known.
+        fatal: The agent's own error says retrying cannot help (e.g. its login
+            was refused): the run halts at once with that error.
     """
 
     number: int
@@ -144,6 +146,7 @@ class IterationFacts:
     error_text: str | None = None
     duration_ms: int = 0
     reset_at_ms: int | None = None
+    fatal: bool = False
 
 
 @dataclass(frozen=True)
@@ -283,6 +286,8 @@ def decide(
             wait_until_ms=until if until is not None else now_ms + backoff,
             spends_iteration=False,
         )
+    if failing and facts.fatal:
+        return decision(Action.ABORT, Reason.AGENT_FAILING, note=facts.error_text)
     if failures >= config.breaker_threshold:
         note = f"{failures} identical failures in a row: {facts.error_text or facts.outcome}"
         return decision(Action.ABORT, Reason.AGENT_FAILING, note=note)
