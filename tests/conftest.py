@@ -38,7 +38,9 @@ def fake_agent(tmp_path: Path) -> FakeAgent:
         script = tmp_path / f"script-{len(list(tmp_path.glob('script-*.json')))}.json"
         script.write_text(json.dumps({"iterations": [{"steps": s} for s in iterations], **options}))
         launcher = tmp_path / "fake-claude"
-        launcher.write_text(f"#!/bin/sh\nexec {sys.executable} -m autopilot.testkit.fake_agent \"$@\"\n")
+        launcher.write_text(
+            f'#!/bin/sh\nexec {sys.executable} -m autopilot.testkit.fake_agent "$@"\n'
+        )
         launcher.chmod(0o755)
         return {"FAKE_AGENT_SCRIPT": str(script), "AUTOPILOT_CLAUDE_BIN": str(launcher)}
 

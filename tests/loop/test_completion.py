@@ -88,7 +88,10 @@ def test_no_token_or_message_never_matches() -> None:
 @pytest.mark.parametrize(
     ("message", "expected"),
     [
-        ("---RALPH_STATUS---\nSTATUS: IN_PROGRESS\nEXIT_SIGNAL: false\n---END_RALPH_STATUS---", True),
+        (
+            "---RALPH_STATUS---\nSTATUS: IN_PROGRESS\nEXIT_SIGNAL: false\n---END_RALPH_STATUS---",
+            True,
+        ),
         ("EXIT_SIGNAL: false", True),
         ("STATUS: COMPLETE\nEXIT_SIGNAL: true", False),
         ("all done, COMPLETE", False),

@@ -55,7 +55,9 @@ def test_completion() -> None:
 def test_completion_on_the_last_allowed_iteration_is_completion() -> None:
     # Field report 10: --max-iterations 1 and the agent says the token.
     config = dataclasses.replace(CONFIG, max_iterations=1, completion_promise="LOOP_COMPLETE")
-    decision = decide(counters(iterations_done=1), facts(final_message="LOOP_COMPLETE"), config, NOW)
+    decision = decide(
+        counters(iterations_done=1), facts(final_message="LOOP_COMPLETE"), config, NOW
+    )
     assert decision.action is Action.COMPLETE
 
 
@@ -77,9 +79,7 @@ def test_min_iterations_defers_promises() -> None:
 
 
 def test_stop_beats_completion() -> None:
-    decision = decide(
-        counters(stop_requested=True), facts(final_message="COMPLETE"), CONFIG, NOW
-    )
+    decision = decide(counters(stop_requested=True), facts(final_message="COMPLETE"), CONFIG, NOW)
     assert (decision.action, decision.reason) == (Action.ABORT, Reason.USER_STOPPED)
 
 
@@ -120,7 +120,9 @@ def test_failed_iteration_never_completes() -> None:
         (Reason.MAX_DURATION, {"active_ms": 7_200_000}, {"max_duration_ms": 7_200_000}),
     ],
 )
-def test_spend_budgets(reason: Reason, counter_kw: dict[str, object], config_kw: dict[str, object]) -> None:
+def test_spend_budgets(
+    reason: Reason, counter_kw: dict[str, object], config_kw: dict[str, object]
+) -> None:
     config = dataclasses.replace(CONFIG, **config_kw)  # type: ignore[arg-type]
     decision = decide(counters(**counter_kw), facts(), config, NOW)
     assert (decision.action, decision.reason) == (Action.ABORT, reason)
@@ -147,7 +149,9 @@ def test_stagnation_overrides_min_iterations() -> None:
 def test_a_commit_is_progress() -> None:
     # Field report 7: the tree is clean because the agent committed; HEAD moved.
     committed = facts(progress=Progress.MADE, tool_calls=0, response_digest="same")
-    decision = decide(counters(stagnation_streak=2, last_response_digest="same"), committed, CONFIG, NOW)
+    decision = decide(
+        counters(stagnation_streak=2, last_response_digest="same"), committed, CONFIG, NOW
+    )
     assert (decision.action, decision.stagnation_streak) == (Action.CONTINUE, 0)
 
 
@@ -206,7 +210,9 @@ def test_breaker_trips_on_identical_immediate_failures() -> None:
 
 def test_different_failures_do_not_trip_the_breaker() -> None:
     failing = facts(outcome=Outcome.AGENT_ERROR, error_signature="new", duration_ms=100)
-    decision = decide(counters(failure_streak=2, last_failure_signature="old"), failing, CONFIG, NOW)
+    decision = decide(
+        counters(failure_streak=2, last_failure_signature="old"), failing, CONFIG, NOW
+    )
     assert (decision.action, decision.failure_streak) == (Action.BACKOFF, 1)
 
 

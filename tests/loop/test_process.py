@@ -87,7 +87,9 @@ def test_idle_timeout(tmp_path: Path, fake_agent: FakeAgent) -> None:
 def test_wall_clock_timeout_with_steady_output(tmp_path: Path, fake_agent: FakeAgent) -> None:
     steps = [step for _ in range(200) for step in ({"text": "tick"}, {"sleep": 0.05})]
     env = fake_agent([steps])
-    result, _, _, _ = _run(tmp_path, env, ProcessLimits(timeout_seconds=1.5, idle_timeout_seconds=1))
+    result, _, _, _ = _run(
+        tmp_path, env, ProcessLimits(timeout_seconds=1.5, idle_timeout_seconds=1)
+    )
     assert result.ended_by is EndedBy.TIMEOUT
 
 
@@ -118,11 +120,19 @@ def test_invalid_utf8_is_replaced(tmp_path: Path, fake_agent: FakeAgent) -> None
     assert report.bad_lines >= 1
 
 
-def test_multi_megabyte_lines_and_the_result_after_them(tmp_path: Path, fake_agent: FakeAgent) -> None:
+def test_multi_megabyte_lines_and_the_result_after_them(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
     # Field report 20: a 132 KB / 1 MiB / 20 MiB line must not lose the result line.
     env = fake_agent(
-        [[{"big_line": 132_000}, {"big_line": 3_000_000}, {"big_line": 20_000_000},
-          {"result": "after bulk COMPLETE"}]]
+        [
+            [
+                {"big_line": 132_000},
+                {"big_line": 3_000_000},
+                {"big_line": 20_000_000},
+                {"result": "after bulk COMPLETE"},
+            ]
+        ]
     )
     limits = ProcessLimits(max_line_bytes=16 * 1024 * 1024)
     result, report, lines, _ = _run(tmp_path, env, limits)
@@ -148,7 +158,7 @@ def test_stdin_is_dev_null_when_no_prompt_goes_there(tmp_path: Path, fake_agent:
 
 
 def test_prompt_on_stdin_arrives_whole(tmp_path: Path, fake_agent: FakeAgent) -> None:
-    prompt = "fix #3639 $(hostname) `id` Bob's \"code\"; rm -rf * [x]\n- [ ] *.ts\n" * 20_000
+    prompt = 'fix #3639 $(hostname) `id` Bob\'s "code"; rm -rf * [x]\n- [ ] *.ts\n' * 20_000
     env = fake_agent([[{"echo_prompt": True}, {"result": "ok"}]])
     _, report, _, _ = _run(tmp_path, env, ProcessLimits(), stdin=prompt.encode())
     assert report.last_root_text == prompt

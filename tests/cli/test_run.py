@@ -1,0 +1,272 @@
+"""``autopilot run`` end to end with the scripted fake agent (fast loop tests)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import FakeAgent, read_jsonl, run_cli
+
+METACHAR_PROMPT = (
+    "Skill('devkit:git:code-review') 1) check 2) fix 3) done (2 Untested, 5 Failed)\n"
+    'Fix the $(hostname) placeholder in Bob\'s code; `id`; fix #3639 -- *.ts - [ ] [x] "q"\n'
+)
+
+
+def _run_dir(tmp_path: Path) -> Path:
+    runs = [p for p in (tmp_path / "runs").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert len(runs) == 1
+    return runs[0]
+
+
+def _events(tmp_path: Path) -> list[dict[str, object]]:
+    return read_jsonl(_run_dir(tmp_path) / "events.jsonl")
+
+
+def _state(tmp_path: Path) -> dict[str, object]:
+    loaded: dict[str, object] = json.loads((_run_dir(tmp_path) / "state.json").read_text())
+    return loaded
+
+
+def _terminal(events: list[dict[str, object]]) -> list[tuple[object, object]]:
+    return [(e["type"], e["reason"]) for e in events if e["type"] in ("complete", "abort")]
+
+
+def test_completes_when_the_agent_says_the_token(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    env = fake_agent(
+        [
+            [
+                {"write_file": "a.txt", "content": "a"},
+                {
+                    "result": "wrote a.txt",
+                    "cost_usd": 0.01,
+                    "input_tokens": 100,
+                    "output_tokens": 10,
+                },
+            ],
+            [
+                {"echo_prompt": True},
+                {
+                    "result": "all done. COMPLETE",
+                    "cost_usd": 0.02,
+                    "input_tokens": 200,
+                    "output_tokens": 20,
+                },
+            ],
+        ]
+    )
+    done = run_cli(["run", "-p", METACHAR_PROMPT, "--max-iterations", "5"], cwd=repo, env=env)
+    assert done.returncode == 0, done.stderr
+    events = _events(tmp_path)
+    assert _terminal(events) == [("complete", "completion_promise")]
+    ends = [e for e in events if e["type"] == "iteration_end"]
+    assert [e["iteration"] for e in ends] == [1, 2]
+    assert ends[-1]["tokens"] == {"input": 300, "output": 30}
+    assert ends[-1]["costUsd"] == 0.03
+    state = _state(tmp_path)
+    assert state["spend"] == {
+        "costUsd": 0.03,
+        "tokens": {"input": 300, "output": 30},
+        "activeMs": state["spend"]["activeMs"],
+        "waitingMs": 0,
+        "iterations": 2,  # type: ignore[index]
+    }
+    # The prompt reached the agent whole, through no shell (field report 23).
+    folder = _run_dir(tmp_path)
+    assert (folder / "iter-0002" / "prompt.md").read_text() == METACHAR_PROMPT
+    stdout = (folder / "iter-0002" / "stdout.log").read_text()
+    assert json.dumps(METACHAR_PROMPT, ensure_ascii=False)[1:-1] in stdout
+    assert events[0]["type"] == "armed"
+    index = read_jsonl(tmp_path / "runs" / "index.jsonl")
+    assert [row["runId"] for row in index] == [folder.name]
+    assert isinstance(index[0]["ts"], int)
+
+
+def test_flag_equals_form_and_base_ten(tmp_path: Path, repo: Path, fake_agent: FakeAgent) -> None:
+    # Field report 9: --flag=value works, 08 is eight, limits are echoed.
+    env = fake_agent([[{"result": "EVERYTHING_MIGRATED"}]])
+    done = run_cli(
+        ["run", "-p", "migrate", "--max-iterations=08", "--completion-promise=EVERYTHING_MIGRATED"],
+        cwd=repo,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "iterations 1..8" in done.stdout
+    assert "completion promise EVERYTHING_MIGRATED" in done.stdout
+    config = _state(tmp_path)["config"]
+    assert isinstance(config, dict)
+    assert (config["max_iterations"], config["completion_promise"]) == (8, "EVERYTHING_MIGRATED")
+
+
+def test_completion_on_the_last_allowed_iteration(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    # Field report 10.
+    env = fake_agent([[{"result": "LOOP_COMPLETE"}]])
+    done = run_cli(
+        ["run", "-p", "x", "--max-iterations", "1", "--completion-promise", "LOOP_COMPLETE"],
+        cwd=repo,
+        env=env,
+    )
+    assert done.returncode == 0
+    assert _terminal(_events(tmp_path)) == [("complete", "completion_promise")]
+
+
+def test_iteration_budget_ends_the_run_with_exit_3(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    env = fake_agent([[{"shell": "date +%N >> log.txt"}, {"result": "one more step done"}]])
+    done = run_cli(["run", "-p", "x", "--max-iterations", "3"], cwd=repo, env=env)
+    assert done.returncode == 3
+    events = _events(tmp_path)
+    assert _terminal(events) == [("abort", "max_iterations")]
+    assert len([e for e in events if e["type"] == "iteration_start"]) == 3
+
+
+def test_subagent_and_echoed_tokens_do_not_complete(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    prompt = "Reminder: when every story passes, reply with <promise>COMPLETE</promise>\n"
+    env = fake_agent(
+        [
+            [{"subagent_text": "COMPLETE"}, {"shell": "date +%N >> a"}, {"result": "still going"}],
+            [{"shell": "date +%N >> b"}, {"result": prompt}],
+        ]
+    )
+    done = run_cli(["run", "-p", prompt, "--max-iterations", "2"], cwd=repo, env=env)
+    assert done.returncode == 3
+    assert _terminal(_events(tmp_path)) == [("abort", "max_iterations")]
+
+
+def test_stagnation_warns_then_halts(tmp_path: Path, repo: Path, fake_agent: FakeAgent) -> None:
+    env = fake_agent([[{"result": "I looked around."}]])
+    done = run_cli(["run", "-p", "x", "--max-iterations", "10"], cwd=repo, env=env)
+    assert done.returncode == 1
+    events = _events(tmp_path)
+    assert [e["streak"] for e in events if e["type"] == "stagnation"] == [1, 2, 3]
+    assert any(e["type"] == "warning" and "one more halts" in str(e["note"]) for e in events)
+    assert _terminal(events) == [("abort", "stagnation")]
+
+
+def test_commits_are_progress_and_observed(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    # Field report 7: each iteration commits; the tree is clean afterwards.
+    commit = "date +%N > f.txt && git add -A && git commit -qm 'step' -m 'Co-authored-by: bot'"
+    env = fake_agent([[{"shell": commit}, {"result": "task done."}]])
+    done = run_cli(["run", "-p", "x", "--max-iterations", "4"], cwd=repo, env=env)
+    assert done.returncode == 3
+    events = _events(tmp_path)
+    assert not [e for e in events if e["type"] == "stagnation"]
+    commits = [e for e in events if e["type"] == "commit_observed"]
+    assert len(commits) == 4
+    assert all(len(str(c["sha"])) == 40 and c["subject"] == "step" for c in commits)
+    assert commits[0]["trailers"] == ["Co-authored-by: bot"]
+
+
+def test_nesting_marker_removed_from_agent_env(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    # Field report 15: the driver itself runs inside a Claude Code session.
+    env = fake_agent([[{"shell": "env > ../agent-env.txt"}, {"result": "COMPLETE"}]])
+    done = run_cli(["run", "-p", "x"], cwd=repo, env={**env, "CLAUDECODE": "1"})
+    assert done.returncode == 0
+    agent_env = (repo.parent / "agent-env.txt").read_text().splitlines()
+    assert not [line for line in agent_env if line.startswith("CLAUDECODE=")]
+    assert "AUTOPILOT_ITERATION=1" in agent_env
+
+
+def test_identical_immediate_failures_trip_the_breaker(tmp_path: Path, repo: Path) -> None:
+    agent = tmp_path / "failing-claude"
+    agent.write_text(
+        "#!/bin/sh\necho 'Error: Claude Code cannot be launched inside another Claude Code "
+        "session.' >&2\nexit 1\n"
+    )
+    agent.chmod(0o755)
+    done = run_cli(
+        ["run", "-p", "x", "--max-iterations", "50"],
+        cwd=repo,
+        env={"AUTOPILOT_CLAUDE_BIN": str(agent)},
+    )
+    assert done.returncode == 1
+    events = _events(tmp_path)
+    ends = [e for e in events if e["type"] == "iteration_end"]
+    assert len(ends) == 3
+    assert all(e["outcome"] == "agent_error" for e in ends)
+    ((kind, reason),) = _terminal(events)
+    assert (kind, reason) == ("abort", "agent_failing")
+    assert "cannot be launched inside another Claude Code session" in str(events[-1]["note"])
+
+
+def test_missing_agent_is_one_line_naming_the_install(tmp_path: Path, repo: Path) -> None:
+    done = run_cli(["run", "-p", "x"], cwd=repo, env={"AUTOPILOT_CLAUDE_BIN": "no-such-claude"})
+    assert done.returncode == 4
+    assert done.stderr.count("\n") == 1
+    assert "npm install -g @anthropic-ai/claude-code" in done.stderr
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").glob("*-*"))
+
+
+def test_timeout_is_recorded_and_the_loop_goes_on(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    env = fake_agent(
+        [[{"write_file": "w.txt", "content": "x"}, {"sleep": 60}], [{"result": "COMPLETE"}]]
+    )
+    done = run_cli(
+        ["run", "-p", "x", "--iteration-timeout", "2s", "--max-iterations", "3"], cwd=repo, env=env
+    )
+    assert done.returncode == 0
+    ends = [e for e in _events(tmp_path) if e["type"] == "iteration_end"]
+    assert [e["outcome"] for e in ends] == ["timeout", "ok"]
+    assert ends[0]["progress"] == "made"  # git progress is measured even on timeout
+
+
+def test_agent_deleting_project_files_loses_no_state(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    # Field report 16: state lives outside the work tree.
+    (repo / ".autopilot").mkdir()
+    (repo / ".autopilot" / "config.toml").write_text("max_iterations = 3\n")
+    env = fake_agent(
+        [
+            [{"shell": "rm -rf .autopilot && git clean -fdxq"}, {"result": "cleaned"}],
+            [{"result": "COMPLETE"}],
+        ]
+    )
+    done = run_cli(["run", "-p", "clean up"], cwd=repo, env=env)
+    assert done.returncode == 0
+    assert _state(tmp_path)["spend"]["iterations"] == 2  # type: ignore[index]
+
+
+def test_command_agent_prompt_on_stdin_arg_and_file(tmp_path: Path, repo: Path) -> None:
+    program = tmp_path / "agent.py"
+    program.write_text(
+        "import sys\n"
+        "text = sys.argv[-1] if len(sys.argv) > 1 else sys.stdin.read()\n"
+        "if text.endswith('.md'):\n    text = open(text).read()\n"
+        "print('working on: ' + text.strip())\nprint()\nprint('done. COMPLETE')\n"
+    )
+    import sys as _sys
+
+    for via in ("stdin", "arg", "file"):
+        done = run_cli(
+            [
+                "run",
+                "--agent",
+                "command",
+                "-p",
+                METACHAR_PROMPT,
+                "--prompt-via",
+                via,
+                "--",
+                _sys.executable,
+                str(program),
+            ],
+            cwd=repo,
+        )
+        assert done.returncode == 0, (via, done.stderr)
+    for folder in (tmp_path / "runs").glob("*-*"):
+        stdout = (folder / "iter-0001" / "stdout.log").read_text()
+        assert "working on: " + METACHAR_PROMPT.strip() in stdout
