@@ -93,8 +93,14 @@ def run_offline(
     env = dict(os.environ, HOME=str(home), AUTOPILOT_RUNS_DIR=str(runs_root))
     env.pop("CLAUDECODE", None)
     done = subprocess.run(
-        argv, cwd=repo, env=env, capture_output=True, text=True, timeout=timeout,
-        stdin=subprocess.DEVNULL, check=False,
+        argv,
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        check=False,
     )
     runs = sorted(p for p in runs_root.iterdir() if p.is_dir() and not p.name.startswith("."))
     assert len(runs) == 1, (done.stdout, done.stderr)

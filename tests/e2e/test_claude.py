@@ -27,8 +27,15 @@ def test_fresh_sessions_complete_at_iteration_two(tmp_path: Path, e2e_repo: Path
         tmp_path,
         e2e_repo,
         script="check-then-write",
-        autopilot_args=["run", "--agent", "claude", "--prompt-file", "PROMPT.md",
-                        "--max-iterations", "5"],
+        autopilot_args=[
+            "run",
+            "--agent",
+            "claude",
+            "--prompt-file",
+            "PROMPT.md",
+            "--max-iterations",
+            "5",
+        ],
         set_env=_claude_env(),
     )
     assert run.returncode == 0, run.stdout + run.stderr
@@ -63,8 +70,16 @@ def test_continue_resumes_the_first_session(tmp_path: Path, e2e_repo: Path) -> N
         tmp_path,
         e2e_repo,
         script="continue",
-        autopilot_args=["run", "--agent", "claude", "-f", "PROMPT.md", "--continue",
-                        "--max-iterations", "5"],
+        autopilot_args=[
+            "run",
+            "--agent",
+            "claude",
+            "-f",
+            "PROMPT.md",
+            "--continue",
+            "--max-iterations",
+            "5",
+        ],
         set_env=_claude_env(),
     )
     assert run.returncode == 0, run.stdout + run.stderr
