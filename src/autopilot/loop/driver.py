@@ -776,7 +776,15 @@ class Driver:
         if decision.action is Action.COMPLETE:
             return self._finish(EventType.COMPLETE, decision.reason or "", decision.note)
         if decision.action is Action.ABORT:
-            return self._finish(EventType.ABORT, decision.reason or "", decision.note)
+            note = decision.note
+            if decision.reason == Reason.STAGNATION:
+                model = self.config.model or "its default model"
+                note = (
+                    f"{note}: no diff, no commit, and the same answer or no tool call, "
+                    f"from agent {self.adapter.name} with {model}; check that this agent "
+                    "and model can work in this repository"
+                )
+            return self._finish(EventType.ABORT, decision.reason or "", note)
         if decision.action in (Action.WAIT, Action.BACKOFF) and decision.wait_until_ms:
             self._wait(decision)
         return None

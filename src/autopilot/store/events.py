@@ -10,9 +10,11 @@ cut at 500 UTF-16 code units without splitting a surrogate pair.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from enum import StrEnum
@@ -120,9 +122,14 @@ def _has_surrogates(text: str) -> bool:
 
 
 def _repair_surrogates(text: str) -> str:
+    # Each surrogate code point becomes one U+FFFD (same UTF-16 length, same index),
+    # so the result stays aligned with the input and encodes as UTF-8.
     if not _has_surrogates(text):
         return text
-    return text.encode("utf-8", "replace").decode("utf-8")
+    return _SURROGATE_RE.sub("\ufffd", text)
+
+
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
 def serialize_event(event: Mapping[str, Any]) -> bytes | None:
@@ -133,9 +140,11 @@ def serialize_event(event: Mapping[str, Any]) -> bytes | None:
     lenient emitter does); if it still does not fit, the event is refused.
 
     Raises:
-        ValueError: the event has no ``type``/``ts``/``runId`` or holds NaN/Infinity.
+        ValueError: the event has no ``type``/``ts``/``runId``, or holds NaN/Infinity
+            or a value JSON cannot represent.
     """
-    if not isinstance(event.get("type"), str) or not isinstance(event.get("ts"), int):
+    ts = event.get("ts")
+    if not isinstance(event.get("type"), str) or not isinstance(ts, int) or isinstance(ts, bool):
         raise ValueError("an event needs a str 'type' and an int 'ts'")
     if not isinstance(event.get("runId"), str) or not event["runId"]:
         raise ValueError("an event needs a non-empty 'runId'")
@@ -155,22 +164,26 @@ def serialize_event(event: Mapping[str, Any]) -> bytes | None:
 
 
 def _dumps(record: Mapping[str, Any]) -> bytes:
-    text = json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    try:
+        text = json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, RecursionError) as error:
+        raise ValueError(f"not JSON-serializable: {error}") from None
     return _repair_surrogates(text).encode("utf-8")
 
 
 def parse_event_line(line: bytes | str) -> dict[str, Any] | None:
     """Parse one log line as the seed reader does, or return None to skip it.
 
-    Accepted only if it is a JSON object whose ``type`` is a known event type,
-    ``ts`` is a finite number and ``runId`` a non-empty string. Surrounding
-    whitespace (and CRLF) is tolerated. Unknown types are skipped, like the seed's.
+    Accepted only if it is strict JSON (no NaN/Infinity) holding an object whose
+    ``type`` is a known event type, ``ts`` is a finite number and ``runId`` a
+    non-empty string. Surrounding whitespace (and CRLF) is tolerated. Unknown types
+    are skipped, like the seed's.
     """
     text = line.strip()
     if not text:
         return None
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError):
         return None
     if not isinstance(value, dict):
@@ -187,6 +200,11 @@ def parse_event_line(line: bytes | str) -> dict[str, Any] | None:
 
 
 _EVENT_TYPE_SET = frozenset(EVENT_TYPES)
+
+
+def _reject_constant(name: str) -> Any:
+    # NaN/Infinity are not JSON: the seed reader's JSON.parse rejects the whole line.
+    raise ValueError(f"{name} is not valid JSON")
 
 
 def iter_event_lines(stream: IO[bytes], *, hold_back_partial: bool = True) -> Iterator[bytes]:
@@ -262,17 +280,32 @@ class EventLog:
             self.refused += 1
             self._report(f"event {event_type} not written: over {MAX_EVENT_LINE_BYTES} bytes")
             return None
-        self._append(line + b"\n")
+        if not self._append(line + b"\n"):
+            return None
         return event
 
-    def _append(self, data: bytes) -> None:
+    def _append(self, data: bytes) -> bool:
+        """Write one whole line; True if all of it reached the file."""
         try:
+            if self._fd is not None and os.fstat(self._fd).st_nlink == 0:
+                self.close()  # the log was deleted under us: recreate it
             if self._fd is None:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            os.write(self._fd, data)
+            written = os.write(self._fd, data)
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
         except OSError as error:
             self._report(f"cannot append to {self.path}: {error.strerror or error}")
+            self._terminate_fragment()
             self.close()
+            return False
+        return True
+
+    def _terminate_fragment(self) -> None:
+        # A partial line (disk full) must not glue itself to the next event.
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(self._fd, b"\n")
 
     def sync(self) -> None:
         """fsync the log (used after the terminal event)."""

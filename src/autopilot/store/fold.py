@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeGuard
 
+from autopilot.store.events import SEED_EVENT_TYPES, utf16_units
+
 MAX_SNAPSHOT_HISTORY = 256
 """History lists keep the newest 256 entries (seed ``MAX_SNAPSHOT_HISTORY``)."""
 
@@ -128,10 +130,15 @@ def fold(events: Iterable[Mapping[str, Any]], snapshot: Snapshot | None = None) 
 
 
 def fold_event(snap: Snapshot, event: Mapping[str, Any]) -> None:
-    """Apply one event to ``snap`` in place (the seed's ``foldEvent``)."""
+    """Apply one event to ``snap`` in place (the seed's ``foldEvent``).
+
+    Only the seed's own types move ``updatedAt``: the seed reader skips lines of
+    autopilot's types, and its snapshot must come out the same.
+    """
     kind = event.get("type")
     ts = event.get("ts")
-    snap.updatedAt = ts
+    if isinstance(kind, str) and kind in SEED_EVENT_TYPES and _finite(ts):
+        snap.updatedAt = ts
     handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
     if handler is not None:
         handler(snap, event, ts)
@@ -267,6 +274,8 @@ def _stage_start(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
 
 def _stage_end(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
     stage = e.get("stage")
+    if not _finite(stage):
+        return
     active = snap.activeStage
     matches = active is not None and active["stage"] == stage
     if _nonempty_str(e.get("stageName")):
@@ -326,7 +335,7 @@ def _backlog_snapshot(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
 
 def _workitem_start(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
     kind = e.get("kind")
-    if kind not in WORKITEM_KINDS:
+    if not isinstance(kind, str) or kind not in WORKITEM_KINDS:
         return
     snap.activeWorkItem = {
         "kind": kind,
@@ -341,7 +350,7 @@ def _workitem_start(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
 
 def _workitem_end(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
     kind = e.get("kind")
-    if kind not in WORKITEM_KINDS:
+    if not isinstance(kind, str) or kind not in WORKITEM_KINDS:
         return
     ref = e.get("ref")
     active = snap.activeWorkItem
@@ -419,7 +428,9 @@ def _task_start(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
 
 def _task_end(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
     stage, sub, outcome = e.get("stage"), e.get("sub"), e.get("outcome")
-    if not _nonempty_str(stage) or not _finite(sub) or outcome not in TASK_OUTCOMES:
+    if not _nonempty_str(stage) or not _finite(sub):
+        return
+    if not isinstance(outcome, str) or outcome not in TASK_OUTCOMES:
         return
     flight = snap.taskInFlight
     matches = flight is not None and flight["stage"] == stage and flight["sub"] == sub
@@ -445,7 +456,7 @@ def _task_end(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
 
 def _commit_observed(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
     sha, subject = e.get("sha"), e.get("subject")
-    if not _nonempty_str(sha) or not isinstance(subject, str):
+    if not _nonempty_str(sha) or not _nonempty_str(subject):
         return
     trailers = e.get("trailers")
     kept = [t for t in trailers if _nonempty_str(t)] if isinstance(trailers, list) else []
@@ -454,7 +465,8 @@ def _commit_observed(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
 
 def _session_attached(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
     session = e.get("sessionId")
-    if _nonempty_str(session) and len(session) <= 64:
+    # The seed measures the length in UTF-16 code units (JS ``length``).
+    if _nonempty_str(session) and utf16_units(session) <= 64:
         snap.sessionId = session
 
 
@@ -465,7 +477,7 @@ def _worktree_created(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
     snap.activeWorktree = {
         "path": path,
         "branch": branch,
-        "baseRef": _str_or_none(e.get("baseRef")),
+        "baseRef": e["baseRef"] if _nonempty_str(e.get("baseRef")) else None,
         "iteration": _num_or_none(e.get("iteration")),
         "startedAt": ts,
     }

@@ -63,7 +63,8 @@ def validate_label(label: str) -> str:
     Raises:
         UsageError: the label holds a separator, traversal, or other characters.
     """
-    if not _LABEL_RE.match(label) or ".." in label:
+    # fullmatch: "$" alone would let a trailing newline through.
+    if not _LABEL_RE.fullmatch(label) or ".." in label:
         raise UsageError(
             f"invalid label {label!r}: use letters, digits, '.', '_' or '-' (at most 64)"
         )
@@ -77,7 +78,7 @@ def make_run_id(label: str, started_at_ms: int) -> str:
 
 def is_valid_run_id(run_id: str) -> bool:
     """True for a well-formed run id (no separators, no traversal, no NUL)."""
-    return bool(_RUN_ID_RE.match(run_id)) and ".." not in run_id
+    return bool(_RUN_ID_RE.fullmatch(run_id)) and ".." not in run_id
 
 
 def run_dir(root: Path, run_id: str) -> Path:
