@@ -26,6 +26,7 @@ from autopilot.agents.base import (
 from autopilot.errors import UsageError
 
 _TAIL_LINES = 400
+_TAIL_CHARS = 64 * 1024
 
 
 class PromptVia(StrEnum):
@@ -37,29 +38,42 @@ class PromptVia(StrEnum):
 
 
 class PlainTextParser:
-    """Keeps the last 400 lines of plain-text output; the final paragraph is the answer."""
+    """Keeps the last 400 lines (at most 64 Ki characters) of plain-text output; the
+    final paragraph is the answer. Memory and time per line are bounded whatever the
+    program prints."""
 
     def __init__(self) -> None:
         self._tail: deque[str] = deque(maxlen=_TAIL_LINES)
+        self._tail_chars = 0
         self._lines = 0
+        self._cached: IterationReport | None = None
 
     def feed(self, line: str) -> list[AgentEvent]:
         """Record one output line; every non-empty line is root text."""
         self._lines += 1
-        self._tail.append(line.rstrip("\r"))
-        return [AgentEvent(AgentEventKind.TEXT, line)] if line.strip() else []
+        kept = line.rstrip("\r")[:_TAIL_CHARS]
+        if len(self._tail) == self._tail.maxlen:
+            self._tail_chars -= len(self._tail[0])
+        self._tail.append(kept)
+        self._tail_chars += len(kept)
+        while self._tail_chars > _TAIL_CHARS and len(self._tail) > 1:
+            self._tail_chars -= len(self._tail.popleft())
+        self._cached = None
+        return [AgentEvent(AgentEventKind.TEXT, kept)] if kept.strip() else []
 
     def report(self) -> IterationReport:
         """The last non-empty paragraph is the final message; tool calls are unknown."""
-        paragraphs = "\n".join(self._tail).strip().split("\n\n")
-        final = next((p.strip() for p in reversed(paragraphs) if p.strip()), None)
-        return IterationReport(
-            final_message=final,
-            last_root_text=final,
-            result_seen=False,
-            tool_calls=None,
-            lines=self._lines,
-        )
+        if self._cached is None:
+            paragraphs = "\n".join(self._tail).strip().split("\n\n")
+            final = next((p.strip() for p in reversed(paragraphs) if p.strip()), None)
+            self._cached = IterationReport(
+                final_message=final,
+                last_root_text=final,
+                result_seen=False,
+                tool_calls=None,
+                lines=self._lines,
+            )
+        return self._cached
 
 
 class CommandAdapter:

@@ -10,6 +10,7 @@ log is for people and ``fold``. Signal handlers only set flags (``Interrupts``).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import signal
@@ -30,7 +31,9 @@ from autopilot.agents.base import (
     AgentEventKind,
     ErrorKind,
     InvocationRequest,
+    SessionUsage,
     agent_environment,
+    apply_usage_baseline,
 )
 from autopilot.config import RunConfig
 from autopilot.errors import RunLockedError, StateFileError, UsageError
@@ -261,6 +264,24 @@ class _Iteration:
     folder: Path
     agent_pid: int | None = None
     texts: list[str] = field(default_factory=list)
+
+
+def _counter_change(
+    decision: Decision, digest: str | None, signature: str | None
+) -> Callable[[dict[str, Any]], None]:
+    """The change to ``state.json``'s loop counters that ``decision`` implies."""
+
+    def change(s: dict[str, Any]) -> None:
+        loop = s.setdefault("loop", {})
+        loop["stagnationStreak"] = decision.stagnation_streak
+        loop["failureStreak"] = decision.failure_streak
+        loop["lastFailureSignature"] = signature if decision.failure_streak else None
+        if decision.action is not Action.WAIT:
+            loop["lastResponseDigest"] = digest
+        waits = int(loop.get("rateLimitWaits") or 0)
+        loop["rateLimitWaits"] = waits + 1 if decision.action is Action.WAIT else 0
+
+    return change
 
 
 class Driver:
@@ -505,11 +526,6 @@ class Driver:
         folder.mkdir(mode=0o700)
         (folder / "prompt.md").write_text(prompt, encoding="utf-8")
         it = _Iteration(number, prompt, self.clock.monotonic(), git.mark(self.cwd), folder)
-        self._update(
-            lambda s: s.update(
-                iter=number, iterationOpen=True, status=RunStatus.RUNNING, waitingUntil=None
-            )
-        )
         self._emit(EventType.ITERATION_START, iteration=number)
         resume = (
             state.get("sessionId")
@@ -547,7 +563,17 @@ class Driver:
 
         def on_start(pid: int) -> None:
             it.agent_pid = pid
-            self._update(lambda s: s.update(agentPid=pid, agentStartTime=_process_start_time(pid)))
+            started = _process_start_time(pid)
+            self._update(
+                lambda s: s.update(
+                    iter=it.number,
+                    iterationOpen=True,
+                    status=RunStatus.RUNNING,
+                    waitingUntil=None,
+                    agentPid=pid,
+                    agentStartTime=started,
+                )
+            )
 
         result = run_agent_process(
             invocation.argv,
@@ -568,6 +594,7 @@ class Driver:
             if result.ended_by is not EndedBy.LAUNCH_FAILED
             else None
         )
+        report = apply_usage_baseline(report, self._usage_baseline())
         if (
             classification is not None
             and not classification.ok
@@ -584,6 +611,15 @@ class Driver:
             return self._launch(it, None)
         outcome = self._outcome(result.ended_by, result.exit_code, classification)
         return self._conclude(it, result, report, classification, outcome)
+
+    def _usage_baseline(self) -> SessionUsage | None:
+        """Session totals after the previous iteration (agents that report totals)."""
+        stored = self.state.get("usageBaseline")
+        if not isinstance(stored, dict) or not isinstance(stored.get("sessionId"), str):
+            return None
+        return SessionUsage(
+            stored["sessionId"], int(stored.get("input") or 0), int(stored.get("output") or 0)
+        )
 
     def _limits(self) -> ProcessLimits:
         timeout = self.config.iteration_timeout_seconds
@@ -680,6 +716,7 @@ class Driver:
         cost = report.cost_usd or 0.0
         spends = outcome is not Outcome.RATE_LIMITED
         session_id = report.session_id
+        totals = report.session_usage
 
         def record(s: dict[str, Any]) -> None:
             spend = s.setdefault("spend", {})
@@ -690,6 +727,7 @@ class Driver:
             spend["activeMs"] = int(spend.get("activeMs") or 0) + duration_ms
             if spends:
                 spend["iterations"] = int(spend.get("iterations") or 0) + 1
+            s["iter"] = it.number
             s["iterationOpen"] = not spends
             s["agentPid"] = None
             s["agentStartTime"] = None
@@ -697,9 +735,40 @@ class Driver:
                 s["sessionId"] = session_id
             if s.get("stopNow"):
                 s["stopRequested"] = True
+            if totals is not None:
+                s["usageBaseline"] = {
+                    "sessionId": totals.session_id,
+                    "input": totals.input_tokens,
+                    "output": totals.output_tokens,
+                }
 
         previous_session = self.state.get("sessionId")
-        state = self._update(record)
+        projected = copy.deepcopy(self.state)
+        record(projected)
+        facts = IterationFacts(
+            number=it.number,
+            outcome=outcome,
+            final_message=report.final_message,
+            response_digest=digest,
+            tool_calls=report.tool_calls,
+            progress=progress,
+            prompt=it.prompt,
+            error_signature=signature,
+            error_text=error_text,
+            duration_ms=duration_ms,
+            reset_at_ms=report.reset_at_ms,
+            fatal=classification is not None
+            and not classification.ok
+            and classification.error_kind is ErrorKind.AUTH,
+        )
+        decision = decide(self._counters(projected), facts, self.policy, self.clock.now_ms())
+        counters = _counter_change(decision, digest, signature)
+
+        def record_and_count(s: dict[str, Any]) -> None:
+            record(s)
+            counters(s)
+
+        state = self._update(record_and_count)
         spend = state["spend"]
         if session_id and session_id != previous_session and len(session_id) <= 64:
             self._emit(EventType.SESSION_ATTACHED, iteration=it.number, sessionId=session_id)
@@ -730,40 +799,9 @@ class Driver:
             error=excerpt(error_text) if error_text else None,
             oversizedLines=result.oversized_lines or None,
         )
-        facts = IterationFacts(
-            number=it.number,
-            outcome=outcome,
-            final_message=report.final_message,
-            response_digest=digest,
-            tool_calls=report.tool_calls,
-            progress=progress,
-            prompt=it.prompt,
-            error_signature=signature,
-            error_text=error_text,
-            duration_ms=duration_ms,
-            reset_at_ms=report.reset_at_ms,
-            fatal=classification is not None
-            and not classification.ok
-            and classification.error_kind is ErrorKind.AUTH,
-        )
-        decision = decide(self._counters(state), facts, self.policy, self.clock.now_ms())
-        return self._apply(decision, it, digest, signature)
+        return self._apply(decision, it)
 
-    def _apply(
-        self, decision: Decision, it: _Iteration, digest: str | None, signature: str | None
-    ) -> RunResult | None:
-        def counters(s: dict[str, Any]) -> None:
-            loop = s.setdefault("loop", {})
-            loop["stagnationStreak"] = decision.stagnation_streak
-            loop["failureStreak"] = decision.failure_streak
-            loop["lastFailureSignature"] = signature if decision.failure_streak else None
-            if decision.action is not Action.WAIT:
-                loop["lastResponseDigest"] = digest
-            loop["rateLimitWaits"] = (
-                int(loop.get("rateLimitWaits") or 0) + 1 if decision.action is Action.WAIT else 0
-            )
-
-        self._update(counters)
+    def _apply(self, decision: Decision, it: _Iteration) -> RunResult | None:
         if decision.stagnation_streak:
             self._emit(
                 EventType.STAGNATION,

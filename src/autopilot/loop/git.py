@@ -69,29 +69,39 @@ def is_repository(cwd: Path) -> bool:
     return done is not None and done.returncode == 0 and done.stdout.strip() == b"true"
 
 
+_FIELDS_BEFORE_PATH = {b"1": 8, b"2": 9, b"u": 10}
+
+
 def mark(cwd: Path) -> TreeMark:
-    """Record HEAD and every changed or untracked path of ``cwd`` with its content."""
-    if not is_repository(cwd):
-        return TreeMark(None, None)
-    head_run = _git(cwd, "rev-parse", "--verify", "-q", "HEAD")
-    head = None
-    if head_run is not None and head_run.returncode == 0:
-        head = head_run.stdout.decode().strip()
-    status = _git(cwd, "status", "--porcelain=v1", "-z", "--untracked-files=all")
+    """Record HEAD and every changed or untracked path of ``cwd`` with its content.
+
+    One ``git status --porcelain=v2 -z --branch`` gives both; outside a repository
+    it fails and the mark is "unknown".
+    """
+    status = _git(cwd, "status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all")
     if status is None or status.returncode != 0:
-        return TreeMark(head, None)
+        return TreeMark(None, None)
+    head: str | None = None
     entries: dict[str, str] = {}
-    records = status.stdout.split(b"\0")
-    index = 0
-    while index < len(records):
-        record = records[index]
-        index += 1
-        if len(record) <= 3:
+    records = iter(status.stdout.split(b"\0"))
+    for record in records:
+        kind = record[:1]
+        if record.startswith(b"# branch.oid "):
+            oid = record[len(b"# branch.oid ") :].decode("ascii", "replace")
+            head = None if oid == "(initial)" else oid
             continue
-        code = record[:2].decode("ascii", "replace")
-        path = record[3:].decode("utf-8", "surrogateescape")
-        if code[0] in "RC":
-            index += 1  # the rename's source path follows
+        if kind == b"?":
+            code, raw_path = "??", record[2:]
+        elif kind in _FIELDS_BEFORE_PATH:
+            parts = record.split(b" ", _FIELDS_BEFORE_PATH[kind])
+            if len(parts) <= _FIELDS_BEFORE_PATH[kind]:
+                continue
+            code, raw_path = parts[1].decode("ascii", "replace"), parts[-1]
+            if kind == b"2":
+                next(records, None)  # the rename's source path
+        else:
+            continue
+        path = raw_path.decode("utf-8", "surrogateescape")
         entries[path] = f"{code}:{_file_digest(cwd / path)}"
     return TreeMark(head, entries)
 

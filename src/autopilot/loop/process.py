@@ -298,6 +298,10 @@ def _supervise(
             splitter.flush()
     finally:
         selector.close()
+    if ended_by is None:
+        # Both pipes closed: the agent is exiting. Let it, before signalling anyone.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=limits.result_grace_seconds)
     _end_group(proc, limits.kill_grace_seconds)
     with contextlib.suppress(OSError):
         proc.stdout.close()

@@ -108,7 +108,8 @@ def excerpt(text: str, limit_units: int = MAX_EXCERPT_UTF16_UNITS) -> str:
     """
     if len(text) <= limit_units // 2 and not _has_surrogates(text):
         return text
-    text = _repair_surrogates(text)
+    # Every character is at least one unit, so the answer lies in this prefix.
+    text = _repair_surrogates(text[:limit_units])
     units = 0
     for index, ch in enumerate(text):
         units += 2 if ord(ch) > 0xFFFF else 1
@@ -118,7 +119,7 @@ def excerpt(text: str, limit_units: int = MAX_EXCERPT_UTF16_UNITS) -> str:
 
 
 def _has_surrogates(text: str) -> bool:
-    return any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+    return _SURROGATE_RE.search(text) is not None
 
 
 def _repair_surrogates(text: str) -> str:
@@ -183,7 +184,7 @@ def parse_event_line(line: bytes | str) -> dict[str, Any] | None:
     if not text:
         return None
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = _DECODER.decode(text if isinstance(text, str) else text.decode("utf-8", "replace"))
     except (ValueError, RecursionError):
         return None
     if not isinstance(value, dict):
@@ -205,6 +206,9 @@ _EVENT_TYPE_SET = frozenset(EVENT_TYPES)
 def _reject_constant(name: str) -> Any:
     # NaN/Infinity are not JSON: the seed reader's JSON.parse rejects the whole line.
     raise ValueError(f"{name} is not valid JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def iter_event_lines(stream: IO[bytes], *, hold_back_partial: bool = True) -> Iterator[bytes]:

@@ -25,8 +25,11 @@ WORKITEM_KINDS = frozenset({"issue", "pr", "red_ci"})
 TASK_OUTCOMES = frozenset({"ok", "fail", "skip"})
 
 
+_NUMBER = (int, float)
+
+
 def _finite(value: Any) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, _NUMBER) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _nonempty_str(value: Any) -> TypeGuard[str]:
