@@ -184,7 +184,7 @@ def parse_event_line(line: bytes | str) -> dict[str, Any] | None:
     if not text:
         return None
     try:
-        value = _DECODER.decode(text if isinstance(text, str) else text.decode("utf-8", "replace"))
+        value = _DECODER.decode(text if isinstance(text, str) else text.decode("utf-8"))
     except (ValueError, RecursionError):
         return None
     if not isinstance(value, dict):
