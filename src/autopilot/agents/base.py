@@ -8,10 +8,13 @@ sees ``AgentEvent`` and ``IterationReport`` only (SPEC §8).
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,6 +35,13 @@ NESTING_MARKERS: tuple[str, ...] = (
 """Variables that make an agent refuse to start, or behave as a nested session,
 when the driver itself runs inside an agent (field report 15). Removed from every
 agent's environment."""
+
+MAX_ARG_BYTES = 131_071
+"""The longest single argv element Linux accepts, in bytes: ``MAX_ARG_STRLEN``
+(32 pages, 128 KiB) less the terminating NUL. ``execve`` fails with E2BIG above it."""
+
+WallClock = Callable[[], datetime]
+"""A function returning the current time as an aware ``datetime`` (local zone)."""
 
 
 class AgentEventKind(StrEnum):
@@ -65,6 +75,24 @@ class AgentEvent:
     text: str = ""
     subagent: bool = False
     tool_name: str | None = None
+
+
+@dataclass(frozen=True)
+class SessionUsage:
+    """Token totals an agent reported for a whole session so far.
+
+    Codex reports the thread's cumulative usage on every ``turn.completed``, so after
+    a resume its numbers include every earlier iteration of that session.
+
+    Attributes:
+        session_id: The session the totals belong to.
+        input_tokens: Input tokens used by the session so far.
+        output_tokens: Output tokens used by the session so far.
+    """
+
+    session_id: str
+    input_tokens: int
+    output_tokens: int
 
 
 class ErrorKind(StrEnum):
@@ -102,6 +130,13 @@ class IterationReport:
         model: The model the agent reported using.
         reset_at_ms: When a rate or usage limit resets (epoch ms), if given.
         lines: Output lines read; ``bad_lines`` of them were not understood.
+        last_warning: The last error the agent reported that did not itself end
+            the run (a retry notice, a reconnect message); it explains a run that
+            then failed without a final error event.
+        session_usage: Session-cumulative token totals, for agents that report
+            those instead of per-iteration counts (Codex). ``input_tokens`` and
+            ``output_tokens`` then hold the same totals until
+            ``apply_usage_baseline`` turns them into this iteration's share.
     """
 
     final_message: str | None = None
@@ -119,6 +154,8 @@ class IterationReport:
     reset_at_ms: int | None = None
     lines: int = 0
     bad_lines: int = 0
+    last_warning: str | None = None
+    session_usage: SessionUsage | None = None
 
 
 class StreamParser(Protocol):
@@ -169,11 +206,20 @@ class Invocation:
 
 @dataclass(frozen=True)
 class Classification:
-    """How an iteration ended, from the agent's side: ``ok`` or ``agent_error``."""
+    """How an iteration ended, from the agent's side: ``ok`` or ``agent_error``.
+
+    Attributes:
+        ok: The agent itself says the iteration succeeded.
+        error_kind: Why it failed, when not ``ok``.
+        message: The agent's own error text, when not ``ok``.
+        reset_at_ms: When a rate or usage limit resets (epoch ms), if known; the
+            adapters also record it on the ``IterationReport``.
+    """
 
     ok: bool
     error_kind: ErrorKind | None = None
     message: str | None = None
+    reset_at_ms: int | None = None
 
 
 class AgentAdapter(Protocol):
@@ -198,6 +244,72 @@ class AgentAdapter(Protocol):
     def classify(self, report: IterationReport, exit_code: int, stderr_tail: str) -> Classification:
         """Decide from the agent's own signals whether the iteration succeeded."""
         ...
+
+
+def apply_usage_baseline(report: IterationReport, baseline: SessionUsage | None) -> IterationReport:
+    """This iteration's token counts, for agents that report session totals.
+
+    When ``report.session_usage`` is set (Codex) and ``baseline`` holds the totals
+    recorded after the previous iteration of the *same* session, the returned
+    report's ``input_tokens``/``output_tokens`` are the differences. Otherwise (a
+    new session, no baseline, an agent that reports per-iteration counts, or totals
+    that went down) the report is returned unchanged.
+
+    Args:
+        report: The parser's report for the iteration just ended.
+        baseline: ``report.session_usage`` as it was after the previous iteration
+            of the session being resumed, or None.
+
+    Returns:
+        A copy of ``report`` with per-iteration token counts, or ``report`` itself.
+    """
+    totals = report.session_usage
+    if totals is None or baseline is None or baseline.session_id != totals.session_id:
+        return report
+    if totals.input_tokens < baseline.input_tokens or totals.output_tokens < baseline.output_tokens:
+        return report
+    return dataclasses.replace(
+        report,
+        input_tokens=totals.input_tokens - baseline.input_tokens,
+        output_tokens=totals.output_tokens - baseline.output_tokens,
+    )
+
+
+def local_now() -> datetime:
+    """The wall clock as an aware ``datetime`` in the local zone (``WallClock``)."""
+    return datetime.now().astimezone()
+
+
+def argv_bytes(text: str) -> int:
+    """Bytes ``text`` takes as one argv element, encoded as UTF-8."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def load_json_line(report: IterationReport, line: str) -> dict[str, Any] | None:
+    """Count ``line`` on ``report`` and decode it as one JSON object.
+
+    Returns:
+        The object; None for a blank line, and for anything else that is not a JSON
+        object (counted in ``report.bad_lines``: a CLI's stray text, a torn last line).
+    """
+    report.lines += 1
+    text = line.strip()
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        report.bad_lines += 1
+        return None
+    if not isinstance(value, dict):
+        report.bad_lines += 1
+        return None
+    return value
+
+
+def as_object(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one (for optional fields)."""
+    return value if isinstance(value, dict) else {}
 
 
 def find_executable(program: str, install_hint: str) -> str:

@@ -16,7 +16,14 @@ Facts the parser relies on:
 * ``session_id`` is on every line; usage and ``total_cost_usd`` are on ``result``;
 * the assistant line's ``error`` (``rate_limit``, ``authentication_failed``,
   ``server_error``, ``billing_error``, …) and ``result.api_error_status`` classify
-  a failure; ``rate_limit_event.rate_limit_info.resetsAt`` (epoch s) gives a reset.
+  a failure; ``rate_limit_event.rate_limit_info.resetsAt`` (epoch s) gives a reset;
+* a subscription limit ends in a failed ``result`` whose text is the user-facing
+  notice (``You've hit your limit · resets 7pm (Area/City)``, or the older
+  ``Claude AI usage limit reached|<epoch>``): a usage limit, with the reset parsed
+  from that text by ``limits.parse_reset_time`` when no ``rate_limit_event`` gave one.
+
+Only the ``result`` event, the assistant ``error`` field and (after a failed exit)
+stderr classify an iteration; tool results and the model's prose never do.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import json
 import os
 from typing import Any
 
+from autopilot.agents import failures, limits
 from autopilot.agents.base import (
     AgentEvent,
     AgentEventKind,
@@ -33,7 +41,9 @@ from autopilot.agents.base import (
     Invocation,
     InvocationRequest,
     IterationReport,
+    WallClock,
     find_executable,
+    local_now,
     shorten,
     summarize_tool_input,
 )
@@ -67,11 +77,16 @@ class ClaudeStreamParser:
 
     Also accepts the single-object and JSON-array shapes of ``--output-format json``
     (field report 18): every element is parsed as a line of its own.
+
+    Args:
+        clock: The wall clock, for reset times given as a clock time
+            (``resets 7pm``); ``local_now`` by default.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: WallClock | None = None) -> None:
         self._report = IterationReport()
         self._assistant_error: ErrorKind | None = None
+        self._clock = clock or local_now
 
     def report(self) -> IterationReport:
         """What the stream so far said; see ``IterationReport``."""
@@ -195,6 +210,14 @@ class ClaudeStreamParser:
                 or _status_kind(msg.get("api_error_status"))
                 or _subtype_kind(msg.get("subtype"), report.error_text)
             )
+            if report.error_kind in (ErrorKind.RATE_LIMIT, ErrorKind.UNKNOWN):
+                # The subscription notice ("You've hit your limit · resets 7pm") is a
+                # usage limit whatever the assistant line called it.
+                refined = failures.classify_error_text(report.error_text)
+                if refined is ErrorKind.USAGE_LIMIT:
+                    report.error_kind = refined
+            if report.error_kind in failures.LIMIT_KINDS and report.reset_at_ms is None:
+                report.reset_at_ms = limits.parse_reset_time(report.error_text, self._clock())
             report.final_message = None
             return [AgentEvent(AgentEventKind.ERROR, report.error_text)]
         report.final_message = result_text
@@ -260,8 +283,9 @@ class ClaudeAdapter:
     supports_sessions = True
     install_hint = "install Claude Code: npm install -g @anthropic-ai/claude-code"
 
-    def __init__(self, executable: str | None = None) -> None:
+    def __init__(self, executable: str | None = None, *, clock: WallClock | None = None) -> None:
         self.executable = executable or os.environ.get("AUTOPILOT_CLAUDE_BIN") or "claude"
+        self.clock = clock or local_now
 
     def check_installed(self) -> None:
         """Raises ``AgentNotFoundError`` when ``claude`` cannot be found."""
@@ -290,21 +314,13 @@ class ClaudeAdapter:
 
     def new_parser(self) -> ClaudeStreamParser:
         """A parser for one iteration's stream-json."""
-        return ClaudeStreamParser()
+        return ClaudeStreamParser(self.clock)
 
     def classify(self, report: IterationReport, exit_code: int, stderr_tail: str) -> Classification:
-        """Success is exit 0, a ``result`` event and ``is_error`` false."""
-        if report.is_error:
-            return Classification(False, report.error_kind or ErrorKind.UNKNOWN, report.error_text)
-        if exit_code != 0:
-            message = report.error_text or _last_line(stderr_tail) or f"claude exited {exit_code}"
-            return Classification(False, ErrorKind.UNKNOWN, message)
-        if not report.result_seen:
-            message = _last_line(stderr_tail) or "claude ended without a result event"
-            return Classification(False, ErrorKind.UNKNOWN, message)
-        return Classification(True)
+        """Success is exit 0, a ``result`` event and ``is_error`` false.
 
-
-def _last_line(text: str) -> str | None:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return shorten(lines[-1], 400) if lines else None
+        A failed exit without an error result is classified from stderr (the CLI's
+        own words), never from the stream's tool results or prose (field report 3).
+        The verdict is also recorded on ``report``.
+        """
+        return failures.conclude(report, exit_code, stderr_tail, program="claude", now=self.clock())

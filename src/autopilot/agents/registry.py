@@ -4,13 +4,39 @@ from __future__ import annotations
 
 import sys
 
+from autopilot.agents.aider import AiderAdapter
 from autopilot.agents.base import AgentAdapter
 from autopilot.agents.claude import ClaudeAdapter
+from autopilot.agents.codex import CodexAdapter
 from autopilot.agents.command import CommandAdapter, PromptVia
+from autopilot.agents.copilot import CopilotAdapter
+from autopilot.agents.gemini import GeminiAdapter
+from autopilot.agents.opencode import OpencodeAdapter
+from autopilot.agents.pi import PiAdapter
 from autopilot.errors import UsageError
 
-AGENT_NAMES = ("claude", "command", "demo")
+AGENT_NAMES = (
+    "claude",
+    "codex",
+    "pi",
+    "gemini",
+    "copilot",
+    "opencode",
+    "aider",
+    "command",
+    "demo",
+)
 """Agents ``--agent`` accepts."""
+
+_CLI_ADAPTERS: dict[str, type[AgentAdapter]] = {
+    "claude": ClaudeAdapter,
+    "codex": CodexAdapter,
+    "pi": PiAdapter,
+    "gemini": GeminiAdapter,
+    "copilot": CopilotAdapter,
+    "opencode": OpencodeAdapter,
+    "aider": AiderAdapter,
+}
 
 
 class DemoAdapter(ClaudeAdapter):
@@ -43,8 +69,8 @@ def make_adapter(
     Raises:
         UsageError: an unknown agent name, or ``command`` without a program.
     """
-    if name == "claude":
-        return ClaudeAdapter()
+    if name in _CLI_ADAPTERS:
+        return _CLI_ADAPTERS[name]()
     if name == "command":
         return CommandAdapter(list(command), PromptVia(prompt_via))
     if name == "demo":

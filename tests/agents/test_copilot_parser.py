@@ -1,0 +1,119 @@
+"""The Copilot CLI adapter on every captured JSON output (Copilot CLI 1.0.102)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from autopilot.agents.base import MAX_ARG_BYTES, ErrorKind, InvocationRequest
+from autopilot.agents.copilot import CopilotAdapter
+from autopilot.errors import UsageError
+from tests.agents.streams import STREAMS, Want, captures, check, fixed_clock, run
+
+# stdout carries no token counts (only --usage-output-file does) and no cost.
+NONE = (None, None)
+RETRIED = "Failed to get response from the AI model; retried 5 times (total retry wait time: "
+CASES = {
+    "errors-and-more/copilot1.jsonl": Want(
+        0, "DONE", "e6739824-5de1-4a07-8999-d8f01633c04b", NONE, 1
+    ),
+    # The root's task tool and the subagent's bash call.
+    "errors-and-more/copilot_sub.jsonl": Want(
+        0, "DONE", "1b73659c-c028-4ccd-9850-015fa31075f7", NONE, 2
+    ),
+    "errors-and-more/copilot_401.jsonl": Want(
+        1,
+        None,
+        "a581ab73-455e-437e-9f9a-25a6ca5a20e4",
+        NONE,
+        0,
+        ErrorKind.AUTH,
+        error="Authentication failed with provider at http://127.0.0.1:18080/v1 (HTTP 401).\n"
+        "  Check your COPILOT_PROVIDER_API_KEY, COPILOT_PROVIDER_API_KEY_COMMAND, or "
+        "COPILOT_PROVIDER_BEARER_TOKEN.",
+    ),
+    "errors-and-more/copilot_429.jsonl": Want(
+        1,
+        None,
+        "44da1e41-eed5-4eb0-af62-4e933131448e",
+        NONE,
+        0,
+        ErrorKind.RATE_LIMIT,
+        error=RETRIED
+        + "5.58 seconds) Last error: 429 fake rate_limit_exceeded: You exceeded your current quota",
+    ),
+    "errors-and-more/copilot_500.jsonl": Want(
+        1,
+        None,
+        "86131878-6fb4-489f-9f27-1b32a82eeb43",
+        NONE,
+        0,
+        ErrorKind.SERVER,
+        error=RETRIED
+        + "16.67 seconds) Last error: 500 fake server_error: You exceeded your current quota",
+    ),
+    # session.error says rate_limit; the provider body of the last failed call says
+    # usage_limit_reached with resets_at 1796029262 (epoch s).
+    "errors-and-more/copilot_usage.jsonl": Want(
+        1,
+        None,
+        "d63c7844-ecea-4f77-8020-fed404a0e7d0",
+        NONE,
+        0,
+        ErrorKind.USAGE_LIMIT,
+        reset_at_ms=1_796_029_262_000,
+        error=RETRIED + "52.46 seconds) Last error: 429 The usage limit has been reached",
+    ),
+}
+
+
+def test_every_copilot_capture_is_covered() -> None:
+    assert set(captures("copilot")) == set(CASES)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_capture_normalised(name: str) -> None:
+    want = CASES[name]
+    check(run(CopilotAdapter("copilot", clock=fixed_clock), name, want.exit_code), want)
+
+
+def test_subagent_text_is_kept_out_of_the_final_message() -> None:
+    adapter = CopilotAdapter("copilot")
+    parser = adapter.new_parser()
+    lines = (STREAMS / "errors-and-more/copilot_sub.jsonl").read_text().splitlines()
+    sub_texts = []
+    for line in lines:
+        event = json.loads(line)
+        if "agentId" in event and event["type"] == "assistant.message":
+            event["data"]["content"] = event["data"]["content"] and "SUBAGENT: COMPLETE"
+        if event["type"] == "assistant.message" and "agentId" not in event:
+            continue  # drop the root's own messages: only subagent text is left
+        sub_texts += [e.text for e in parser.feed(json.dumps(event)) if e.subagent and e.text]
+    report = parser.report()
+    assert "SUBAGENT: COMPLETE" in sub_texts
+    assert report.final_message is None
+    assert report.last_root_text is None
+    assert report.tool_calls == 2
+
+
+def _request(prompt: str, resume: str | None = None) -> InvocationRequest:
+    return InvocationRequest(prompt, Path("/tmp/p.md"), Path("/repo"), "gpt-5", resume)
+
+
+def test_invocation() -> None:
+    adapter = CopilotAdapter("/usr/bin/env")
+    fresh = adapter.build_invocation(_request("go"))
+    assert fresh.argv[1:] == [
+        "-p", "go", "--output-format", "json", "--allow-all-tools",
+        "--model", "gpt-5", "-C", "/repo",
+    ]  # fmt: skip
+    assert fresh.stdin is None
+    resumed = adapter.build_invocation(_request("go", resume="e673"))
+    assert resumed.argv[-1] == "--resume=e673"
+
+
+def test_huge_prompt_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match=str(MAX_ARG_BYTES)):
+        CopilotAdapter("/usr/bin/env").build_invocation(_request("x" * (MAX_ARG_BYTES + 1)))

@@ -1,0 +1,133 @@
+"""Every adapter's argv, run for real: the prompt is never split or shell-interpreted.
+
+Field report 23: prompts holding ``'`` ``"`` ``$()`` backticks ``;`` ``#`` ``*`` ``[x]``
+and newlines must reach the agent unchanged, as one argv element or on stdin.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autopilot.agents.base import AgentAdapter, InvocationRequest
+from autopilot.agents.registry import AGENT_NAMES, make_adapter
+from autopilot.errors import AgentNotFoundError
+
+PROMPT = (
+    "Skill('devkit:git:code-review') 1) check 2) fix 3) done; Bob's \"quoted\" code\n"
+    "Fix the $(hostname) placeholder and `uname -a` # not a comment\n"
+    "- [ ] *.ts\n- [x] (2 Untested, 5 Failed) && echo pwned | cat > /tmp/x\n"
+)
+CLIS = [name for name in AGENT_NAMES if name not in ("command", "demo")]
+ON_STDIN = {"claude", "opencode"}
+"""Adapters that always pass the prompt on stdin (Claude by design; opencode because
+``run`` re-quotes argv messages)."""
+
+
+@pytest.fixture
+def echo_agent(tmp_path: Path) -> Path:
+    """A stand-in CLI that prints its argv and stdin as JSON."""
+    script = tmp_path / "agent"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys\n"
+        "json.dump({'argv': sys.argv[1:], 'stdin': sys.stdin.read()}, sys.stdout)\n"
+    )
+    script.chmod(0o755)
+    return script
+
+
+def _adapter(name: str, executable: Path) -> AgentAdapter:
+    adapter = make_adapter(name)
+    adapter.executable = str(executable)  # type: ignore[attr-defined]
+    return adapter
+
+
+def _launch(adapter: AgentAdapter, request: InvocationRequest) -> dict[str, object]:
+    invocation = adapter.build_invocation(request)
+    done = subprocess.run(
+        invocation.argv,
+        input=invocation.stdin,
+        stdin=subprocess.DEVNULL if invocation.stdin is None else None,
+        capture_output=True,
+        check=True,
+        timeout=30,
+    )
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+@pytest.mark.parametrize("name", CLIS)
+def test_prompt_with_shell_metacharacters_arrives_unchanged(name: str, echo_agent: Path) -> None:
+    request = InvocationRequest(PROMPT, Path("/tmp/prompt.md"), Path("/repo"), model="m")
+    seen = _launch(_adapter(name, echo_agent), request)
+    argv = seen["argv"]
+    assert isinstance(argv, list)
+    if name in ON_STDIN:
+        assert seen["stdin"] == PROMPT
+        assert not any("hostname" in arg for arg in argv)
+    else:
+        assert seen["stdin"] == ""  # /dev/null: the CLI must not add stdin to the prompt
+        assert argv.count(PROMPT) == 1
+        before = argv[argv.index(PROMPT) - 1]
+        assert before in ("-p", "--message", "--") or argv[-1] == PROMPT
+
+
+RESUME = {
+    "claude": ["--resume", "S-1"],
+    "codex": ["resume", "S-1"],
+    "pi": ["--session", "S-1"],
+    "gemini": ["--resume", "S-1"],
+    "copilot": ["--resume=S-1"],
+    "opencode": ["--session", "S-1"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESUME))
+def test_resume_argv(name: str, echo_agent: Path) -> None:
+    request = InvocationRequest(
+        "go on", Path("/tmp/prompt.md"), Path("/repo"), resume_session_id="S-1"
+    )
+    adapter = _adapter(name, echo_agent)
+    assert adapter.supports_sessions is True
+    argv = adapter.build_invocation(request).argv
+    flag = RESUME[name]
+    assert any(argv[i : i + len(flag)] == flag for i in range(len(argv)))
+
+
+@pytest.mark.parametrize("name", CLIS)
+def test_missing_cli_names_its_install_command(
+    name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    adapter = make_adapter(name)
+    with pytest.raises(AgentNotFoundError, match="install"):
+        adapter.check_installed()
+
+
+@pytest.mark.parametrize("name", CLIS)
+def test_executable_override_from_environment(
+    name: str, monkeypatch: pytest.MonkeyPatch, echo_agent: Path
+) -> None:
+    monkeypatch.setenv(f"AUTOPILOT_{name.upper()}_BIN", str(echo_agent))
+    adapter = make_adapter(name)
+    adapter.check_installed()
+    request = InvocationRequest("hi", Path("/tmp/prompt.md"), Path("/repo"))
+    assert adapter.build_invocation(request).argv[0] == str(echo_agent)
+
+
+def test_every_adapter_names_its_verified_version() -> None:
+    versions = {name: make_adapter(name).verified_version for name in CLIS}
+    assert versions == {
+        "claude": "2.1.197",
+        "codex": "0.171.0",
+        "pi": "0.73.1",
+        "gemini": "0.61.0",
+        "copilot": "1.0.102",
+        "opencode": "1.18.33",
+        "aider": "0.86.2",
+    }
