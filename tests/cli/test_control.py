@@ -314,3 +314,61 @@ def test_list_status_replay_where(tmp_path: Path, repo: Path, fake_agent: FakeAg
     assert run_cli(["where"], cwd=repo).stdout.strip() == str((tmp_path / "runs").resolve())
     version = run_cli(["--version"], cwd=repo)
     assert version.returncode == 0 and version.stdout.startswith("autopilot ")
+
+
+@pytest.mark.parametrize(
+    ("limit_args", "step", "reason", "expected_iterations"),
+    [
+        (["--max-cost", "1.0"], {"result": "step", "cost_usd": 0.4}, "max_cost", 3),
+        (
+            ["--max-tokens", "250"],
+            {"result": "step", "input_tokens": 60, "output_tokens": 40},
+            "max_tokens",
+            3,
+        ),
+    ],
+)
+def test_spend_budget_holds_across_kill_9(
+    tmp_path: Path,
+    repo: Path,
+    fake_agent: FakeAgent,
+    limit_args: list[str],
+    step: dict[str, object],
+    reason: str,
+    expected_iterations: int,
+) -> None:
+    env = fake_agent([[{"shell": "date +%N >> p.txt"}, step, {"sleep": 0.5}]])
+    proc = _start(repo, env, "--max-iterations", "50", *limit_args)
+    folder = _run_dir(tmp_path)
+    _wait_for(lambda: _types(folder).count("iteration_end") >= 1)
+    proc.kill()
+    proc.wait()
+    spent = _state(folder)["spend"]["iterations"]  # type: ignore[index]
+    assert spent in (1, 2)
+    done = run_cli(["start", folder.name], cwd=repo, env=env)
+    assert done.returncode == 3, done.stdout + done.stderr
+    state = _state(folder)
+    assert state["spend"]["iterations"] == expected_iterations  # type: ignore[index]
+    assert _terminals(folder) == [("abort", reason)]
+
+
+def test_duration_budget_excludes_paused_time_and_survives_restart(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    env = fake_agent([[{"shell": "date +%N >> p.txt"}, {"sleep": 1.0}, {"result": "step"}]])
+    proc = _start(repo, env, "--max-iterations", "50", "--max-duration", "4s")
+    folder = _run_dir(tmp_path)
+    _wait_for(lambda: _types(folder).count("iteration_end") >= 1)
+    assert run_cli(["pause", folder.name], cwd=repo).returncode == 0
+    _wait_for(lambda: _state(folder).get("status") == "paused")
+    time.sleep(3)  # paused time does not count
+    proc.kill()
+    proc.wait()
+    active = _state(folder)["spend"]["activeMs"]  # type: ignore[index]
+    assert isinstance(active, int) and active < 4000
+    assert run_cli(["resume", folder.name], cwd=repo).returncode == 0
+    done = run_cli(["start", folder.name], cwd=repo, env=env)
+    assert done.returncode == 3, done.stdout + done.stderr
+    state = _state(folder)
+    assert _terminals(folder) == [("abort", "max_duration")]
+    assert 4000 <= state["spend"]["activeMs"] < 9000  # type: ignore[index,operator]
