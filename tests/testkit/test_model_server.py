@@ -1,4 +1,4 @@
-"""The scripted model server, driven over real HTTP on 127.0.0.1 with urllib.
+"""The scripted model server's Anthropic wire and HTTP shell, over real HTTP with urllib.
 
 Request bodies imitate what Claude Code 2.1.197 sends (see
 shared/reference/offline-e2e.md): a system prompt stating the cwd, a first user message
@@ -17,7 +17,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -33,10 +32,14 @@ from autopilot.testkit.model_server import (
     RunShell,
     Say,
     Script,
+    ToolSpec,
     WriteFile,
     get_script,
     write_port_file,
 )
+from tests.testkit.client import call
+from tests.testkit.client import sse as parse_sse
+from tests.testkit.conftest import scripted
 
 CWD = "/w/repo"
 TOOLS = [
@@ -100,32 +103,9 @@ TURN1_STEP1 = [*TURN1, tool_use(), tool_result("hello\nsecond-turn"), system()]
 # --- HTTP helpers ----------------------------------------------------------------------
 
 
-def call(
-    srv: ModelServer,
-    path: str,
-    payload: Any = None,
-    method: str | None = None,
-) -> tuple[int, dict[str, str], bytes]:
-    data = None if payload is None else json.dumps(payload).encode()
-    request = urllib.request.Request(srv.base_url + path, data=data, method=method)
-    request.add_header("content-type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, dict(response.headers.items()), response.read()
-    except urllib.error.HTTPError as error:
-        with error:
-            return error.code, dict(error.headers.items()), error.read()
-
-
 def sse(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
-    """Split an SSE body into (event, data) pairs."""
-    events = []
-    for frame in raw.decode().split("\n\n"):
-        if not frame.strip():
-            continue
-        lines = dict(line.split(": ", 1) for line in frame.splitlines())
-        events.append((lines["event"], json.loads(lines["data"])))
-    return events
+    """Split an Anthropic SSE body into (event, data) pairs."""
+    return [(str(name), data) for name, data in parse_sse(raw)]
 
 
 def answer(events: list[tuple[str, dict[str, Any]]]) -> tuple[str, dict[str, Any] | None, str]:
@@ -150,17 +130,6 @@ def ask(srv: ModelServer, payload: dict[str, Any]) -> tuple[str, dict[str, Any] 
     assert status == 200
     assert headers["Content-Type"].startswith("text/event-stream")
     return answer(sse(raw))
-
-
-@pytest.fixture
-def server(request: pytest.FixtureRequest) -> Iterator[ModelServer]:
-    script = getattr(request, "param", "default")
-    with ModelServer(script=script) as srv:
-        yield srv
-
-
-def scripted(name: str) -> Any:
-    return pytest.mark.parametrize("server", [name], indirect=True)
 
 
 # --- the default script, turn by turn --------------------------------------------------
@@ -391,7 +360,17 @@ def test_count_tokens_models_and_head(server: ModelServer) -> None:
     assert (count[0], json.loads(count[2])) == (200, {"input_tokens": 100})
     status, _, raw = call(server, "/v1/models")
     assert status == 200
-    assert [model["id"] for model in json.loads(raw)["data"]] == ["claude-opus-4-8"]
+    listing = json.loads(raw)
+    assert [model["id"] for model in listing["data"]] == [
+        "claude-opus-4-8",
+        "gpt-5.5",
+        "fake-model",
+        "gemini-2.5-flash",
+    ]
+    assert listing["object"] == "list"
+    assert listing["first_id"] == "claude-opus-4-8"
+    assert {model["object"] for model in listing["data"]} == {"model"}
+    assert {model["type"] for model in listing["data"]} == {"model"}
     assert call(server, "/", method="HEAD")[0] == 200
 
 
@@ -400,7 +379,7 @@ def test_count_tokens_models_and_head(server: ModelServer) -> None:
     [("GET", "/nope"), ("POST", "/v1/complete"), ("HEAD", "/v1/x"), ("PUT", "/v1/messages")],
 )
 def test_unknown_routes_get_404_json(server: ModelServer, method: str, path: str) -> None:
-    payload = {} if method in ("POST", "PUT") else None
+    payload: dict[str, Any] | None = {} if method in ("POST", "PUT") else None
     status, headers, raw = call(server, path, payload, method=method)
     assert status == 404
     assert headers["Content-Type"] == "application/json"
@@ -474,11 +453,10 @@ def test_a_custom_script_matches_prompt_and_result_text() -> None:
             Rule(WriteFile("x.txt", "x"), step=0),
         ),
     )
-    assert script.decide(Conversation(0, 0, "please list", tool_names=("Bash",))) == RunShell("ls")
-    assert script.decide(Conversation(3, 0, "write", tool_names=("Bash",))) == WriteFile(
-        "x.txt", "x"
-    )
-    found = Conversation(0, 1, "list", "README.md", tool_names=("Bash",))
+    bash = (ToolSpec("Bash"),)
+    assert script.decide(Conversation(0, 0, "please list", tools=bash)) == RunShell("ls")
+    assert script.decide(Conversation(3, 0, "write", tools=bash)) == WriteFile("x.txt", "x")
+    found = Conversation(0, 1, "list", "README.md", tools=bash)
     assert script.decide(found) == Say("found it")
     with ModelServer(script) as srv:
         _, tool, _ = ask(srv, body(prompt("please list")))
