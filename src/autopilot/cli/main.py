@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import click
 
 from autopilot import __version__
-from autopilot.cli import control_cmds, run_cmds, view_cmds
+from autopilot.cli import control_cmds, manage_cmds, run_cmds, view_cmds, watch_cmds
 from autopilot.errors import AutopilotError
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -41,6 +41,10 @@ for command in (
     view_cmds.list_runs,
     view_cmds.replay,
     view_cmds.where,
+    watch_cmds.watch,
+    manage_cmds.stats,
+    manage_cmds.prune,
+    manage_cmds.doctor,
 ):
     cli.add_command(command)
 

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from autopilot.config import parse_int
-from autopilot.store.events import read_events
-from autopilot.store.fold import fold
 from autopilot.store.index import read_index
 from autopilot.store.paths import resolve_run, run_dir, runs_root
 from autopilot.store.state import read_state_quietly
 from autopilot.view.plain import format_event, format_time
+from autopilot.view.tail import fold_log
 
 _CTX = {"help_option_names": ["-h", "--help"]}
 
@@ -55,19 +56,24 @@ def replay(as_json: bool, run_ref: str) -> int:
     """Print RUN's events, one line each, then its final picture."""
     root = runs_root(create=False)
     run_id = resolve_run(root, run_ref)
-    events = list(read_events(run_dir(root, run_id) / "events.jsonl"))
-    snapshot = fold(events)
+    path = run_dir(root, run_id) / "events.jsonl"
     if as_json:
+        snapshot, _ = fold_log(path)
         click.echo(json.dumps(snapshot.to_dict(), indent=2, ensure_ascii=False))
         return 0
-    for event in events:
-        click.echo(format_event(event))
+    # One streaming pass: memory stays flat on a million-event log.
+    out = sys.stdout
+
+    def show(event: dict[str, Any]) -> None:
+        out.write(format_event(event) + "\n")
+
+    snapshot, _ = fold_log(path, on_event=show)
     tokens = snapshot.tokens
     reason = f" ({snapshot.reason})" if snapshot.reason else ""
-    click.echo(
+    out.write(
         f"-- {run_id}: {snapshot.status}{reason}, "
         f"iteration {snapshot.iteration}, tokens {tokens['input']}/{tokens['output']}, "
-        f"cost ${snapshot.costUsd:.4f}"
+        f"cost ${snapshot.costUsd:.4f}\n"
     )
     return 0
 

@@ -1,0 +1,95 @@
+"""``autopilot stats``, ``prune`` and ``doctor``."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+
+from autopilot.config import parse_duration_seconds
+from autopilot.errors import EnvironmentProblem
+from autopilot.manage.doctor import Level, run_doctor
+from autopilot.manage.prune import apply_prune, plan_prune
+from autopilot.store.paths import runs_root
+from autopilot.view.stats import aggregate, collect, format_stats
+
+_CTX = {"help_option_names": ["-h", "--help"]}
+
+
+@click.command(context_settings=_CTX)
+@click.option("--json", "as_json", is_flag=True, help="Print the totals as one JSON object.")
+def stats(as_json: bool) -> int:
+    """Totals over all runs: outcomes, labels, agents, iterations, tokens and cost."""
+    root = runs_root(create=False)
+    totals = aggregate(collect(root))
+    if as_json:
+        click.echo(json.dumps(totals, ensure_ascii=False))
+    else:
+        click.echo("\n".join(format_stats(totals)))
+    return 0
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1_000_000:.1f} MB"
+
+
+@click.command(context_settings=_CTX)
+@click.option(
+    "--older-than",
+    "older_than",
+    metavar="AGE",
+    required=True,
+    help="Remove runs idle for longer than AGE, e.g. 30d, 12h, 90m.",
+)
+@click.option("--dry-run", is_flag=True, help="Show what would be removed; change nothing.")
+def prune(older_than: str, dry_run: bool) -> int:
+    """Remove old runs' folders and index rows. Active runs are never removed."""
+    seconds = parse_duration_seconds(older_than, name="--older-than")
+    root = runs_root(create=False)
+    if not root.exists():
+        click.echo(f"autopilot: nothing to prune ({root} does not exist)")
+        return 0
+    plan = plan_prune(root, int(seconds * 1000), time.time_ns() // 1_000_000)
+    for run_id, reason in plan.kept.items():
+        click.echo(f"kept     {run_id}  ({reason})")
+    total = sum(plan.sizes.values())
+    if dry_run:
+        for run_id in plan.remove:
+            click.echo(f"would remove  {run_id}  ({_megabytes(plan.sizes[run_id])})")
+        click.echo(
+            f"autopilot: dry run: {len(plan.remove)} runs older than {older_than} "
+            f"({_megabytes(total)}) would be removed; nothing was changed"
+        )
+        return 0
+    try:
+        result = apply_prune(root, plan)
+    except OSError as error:
+        raise EnvironmentProblem(
+            f"cannot rewrite {root / 'index.jsonl'}: {error.strerror or error}"
+        ) from None
+    for run_id in result.removed:
+        click.echo(f"removed  {run_id}  ({_megabytes(plan.sizes.get(run_id, 0))})")
+    for run_id, why in result.failed.items():
+        click.echo(f"failed   {run_id}  ({why})", err=True)
+    freed = sum(plan.sizes.get(run_id, 0) for run_id in result.removed)
+    click.echo(
+        f"autopilot: removed {len(result.removed)} runs ({_megabytes(freed)}); "
+        f"{result.rows_dropped} index rows dropped"
+    )
+    return 1 if result.failed else 0
+
+
+@click.command(context_settings=_CTX)
+def doctor() -> int:
+    """Check the runs root, agent CLIs, git, stale runs and the index (exit 1 on findings)."""
+    findings = run_doctor()
+    for finding in findings:
+        click.echo(f"{finding.level.value:<5} {finding.subject:<16} {finding.detail}")
+    failures = sum(1 for finding in findings if finding.level is Level.FAIL)
+    click.echo(
+        f"autopilot: {failures} finding{'s' if failures != 1 else ''}"
+        if failures
+        else "autopilot: healthy"
+    )
+    return 1 if failures else 0

@@ -1,0 +1,1 @@
+"""Managing runs as a whole: liveness, retention (``prune``) and health (``doctor``)."""

@@ -1,0 +1,235 @@
+"""``autopilot doctor``: is this machine ready, and are its runs in order?
+
+Checks, each giving ``ok``, ``note`` (worth knowing, not a fault) or ``fail``:
+
+* the runs root resolves to a directory this user owns and can write;
+* each agent CLI autopilot knows: found on PATH (or its ``AUTOPILOT_<NAME>_BIN``)
+  and ``<cli> --version`` answers within a timeout (a CLI not installed is a note);
+* git is installed;
+* runs whose driver is gone but which never terminated;
+* ``index.jsonl`` agrees with the run folders.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from autopilot.agents.base import NESTING_MARKERS
+from autopilot.errors import RunsRootError
+from autopilot.manage.activity import Activity, run_activity
+from autopilot.store.events import iter_event_lines
+from autopilot.store.index import INDEX_FILE, read_index
+from autopilot.store.paths import is_valid_run_id, list_run_ids, runs_root
+from autopilot.store.state import read_state_quietly
+
+VERSION_TIMEOUT_SECONDS = 10.0
+
+AGENT_CLIS: tuple[tuple[str, str, str], ...] = (
+    ("claude", "claude", "npm install -g @anthropic-ai/claude-code"),
+    ("codex", "codex", "npm install -g @openai/codex"),
+    ("pi", "pi", "npm install -g @mariozechner/pi-coding-agent"),
+    ("gemini", "gemini", "npm install -g @google/gemini-cli"),
+    ("copilot", "copilot", "npm install -g @github/copilot"),
+    ("opencode", "opencode", "npm install -g opencode-ai"),
+)
+"""(name, default executable, how to install) for each agent CLI of SPEC §8."""
+
+
+class Level(StrEnum):
+    """How a check came out."""
+
+    OK = "ok"
+    NOTE = "note"
+    FAIL = "fail"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One check's result: its level, what was checked, and what was found."""
+
+    level: Level
+    subject: str
+    detail: str
+
+
+def check_runs_root() -> list[Finding]:
+    """The runs root exists (or can be made), is ours, and takes a file."""
+    try:
+        root = runs_root(create=False)
+    except RunsRootError as error:
+        return [Finding(Level.FAIL, "runs root", str(error))]
+    if not root.exists():
+        return [
+            Finding(Level.NOTE, "runs root", f"{root} does not exist yet (made by the first run)")
+        ]
+    try:
+        root = runs_root(create=True)
+        fd, probe = tempfile.mkstemp(prefix=".doctor-", dir=root)
+        os.close(fd)
+        os.unlink(probe)
+    except (RunsRootError, OSError) as error:
+        detail = error.strerror if isinstance(error, OSError) else str(error)
+        return [Finding(Level.FAIL, "runs root", f"{root} is not writable: {detail}")]
+    return [Finding(Level.OK, "runs root", f"{root} (writable)")]
+
+
+def program_version(
+    executable: str, timeout_seconds: float = VERSION_TIMEOUT_SECONDS
+) -> tuple[bool, str]:
+    """Run ``<executable> --version``; returns (answered, first line or the error).
+
+    Nesting markers (e.g. ``CLAUDECODE``) are removed from its environment, stdin
+    is ``/dev/null``, and it is ended after ``timeout_seconds``.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in NESTING_MARKERS}
+    try:
+        proc = subprocess.Popen(
+            [executable, "--version"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as error:
+        return False, f"`{executable} --version` could not start: {error.strerror or error}"
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_seconds)
+    except subprocess.TimeoutExpired:
+        # Its whole group: a wrapper script's children would hold the pipes open.
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return False, f"`{executable} --version` gave no answer in {timeout_seconds:g} s"
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    text = (done.stdout or done.stderr).decode("utf-8", "replace").strip()
+    first = text.splitlines()[0].strip() if text else ""
+    if done.returncode != 0:
+        return False, f"`{executable} --version` exited {done.returncode}: {first or 'no output'}"
+    return True, first or "(no version printed)"
+
+
+def check_agents(
+    environ: Mapping[str, str] | None = None, timeout_seconds: float = VERSION_TIMEOUT_SECONDS
+) -> list[Finding]:
+    """Each known agent CLI: its path and version, or a note that it is not installed."""
+    environ = os.environ if environ is None else environ
+    findings = []
+    for name, default, install in AGENT_CLIS:
+        program = environ.get(f"AUTOPILOT_{name.upper()}_BIN") or default
+        found = shutil.which(program, path=environ.get("PATH"))
+        if found is None:
+            findings.append(Finding(Level.NOTE, f"agent {name}", f"not installed ({install})"))
+            continue
+        answered, text = program_version(found, timeout_seconds)
+        level = Level.OK if answered else Level.FAIL
+        findings.append(Finding(level, f"agent {name}", f"{found}: {text}"))
+    return findings
+
+
+def check_git(timeout_seconds: float = VERSION_TIMEOUT_SECONDS) -> list[Finding]:
+    """git is needed for progress detection, commits and checkpoints."""
+    found = shutil.which("git")
+    if found is None:
+        return [Finding(Level.FAIL, "git", "not found on PATH (install git)")]
+    answered, text = program_version(found, timeout_seconds)
+    return [Finding(Level.OK if answered else Level.FAIL, "git", text)]
+
+
+def check_runs(root: Path) -> list[Finding]:
+    """Runs whose driver is gone although they never terminated, and unreadable runs."""
+    findings = []
+    counts: Counter[Activity] = Counter()
+    for run_id in list_run_ids(root):
+        folder = root / run_id
+        state = read_state_quietly(folder / "state.json")
+        if state is None:
+            findings.append(Finding(Level.FAIL, f"run {run_id}", "state.json is unreadable"))
+            continue
+        activity = run_activity(folder, state)
+        counts[activity] += 1
+        if activity is Activity.GONE:
+            findings.append(
+                Finding(
+                    Level.FAIL,
+                    f"run {run_id}",
+                    f"driver gone (pid {state.get('pid')}) but the run never terminated; "
+                    f"`autopilot start {run_id}` relaunches it, `autopilot stop {run_id}` ends it",
+                )
+            )
+        elif activity is Activity.UNKNOWN:
+            findings.append(
+                Finding(Level.NOTE, f"run {run_id}", "not terminated; its driver cannot be checked")
+            )
+    summary = ", ".join(f"{count} {activity.value}" for activity, count in counts.most_common())
+    findings.insert(0, Finding(Level.OK, "runs", summary or "none yet"))
+    return findings
+
+
+def check_index(root: Path) -> list[Finding]:
+    """``index.jsonl`` has one well-formed row per run folder, and no others."""
+    path = root / INDEX_FILE
+    malformed = 0
+    try:
+        with path.open("rb") as stream:
+            for raw in iter_event_lines(stream, hold_back_partial=False):
+                if raw.strip() and not _is_row(raw):
+                    malformed += 1
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        return [Finding(Level.FAIL, "index", f"cannot read {path}: {error.strerror or error}")]
+    rows = Counter(str(row["runId"]) for row in read_index(root))
+    folders = {
+        entry.name
+        for entry in (os.scandir(root) if root.is_dir() else ())
+        if entry.is_dir(follow_symlinks=False) and is_valid_run_id(entry.name)
+    }
+    findings = []
+    orphans = sorted(set(rows) - folders)
+    unlisted = sorted(folders - set(rows))
+    duplicates = sorted(run_id for run_id, count in rows.items() if count > 1)
+    for problem, ids in (
+        ("rows with no run folder (`autopilot prune` drops them once old)", orphans),
+        ("run folders missing from index.jsonl (list and stats do not see them)", unlisted),
+        ("runs listed more than once", duplicates),
+    ):
+        if ids:
+            shown = ", ".join(ids[:3]) + (", …" if len(ids) > 3 else "")
+            findings.append(Finding(Level.FAIL, "index", f"{len(ids)} {problem}: {shown}"))
+    if malformed:
+        findings.append(Finding(Level.NOTE, "index", f"{malformed} malformed lines (skipped)"))
+    if not findings:
+        findings.append(Finding(Level.OK, "index", f"{len(rows)} rows match the run folders"))
+    return findings
+
+
+def _is_row(raw: bytes) -> bool:
+    try:
+        row = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(row, dict) and row.get("type") == "armed" and bool(row.get("runId"))
+
+
+def run_doctor(timeout_seconds: float = VERSION_TIMEOUT_SECONDS) -> list[Finding]:
+    """Every check, in order; the run checks only when the runs root is usable."""
+    findings = check_runs_root()
+    findings += check_agents(timeout_seconds=timeout_seconds)
+    findings += check_git(timeout_seconds)
+    if findings[0].level is Level.OK:
+        root = runs_root(create=False)
+        findings += check_runs(root)
+        findings += check_index(root)
+    return findings

@@ -1,0 +1,313 @@
+"""What the live view shows, as pure functions of (state, snapshot, now).
+
+Nothing here reads a file or the clock: the Textual widgets call these with the
+run's ``state.json``, its folded ``Snapshot`` and an injected ``now_ms``, so the
+same inputs always give the same screen (and snapshot tests are stable). Times are
+epoch milliseconds; durations are shown as ``1h02m03s``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autopilot.store.fold import Snapshot
+from autopilot.view.plain import format_time
+
+State = Mapping[str, Any]
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def as_mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` if it is a mapping, else an empty one."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def fmt_duration(ms: float | None) -> str:
+    """``1h02m03s``, ``2m03s`` or ``45s``; ``-`` for None."""
+    if ms is None:
+        return "-"
+    total = max(0, int(ms // 1000))
+    hours, rest = divmod(total, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m{seconds:02d}s"
+    if minutes:
+        return f"{minutes}m{seconds:02d}s"
+    return f"{seconds}s"
+
+
+def fmt_count(value: Any) -> str:
+    """A token count: ``850``, ``12.3k``, ``4.51M``."""
+    number = _num(value) or 0.0
+    if number >= 1_000_000:
+        return f"{number / 1_000_000:.3g}M"
+    if number >= 10_000:
+        return f"{number / 1000:.1f}k"
+    return f"{int(number)}"
+
+
+def fmt_cost(value: Any) -> str:
+    """USD: ``$0.0036`` below a dollar, ``$12.34`` above."""
+    number = _num(value) or 0.0
+    return f"${number:.4f}" if number < 1 else f"${number:,.2f}"
+
+
+def elapsed_ms(state: State | None, snapshot: Snapshot, now_ms: int) -> int | None:
+    """Run time so far, paused time excluded; frozen at the terminal event.
+
+    The start is ``state.json`` ``startedAt`` (else the ``armed`` event); the end is
+    the terminal event's ``terminalAt`` (seed 000) or ``now_ms``. Paused time is
+    ``totalPausedMs`` plus the open pause since ``pausedAt``.
+    """
+    state = state or {}
+    started = _num(state.get("startedAt"))
+    if started is None:
+        started = _num(snapshot.startedAt)
+    if started is None:
+        return None
+    end = _num(snapshot.terminalAt) if snapshot.terminal else None
+    if end is None:
+        end = float(now_ms)
+    paused = _num(state.get("totalPausedMs")) or 0.0
+    paused_at = _num(state.get("pausedAt"))
+    if state.get("paused") and paused_at is not None:
+        paused += max(0.0, end - paused_at)
+    return int(max(0.0, end - started - paused))
+
+
+@dataclass(frozen=True)
+class Badge:
+    """The status badge: a short label, a tone for its colour, and a detail.
+
+    ``tone`` is one of ``run``, ``ok``, ``warn``, ``bad``.
+    """
+
+    label: str
+    tone: str
+    detail: str = ""
+
+
+def _until(until: Any, now_ms: int) -> str:
+    moment = _num(until)
+    if moment is None:
+        return ""
+    return f"until {format_time(moment)[:8]} (in {fmt_duration(max(0.0, moment - now_ms))})"
+
+
+def status_badge(state: State | None, snapshot: Snapshot, alive: bool | None, now_ms: int) -> Badge:
+    """The run's status as a badge.
+
+    Args:
+        state: ``state.json`` (None when unreadable).
+        snapshot: The folded log.
+        alive: Whether the driver process is alive (None: unknown).
+        now_ms: Now, for waiting countdowns.
+    """
+    if snapshot.terminal:
+        reason = str(snapshot.reason or "")
+        detail = f"{reason} — {snapshot.note}" if snapshot.note else reason
+        if snapshot.status == "complete":
+            return Badge("COMPLETE", "ok", detail)
+        return Badge("STOPPED" if reason == "user_stopped" else "ABORTED", "bad", detail)
+    if state is None:
+        return Badge(snapshot.status.upper(), "run", "state.json unreadable")
+    status = str(state.get("status") or snapshot.status)
+    if state.get("terminated"):
+        reason = str(state.get("terminationReason") or "")
+        return Badge("COMPLETE" if status == "completed" else status.upper(), "bad", reason)
+    if alive is False:
+        return Badge("DRIVER GONE", "bad", "not running; `autopilot start` relaunches it")
+    if state.get("stopRequested"):
+        return Badge("STOPPING", "warn", "at the next boundary")
+    if status == "rate_limited":
+        until = state.get("waitingUntil") or snapshot.waitingUntil
+        return Badge("RATE LIMITED", "warn", _until(until, now_ms))
+    if status == "waiting":
+        return Badge("WAITING", "warn", _until(state.get("waitingUntil"), now_ms))
+    if status == "paused":
+        return Badge("PAUSED", "warn", "r resumes")
+    if state.get("paused"):
+        return Badge("PAUSING", "warn", "at the next boundary")
+    return Badge(status.upper().replace("_", " "), "run", "")
+
+
+def iteration_text(state: State | None, snapshot: Snapshot) -> str:
+    """``iteration 3 of 10`` (``of ∞`` without a limit)."""
+    state = state or {}
+    number = snapshot.iteration or state.get("iter") or 0
+    maximum = state.get("max", snapshot.maxIterations)
+    shown = str(int(maximum)) if _num(maximum) else "∞"
+    return f"iteration {int(number)} of {shown}"
+
+
+def spend(state: State | None, snapshot: Snapshot) -> tuple[int, int, float]:
+    """Tokens in, tokens out and cost: the larger of the log's and ``state.json``'s."""
+    tokens = snapshot.tokens
+    in_tokens = int(_num(tokens.get("input")) or 0)
+    out_tokens = int(_num(tokens.get("output")) or 0)
+    cost = snapshot.costUsd
+    recorded = (state or {}).get("spend")
+    if isinstance(recorded, Mapping):
+        stored = as_mapping(recorded.get("tokens"))
+        in_tokens = max(in_tokens, int(_num(stored.get("input")) or 0))
+        out_tokens = max(out_tokens, int(_num(stored.get("output")) or 0))
+        cost = max(cost, _num(recorded.get("costUsd")) or 0.0)
+    return in_tokens, out_tokens, cost
+
+
+def tokens_per_iteration(snapshot: Snapshot) -> list[float]:
+    """Tokens (input + output) each finished iteration used, oldest first (newest 256).
+
+    An iteration's use is the run's cumulative tokens at the next iteration's start
+    (or now, for the last one) less those at its own start.
+    """
+    entries = snapshot.iterations
+
+    def total(tokens: Any) -> float:
+        return sum(_num(value) or 0.0 for value in as_mapping(tokens).values())
+
+    values: list[float] = []
+    for index, entry in enumerate(entries):
+        if entry.get("endedAt") is None:
+            continue
+        after = (
+            total(entries[index + 1].get("tokensAtStart"))
+            if index + 1 < len(entries)
+            else total(snapshot.tokens)
+        )
+        values.append(max(0.0, after - total(entry.get("tokensAtStart"))))
+    return values
+
+
+def stage_marks(snapshot: Snapshot) -> list[tuple[str, str]]:
+    """The stages row: ``(name, mark)`` with mark ``done``, ``active`` or ``todo``.
+
+    From the current ``stage_plan`` (with its amendments); stages not in the plan
+    that ran are shown too. Without a plan, the stages seen this iteration.
+    """
+    done = {str(stage.get("name")) for stage in snapshot.recentStages}
+    active = str(snapshot.activeStage["name"]) if snapshot.activeStage else None
+    plan = snapshot.currentPlan["stages"] if snapshot.currentPlan else []
+    names: list[str] = [str(name) for name in plan]
+    for name in [str(stage.get("name")) for stage in snapshot.recentStages] + [active or ""]:
+        if name and name not in names:
+            names.append(name)
+    marks = []
+    for name in names:
+        mark = "active" if name == active else "done" if name in done else "todo"
+        marks.append((name, mark))
+    return marks
+
+
+def substage_lines(snapshot: Snapshot, limit: int) -> list[str]:
+    """The active stage's newest ``limit`` substages as ``verb args outcome duration``."""
+    lines = []
+    for sub in snapshot.currentStageSubstages[-limit:]:
+        duration = fmt_duration(sub["durationMs"]) if _num(sub.get("durationMs")) else ""
+        bits = [sub.get("verb") or "·", sub.get("argsSummary") or "", sub.get("outcome") or ""]
+        lines.append(" ".join(str(bit) for bit in [*bits, duration] if bit))
+    return lines
+
+
+def recent_stage_text(snapshot: Snapshot, limit: int = 4) -> str:
+    """``ORIENT ok 45s · PLAN ok 1m02s`` for the newest finished stages."""
+    parts = []
+    for stage in snapshot.recentStages[-limit:]:
+        outcome = f" {stage['outcome']}" if stage.get("outcome") else ""
+        duration = f" {fmt_duration(stage['durationMs'])}" if _num(stage.get("durationMs")) else ""
+        parts.append(f"{stage.get('name')}{outcome}{duration}")
+    return " · ".join(parts)
+
+
+def task_marks(snapshot: Snapshot) -> list[tuple[str, str]]:
+    """The current task list as ``(text, mark)``.
+
+    Marks: ``ok``, ``fail``, ``skip``, ``active`` or ``todo``.
+    """
+    flight = snapshot.taskInFlight
+    task_list = snapshot.currentTaskList
+    finished = {
+        (task.get("stage"), task.get("sub")): str(task.get("outcome"))
+        for task in snapshot.recentTasks
+    }
+    rows: list[tuple[str, str]] = []
+    if task_list:
+        for index, item in enumerate(task_list["items"], start=1):
+            key = (task_list["stage"], index)
+            if flight and (flight["stage"], flight["sub"]) == key:
+                mark = "active"
+            else:
+                mark = finished.get(key, "todo")
+            rows.append((f"{index} {item}", mark))
+        return rows
+    for task in snapshot.recentTasks[-4:]:
+        text = f"{task.get('stage')}.{task.get('sub')} {task.get('desc') or ''}"
+        rows.append((text.strip(), str(task.get("outcome"))))
+    if flight:
+        rows.append((f"{flight['stage']}.{flight['sub']} {flight.get('desc') or ''}", "active"))
+    return rows
+
+
+def work_item_lines(snapshot: Snapshot, limit: int = 3) -> list[tuple[str, str]]:
+    """The active work item and the newest finished ones as ``(text, mark)``."""
+
+    def label(item: Mapping[str, Any]) -> str:
+        ref = f" #{int(item['ref'])}" if _num(item.get("ref")) is not None else ""
+        return f"{item.get('kind')}{ref} {item.get('title') or ''}".strip()
+
+    rows = [(label(item), "ok") for item in snapshot.completedWorkItems[-limit:]]
+    if snapshot.activeWorkItem:
+        rows.append((label(snapshot.activeWorkItem), "active"))
+    return rows
+
+
+def backlog_text(snapshot: Snapshot) -> str | None:
+    """``3 issues · 1 PRs · 0 red CI · 4 closed`` from ``backlog_snapshot``."""
+    backlog = snapshot.backlog
+    if not backlog:
+        return None
+    parts = []
+    for key, name in (("openIssues", "issues"), ("openPrs", "PRs"), ("redCi", "red CI")):
+        if _num(backlog.get(key)) is not None:
+            parts.append(f"{int(backlog[key])} {name}")
+    if snapshot.closedByLoop:
+        parts.append(f"{int(snapshot.closedByLoop)} closed by the loop")
+    return " · ".join(parts) or None
+
+
+def project_task_lines(tasks: Sequence[Mapping[str, Any]], limit: int = 4) -> list[tuple[str, str]]:
+    """Work items of ``.autopilot/tasks.jsonl`` (seed 002): running and ready first."""
+    order = {"running": 0, "reopened": 1, "ready": 2, "blocked": 3}
+    open_items = [task for task in tasks if str(task.get("status")) in order]
+    open_items.sort(key=lambda task: order[str(task.get("status"))])
+    rows = []
+    for task in open_items[:limit]:
+        status = str(task.get("status"))
+        text = str(task.get("title") or task.get("prompt") or "").splitlines()
+        rows.append((f"{task.get('id')} {text[0] if text else ''}".strip(), status))
+    return rows
+
+
+def task_counts(tasks: Sequence[Mapping[str, Any]]) -> str:
+    """``2 ready · 1 running · 5 completed`` for ``tasks.jsonl``."""
+    counts: dict[str, int] = {}
+    for task in tasks:
+        status = str(task.get("status") or "unknown")
+        counts[status] = counts.get(status, 0) + 1
+    return " · ".join(f"{count} {status}" for status, count in sorted(counts.items()))
+
+
+def last_commit_text(snapshot: Snapshot) -> str | None:
+    """``a1b2c3d subject (12:00:01)`` for the newest ``commit_observed``."""
+    commit = snapshot.lastCommit
+    if not commit:
+        return None
+    when = format_time(commit.get("ts"))[:8]
+    return f"{str(commit['sha'])[:7]} {commit.get('subject') or ''}  ({when})"

@@ -1,0 +1,197 @@
+"""``autopilot stats``: totals over every run in the index.
+
+Runs are the ``armed`` rows of ``index.jsonl`` (one sequential read; the last row of
+a run id wins). Each run's outcome follows the seed system's ``stats``
+(seed-event-contract §4.2): the **last** ``complete``/``abort`` row of its log,
+bucketed as ``"<type>:<reason>"`` (just ``<type>`` when the reason is empty). It is
+found by reading the log backwards only as far as the run's last iteration, so a
+huge log costs a few KiB. A run with no terminal event is ``active``,
+``interrupted`` (its driver is gone) or ``unknown``; one whose folder is gone is
+``missing``. Iterations, tokens and cost come from ``state.json``, whose spend
+survives restarts, else from the terminal event.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autopilot.manage.activity import driver_running
+from autopilot.store.index import read_index
+from autopilot.store.paths import is_valid_run_id
+from autopilot.store.state import read_state_quietly
+from autopilot.view.present import as_mapping, fmt_cost, fmt_count
+from autopilot.view.tail import read_lines_backward
+
+_SCAN_BLOCK_BYTES = 4096
+_STOP_TYPES = frozenset({"iteration_start", "armed"})
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run as ``stats`` counts it.
+
+    Attributes:
+        run_id: The run id.
+        label: The run's label.
+        agent: The agent name (None when unknown).
+        outcome: ``complete:<reason>``, ``abort:<reason>``, ``active``,
+            ``interrupted``, ``unknown`` or ``missing``.
+        iterations: Iterations started (None when unknown).
+        tokens_in: Cumulative input tokens.
+        tokens_out: Cumulative output tokens.
+        cost_usd: Cumulative cost in USD.
+    """
+
+    run_id: str
+    label: str
+    agent: str | None
+    outcome: str
+    iterations: int | None
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float
+
+
+def last_terminal_event(path: Path) -> dict[str, Any] | None:
+    """The log's last ``complete``/``abort`` row, read backwards (plain JSON, as the seed).
+
+    The scan stops at the last ``iteration_start`` or ``armed``: a terminal event
+    is always written after them.
+    """
+    for raw in read_lines_backward(path, block_bytes=_SCAN_BLOCK_BYTES):
+        try:
+            row = json.loads(raw)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(row, dict):
+            continue
+        kind = row.get("type")
+        if kind in ("complete", "abort"):
+            return row
+        if kind in _STOP_TYPES:
+            return None
+    return None
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
+
+
+def summarize_run(root: Path, row: Mapping[str, Any]) -> RunSummary:
+    """Summarise one run from its index row, ``state.json`` and the end of its log."""
+    run_id = str(row["runId"])
+    folder = root / run_id
+    valid = is_valid_run_id(run_id)
+    state = read_state_quietly(folder / "state.json") if valid else None
+    terminal = last_terminal_event(folder / "events.jsonl") if valid else None
+    data: Mapping[str, Any] = state or {}
+    if terminal is not None:
+        reason = terminal.get("reason")
+        outcome = f"{terminal['type']}:{reason}" if reason else str(terminal["type"])
+    elif state is None:
+        outcome = "missing" if not valid or not folder.exists() else "unknown"
+    elif data.get("terminated"):
+        kind = "complete" if data.get("status") == "completed" else "abort"
+        reason = data.get("terminationReason")
+        outcome = f"{kind}:{reason}" if reason else kind
+    else:
+        running = driver_running(folder, state)
+        outcome = {True: "active", False: "interrupted", None: "unknown"}[running]
+    spend = data.get("spend") if isinstance(data.get("spend"), Mapping) else None
+    source: Mapping[str, Any] = spend or terminal or {}
+    tokens = as_mapping(source.get("tokens"))
+    iterations = _int(data.get("iter"))
+    if iterations is None and terminal is not None:
+        iterations = _int(terminal.get("iteration"))
+    agent = row.get("agent") or data.get("agent")
+    return RunSummary(
+        run_id=run_id,
+        label=str(row.get("label") or data.get("label") or "-"),
+        agent=str(agent) if agent else None,
+        outcome=outcome,
+        iterations=iterations,
+        tokens_in=_int(tokens.get("input")) or 0,
+        tokens_out=_int(tokens.get("output")) or 0,
+        cost_usd=float(source.get("costUsd") or 0.0)
+        if isinstance(source.get("costUsd"), int | float)
+        else 0.0,
+    )
+
+
+def collect(root: Path) -> list[RunSummary]:
+    """Summaries of every run in the index, oldest first (one per run id)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for row in read_index(root):
+        rows.pop(str(row["runId"]), None)
+        rows[str(row["runId"])] = row
+    return [summarize_run(root, row) for row in rows.values()]
+
+
+def _ranked(counter: Counter[str]) -> dict[str, int]:
+    return dict(sorted(counter.items(), key=lambda item: (-item[1], item[0])))
+
+
+def aggregate(summaries: Iterable[RunSummary]) -> dict[str, Any]:
+    """Totals for ``stats --json``.
+
+    Returns:
+        ``runs``; ``byOutcome``, ``byLabel``, ``byAgent`` (count per key, largest
+        first); ``iterations`` (``min``, ``median``, ``max``, ``total`` over runs
+        that report them; None when none do); ``tokens`` ``{input, output}``;
+        ``costUsd``.
+    """
+    items = list(summaries)
+    counts = [item.iterations for item in items if item.iterations is not None]
+    return {
+        "runs": len(items),
+        "byOutcome": _ranked(Counter(item.outcome for item in items)),
+        "byLabel": _ranked(Counter(item.label for item in items)),
+        "byAgent": _ranked(Counter(item.agent or "unknown" for item in items)),
+        "iterations": {
+            "min": min(counts) if counts else None,
+            "median": statistics.median(counts) if counts else None,
+            "max": max(counts) if counts else None,
+            "total": sum(counts),
+        },
+        "tokens": {
+            "input": sum(item.tokens_in for item in items),
+            "output": sum(item.tokens_out for item in items),
+        },
+        "costUsd": round(sum(item.cost_usd for item in items), 6),
+    }
+
+
+def _counts(values: Mapping[str, int]) -> str:
+    return " · ".join(f"{key} {count}" for key, count in values.items()) or "-"
+
+
+def format_stats(totals: Mapping[str, Any]) -> list[str]:
+    """The text form of ``aggregate``'s result, one line per figure."""
+    iterations = totals["iterations"]
+    if iterations["min"] is None:
+        iteration_line = "-"
+    else:
+        median = iterations["median"]
+        shown = f"{median:g}" if isinstance(median, float) else str(median)
+        iteration_line = (
+            f"min {iterations['min']} · median {shown} · max {iterations['max']} "
+            f"· total {iterations['total']}"
+        )
+    tokens = totals["tokens"]
+    return [
+        f"runs        {totals['runs']}",
+        f"outcomes    {_counts(totals['byOutcome'])}",
+        f"labels      {_counts(totals['byLabel'])}",
+        f"agents      {_counts(totals['byAgent'])}",
+        f"iterations  {iteration_line}",
+        f"tokens      {fmt_count(tokens['input'])} in / {fmt_count(tokens['output'])} out",
+        f"cost        {fmt_cost(totals['costUsd'])}",
+    ]
