@@ -8,6 +8,7 @@ terminal event, so no run is left "running" forever.
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,9 @@ def driver_alive(state: dict[str, Any]) -> bool | None:
     pid = state.get("pid")
     if not isinstance(pid, int) or pid <= 0:
         return None
+    host = state.get("host")
+    if isinstance(host, str) and host and host != socket.gethostname():
+        return True  # another machine's process cannot be checked from here
     try:
         process = psutil.Process(pid)
         started = state.get("pidStartTime")
@@ -68,13 +72,12 @@ def pause(run_dir: Path, clock: Clock) -> ControlResult:
         StateFileError: state.json is corrupt or cannot be written.
     """
     store = StateStore(run_dir / "state.json")
-    now = clock.now_ms()
 
     def change(s: dict[str, Any]) -> None:
         _check_active(s, run_dir.name)
-        if not s.get("paused"):
-            s["paused"] = True
-            s["pausedAt"] = now
+        # ``pausedAt`` is set by the driver when it actually pauses at the boundary,
+        # so the rest of a running iteration is not counted as paused time.
+        s["paused"] = True
 
     state = store.update(change)
     return ControlResult(

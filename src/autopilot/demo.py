@@ -70,7 +70,7 @@ def make_demo_repo(directory: Path | None) -> Path:
     return repo.resolve()
 
 
-def run_demo(directory: Path | None) -> int:
+def run_demo(directory: Path | None, *, plain: bool = False) -> int:
     """Make the repo, run the loop, print where everything is; returns the exit code."""
     repo = make_demo_repo(directory)
     root = runs_root()
@@ -88,10 +88,11 @@ def run_demo(directory: Path | None) -> int:
     )
     click.echo("")
     run_id = arm_run(root, config, PromptSource(path=repo / "PROMPT.md"), repo, SystemClock())
+    click.echo(f"autopilot demo: from another terminal: autopilot watch {run_id}")
     cwd = Path.cwd()
     os.chdir(repo)
     try:
-        code = drive(root, run_id, make_adapter("demo"))
+        code = drive(root, run_id, make_adapter("demo"), plain=plain)
     finally:
         os.chdir(cwd)
     folder = run_dir(root, run_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import click
 from autopilot.agents.registry import AGENT_NAMES, make_adapter
 from autopilot.config import RunConfig, build_config
 from autopilot.control import driver_alive
-from autopilot.errors import RunNotFoundError, UsageError
+from autopilot.errors import UsageError
 from autopilot.loop.clock import SystemClock
 from autopilot.loop.driver import Driver, Interrupts, PromptSource, RunResult, arm_run
 from autopilot.store.paths import list_run_ids, resolve_run, run_dir, runs_root
@@ -104,16 +105,33 @@ def _print_result(result: RunResult, folder: Path) -> None:
 
 
 def drive(root: Path, run_id: str, adapter: Any, *, plain: bool = True) -> int:
-    """Drive a run in this process with signal handling; returns the exit code."""
+    """Drive a run in this process with signal handling; returns the exit code.
+
+    With ``plain`` False and a terminal on stdin and stdout, the live view is in
+    front while the driver works in a thread; otherwise one line per event.
+    """
     interrupts = Interrupts()
     interrupts.install()
+    live = not plain and sys.stdout.isatty() and sys.stdin.isatty()
 
     def on_event(event: dict[str, Any]) -> None:
-        if plain:
-            click.echo(format_event(event))
+        click.echo(format_event(event))
 
-    driver = Driver(root, run_id, adapter, SystemClock(), interrupts, on_event=on_event)
-    result = driver.run()
+    driver = Driver(
+        root, run_id, adapter, SystemClock(), interrupts, on_event=None if live else on_event
+    )
+    if live:
+        from autopilot.view.live import drive_live
+
+        def interrupt() -> str:
+            interrupts.handle(signal.SIGINT, None)
+            if interrupts.kill_now:
+                return "ending the agent now"
+            return "stopping at the next boundary; ctrl+c again ends the agent now"
+
+        result = drive_live(driver.run, root, run_id, on_interrupt=interrupt)
+    else:
+        result = driver.run()
     _print_result(result, run_dir(root, run_id))
     return result.exit_code
 
@@ -191,7 +209,7 @@ def run(
     clock = SystemClock()
     run_id = arm_run(root, config, source, cwd, clock, extra_args=agent_args, command=command)
     _print_limits(run_id, config, run_dir(root, run_id))
-    return drive(root, run_id, adapter, plain=True)
+    return drive(root, run_id, adapter, plain=plain)
 
 
 def _adapter_for_state(state: dict[str, Any]) -> Any:
@@ -203,7 +221,8 @@ def _adapter_for_state(state: dict[str, Any]) -> Any:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("run_ref", metavar="[RUN]", required=False)
-def start(run_ref: str | None) -> int:
+@click.option("--plain", is_flag=True, help="One line per event instead of the live view.")
+def start(run_ref: str | None, plain: bool) -> int:
     """Relaunch a run whose driver is gone (after a crash or reboot).
 
     Budgets, spend, iteration count and session ids are restored from state.json;
@@ -222,7 +241,7 @@ def start(run_ref: str | None) -> int:
         f"autopilot: relaunching {run_id} at iteration {state.get('iter')} "
         f"({(state.get('spend') or {}).get('iterations', 0)} spent)"
     )
-    return drive(root, run_id, adapter)
+    return drive(root, run_id, adapter, plain=plain)
 
 
 def relaunch_active_run() -> int:
@@ -237,7 +256,7 @@ def relaunch_active_run() -> int:
             and not state.get("terminated")
             and driver_alive(state) is not True
         ):
-            return int(start.callback(run_id))  # type: ignore[misc]
+            return int(start.callback(run_id, False))  # type: ignore[misc]
     click.echo(click.get_current_context().get_help())
     return 0
 
@@ -249,12 +268,9 @@ def relaunch_active_run() -> int:
     metavar="DIR",
     help="Where to make the demo repository (default: a new temp dir).",
 )
-def demo(directory: str | None) -> int:
+@click.option("--plain", is_flag=True, help="One line per event instead of the live view.")
+def demo(directory: str | None, plain: bool) -> int:
     """Run the built-in scripted agent through the real loop (no API key needed)."""
     from autopilot.demo import run_demo
 
-    return int(run_demo(Path(directory) if directory else None))
-
-
-__all__ = ["demo", "drive", "relaunch_active_run", "run", "start"]
-_ = (sys, RunNotFoundError)
+    return int(run_demo(Path(directory) if directory else None, plain=plain))

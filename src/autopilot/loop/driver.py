@@ -263,6 +263,7 @@ class _Iteration:
     before: git.TreeMark
     folder: Path
     agent_pid: int | None = None
+    tool_calls: int = 0
     texts: list[str] = field(default_factory=list)
 
 
@@ -557,9 +558,21 @@ class Driver:
 
         def on_line(line: str) -> None:
             for event in parser.feed(line):
-                if event.kind is AgentEventKind.TEXT and not event.subagent:
+                if event.subagent:
+                    continue
+                if event.kind is AgentEventKind.TEXT:
                     it.texts.append(event.text)
                     del it.texts[:-1]
+                elif event.kind is AgentEventKind.TOOL_CALL:
+                    # One substage per root tool call, as the seed's runner records them.
+                    it.tool_calls += 1
+                    self._emit(
+                        EventType.SUBSTAGE,
+                        iteration=it.number,
+                        sub=it.tool_calls,
+                        verb=(event.tool_name or "tool")[:32],
+                        argsSummary=event.text,
+                    )
 
         def on_start(pid: int) -> None:
             it.agent_pid = pid

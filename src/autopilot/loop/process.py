@@ -180,8 +180,9 @@ def run_agent_process(
         A ``ProcessResult``; the whole process group has ended by then.
     """
     started = time.monotonic()
-    stdout_file = stdout_path.open("wb")
-    stderr_file = stderr_path.open("wb")
+    # Unbuffered: the live view tails these files, and a crash loses nothing.
+    stdout_file = stdout_path.open("wb", buffering=0)
+    stderr_file = stderr_path.open("wb", buffering=0)
     try:
         try:
             proc = subprocess.Popen(

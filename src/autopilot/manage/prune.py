@@ -20,21 +20,15 @@ import contextlib
 import json
 import os
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import filelock
-
-from autopilot.errors import EnvironmentProblem
 from autopilot.manage.activity import Activity, driver_lock_held, run_activity
-from autopilot.store.index import INDEX_FILE, read_index
+from autopilot.store.index import INDEX_FILE, index_lock, read_index
 from autopilot.store.paths import is_valid_run_id, list_run_ids, started_at_of
 from autopilot.store.state import read_state_quietly, write_atomically
 
-INDEX_LOCK = INDEX_FILE + ".lock"
 TRASH_PREFIX = ".prune-"
-LOCK_TIMEOUT_SECONDS = 30.0
 
 
 @dataclass
@@ -136,24 +130,6 @@ def plan_prune(root: Path, older_than_ms: int, now_ms: int) -> PrunePlan:
         plan.remove.append(run_id)
         plan.sizes[run_id] = folder_bytes(root / run_id)
     return plan
-
-
-@contextlib.contextmanager
-def index_lock(root: Path) -> Iterator[None]:
-    """Hold ``<root>/index.jsonl.lock`` (an fcntl lock the OS drops on death).
-
-    Raises:
-        EnvironmentProblem: the lock stayed taken for 30 seconds.
-    """
-    lock = filelock.UnixFileLock(str(root / INDEX_LOCK), timeout=LOCK_TIMEOUT_SECONDS)
-    try:
-        lock.acquire()
-    except filelock.Timeout:
-        raise EnvironmentProblem(f"{root / INDEX_LOCK} stayed locked for 30 s") from None
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 def _row_run_id(line: bytes) -> str | None:

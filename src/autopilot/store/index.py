@@ -7,15 +7,41 @@ any row whose ``type`` is ``armed`` with a non-empty string ``runId``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import filelock
+
+from autopilot.errors import EnvironmentProblem
 from autopilot.store.events import iter_event_lines, serialize_event
 
 INDEX_FILE = "index.jsonl"
+INDEX_LOCK = INDEX_FILE + ".lock"
+_LOCK_TIMEOUT_SECONDS = 30.0
+
+
+@contextlib.contextmanager
+def index_lock(root: Path) -> Iterator[None]:
+    """Hold ``<root>/index.jsonl.lock`` (an fcntl lock the OS drops on death).
+
+    Appends and ``prune``'s rewrite both take it, so no row is lost between them.
+
+    Raises:
+        EnvironmentProblem: the lock stayed taken for 30 seconds.
+    """
+    lock = filelock.UnixFileLock(str(root / INDEX_LOCK), timeout=_LOCK_TIMEOUT_SECONDS)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        raise EnvironmentProblem(f"{root / INDEX_LOCK} stayed locked for 30 s") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def append_index_row(root: Path, armed_event: Mapping[str, Any]) -> None:
@@ -23,15 +49,17 @@ def append_index_row(root: Path, armed_event: Mapping[str, Any]) -> None:
 
     Raises:
         OSError: the index cannot be written.
+        EnvironmentProblem: the index lock stayed taken for 30 seconds.
     """
     line = serialize_event(armed_event)
     if line is None:
         return
-    fd = os.open(root / INDEX_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, line + b"\n")
-    finally:
-        os.close(fd)
+    with index_lock(root):
+        fd = os.open(root / INDEX_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line + b"\n")
+        finally:
+            os.close(fd)
 
 
 def read_index(root: Path) -> Iterator[dict[str, Any]]:
