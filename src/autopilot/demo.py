@@ -19,8 +19,8 @@ from autopilot.agents.registry import make_adapter
 from autopilot.cli.run_cmds import drive
 from autopilot.config import RunConfig
 from autopilot.errors import EnvironmentProblem
+from autopilot.loop.arming import PromptSource, arm_run
 from autopilot.loop.clock import SystemClock
-from autopilot.loop.driver import PromptSource, arm_run
 from autopilot.store.paths import run_dir, runs_root
 
 BACKLOG = """# Backlog

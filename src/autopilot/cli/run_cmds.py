@@ -13,8 +13,10 @@ from autopilot.agents.registry import AGENT_NAMES, make_adapter
 from autopilot.config import RunConfig, build_config
 from autopilot.control import driver_alive
 from autopilot.errors import UsageError
+from autopilot.loop.arming import PromptSource, RunResult, arm_run
 from autopilot.loop.clock import SystemClock
-from autopilot.loop.driver import Driver, Interrupts, PromptSource, RunResult, arm_run
+from autopilot.loop.driver import Driver
+from autopilot.loop.signals import Interrupts
 from autopilot.store.paths import list_run_ids, resolve_run, run_dir, runs_root
 from autopilot.store.state import read_state, read_state_quietly
 from autopilot.view.plain import format_event

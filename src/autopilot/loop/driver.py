@@ -1,4 +1,4 @@
-"""The driver: arm a run, then iterate until the policy ends it.
+"""The driver: iterate an armed run (see ``arming``) until the policy ends it.
 
 One iteration (SPEC §6): read the stop/pause flags, write ``iteration_start``, mark
 git, save the prompt, start the agent in its own process group, stream its stdout
@@ -11,20 +11,13 @@ log is for people and ``fold``. Signal handlers only set flags (``Interrupts``).
 from __future__ import annotations
 
 import copy
-import hashlib
 import os
-import signal
 import socket
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
-
-import filelock
-import psutil
 
 from autopilot.agents.base import (
     AgentAdapter,
@@ -36,223 +29,44 @@ from autopilot.agents.base import (
     apply_usage_baseline,
 )
 from autopilot.config import RunConfig
-from autopilot.errors import RunLockedError, StateFileError, UsageError
+from autopilot.errors import StateFileError, UsageError
 from autopilot.loop import git
+from autopilot.loop.arming import (
+    PromptSource,
+    RunResult,
+    exit_code_for,
+    process_start_time,
+    status_for,
+)
 from autopilot.loop.clock import Clock
+from autopilot.loop.counters import counter_change, counters_from_state
+from autopilot.loop.locks import RunLocks
+from autopilot.loop.outcome import (
+    digest_of,
+    error_text_of,
+    failure_signature,
+    outcome_of,
+    progress_of,
+    response_of,
+)
 from autopilot.loop.policy import (
-    LIMIT_REASONS,
     Action,
-    Counters,
     Decision,
     IterationFacts,
     Outcome,
-    Progress,
     Reason,
+    budget_reached,
     decide,
 )
 from autopilot.loop.process import EndedBy, ProcessLimits, end_process_group_of, run_agent_process
+from autopilot.loop.signals import Interrupts
 from autopilot.store.events import EventLog, EventType, excerpt
-from autopilot.store.index import append_index_row
-from autopilot.store.paths import make_run_id, run_dir
+from autopilot.store.paths import run_dir
 from autopilot.store.state import RunStatus, StateStore
-
-EXIT_COMPLETE = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_LIMIT = 3
-EXIT_ENVIRONMENT = 4
-EXIT_INTERRUPTED = 130
 
 _FLAG_POLL_SECONDS = 0.5
 _STATE_POLL_SECONDS = 1.0
 OFF_FILE = Path(".autopilot") / "OFF"
-
-
-@dataclass
-class Interrupts:
-    """Flags set by signal handlers and read by the loop.
-
-    The first SIGINT or a SIGTERM asks for a stop at the next boundary; a second
-    one ends the agent's process group now. SIGHUP (the terminal went away) ends it
-    now.
-    """
-
-    stop: bool = False
-    kill_now: bool = False
-    signals: int = 0
-
-    def handle(self, signum: int, frame: FrameType | None) -> None:
-        """Signal handler: set flags, nothing else."""
-        self.signals += 1
-        if signum == signal.SIGHUP or self.signals > 1:
-            self.kill_now = True
-        self.stop = True
-
-    def install(self) -> None:
-        """Install the handlers for SIGINT, SIGTERM and SIGHUP."""
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, self.handle)
-
-
-@dataclass(frozen=True)
-class PromptSource:
-    """Where the prompt comes from: a file re-read every iteration, or fixed text."""
-
-    text: str | None = None
-    path: Path | None = None
-
-    def to_json(self) -> dict[str, str | None]:
-        """For ``state.json``."""
-        return {"text": self.text, "path": str(self.path) if self.path else None}
-
-    @classmethod
-    def from_json(cls, data: Any) -> PromptSource:
-        """From ``to_json`` output."""
-        if not isinstance(data, dict):
-            raise StateFileError("state.json has no prompt")
-        path = data.get("path")
-        return cls(text=data.get("text"), path=Path(path) if path else None)
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """How a run ended: its terminal event type, reason, note and exit code."""
-
-    run_id: str
-    terminal_type: str
-    reason: str
-    note: str | None
-    exit_code: int
-
-
-def exit_code_for(terminal_type: str, reason: str) -> int:
-    """The documented exit code for a terminal event."""
-    if terminal_type == EventType.COMPLETE:
-        return EXIT_COMPLETE
-    if reason == Reason.USER_STOPPED:
-        return EXIT_INTERRUPTED
-    if reason in {r.value for r in LIMIT_REASONS}:
-        return EXIT_LIMIT
-    return EXIT_FAILED
-
-
-def _status_for(terminal_type: str, reason: str) -> str:
-    if terminal_type == EventType.COMPLETE:
-        return RunStatus.COMPLETED
-    if reason == Reason.AGENT_FAILING:
-        return RunStatus.ERROR
-    return RunStatus.STOPPED
-
-
-def _process_start_time(pid: int) -> float | None:
-    try:
-        return float(psutil.Process(pid).create_time())
-    except psutil.Error:
-        return None
-
-
-def arm_run(
-    root: Path,
-    config: RunConfig,
-    prompt: PromptSource,
-    cwd: Path,
-    clock: Clock,
-    *,
-    extra_args: tuple[str, ...] = (),
-    command: tuple[str, ...] = (),
-    mode: str = "prompt",
-) -> str:
-    """Create a run: its folder, ``state.json``, the ``armed`` event and index row.
-
-    Returns:
-        The new run id.
-
-    Raises:
-        UsageError: the label is invalid.
-        RunsRootError/StateFileError: the files cannot be written.
-    """
-    label = config.label or cwd.name or "run"
-    label = "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in label)[:64].strip("-.")
-    label = label or "run"
-    started_at = clock.now_ms()
-    while True:
-        run_id = make_run_id(label, started_at)
-        folder = run_dir(root, run_id)
-        try:
-            folder.mkdir(mode=0o700)
-            break
-        except FileExistsError:
-            started_at += 1
-        except OSError as error:
-            raise StateFileError(f"cannot create {folder}: {error.strerror or error}") from None
-    state: dict[str, Any] = {
-        "runId": run_id,
-        "label": label,
-        "mode": mode,
-        "contextMode": config.context,
-        "agent": config.agent,
-        "model": config.model,
-        "cwd": str(cwd),
-        "startedAt": started_at,
-        "max": config.max_iterations,
-        "min": config.min_iterations,
-        "iter": 0,
-        "iterationOpen": False,
-        "status": RunStatus.RUNNING,
-        "paused": False,
-        "pausedAt": None,
-        "totalPausedMs": 0,
-        "stopRequested": False,
-        "stopNow": False,
-        "stopReason": None,
-        "sessionId": None,
-        "pid": None,
-        "pidStartTime": None,
-        "host": socket.gethostname(),
-        "spend": {
-            "costUsd": 0.0,
-            "tokens": {"input": 0, "output": 0},
-            "activeMs": 0,
-            "waitingMs": 0,
-            "iterations": 0,
-        },
-        "loop": {
-            "stagnationStreak": 0,
-            "lastResponseDigest": None,
-            "failureStreak": 0,
-            "lastFailureSignature": None,
-            "rateLimitWaits": 0,
-        },
-        "waitingUntil": None,
-        "terminated": False,
-        "terminationReason": None,
-        "terminationNote": None,
-        "config": config.to_json(),
-        "prompt": prompt.to_json(),
-        "extraArgs": list(extra_args),
-        "command": list(command),
-    }
-    StateStore(folder / "state.json").create(state)
-    log = EventLog(folder / "events.jsonl", run_id, clock.now_ms)
-    armed = log.emit(
-        EventType.ARMED,
-        label=label,
-        startedAt=started_at,
-        maxIterations=config.max_iterations,
-        minIterations=config.min_iterations,
-        contextMode=config.context,
-        mode=mode,
-        agent=config.agent,
-        model=config.model,
-        cwd=str(cwd),
-    )
-    log.close()
-    if armed is not None:
-        try:
-            append_index_row(root, armed)
-        except OSError as error:
-            print(f"autopilot: warning: index not updated: {error.strerror}", file=sys.stderr)
-    return run_id
 
 
 @dataclass
@@ -265,24 +79,6 @@ class _Iteration:
     agent_pid: int | None = None
     tool_calls: int = 0
     texts: list[str] = field(default_factory=list)
-
-
-def _counter_change(
-    decision: Decision, digest: str | None, signature: str | None
-) -> Callable[[dict[str, Any]], None]:
-    """The change to ``state.json``'s loop counters that ``decision`` implies."""
-
-    def change(s: dict[str, Any]) -> None:
-        loop = s.setdefault("loop", {})
-        loop["stagnationStreak"] = decision.stagnation_streak
-        loop["failureStreak"] = decision.failure_streak
-        loop["lastFailureSignature"] = signature if decision.failure_streak else None
-        if decision.action is not Action.WAIT:
-            loop["lastResponseDigest"] = digest
-        waits = int(loop.get("rateLimitWaits") or 0)
-        loop["rateLimitWaits"] = waits + 1 if decision.action is Action.WAIT else 0
-
-    return change
 
 
 class Driver:
@@ -325,7 +121,7 @@ class Driver:
         self.log = EventLog(self.folder / "events.jsonl", run_id, clock.now_ms)
         self._last_prompt: str | None = self.prompt_source.text
         self._last_state_read = 0.0
-        self._locks: list[filelock.BaseFileLock] = []
+        self._locks = RunLocks(root, run_id, self.folder, self.cwd)
 
     # -- state ---------------------------------------------------------------
 
@@ -348,34 +144,6 @@ class Driver:
 
     # -- locks -----------------------------------------------------------------
 
-    def _acquire_locks(self) -> None:
-        project_key = hashlib.sha256(str(self.cwd).encode()).hexdigest()[:16]
-        locks_dir = self.root / ".locks"
-        locks_dir.mkdir(mode=0o700, exist_ok=True)
-        run_lock = filelock.UnixFileLock(str(self.folder / "driver.lock"), timeout=0)
-        project_lock = filelock.UnixFileLock(str(locks_dir / f"{project_key}.lock"), timeout=0)
-        try:
-            run_lock.acquire()
-        except filelock.Timeout:
-            raise RunLockedError(f"run {self.run_id} is already being driven") from None
-        self._locks.append(run_lock)
-        try:
-            project_lock.acquire()
-        except filelock.Timeout:
-            owner = (locks_dir / f"{project_key}.owner").read_text(errors="replace").strip()
-            self._release_locks()
-            raise RunLockedError(
-                f"another run ({owner or 'unknown'}) is active in {self.cwd}; "
-                "stop it first (autopilot stop)"
-            ) from None
-        self._locks.append(project_lock)
-        (locks_dir / f"{project_key}.owner").write_text(self.run_id + "\n")
-
-    def _release_locks(self) -> None:
-        for lock in reversed(self._locks):
-            lock.release()
-        self._locks.clear()
-
     # -- the loop --------------------------------------------------------------
 
     def run(self) -> RunResult:
@@ -387,12 +155,12 @@ class Driver:
         """
         if self.state.get("terminated"):
             raise UsageError(f"run {self.run_id} has already ended")
-        self._acquire_locks()
+        self._locks.acquire()
         try:
             return self._run()
         finally:
             self.log.close()
-            self._release_locks()
+            self._locks.release()
 
     def _run(self) -> RunResult:
         pid = os.getpid()
@@ -401,7 +169,7 @@ class Driver:
             end_process_group_of(leftover, self.state.get("agentStartTime"))
 
         def attach(s: dict[str, Any]) -> None:
-            s.update(pid=pid, pidStartTime=_process_start_time(pid), host=socket.gethostname())
+            s.update(pid=pid, pidStartTime=process_start_time(pid), host=socket.gethostname())
             s.update(agentPid=None, agentStartTime=None, status=RunStatus.RUNNING)
 
         self._update(attach)
@@ -429,19 +197,13 @@ class Driver:
             if not (state.get("paused") or off):
                 break
             self._hold_paused("OFF file present" if off and not state.get("paused") else None)
-        spend = state.get("spend") or {}
         if not state.get("iterationOpen"):
-            counters = self._counters(state)
-            for reason, spent, budget in (
-                (Reason.MAX_ITERATIONS, counters.iterations_done, self.policy.max_iterations),
-                (Reason.MAX_COST, counters.cost_usd, self.policy.max_cost_usd),
-                (Reason.MAX_TOKENS, counters.tokens, self.policy.max_tokens),
-                (Reason.MAX_DURATION, counters.active_ms, self.policy.max_duration_ms),
-            ):
-                if budget is not None and spent >= budget:
-                    note = f"reached {reason.value}={budget} (restored from state.json)"
-                    return self._finish(EventType.ABORT, reason, note)
-        del spend
+            counters = counters_from_state(state, interrupted=self.interrupts.stop)
+            reached = budget_reached(counters, self.policy)
+            if reached is not None:
+                reason, budget = reached
+                note = f"reached {reason.value}={budget} (restored from state.json)"
+                return self._finish(EventType.ABORT, reason, note)
         return None
 
     def _stop_note(self) -> str:
@@ -479,24 +241,6 @@ class Driver:
         self._update(unmark)
         if not (self.interrupts.stop or self.state.get("stopRequested")):
             self._emit(EventType.RESUME)
-
-    def _counters(self, state: dict[str, Any]) -> Counters:
-        spend = state.get("spend") or {}
-        loop = state.get("loop") or {}
-        tokens = spend.get("tokens") or {}
-        return Counters(
-            iterations_done=int(spend.get("iterations") or 0),
-            stagnation_streak=int(loop.get("stagnationStreak") or 0),
-            last_response_digest=loop.get("lastResponseDigest"),
-            failure_streak=int(loop.get("failureStreak") or 0),
-            last_failure_signature=loop.get("lastFailureSignature"),
-            rate_limit_waits=int(loop.get("rateLimitWaits") or 0),
-            cost_usd=float(spend.get("costUsd") or 0.0),
-            tokens=int(tokens.get("input") or 0) + int(tokens.get("output") or 0),
-            active_ms=int(spend.get("activeMs") or 0),
-            stop_requested=bool(state.get("stopRequested")) or self.interrupts.stop,
-            pause_requested=bool(state.get("paused")),
-        )
 
     def _read_prompt(self) -> str:
         path = self.prompt_source.path
@@ -576,7 +320,7 @@ class Driver:
 
         def on_start(pid: int) -> None:
             it.agent_pid = pid
-            started = _process_start_time(pid)
+            started = process_start_time(pid)
             self._update(
                 lambda s: s.update(
                     iter=it.number,
@@ -622,7 +366,7 @@ class Driver:
                 "starting a fresh session",
             )
             return self._launch(it, None)
-        outcome = self._outcome(result.ended_by, result.exit_code, classification)
+        outcome = outcome_of(result.ended_by, classification)
         return self._conclude(it, result, report, classification, outcome)
 
     def _usage_baseline(self) -> SessionUsage | None:
@@ -658,22 +402,6 @@ class Driver:
                 return False
         return bool(self.state.get("stopNow"))
 
-    @staticmethod
-    def _outcome(ended_by: EndedBy, exit_code: int | None, classification: Any) -> Outcome:
-        if ended_by is EndedBy.LAUNCH_FAILED:
-            return Outcome.LAUNCH_FAILED
-        if ended_by is EndedBy.KILLED:
-            return Outcome.KILLED
-        if ended_by is EndedBy.TIMEOUT:
-            return Outcome.TIMEOUT
-        if ended_by is EndedBy.IDLE_TIMEOUT:
-            return Outcome.IDLE_TIMEOUT
-        if classification is not None and not classification.ok:
-            if classification.error_kind in (ErrorKind.RATE_LIMIT, ErrorKind.USAGE_LIMIT):
-                return Outcome.RATE_LIMITED
-            return Outcome.AGENT_ERROR
-        return Outcome.OK
-
     def _conclude(
         self,
         it: _Iteration,
@@ -693,37 +421,12 @@ class Driver:
                 trailers=[excerpt(t, 200) for t in commit.trailers],
             )
         files_changed = git.changed_files(self.cwd, it.before, after)
-        if after.fingerprint is None:
-            progress = Progress.UNKNOWN
-        elif after.head != it.before.head or after.fingerprint != it.before.fingerprint:
-            progress = Progress.MADE
-        else:
-            progress = Progress.NONE
+        progress = progress_of(it.before, after)
         duration_ms = int((self.clock.monotonic() - it.started_mono) * 1000)
-        response = (
-            report.final_message
-            if report.final_message is not None
-            else (it.texts[-1] if it.texts else (report.last_root_text or ""))
-        )
-        digest = (
-            hashlib.sha256(response.encode("utf-8", "replace")).hexdigest() if response else None
-        )
-        error_text = None
-        if outcome is Outcome.LAUNCH_FAILED:
-            error_text = result.launch_error
-        elif classification is not None and not classification.ok:
-            error_text = classification.message
-        elif outcome in (Outcome.TIMEOUT, Outcome.IDLE_TIMEOUT):
-            error_text = (
-                "agent process was stopped (T state) and made no progress"
-                if result.was_stopped
-                else f"{outcome.value.replace('_', ' ')} after {duration_ms // 1000} s"
-            )
-        signature = (
-            hashlib.sha256(f"{outcome.value}\0{error_text}".encode()).hexdigest()[:16]
-            if outcome in (Outcome.AGENT_ERROR, Outcome.LAUNCH_FAILED)
-            else None
-        )
+        response = response_of(report, it.texts[-1] if it.texts else None)
+        digest = digest_of(response)
+        error_text = error_text_of(outcome, result, classification, duration_ms)
+        signature = failure_signature(outcome, error_text)
         in_tokens = report.input_tokens or 0
         out_tokens = report.output_tokens or 0
         cost = report.cost_usd or 0.0
@@ -774,8 +477,13 @@ class Driver:
             and not classification.ok
             and classification.error_kind is ErrorKind.AUTH,
         )
-        decision = decide(self._counters(projected), facts, self.policy, self.clock.now_ms())
-        counters = _counter_change(decision, digest, signature)
+        decision = decide(
+            counters_from_state(projected, interrupted=self.interrupts.stop),
+            facts,
+            self.policy,
+            self.clock.now_ms(),
+        )
+        counters = counter_change(decision, digest, signature)
 
         def record_and_count(s: dict[str, Any]) -> None:
             record(s)
@@ -873,7 +581,7 @@ class Driver:
 
     def _finish(self, terminal: EventType, reason: str, note: str | None) -> RunResult:
         reason_text = str(reason.value if isinstance(reason, Reason) else reason)
-        status = _status_for(terminal.value, reason_text)
+        status = status_for(terminal.value, reason_text)
 
         def end(s: dict[str, Any]) -> None:
             s.update(

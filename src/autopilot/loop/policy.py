@@ -302,14 +302,10 @@ def decide(
         warning = f"{streak} of {limit} iterations without progress; one more halts the run"
 
     # 6. Budgets.
-    for reason, spent, budget in (
-        (Reason.MAX_ITERATIONS, counters.iterations_done, config.max_iterations),
-        (Reason.MAX_COST, counters.cost_usd, config.max_cost_usd),
-        (Reason.MAX_TOKENS, counters.tokens, config.max_tokens),
-        (Reason.MAX_DURATION, counters.active_ms, config.max_duration_ms),
-    ):
-        if budget is not None and spent >= budget:
-            return decision(Action.ABORT, reason, note=f"reached {reason.value}={budget}")
+    reached = budget_reached(counters, config)
+    if reached is not None:
+        reason, budget = reached
+        return decision(Action.ABORT, reason, note=f"reached {reason.value}={budget}")
 
     # 8. Continue (after a backoff if the iteration failed quickly).
     if failures:
@@ -318,6 +314,19 @@ def decide(
             Action.BACKOFF, "failure", note=facts.error_text, wait_until_ms=until, warning=warning
         )
     return decision(Action.CONTINUE, warning=warning)
+
+
+def budget_reached(counters: Counters, config: PolicyConfig) -> tuple[Reason, float] | None:
+    """The first budget the counters have used up, with its limit, or None."""
+    for reason, spent, budget in (
+        (Reason.MAX_ITERATIONS, counters.iterations_done, config.max_iterations),
+        (Reason.MAX_COST, counters.cost_usd, config.max_cost_usd),
+        (Reason.MAX_TOKENS, counters.tokens, config.max_tokens),
+        (Reason.MAX_DURATION, counters.active_ms, config.max_duration_ms),
+    ):
+        if budget is not None and spent >= budget:
+            return reason, budget
+    return None
 
 
 def _backoff_ms(attempt: int, config: PolicyConfig) -> int:
