@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED = REPO_ROOT.parent / "shared"
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,8 @@
-"""The real captured CLI outputs in ``shared/reference/streams/``, read at test time.
+"""The real captured CLI outputs, read at test time.
 
-Nothing is copied into the repository: the files are found relative to it
-(``<repo>/../shared``). ``run`` feeds one capture through an adapter's parser line by
+They are the project's copy (``tests/data/captured-streams/``) of the captures in
+``shared/reference/streams/``: the real programs' output from runs against a local
+scripted model server, kept with the tests so a clone tests on its own. ``run`` feeds one capture through an adapter's parser line by
 line, as the driver does, then classifies it with the exit status the CLI gives in
 that case (``reference/agent-clis.md``) and the capture's stderr, if saved.
 """
@@ -23,8 +24,8 @@ from autopilot.agents.base import (
     IterationReport,
 )
 
-STREAMS = Path(__file__).resolve().parents[2] / ".." / "shared" / "reference" / "streams"
-"""``shared/reference/streams`` next to the repository."""
+STREAMS = Path(__file__).resolve().parents[1] / "data" / "captured-streams"
+"""The captured streams, kept with the tests."""
 
 CAPTURED_AT = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 """A fixed "now" on the day the streams were captured (their timestamps)."""
