@@ -92,7 +92,7 @@ def run_demo(directory: Path | None, *, plain: bool = False) -> int:
     cwd = Path.cwd()
     os.chdir(repo)
     try:
-        code = drive(root, run_id, make_adapter("demo"), plain=plain)
+        code = drive(root, run_id, make_adapter("demo"), plain=plain, replay_hint=False)
     finally:
         os.chdir(cwd)
     folder = run_dir(root, run_id)

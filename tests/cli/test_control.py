@@ -305,7 +305,9 @@ def test_list_status_replay_where(tmp_path: Path, repo: Path, fake_agent: FakeAg
     rows = [json.loads(line) for line in run_cli(["list", "--json"], cwd=repo).stdout.splitlines()]
     assert len(rows) == 2 and rows[0]["ts"] > rows[1]["ts"]  # newest first
     assert all(row["status"] == "completed" for row in rows)
-    assert len(run_cli(["list", "--limit", "1"], cwd=repo).stdout.splitlines()) == 1
+    listed = run_cli(["list", "--limit", "1"], cwd=repo).stdout.splitlines()
+    assert len(listed) == 2  # a header and one run
+    assert rows[0]["runId"] in listed[1] and "completed (completion_promise)" in listed[1]
     status = json.loads(run_cli(["status", "--json"], cwd=repo).stdout)
     assert status["state"]["runId"] == rows[0]["runId"]
     assert status["snapshot"]["status"] == "complete" and status["snapshot"]["costUsd"] == 0.25

@@ -253,3 +253,24 @@ def test_auth_failure_halts_at_once() -> None:
     decision = decide(counters(), refused, CONFIG, NOW)
     assert (decision.action, decision.reason) == (Action.ABORT, Reason.AGENT_FAILING)
     assert decision.note == "Invalid API key · Fix external API key"
+
+
+def test_promise_before_min_iterations_is_reported_not_honoured() -> None:
+    config = dataclasses.replace(CONFIG, min_iterations=3)
+    decision = decide(counters(iterations_done=2), facts(final_message="COMPLETE"), config, NOW)
+    assert decision.action is Action.CONTINUE
+    assert decision.warning is not None and "before --min-iterations 3" in decision.warning
+
+
+@pytest.mark.parametrize(
+    ("reason", "budget", "note"),
+    [
+        (Reason.MAX_COST, 2.5, "reached max_cost=$2.5"),
+        (Reason.MAX_DURATION, 3000, "reached max_duration=3s"),
+        (Reason.MAX_ITERATIONS, 5, "reached max_iterations=5"),
+    ],
+)
+def test_budget_notes_carry_units(reason: Reason, budget: float, note: str) -> None:
+    from autopilot.loop.policy import budget_note
+
+    assert budget_note(reason, budget) == note

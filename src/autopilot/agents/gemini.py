@@ -4,7 +4,7 @@ Verified against Gemini CLI 0.61.0 (``reference/agent-clis.md`` §4 and the real
 ``gemini*.jsonl``/``.err`` in ``reference/streams/errors-and-more/``). Invocation::
 
     gemini --output-format stream-json --yolo [-m MODEL] [--resume SESSION]
-           [extra args] -p PROMPT                          (stdin: /dev/null)
+           [extra args] -p PROMPT       (stdin: /dev/null; GEMINI_CLI_TRUST_WORKSPACE=true)
 
 Gemini adds piped stdin to the prompt, so stdin is ``/dev/null`` and the prompt is
 one argv element (``--prompt=PROMPT`` when it starts with ``-``, which yargs would
@@ -12,7 +12,12 @@ otherwise read as an option). There is no cwd flag; the process cwd is used. A p
 over ``MAX_ARG_BYTES`` goes on stdin with no ``-p`` (gemini-cli reads non-TTY stdin
 as the prompt and runs non-interactively; its reader stops at 8 MiB, so a longer
 prompt is a ``UsageError``). Pass ``-m``: the default ``auto`` makes extra
-classifier calls.
+classifier calls. Since 0.61 a headless run in a folder the user never trusted exits
+at once (``Gemini CLI is not running in a trusted directory. To proceed, either use
+`--skip-trust`, set the `GEMINI_CLI_TRUST_WORKSPACE=true` environment variable…``, and
+``--yolo`` is overridden to ``default``); ``--skip-trust`` only sets that variable, so
+the adapter sets it (unless the user's environment already says otherwise), as
+``--yolo`` already trusts the repository.
 
 Facts the parser relies on (``packages/core/src/output/types.ts``):
 
@@ -56,6 +61,7 @@ from autopilot.agents.base import (
 from autopilot.errors import UsageError
 
 _STDIN_LIMIT_BYTES = 8 * 1024 * 1024
+_TRUST_ENV = "GEMINI_CLI_TRUST_WORKSPACE"
 _EXIT_KINDS = {41: ErrorKind.AUTH, 42: ErrorKind.INVALID_REQUEST, 52: ErrorKind.INVALID_REQUEST}
 _HTTP_STATUSES = (400, 401, 403, 404, 408, 429, 500, 502, 503, 504)
 _REPORT_FILE = re.compile(r"Full report available at: (\S*gemini-client-error-[\w.\-]+\.json)")
@@ -200,6 +206,9 @@ class GeminiAdapter:
     def build_invocation(self, request: InvocationRequest) -> Invocation:
         """``gemini --output-format stream-json --yolo … -p PROMPT``, stdin ``/dev/null``.
 
+        The folder is trusted through ``GEMINI_CLI_TRUST_WORKSPACE=true`` (what
+        ``--skip-trust`` does), unless that variable is already set.
+
         Raises:
             UsageError: the prompt is over 8 MiB, more than Gemini reads from stdin.
         """
@@ -214,6 +223,7 @@ class GeminiAdapter:
         if request.resume_session_id:
             argv += ["--resume", request.resume_session_id]
         argv += list(request.extra_args)
+        env = {} if _TRUST_ENV in os.environ else {_TRUST_ENV: "true"}
         prompt = request.prompt
         size = argv_bytes(prompt)
         if size > _STDIN_LIMIT_BYTES:
@@ -221,10 +231,10 @@ class GeminiAdapter:
                 f"the prompt is {size} bytes; Gemini CLI reads at most {_STDIN_LIMIT_BYTES}"
             )
         if size + len("--prompt=") > MAX_ARG_BYTES:
-            return Invocation(argv=argv, stdin=prompt.encode("utf-8"))
+            return Invocation(argv=argv, env_set=env, stdin=prompt.encode("utf-8"))
         if prompt.startswith("-"):
-            return Invocation(argv=[*argv, f"--prompt={prompt}"])
-        return Invocation(argv=[*argv, "-p", prompt])
+            return Invocation(argv=[*argv, f"--prompt={prompt}"], env_set=env)
+        return Invocation(argv=[*argv, "-p", prompt], env_set=env)
 
     def new_parser(self) -> GeminiStreamParser:
         """A parser for one iteration's stream-json."""

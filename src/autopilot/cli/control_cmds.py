@@ -9,8 +9,19 @@ from pathlib import Path
 import click
 
 from autopilot import control
+from autopilot.loop.arming import describe_ending
 from autopilot.loop.clock import SystemClock
 from autopilot.store.paths import resolve_run, run_dir, runs_root
+from autopilot.view.present import elapsed_ms, fmt_duration
+
+
+def ending_of(state: dict[str, object]) -> str:
+    """``describe_ending`` for a terminated run's state."""
+    reason = state.get("terminationReason")
+    return describe_ending(
+        reason if isinstance(reason, str) else None, completed=state.get("status") == "completed"
+    )
+
 
 _RUN_ARG = click.argument("run_ref", metavar="[RUN]", required=False)
 _CTX = {"help_option_names": ["-h", "--help"]}
@@ -47,16 +58,6 @@ def stop(now: bool, run_ref: str | None) -> int:
     return 0
 
 
-def _elapsed(state: dict[str, object], snapshot_terminal_at: object) -> str:
-    started = state.get("startedAt")
-    if not isinstance(started, int):
-        return "?"
-    end = snapshot_terminal_at if isinstance(snapshot_terminal_at, int) else int(time.time() * 1000)
-    paused = state.get("totalPausedMs")
-    total = max(0, end - started - (paused if isinstance(paused, int) else 0)) // 1000
-    return f"{total // 3600}h{total % 3600 // 60:02d}m{total % 60:02d}s"
-
-
 @click.command(context_settings=_CTX)
 @click.option("--json", "as_json", is_flag=True, help="Print state, snapshot and liveness as JSON.")
 @_RUN_ARG
@@ -76,15 +77,21 @@ def status(as_json: bool, run_ref: str | None) -> int:
         status_text = f"{status_text} (pause requested)" if status_text != "paused" else "paused"
     lines = [
         f"run        {state.get('runId')}",
-        f"status     {status_text}"
-        + (f" — {state.get('terminationReason')}" if state.get("terminated") else ""),
+        f"status     {status_text}" + (f" — {ending_of(state)}" if state.get("terminated") else ""),
         f"agent      {state.get('agent')}"
         + (f" ({state.get('model')})" if state.get("model") else ""),
         f"iteration  {state.get('iter')} of {maximum} ({spend.get('iterations', 0)} spent)",
-        f"elapsed    {_elapsed(state, snap.terminalAt)}",
+        f"elapsed    {fmt_duration(elapsed_ms(state, snap, int(time.time() * 1000)))}",
         f"tokens     {tokens.get('input', 0)} in / {tokens.get('output', 0)} out",
         f"cost       ${float(spend.get('costUsd') or 0):.4f}",
-        f"driver     {alive}" + (f" (pid {state.get('pid')})" if state.get("pid") else ""),
+        f"driver     {alive}"
+        + (f" (pid {state.get('pid')})" if state.get("pid") else "")
+        + (
+            f" — relaunch: autopilot start {state.get('runId')}; "
+            f"end it: autopilot stop {state.get('runId')}"
+            if report.alive is False and not state.get("terminated")
+            else ""
+        ),
         f"directory  {state.get('cwd')}",
     ]
     if state.get("terminationNote"):

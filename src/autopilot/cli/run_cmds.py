@@ -13,7 +13,7 @@ from autopilot.agents.registry import AGENT_NAMES, make_adapter
 from autopilot.config import RunConfig, build_config
 from autopilot.control import driver_alive
 from autopilot.errors import UsageError
-from autopilot.loop.arming import PromptSource, RunResult, arm_run
+from autopilot.loop.arming import PromptSource, RunResult, arm_run, describe_ending
 from autopilot.loop.clock import SystemClock
 from autopilot.loop.driver import Driver
 from autopilot.loop.signals import Interrupts
@@ -100,13 +100,17 @@ def _print_limits(run_id: str, config: RunConfig, folder: Path) -> None:
         )
 
 
-def _print_result(result: RunResult, folder: Path) -> None:
+def _print_result(result: RunResult, *, replay_hint: bool = True) -> None:
     note = f" — {result.note}" if result.note else ""
-    click.echo(f"autopilot: {result.terminal_type}: {result.reason}{note}")
-    click.echo(f"autopilot: replay with: autopilot replay {result.run_id}")
+    ending = describe_ending(result.reason, completed=result.terminal_type == "complete")
+    click.echo(f"autopilot: run {result.run_id} {ending}{note}")
+    if replay_hint:
+        click.echo(f"autopilot: replay with: autopilot replay {result.run_id}")
 
 
-def drive(root: Path, run_id: str, adapter: Any, *, plain: bool = True) -> int:
+def drive(
+    root: Path, run_id: str, adapter: Any, *, plain: bool = True, replay_hint: bool = True
+) -> int:
     """Drive a run in this process with signal handling; returns the exit code.
 
     With ``plain`` False and a terminal on stdin and stdout, the live view is in
@@ -134,7 +138,7 @@ def drive(root: Path, run_id: str, adapter: Any, *, plain: bool = True) -> int:
         result = drive_live(driver.run, root, run_id, on_interrupt=interrupt)
     else:
         result = driver.run()
-    _print_result(result, run_dir(root, run_id))
+    _print_result(result, replay_hint=replay_hint)
     return result.exit_code
 
 

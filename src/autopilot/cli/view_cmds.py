@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import click
 
+from autopilot.cli.control_cmds import ending_of
 from autopilot.config import parse_int
 from autopilot.store.index import read_index
 from autopilot.store.paths import resolve_run, run_dir, runs_root
 from autopilot.store.state import read_state_quietly
-from autopilot.view.plain import format_event, format_time
+from autopilot.view.plain import format_event
 from autopilot.view.tail import fold_log
 
 _CTX = {"help_option_names": ["-h", "--help"]}
@@ -29,6 +31,8 @@ def list_runs(as_json: bool, limit: str | None) -> int:
     rows = list(read_index(root))[::-1]
     if count is not None:
         rows = rows[:count]
+    if rows and not as_json:
+        click.echo(f"{'started':<16}  {'run':<40} {'iteration':<10} status")
     for row in rows:
         state = read_state_quietly(root / str(row["runId"]) / "state.json") or {}
         if as_json:
@@ -40,11 +44,21 @@ def list_runs(as_json: bool, limit: str | None) -> int:
             )
             click.echo(json.dumps(shown, ensure_ascii=False))
             continue
-        status = state.get("status") or "missing"
-        reason = state.get("terminationReason") or ""
+        if not state:
+            shown_status = "missing"
+        elif state.get("terminated"):
+            shown_status = ending_of(state)
+        else:
+            shown_status = str(state.get("status"))
+        started = row.get("ts") if isinstance(row.get("ts"), int) else row.get("startedAt")
+        when = (
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(started / 1000))
+            if isinstance(started, int)
+            else "????-??-?? ??:??"
+        )
         click.echo(
-            f"{format_time(row.get('ts'))}  {row['runId']:<40} {status:<12} "
-            f"iter {state.get('iter', '?')}/{row.get('maxIterations') or '∞'}  {reason}"
+            f"{when}  {row['runId']:<40} iter {state.get('iter', '?')}/"
+            f"{row.get('maxIterations') or '∞':<4} {shown_status}"
         )
     return 0
 

@@ -74,6 +74,23 @@ def exit_code_for(terminal_type: str, reason: str) -> int:
     return EXIT_FAILED
 
 
+def describe_ending(reason: str | None, *, completed: bool) -> str:
+    """How a run ended, in the same words everywhere people read it.
+
+    ``completed (completion_promise)``, ``stopped by the user``, ``budget reached
+    (max_cost)``, ``failed (agent_failing)`` or ``aborted (stagnation)``.
+    """
+    if completed:
+        return f"completed ({reason})" if reason else "completed"
+    if reason == Reason.USER_STOPPED:
+        return "stopped by the user"
+    if reason in {r.value for r in LIMIT_REASONS}:
+        return f"budget reached ({reason})"
+    if reason == Reason.AGENT_FAILING:
+        return f"failed ({reason})"
+    return f"aborted ({reason})" if reason else "aborted"
+
+
 def status_for(terminal_type: str, reason: str) -> str:
     """The ``state.json`` status a terminal event leaves the run in."""
     if terminal_type == EventType.COMPLETE:

@@ -55,6 +55,7 @@ from autopilot.loop.policy import (
     IterationFacts,
     Outcome,
     Reason,
+    budget_note,
     budget_reached,
     decide,
 )
@@ -179,6 +180,12 @@ class Driver:
             agent=self.adapter.name,
             verifiedVersion=self.adapter.verified_version,
         )
+        if git.mark(self.cwd).entries is None:
+            self._emit(
+                EventType.WARNING,
+                note=f"{self.cwd} is not a git repository: progress is unknown, so "
+                "stagnation counts only identical responses",
+            )
         while True:
             ended = self._boundary()
             if ended is not None:
@@ -202,14 +209,18 @@ class Driver:
             reached = budget_reached(counters, self.policy)
             if reached is not None:
                 reason, budget = reached
-                note = f"reached {reason.value}={budget} (restored from state.json)"
+                note = f"{budget_note(reason, budget)} (spend restored from state.json)"
                 return self._finish(EventType.ABORT, reason, note)
         return None
 
     def _stop_note(self) -> str:
         reason = self.state.get("stopReason")
         if self.interrupts.stop and not self.state.get("stopRequested"):
+            if self.interrupts.kill_now:
+                return "interrupted by signal; the agent was ended"
             return "interrupted by signal"
+        if self.state.get("stopNow"):
+            return f"{reason or 'stop requested'} (--now: the agent was ended)"
         return str(reason) if reason else "stop requested"
 
     def _hold_paused(self, why: str | None) -> None:
@@ -231,7 +242,7 @@ class Driver:
                 break
 
         def unmark(s: dict[str, Any]) -> None:
-            if not s.get("paused") and s.get("pausedAt"):
+            if s.get("pausedAt"):
                 s["totalPausedMs"] = int(s.get("totalPausedMs") or 0) + max(
                     0, self.clock.now_ms() - int(s["pausedAt"])
                 )
@@ -537,12 +548,14 @@ class Driver:
         if decision.action is Action.ABORT:
             note = decision.note
             if decision.reason == Reason.STAGNATION:
-                model = self.config.model or "its default model"
+                model = f" with model {self.config.model}" if self.config.model else ""
                 note = (
                     f"{note}: no diff, no commit, and the same answer or no tool call, "
-                    f"from agent {self.adapter.name} with {model}; check that this agent "
+                    f"from agent {self.adapter.name}{model}; check that this agent "
                     "and model can work in this repository"
                 )
+            elif decision.reason == Reason.USER_STOPPED:
+                note = self._stop_note()
             return self._finish(EventType.ABORT, decision.reason or "", note)
         if decision.action in (Action.WAIT, Action.BACKOFF) and decision.wait_until_ms:
             self._wait(decision)
@@ -559,7 +572,8 @@ class Driver:
         else:
             self._emit(
                 EventType.WARNING,
-                note=f"backing off until {until}: {decision.note}",
+                note=f"backing off {max(0, until - self.clock.now_ms()) // 1000} s after: "
+                f"{decision.note}",
                 waitingUntil=until,
             )
         started = self.clock.monotonic()

@@ -267,6 +267,19 @@ def decide(
         )
     ):
         return decision(Action.COMPLETE, Reason.COMPLETION_PROMISE)
+    if (
+        not promises_allowed
+        and message is not None
+        and promise_present(
+            message, config.completion_promise, mode=config.match_mode, prompt=facts.prompt
+        )
+    ):
+        early = (
+            f"the completion promise came at iteration {counters.iterations_done}, before "
+            f"--min-iterations {config.min_iterations}; going on"
+        )
+    else:
+        early = None
     # 3. Abort promise.
     if promises_allowed and promise_present(
         message, config.abort_promise, mode=config.match_mode, prompt=facts.prompt
@@ -297,7 +310,7 @@ def decide(
     if limit > 0 and streak >= limit:
         note = f"{streak} iterations in a row without progress"
         return decision(Action.ABORT, Reason.STAGNATION, note=note)
-    warning = None
+    warning = early
     if limit > 1 and streak == limit - 1:
         warning = f"{streak} of {limit} iterations without progress; one more halts the run"
 
@@ -305,7 +318,7 @@ def decide(
     reached = budget_reached(counters, config)
     if reached is not None:
         reason, budget = reached
-        return decision(Action.ABORT, reason, note=f"reached {reason.value}={budget}")
+        return decision(Action.ABORT, reason, note=budget_note(reason, budget))
 
     # 8. Continue (after a backoff if the iteration failed quickly).
     if failures:
@@ -327,6 +340,17 @@ def budget_reached(counters: Counters, config: PolicyConfig) -> tuple[Reason, fl
         if budget is not None and spent >= budget:
             return reason, budget
     return None
+
+
+def budget_note(reason: Reason, budget: float) -> str:
+    """``reached max_cost=$5`` — the budget with its unit, for people."""
+    if reason is Reason.MAX_COST:
+        shown = f"${budget:g}"
+    elif reason is Reason.MAX_DURATION:
+        shown = f"{budget / 1000:g}s"
+    else:
+        shown = f"{int(budget)}"
+    return f"reached {reason.value}={shown}"
 
 
 def _backoff_ms(attempt: int, config: PolicyConfig) -> int:

@@ -1,13 +1,17 @@
 """Run a command against the scripted model server, offline, in a private network.
 
-``python -m autopilot.testkit.offline --script NAME [--netns] [--set-env K=V]… -- CMD…``
+``python -m autopilot.testkit.offline --script NAME [--netns] [--set-env K=V]…
+[--template SRC=DEST]… [--fail-for-seconds N] -- CMD…``
 
 With ``--netns`` the whole thing runs in a fresh network namespace that has only
 loopback (``unshare -n`` as root, ``unshare -rn`` otherwise), so nothing the agent
 CLI tries can leave the machine; the model server is started inside it on
 127.0.0.1. ``{port}`` and ``{base_url}`` in ``--set-env`` values are replaced with the
-server's. The requests the server answered are written as JSON lines to
-``--requests-file``. Exits with the command's exit code.
+server's, and so are they in each ``--template`` file ``SRC``, copied to ``DEST``
+before the command starts (for CLIs that read the base URL only from a config file).
+``--fail-for-seconds N`` gives the server a recovery window: 429s for N seconds from
+its start, then the script. The requests the server answered are written as JSON
+lines to ``--requests-file``. Exits with the command's exit code.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from autopilot.testkit.model_server import ModelServer
@@ -64,7 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if "--" not in args:
         print(
-            "usage: offline [--netns] --script NAME [--set-env K=V]... -- CMD...", file=sys.stderr
+            "usage: offline [--netns] --script NAME [--set-env K=V]... "
+            "[--template SRC=DEST]... [--fail-for-seconds N] -- CMD...",
+            file=sys.stderr,
         )
         return 2
     split = args.index("--")
@@ -72,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--script", default="default")
     parser.add_argument("--netns", action="store_true")
     parser.add_argument("--set-env", action="append", default=[])
+    parser.add_argument("--template", action="append", default=[])
+    parser.add_argument("--fail-for-seconds", type=float)
     parser.add_argument("--requests-file")
     options = parser.parse_args(args[:split])
     command = args[split + 1 :]
@@ -84,14 +93,24 @@ def main(argv: list[str] | None = None) -> int:
         return subprocess.call([*prefix, sys.executable, "-m", __spec__.name, *args], env=env)
     if os.environ.get(_INSIDE_ENV) == "1":
         bring_loopback_up()
-    with ModelServer(options.script) as server:
+    fail_until = None
+    if options.fail_for_seconds is not None:
+        fail_until = time.time_ns() // 1_000_000 + round(options.fail_for_seconds * 1000)
+    with ModelServer(options.script, fail_until_epoch_ms=fail_until) as server:
+
+        def substitute(text: str) -> str:
+            return text.replace("{port}", str(server.port)).replace("{base_url}", server.base_url)
+
         env = dict(os.environ)
         env.pop(_INSIDE_ENV, None)
         for item in options.set_env:
             key, _, value = item.partition("=")
-            env[key] = value.replace("{port}", str(server.port)).replace(
-                "{base_url}", server.base_url
-            )
+            env[key] = substitute(value)
+        for item in options.template:
+            source, _, destination = item.partition("=")
+            target = Path(destination)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(substitute(Path(source).read_text(encoding="utf-8")), "utf-8")
         code = subprocess.call(command, env=env)
         if options.requests_file:
             with Path(options.requests_file).open("w") as handle:
