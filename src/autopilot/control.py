@@ -18,6 +18,8 @@ import psutil
 
 from autopilot.errors import UsageError
 from autopilot.loop.clock import Clock
+from autopilot.loop.process import end_process_group_of
+from autopilot.loop.recovery import reconcile_terminal
 from autopilot.store.events import EventLog, EventType, read_events
 from autopilot.store.fold import Snapshot, fold
 from autopilot.store.state import RunStatus, StateStore, read_state
@@ -121,19 +123,19 @@ def stop(
         StateFileError: state.json is corrupt or cannot be written.
     """
     store = StateStore(run_dir / "state.json")
-
-    def change(s: dict[str, Any]) -> None:
-        _check_active(s, run_dir.name)
-        s["stopRequested"] = True
-        s["stopReason"] = reason
-        if now:
-            s["stopNow"] = True
-
-    state = store.update(change)
     lock = filelock.UnixFileLock(str(run_dir / "driver.lock"), timeout=0)
     try:
         lock.acquire()
     except filelock.Timeout:
+        # A driver holds the run: it reads the flags at its boundary (or at once).
+        def change(s: dict[str, Any]) -> None:
+            _check_active(s, run_dir.name)
+            s["stopRequested"] = True
+            s["stopReason"] = reason
+            if now:
+                s["stopNow"] = True
+
+        state = store.update(change)
         when = "now" if now else "at the next boundary"
         return ControlResult(state, f"{run_dir.name}: stop requested; the run stops {when}")
     try:
@@ -146,22 +148,30 @@ def stop(
 def _end_without_driver(
     run_dir: Path, store: StateStore, clock: Clock, note: str
 ) -> dict[str, Any]:
-    snapshot = fold(read_events(run_dir / "events.jsonl"))
-    state = store.update(
-        lambda s: s.update(
-            terminated=True,
-            terminationReason="user_stopped",
-            terminationNote=note,
-            status=RunStatus.STOPPED,
-            iterationOpen=False,
-            pid=None,
-            agentPid=None,
+    """End a run nobody drives: its leftover agent processes, then its records."""
+    log = EventLog(run_dir / "events.jsonl", run_dir.name, clock.now_ms)
+    try:
+        state = reconcile_terminal(run_dir, store, log)
+        _check_active(state, run_dir.name)
+        leftover = state.get("agentPid")
+        if isinstance(leftover, int):
+            end_process_group_of(leftover, state.get("agentStartTime"))
+        state = store.update(
+            lambda s: s.update(
+                terminated=True,
+                terminationReason="user_stopped",
+                terminationNote=note,
+                status=RunStatus.STOPPED,
+                stopRequested=True,
+                stopReason=note,
+                iterationOpen=False,
+                pid=None,
+                agentPid=None,
+            )
         )
-    )
-    if not snapshot.terminal:
-        log = EventLog(run_dir / "events.jsonl", run_dir.name, clock.now_ms)
         log.emit(EventType.ABORT, reason="user_stopped", note=note, iteration=state.get("iter"))
         log.sync()
+    finally:
         log.close()
     return state
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -297,13 +298,44 @@ def load_json_line(report: IterationReport, line: str) -> dict[str, Any] | None:
     if not text:
         return None
     try:
-        value = json.loads(text)
+        value = loads_agent_json(text)
     except (ValueError, RecursionError):
         report.bad_lines += 1
         return None
     if not isinstance(value, dict):
         report.bad_lines += 1
         return None
+    return value
+
+
+_LONE_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def loads_agent_json(text: str) -> Any:
+    """``json.loads`` for agent output, with lone surrogates made U+FFFD.
+
+    JavaScript CLIs can cut a string inside a surrogate pair and print ``"\\ud83d"``;
+    Python decodes that to a lone surrogate, which cannot be printed or written as
+    UTF-8. Pairs that are whole come out as their character.
+
+    Raises:
+        ValueError: not JSON.
+        RecursionError: nested too deeply.
+    """
+    value = json.loads(text)
+    if _LONE_SURROGATE_ESCAPE.search(text) is None:
+        return value
+    return _repair(value)
+
+
+def _repair(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_repair(item) for item in value]
+    if isinstance(value, dict):
+        return {_repair(key): _repair(item) for key, item in value.items()}
     return value
 
 

@@ -28,7 +28,6 @@ stderr classify an iteration; tool results and the model's prose never do.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -43,6 +42,7 @@ from autopilot.agents.base import (
     IterationReport,
     WallClock,
     find_executable,
+    loads_agent_json,
     local_now,
     shorten,
     summarize_tool_input,
@@ -100,7 +100,7 @@ class ClaudeStreamParser:
         if not text:
             return []
         try:
-            value = json.loads(text)
+            value = loads_agent_json(text)
         except (ValueError, RecursionError):
             report.bad_lines += 1
             return []

@@ -115,6 +115,21 @@ _STATUS = (
 )
 
 
+_PAYMENT = _any(
+    r"\bcredit balance is too low\b",
+    r"\bbilling[ _]error\b",
+    r"\binsufficient_quota\b",
+    r"\bcheck your plan and billing\b",
+    r"\bpayment required\b",
+)
+
+
+def needs_payment(text: str | None) -> bool:
+    """The agent's error says the account is out of credit: waiting will not help,
+    a person must act (a billing error, not a limit that resets)."""
+    return bool(text) and _PAYMENT.search(text or "") is not None
+
+
 def status_from_text(text: str) -> int | None:
     """The HTTP status (400-599) an error message names, if any.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
@@ -12,10 +13,12 @@ import click
 from autopilot.agents.registry import AGENT_NAMES, make_adapter
 from autopilot.config import RunConfig, build_config
 from autopilot.control import driver_alive
-from autopilot.errors import UsageError
+from autopilot.errors import RunLockedError, UsageError
 from autopilot.loop.arming import PromptSource, RunResult, arm_run, describe_ending
 from autopilot.loop.clock import SystemClock
 from autopilot.loop.driver import Driver
+from autopilot.loop.git import is_repository
+from autopilot.loop.locks import ProjectLock
 from autopilot.loop.signals import Interrupts
 from autopilot.store.paths import list_run_ids, resolve_run, run_dir, runs_root
 from autopilot.store.state import read_state, read_state_quietly
@@ -109,7 +112,13 @@ def _print_result(result: RunResult, *, replay_hint: bool = True) -> None:
 
 
 def drive(
-    root: Path, run_id: str, adapter: Any, *, plain: bool = True, replay_hint: bool = True
+    root: Path,
+    run_id: str,
+    adapter: Any,
+    *,
+    plain: bool = True,
+    replay_hint: bool = True,
+    project_lock: ProjectLock | None = None,
 ) -> int:
     """Drive a run in this process with signal handling; returns the exit code.
 
@@ -124,7 +133,13 @@ def drive(
         click.echo(format_event(event))
 
     driver = Driver(
-        root, run_id, adapter, SystemClock(), interrupts, on_event=None if live else on_event
+        root,
+        run_id,
+        adapter,
+        SystemClock(),
+        interrupts,
+        on_event=None if live else on_event,
+        project_lock=project_lock,
     )
     if live:
         from autopilot.view.live import drive_live
@@ -135,7 +150,15 @@ def drive(
                 return "ending the agent now"
             return "stopping at the next boundary; ctrl+c again ends the agent now"
 
-        result = drive_live(driver.run, root, run_id, on_interrupt=interrupt)
+        def run_then_leave_if_hung_up() -> RunResult:
+            result = driver.run()
+            if interrupts.hangup:
+                # The terminal is gone and the view cannot draw or close on it; the
+                # run is recorded, so leave now rather than hang on a dead terminal.
+                os._exit(result.exit_code)
+            return result
+
+        result = drive_live(run_then_leave_if_hung_up, root, run_id, on_interrupt=interrupt)
     else:
         result = driver.run()
     _print_result(result, replay_hint=replay_hint)
@@ -186,16 +209,19 @@ def run(
         raise UsageError("give the prompt with exactly one of -p TEXT or -f FILE")
     cwd = Path.cwd().resolve()
     if prompt_file is not None:
-        path = Path(prompt_file).expanduser().resolve()
+        given = Path(prompt_file).expanduser()
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            text = given.read_text(encoding="utf-8", errors="replace")
         except OSError as error:
             raise UsageError(
                 f"cannot read prompt file {prompt_file}: {error.strerror or error}"
             ) from None
         if not text.strip():
             raise UsageError(f"prompt file {prompt_file} is empty")
-        source = PromptSource(path=path)
+        path = given.resolve()
+        # A regular file is re-read every iteration (edit it mid-run); anything else
+        # (a pipe, process substitution) is read once, now.
+        source = PromptSource(path=path) if path.is_file() else PromptSource(text=text)
     else:
         assert prompt_text is not None
         if not prompt_text.strip():
@@ -212,10 +238,21 @@ def run(
     if config.context == "continue" and not adapter.supports_sessions:
         raise UsageError(f"--continue needs an agent with sessions; {config.agent} has none")
     root = runs_root()
-    clock = SystemClock()
-    run_id = arm_run(root, config, source, cwd, clock, extra_args=agent_args, command=command)
-    _print_limits(run_id, config, run_dir(root, run_id))
-    return drive(root, run_id, adapter, plain=plain)
+    if (root == cwd or cwd in root.parents) and is_repository(cwd):
+        raise UsageError(
+            f"the runs root {root} is inside the work tree; an agent could delete it and "
+            "its writes would count as progress: set AUTOPILOT_RUNS_DIR elsewhere"
+        )
+    project_lock = ProjectLock(root, cwd)
+    project_lock.acquire()  # before anything is created: a refused run leaves nothing
+    try:
+        run_id = arm_run(
+            root, config, source, cwd, SystemClock(), extra_args=agent_args, command=command
+        )
+        _print_limits(run_id, config, run_dir(root, run_id))
+        return drive(root, run_id, adapter, plain=plain, project_lock=project_lock)
+    finally:
+        project_lock.release()
 
 
 def _adapter_for_state(state: dict[str, Any]) -> Any:
@@ -240,7 +277,7 @@ def start(run_ref: str | None, plain: bool) -> int:
     if state.get("terminated"):
         raise UsageError(f"run {run_id} has already ended ({state.get('terminationReason')})")
     if driver_alive(state):
-        raise UsageError(f"run {run_id} is still being driven (pid {state.get('pid')})")
+        raise RunLockedError(f"run {run_id} is still being driven (pid {state.get('pid')})")
     adapter = _adapter_for_state(state)
     adapter.check_installed()
     click.echo(

@@ -28,6 +28,7 @@ from autopilot.agents.base import (
     agent_environment,
     apply_usage_baseline,
 )
+from autopilot.agents.failures import needs_payment
 from autopilot.config import RunConfig
 from autopilot.errors import StateFileError, UsageError
 from autopilot.loop import git
@@ -40,7 +41,7 @@ from autopilot.loop.arming import (
 )
 from autopilot.loop.clock import Clock
 from autopilot.loop.counters import counter_change, counters_from_state
-from autopilot.loop.locks import RunLocks
+from autopilot.loop.locks import ProjectLock, RunLocks
 from autopilot.loop.outcome import (
     digest_of,
     error_text_of,
@@ -60,6 +61,11 @@ from autopilot.loop.policy import (
     decide,
 )
 from autopilot.loop.process import EndedBy, ProcessLimits, end_process_group_of, run_agent_process
+from autopilot.loop.recovery import (
+    reconcile_terminal,
+    recover_attempt,
+    remove_stale_temp_files,
+)
 from autopilot.loop.signals import Interrupts
 from autopilot.store.events import EventLog, EventType, excerpt
 from autopilot.store.paths import run_dir
@@ -93,6 +99,7 @@ class Driver:
         interrupts: Flags set by signal handlers.
         on_event: Called with every event written (for the plain or live view).
         base_env: The environment agents inherit (default ``os.environ``).
+        project_lock: The work tree's lock, if the caller already holds it.
     """
 
     def __init__(
@@ -104,6 +111,7 @@ class Driver:
         interrupts: Interrupts,
         on_event: Callable[[dict[str, Any]], None] | None = None,
         base_env: dict[str, str] | None = None,
+        project_lock: ProjectLock | None = None,
     ) -> None:
         self.root = root
         self.run_id = run_id
@@ -122,7 +130,7 @@ class Driver:
         self.log = EventLog(self.folder / "events.jsonl", run_id, clock.now_ms)
         self._last_prompt: str | None = self.prompt_source.text
         self._last_state_read = 0.0
-        self._locks = RunLocks(root, run_id, self.folder, self.cwd)
+        self._locks = RunLocks(project_lock or ProjectLock(root, self.cwd), run_id, self.folder)
 
     # -- state ---------------------------------------------------------------
 
@@ -154,10 +162,14 @@ class Driver:
             RunLockedError: another driver holds the run or the project.
             UsageError: the run has already ended.
         """
-        if self.state.get("terminated"):
-            raise UsageError(f"run {self.run_id} has already ended")
         self._locks.acquire()
         try:
+            # Checked under the lock: another driver may have just ended the run.
+            self.state = reconcile_terminal(self.folder, self.store, self.log)
+            if self.state.get("terminated"):
+                raise UsageError(
+                    f"run {self.run_id} has already ended ({self.state.get('terminationReason')})"
+                )
             return self._run()
         finally:
             self.log.close()
@@ -165,9 +177,11 @@ class Driver:
 
     def _run(self) -> RunResult:
         pid = os.getpid()
+        remove_stale_temp_files(self.folder)
         leftover = self.state.get("agentPid")
         if isinstance(leftover, int) and leftover != pid:
             end_process_group_of(leftover, self.state.get("agentStartTime"))
+            self._recover_attempt()
 
         def attach(s: dict[str, Any]) -> None:
             s.update(pid=pid, pidStartTime=process_start_time(pid), host=socket.gethostname())
@@ -194,6 +208,44 @@ class Driver:
             if ended is not None:
                 return ended
 
+    def _recover_attempt(self) -> None:
+        """Charge the attempt a dead driver left running, then start a new iteration."""
+        folder = self.state.get("attemptDir")
+        recovered = recover_attempt(Path(folder) if isinstance(folder, str) else None, self.adapter)
+        report = recovered.report if recovered else None
+        in_tokens = (report.input_tokens or 0) if report else 0
+        out_tokens = (report.output_tokens or 0) if report else 0
+        cost = (report.cost_usd or 0.0) if report else 0.0
+        duration_ms = recovered.duration_ms if recovered else 0
+        number = int(self.state.get("iter") or 0)
+
+        def charge(s: dict[str, Any]) -> None:
+            spend = s.setdefault("spend", {})
+            tokens = spend.setdefault("tokens", {"input": 0, "output": 0})
+            tokens["input"] = int(tokens.get("input") or 0) + in_tokens
+            tokens["output"] = int(tokens.get("output") or 0) + out_tokens
+            spend["costUsd"] = round(float(spend.get("costUsd") or 0.0) + cost, 6)
+            spend["activeMs"] = int(spend.get("activeMs") or 0) + duration_ms
+            spend["iterations"] = int(spend.get("iterations") or 0) + 1
+            s.update(iterationOpen=False, agentPid=None, agentStartTime=None, attemptDir=None)
+
+        state = self._update(charge)
+        spend = state["spend"]
+        self._emit(
+            EventType.ITERATION_END,
+            iteration=number,
+            excerpt=excerpt(response_of(report, None)) if report else None,
+            outcome=Outcome.KILLED.value,
+            endedBy="driver_died",
+            tokens=dict(spend["tokens"]),
+            costUsd=spend["costUsd"],
+            iterationTokens={"input": in_tokens, "output": out_tokens},
+            iterationCostUsd=cost if report and report.cost_usd is not None else None,
+            durationMs=duration_ms,
+            error="the driver died during this iteration; its spend was recovered "
+            "from the saved output and it counts against the budgets",
+        )
+
     def _boundary(self) -> RunResult | None:
         """Honour stop and pause before starting an iteration; check budgets."""
         while True:
@@ -204,13 +256,24 @@ class Driver:
             if not (state.get("paused") or off):
                 break
             self._hold_paused("OFF file present" if off and not state.get("paused") else None)
-        if not state.get("iterationOpen"):
-            counters = counters_from_state(state, interrupted=self.interrupts.stop)
-            reached = budget_reached(counters, self.policy)
-            if reached is not None:
-                reason, budget = reached
-                note = f"{budget_note(reason, budget)} (spend restored from state.json)"
-                return self._finish(EventType.ABORT, reason, note)
+        counters = counters_from_state(state, interrupted=self.interrupts.stop)
+        reached = budget_reached(counters, self.policy, iterations=not state.get("iterationOpen"))
+        if reached is not None:
+            reason, budget = reached
+            note = f"{budget_note(reason, budget)} (spend restored from state.json)"
+            return self._finish(EventType.ABORT, reason, note)
+        waiting_until = state.get("waitingUntil")
+        if isinstance(waiting_until, int) and waiting_until > self.clock.now_ms():
+            # A relaunch during a usage-limit wait waits out the rest of it.
+            self._wait(
+                Decision(
+                    Action.WAIT,
+                    "rate_limited",
+                    note="resuming the wait after a restart",
+                    wait_until_ms=waiting_until,
+                )
+            )
+            return self._boundary()
         return None
 
     def _stop_note(self) -> str:
@@ -258,6 +321,8 @@ class Driver:
         if path is None:
             return self.prompt_source.text or ""
         try:
+            if not path.is_file():
+                raise IsADirectoryError(0, "not a regular file")  # a FIFO would block
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError as error:
             if self._last_prompt is None:
@@ -340,6 +405,7 @@ class Driver:
                     waitingUntil=None,
                     agentPid=pid,
                     agentStartTime=started,
+                    attemptDir=str(it.folder),
                 )
             )
 
@@ -357,8 +423,16 @@ class Driver:
             on_start=on_start,
         )
         report = parser.report()
+        exit_code = result.exit_code or 0
+        if (
+            result.ended_by is EndedBy.RESULT_GRACE
+            and result.ended_by_driver
+            and report.result_seen
+        ):
+            # It gave its final result and lingered; ending it was ours, not a failure.
+            exit_code = 0
         classification = (
-            self.adapter.classify(report, result.exit_code or 0, result.stderr_tail)
+            self.adapter.classify(report, exit_code, result.stderr_tail)
             if result.ended_by is not EndedBy.LAUNCH_FAILED
             else None
         )
@@ -378,6 +452,14 @@ class Driver:
             )
             return self._launch(it, None)
         outcome = outcome_of(result.ended_by, classification)
+        if (
+            outcome is Outcome.RATE_LIMITED
+            and report.reset_at_ms is None
+            and classification is not None
+            and needs_payment(classification.message)
+        ):
+            # Out of credit is not a limit that resets: waiting would never end.
+            outcome = Outcome.AGENT_ERROR
         return self._conclude(it, result, report, classification, outcome)
 
     def _usage_baseline(self) -> SessionUsage | None:
@@ -458,6 +540,7 @@ class Driver:
             s["iterationOpen"] = not spends
             s["agentPid"] = None
             s["agentStartTime"] = None
+            s["attemptDir"] = None
             if session_id and self.config.context == "continue":
                 s["sessionId"] = session_id
             if s.get("stopNow"):
@@ -486,7 +569,10 @@ class Driver:
             reset_at_ms=report.reset_at_ms,
             fatal=classification is not None
             and not classification.ok
-            and classification.error_kind is ErrorKind.AUTH,
+            and (
+                classification.error_kind is ErrorKind.AUTH
+                or (report.reset_at_ms is None and needs_payment(classification.message))
+            ),
         )
         decision = decide(
             counters_from_state(projected, interrupted=self.interrupts.stop),
@@ -530,6 +616,7 @@ class Driver:
             durationMs=duration_ms,
             error=excerpt(error_text) if error_text else None,
             oversizedLines=result.oversized_lines or None,
+            rawOutput=result.write_error or ("truncated" if result.raw_truncated else None),
         )
         return self._apply(decision, it)
 

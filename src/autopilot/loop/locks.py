@@ -2,6 +2,8 @@
 
 Both are ``fcntl`` locks (``filelock.UnixFileLock``), released by the OS when the
 driver dies, so a crash never leaves a run or a project locked (field report 17).
+``run`` takes the project lock before it creates a run, so a refused second run
+leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -14,52 +16,87 @@ import filelock
 from autopilot.errors import RunLockedError
 
 
-class RunLocks:
-    """Holds ``<run>/driver.lock`` and ``<runs-root>/.locks/<project>.lock``.
+class ProjectLock:
+    """``<runs-root>/.locks/<project>.lock``: one active run per work tree.
 
     Args:
         root: The runs root.
-        run_id: The run being driven (written beside the project lock as its owner).
-        folder: The run's folder.
-        cwd: The work tree the run drives.
+        cwd: The work tree.
     """
 
-    def __init__(self, root: Path, run_id: str, folder: Path, cwd: Path) -> None:
-        self.run_id = run_id
+    def __init__(self, root: Path, cwd: Path) -> None:
         self.cwd = cwd
         key = hashlib.sha256(str(cwd).encode()).hexdigest()[:16]
-        self._locks_dir = root / ".locks"
-        self._owner = self._locks_dir / f"{key}.owner"
-        self._run_lock = filelock.UnixFileLock(str(folder / "driver.lock"), timeout=0)
-        self._project_lock = filelock.UnixFileLock(str(self._locks_dir / f"{key}.lock"), timeout=0)
-        self._held: list[filelock.BaseFileLock] = []
+        self._dir = root / ".locks"
+        self._owner = self._dir / f"{key}.owner"
+        self._lock = filelock.UnixFileLock(str(self._dir / f"{key}.lock"), timeout=0)
+
+    @property
+    def held(self) -> bool:
+        """Whether this process holds it."""
+        return bool(self._lock.is_locked)
 
     def acquire(self) -> None:
-        """Take both locks at once or neither.
+        """Take the lock.
 
         Raises:
-            RunLockedError: another driver holds the run, or another run the project.
+            RunLockedError: another run is active in this work tree.
         """
-        self._locks_dir.mkdir(mode=0o700, exist_ok=True)
+        self._dir.mkdir(mode=0o700, exist_ok=True)
         try:
-            self._run_lock.acquire()
-        except filelock.Timeout:
-            raise RunLockedError(f"run {self.run_id} is already being driven") from None
-        self._held.append(self._run_lock)
-        try:
-            self._project_lock.acquire()
+            self._lock.acquire()
         except filelock.Timeout:
             owner = self._owner.read_text(errors="replace").strip() if self._owner.exists() else ""
-            self.release()
             raise RunLockedError(
                 f"another run ({owner or 'unknown'}) is active in {self.cwd}; "
                 "stop it first (autopilot stop)"
             ) from None
-        self._held.append(self._project_lock)
-        self._owner.write_text(self.run_id + "\n")
+
+    def set_owner(self, run_id: str) -> None:
+        """Name the run holding the lock, for the message a refused run gets."""
+        self._owner.write_text(run_id + "\n")
 
     def release(self) -> None:
-        """Release whatever is held."""
-        for lock in reversed(self._held):
-            lock.release()
-        self._held.clear()
+        """Release it (no-op if not held)."""
+        if self._lock.is_locked:
+            self._lock.release(force=True)
+
+
+class RunLocks:
+    """The run's ``driver.lock`` plus its work tree's ``ProjectLock``.
+
+    Args:
+        project: The project lock; if it is already held (``run`` took it before
+            arming), it is kept, not taken again.
+        run_id: The run being driven.
+        folder: The run's folder.
+    """
+
+    def __init__(self, project: ProjectLock, run_id: str, folder: Path) -> None:
+        self.project = project
+        self.run_id = run_id
+        self._run_lock = filelock.UnixFileLock(str(folder / "driver.lock"), timeout=0)
+
+    def acquire(self) -> None:
+        """Take both locks, or neither.
+
+        Raises:
+            RunLockedError: another driver holds the run, or another run the project.
+        """
+        try:
+            self._run_lock.acquire()
+        except filelock.Timeout:
+            raise RunLockedError(f"run {self.run_id} is already being driven") from None
+        if not self.project.held:
+            try:
+                self.project.acquire()
+            except RunLockedError:
+                self._run_lock.release()
+                raise
+        self.project.set_owner(self.run_id)
+
+    def release(self) -> None:
+        """Release both."""
+        self.project.release()
+        if self._run_lock.is_locked:
+            self._run_lock.release(force=True)

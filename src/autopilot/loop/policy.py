@@ -288,6 +288,11 @@ def decide(
 
     # 4. Usage limits: wait and retry the same iteration; the breaker for failures.
     if facts.outcome is Outcome.RATE_LIMITED:
+        # Attempts that hit a limit still spend; the spend budgets hold across them.
+        reached = budget_reached(counters, config, iterations=False)
+        if reached is not None:
+            reason, budget = reached
+            return decision(Action.ABORT, reason, note=budget_note(reason, budget))
         backoff = _backoff_ms(counters.rate_limit_waits + 1, config)
         until = facts.reset_at_ms if facts.reset_at_ms and facts.reset_at_ms > now_ms else None
         return Decision(
@@ -329,10 +334,19 @@ def decide(
     return decision(Action.CONTINUE, warning=warning)
 
 
-def budget_reached(counters: Counters, config: PolicyConfig) -> tuple[Reason, float] | None:
-    """The first budget the counters have used up, with its limit, or None."""
+def budget_reached(
+    counters: Counters, config: PolicyConfig, *, iterations: bool = True
+) -> tuple[Reason, float] | None:
+    """The first budget the counters have used up, with its limit, or None.
+
+    With ``iterations`` False only the spend budgets (cost, tokens, duration) count.
+    """
     for reason, spent, budget in (
-        (Reason.MAX_ITERATIONS, counters.iterations_done, config.max_iterations),
+        (
+            Reason.MAX_ITERATIONS,
+            counters.iterations_done,
+            config.max_iterations if iterations else None,
+        ),
         (Reason.MAX_COST, counters.cost_usd, config.max_cost_usd),
         (Reason.MAX_TOKENS, counters.tokens, config.max_tokens),
         (Reason.MAX_DURATION, counters.active_ms, config.max_duration_ms),

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -56,6 +57,8 @@ class ProcessLimits:
             ending the whole process group.
         kill_grace_seconds: Between SIGTERM and SIGKILL to the group.
         max_line_bytes: A stdout line longer than this is skipped (counted).
+        max_raw_bytes: Each stream's raw copy on disk stops at this size (the
+            output is still read and parsed), so an agent cannot fill the disk.
     """
 
     timeout_seconds: float | None = None
@@ -63,6 +66,7 @@ class ProcessLimits:
     result_grace_seconds: float = 5.0
     kill_grace_seconds: float = 3.0
     max_line_bytes: int = 16 * 1024 * 1024
+    max_raw_bytes: int = 4 * 1024 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,10 @@ class ProcessResult:
         oversized_lines: stdout lines skipped for exceeding ``max_line_bytes``.
         duration_seconds: Wall time from start to end.
         was_stopped: The agent was seen in the stopped (T) state.
+        ended_by_driver: The agent had not exited by itself when its group was
+            ended (after its final result, a timeout, or a stop).
+        raw_truncated: The raw copy hit ``max_raw_bytes`` and was cut short.
+        write_error: Why the raw copy stopped early (e.g. the disk is full).
     """
 
     ended_by: EndedBy
@@ -89,6 +97,9 @@ class ProcessResult:
     oversized_lines: int
     duration_seconds: float
     was_stopped: bool = False
+    ended_by_driver: bool = False
+    raw_truncated: bool = False
+    write_error: str | None = None
 
 
 def _set_parent_death_signal() -> None:
@@ -243,7 +254,10 @@ def _supervise(
     if stdin_data is not None:
         threading.Thread(target=_feed_stdin, args=(proc, stdin_data), daemon=True).start()
     splitter = _LineSplitter(on_line, limits.max_line_bytes)
-    sinks = {proc.stdout.fileno(): stdout_file, proc.stderr.fileno(): stderr_file}
+    sinks = {
+        proc.stdout.fileno(): _Sink(stdout_file, limits.max_raw_bytes),
+        proc.stderr.fileno(): _Sink(stderr_file, limits.max_raw_bytes),
+    }
     selector = selectors.DefaultSelector()
     for fd in sinks:
         os.set_blocking(fd, False)
@@ -255,6 +269,7 @@ def _supervise(
     ended_by: EndedBy | None = None
     was_stopped = False
     last_state_check = started
+    leader_exited = False
     try:
         while selector.get_map():
             now = time.monotonic()
@@ -288,7 +303,7 @@ def _supervise(
                     selector.unregister(fd)
                     continue
                 last_output = time.monotonic()
-                sinks[fd].write(data)  # type: ignore[attr-defined]
+                sinks[fd].write(data)
                 if fd == proc.stdout.fileno():
                     stdout_bytes += len(data)
                     splitter.feed(data)
@@ -297,17 +312,19 @@ def _supervise(
                     del stderr_tail[:-_STDERR_TAIL_BYTES]
         if ended_by is None:
             splitter.flush()
+            # Both pipes closed: the agent is exiting. Let it, before signalling anyone.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=limits.result_grace_seconds)
+        leader_exited = proc.poll() is not None
     finally:
+        # Whatever happened above (even an exception in a callback), no agent
+        # process outlives this call.
         selector.close()
-    if ended_by is None:
-        # Both pipes closed: the agent is exiting. Let it, before signalling anyone.
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=limits.result_grace_seconds)
-    _end_group(proc, limits.kill_grace_seconds)
-    with contextlib.suppress(OSError):
-        proc.stdout.close()
-    with contextlib.suppress(OSError):
-        proc.stderr.close()
+        _end_group(proc, limits.kill_grace_seconds)
+        with contextlib.suppress(OSError):
+            proc.stdout.close()
+        with contextlib.suppress(OSError):
+            proc.stderr.close()
     if ended_by is None:
         ended_by = EndedBy.EXIT
     return ProcessResult(
@@ -319,7 +336,33 @@ def _supervise(
         oversized_lines=splitter.oversized,
         duration_seconds=time.monotonic() - started,
         was_stopped=was_stopped,
+        ended_by_driver=not leader_exited,
+        raw_truncated=any(sink.truncated for sink in sinks.values()),
+        write_error=next((sink.error for sink in sinks.values() if sink.error), None),
     )
+
+
+class _Sink:
+    """Copies raw output to a file, up to a cap; a write error (disk full) stops the
+    copy, never the run."""
+
+    def __init__(self, handle: Any, max_bytes: int) -> None:
+        self._handle = handle
+        self._left = max_bytes
+        self.truncated = False
+        self.error: str | None = None
+
+    def write(self, data: bytes) -> None:
+        if self.error is not None or self.truncated:
+            return
+        if len(data) > self._left:
+            data = data[: self._left]
+            self.truncated = True
+        self._left -= len(data)
+        try:
+            self._handle.write(data)
+        except OSError as error:
+            self.error = f"raw output not saved: {error.strerror or error}"
 
 
 def _is_stopped(pid: int) -> bool:
@@ -363,22 +406,39 @@ def _end_group(proc: subprocess.Popen[bytes], kill_grace_seconds: float) -> None
         proc.wait()
 
 
-def end_process_group_of(pid: int, create_time: float | None) -> bool:
-    """End a leftover agent group from an earlier driver, if it is still ours.
+def end_process_group_of(pgid: int, started_at: float | None) -> bool:
+    """End what is left of an earlier driver's agent process group.
+
+    The group is the agent leader's pid. Even when the leader is gone, members it
+    left behind (a shell's background jobs) keep the group alive; they are ended
+    too. Nothing is signalled when the machine rebooted since ``started_at`` or when
+    no member started after it, so a reused id is never taken for ours.
 
     Args:
-        pid: The agent leader's pid recorded in ``state.json``.
-        create_time: Its recorded start time (epoch s); a pid whose process started
-            at another time was reused and is left alone.
+        pgid: The agent leader's pid recorded in ``state.json``.
+        started_at: Its recorded start time (epoch s).
 
     Returns:
         True if a group was signalled.
     """
+    if started_at is None:
+        return False
     try:
-        process = psutil.Process(pid)
-        if create_time is not None and abs(process.create_time() - create_time) > 1.0:
+        if psutil.boot_time() > started_at + 1:
             return False
-        os.killpg(pid, signal.SIGKILL)
-    except (psutil.Error, ProcessLookupError, PermissionError):
+    except psutil.Error:
+        return False
+    members = 0
+    for process in psutil.process_iter():
+        try:
+            if os.getpgid(process.pid) == pgid and process.create_time() >= started_at - 1:
+                members += 1
+        except (psutil.Error, OSError):
+            continue
+    if not members:
+        return False
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
         return False
     return True

@@ -19,11 +19,14 @@ class Interrupts:
 
     stop: bool = False
     kill_now: bool = False
+    hangup: bool = False
     signals: int = 0
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
         """Signal handler: set flags, nothing else."""
         self.signals += 1
+        if signum == signal.SIGHUP:
+            self.hangup = True
         if signum == signal.SIGHUP or self.signals > 1:
             self.kill_now = True
         self.stop = True

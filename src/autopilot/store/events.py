@@ -311,6 +311,23 @@ class EventLog:
             with contextlib.suppress(OSError):
                 os.write(self._fd, b"\n")
 
+    def end_torn_line(self) -> bool:
+        """End a torn last line (a writer died mid-line) with a newline, so the next
+        event does not glue itself to it. Call only as the log's sole writer (the
+        driver under its lock). Returns True if the log had a torn line."""
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                if handle.tell() == 0:
+                    return False
+                handle.seek(-1, os.SEEK_END)
+                if handle.read(1) == b"\n":
+                    return False
+        except OSError:
+            return False
+        self._append(b"\n")
+        return True
+
     def sync(self) -> None:
         """fsync the log (used after the terminal event)."""
         if self._fd is not None:
