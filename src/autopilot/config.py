@@ -3,17 +3,21 @@
 Precedence: command-line flag > ``AUTOPILOT_*`` environment variable >
 ``.autopilot/config.toml`` in the project > the user's ``config.toml``
 (``platformdirs.user_config_path("autopilot")``) > defaults. Config files are data
-(TOML, parsed with ``tomllib``), never executed (field report 22); an unknown key or
-a bad value is a one-line ``UsageError`` naming the file and key.
+(TOML, parsed with ``tomllib``), never executed (field report 22); an unknown key, a
+file that is not UTF-8 TOML or a bad value is a one-line ``UsageError`` naming the
+file and the key as written there.
 
-Integers are base 10 (``08`` is eight, field report 9); durations are ``90``
-(seconds), ``90s``, ``30m``, ``2h``, ``1h30m``, ``2 days`` (parsed by pytimeparse).
+Integers are base 10 in ASCII digits (``08`` is eight, field report 9); durations are
+``90`` (seconds), ``90s``, ``30m``, ``2h``, ``1h30m``, ``2 days`` (parsed by
+pytimeparse). Every value is bounded (``MAX_COUNT``, ``MAX_COST_USD``,
+``MAX_DURATION_SECONDS``) so that no later arithmetic overflows.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -23,7 +27,7 @@ from typing import Any
 import platformdirs
 from pytimeparse.timeparse import timeparse
 
-from autopilot.errors import UsageError
+from autopilot.errors import StateFileError, UsageError
 from autopilot.loop.completion import MatchMode
 from autopilot.loop.policy import PolicyConfig
 
@@ -31,53 +35,95 @@ DEFAULT_MAX_ITERATIONS = 10
 """Iteration budget when none is given; unlimited needs ``--max-iterations 0``."""
 
 
-def parse_int(text: str, *, name: str, minimum: int = 0) -> int:
-    """Parse a base-10 integer (``08`` is 8), at least ``minimum``.
+MAX_COUNT = 10**12
+"""Upper bound of every whole-number setting (iterations, tokens, limits)."""
+
+MAX_COST_USD = 1e9
+"""Upper bound of a USD amount."""
+
+_YEAR_SECONDS = 365 * 24 * 3600
+MAX_DURATION_SECONDS = 10 * _YEAR_SECONDS
+"""Upper bound of every duration: ten years."""
+
+_INT_RE = re.compile(r"\+?[0-9]+")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+_SHOWN_CHARS = 40
+
+
+def _shown(text: str) -> str:
+    """``text`` quoted for an error message, cut so the message stays one short line."""
+    return repr(text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…")
+
+
+def parse_int(text: str, *, name: str, minimum: int = 0, maximum: int = MAX_COUNT) -> int:
+    """Parse a base-10 integer in ASCII digits (``08`` is 8, ``1_000`` is 1000).
+
+    An optional leading ``+`` is allowed; other digits (``²``, ``٣``) are not.
 
     Raises:
-        UsageError: not a base-10 integer, or below ``minimum``.
+        UsageError: not a base-10 integer, or outside ``minimum``..``maximum``.
     """
     cleaned = text.strip().replace("_", "")
-    if not cleaned.lstrip("+").isdigit():
-        raise UsageError(f"{name} must be a whole number, got {text!r}")
-    value = int(cleaned, 10)
+    if not _INT_RE.fullmatch(cleaned):
+        raise UsageError(f"{name} must be a whole number, got {_shown(text)}")
+    # Count digits before converting: int() refuses strings over 4300 digits.
+    digits = cleaned.lstrip("+").lstrip("0") or "0"
+    if len(digits) > len(str(maximum)):
+        raise UsageError(f"{name} must be at most {maximum}, got {_shown(text)}")
+    value = int(digits, 10)
     if value < minimum:
         raise UsageError(f"{name} must be at least {minimum}, got {value}")
+    if value > maximum:
+        raise UsageError(f"{name} must be at most {maximum}, got {value}")
     return value
 
 
-def parse_float(text: str, *, name: str) -> float:
-    """Parse a non-negative finite number (e.g. a USD amount; a leading ``$`` is ok).
+def parse_float(text: str, *, name: str, maximum: float = MAX_COST_USD) -> float:
+    """Parse a non-negative number up to ``maximum`` (e.g. USD; a leading ``$`` is ok).
 
     Raises:
-        UsageError: not a number, negative, NaN or infinite.
+        UsageError: not an ASCII number, negative, NaN, infinite or above ``maximum``.
     """
+    stripped = text.strip().lstrip("$")
     try:
-        value = float(text.strip().lstrip("$"))
+        value = float(stripped) if stripped.isascii() else None
     except ValueError:
-        raise UsageError(f"{name} must be a number, got {text!r}") from None
+        value = None
+    if value is None:
+        raise UsageError(f"{name} must be a number, got {_shown(text)}")
     if not math.isfinite(value) or value < 0:
-        raise UsageError(f"{name} must be a non-negative number, got {text!r}")
+        raise UsageError(f"{name} must be a non-negative number, got {_shown(text)}")
+    if value > maximum:
+        raise UsageError(f"{name} must be at most {maximum:.15g}, got {_shown(text)}")
     return value
 
 
-def parse_duration_seconds(text: str, *, name: str) -> float:
+def parse_duration_seconds(text: str, *, name: str, maximum: float = MAX_DURATION_SECONDS) -> float:
     """Parse ``90``, ``90s``, ``30m``, ``2h``, ``1h30m``, ``2 days`` into seconds.
 
     Raises:
-        UsageError: unreadable, zero or negative.
+        UsageError: unreadable, zero or negative, or longer than ``maximum`` seconds
+            (ten years by default).
     """
     stripped = text.strip()
-    seconds: float | None
-    try:
-        seconds = float(stripped)
-    except ValueError:
-        parsed = timeparse(stripped)
-        seconds = float(parsed) if parsed is not None else None
-    if seconds is None or not math.isfinite(seconds):
-        raise UsageError(f"{name} must be a duration like 90s, 30m or 2h, got {text!r}")
+    seconds: float | None = None
+    if stripped.isascii():
+        try:
+            seconds = float(stripped)
+        except ValueError:
+            parsed = timeparse(stripped)
+            try:
+                seconds = float(parsed) if parsed is not None else None
+            except OverflowError:
+                seconds = math.inf
+    if seconds is None or math.isnan(seconds):
+        raise UsageError(f"{name} must be a duration like 90s, 30m or 2h, got {_shown(text)}")
     if seconds <= 0:
-        raise UsageError(f"{name} must be longer than zero, got {text!r}")
+        raise UsageError(f"{name} must be longer than zero, got {_shown(text)}")
+    if seconds > maximum:
+        raise UsageError(
+            f"{name} must be at most {maximum / _YEAR_SECONDS:g} years, got {_shown(text)}"
+        )
     return seconds
 
 
@@ -86,7 +132,7 @@ def parse_choice(choices: tuple[str, ...]) -> Callable[[str, str], str]:
 
     def parse(text: str, name: str) -> str:
         if text not in choices:
-            raise UsageError(f"{name} must be one of {', '.join(choices)}; got {text!r}")
+            raise UsageError(f"{name} must be one of {', '.join(choices)}; got {_shown(text)}")
         return text
 
     return parse
@@ -98,7 +144,7 @@ def _text(text: str, name: str) -> str:
 
 def _token(text: str, name: str) -> str:
     if not text.strip() or any(ch.isspace() for ch in text.strip()):
-        raise UsageError(f"{name} must be one word without spaces, got {text!r}")
+        raise UsageError(f"{name} must be one word without spaces, got {_shown(text)}")
     return text.strip()
 
 
@@ -150,10 +196,83 @@ class RunConfig:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sources"}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RunConfig:
-        """Rebuild from ``to_json`` output, ignoring unknown keys."""
-        known = {f.name for f in fields(cls)} - {"sources"}
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def from_json(cls, data: Any, *, source: str = "state.json") -> RunConfig:
+        """Rebuild from ``to_json`` output; unknown keys are ignored, missing ones default.
+
+        Every value is checked as ``build_config`` checks it (type, range, choice), so
+        a hand-edited or corrupt ``state.json`` cannot arm a run with a value that
+        fails later.
+
+        Args:
+            data: The ``config`` object of a ``state.json``.
+            source: Where ``data`` came from (a file path), for the message.
+
+        Raises:
+            StateFileError: ``data`` is not an object, or a value has the wrong type
+                or is out of range, e.g. ``state.json: field 'config.completion_match'
+                must be one of word, tag, substring; got 'x' (corrupt state file)``.
+        """
+        if not isinstance(data, Mapping):
+            raise StateFileError(f"{source}: field 'config' must be an object (corrupt state file)")
+        parsers = dict(SETTINGS.values())
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name == "sources" or f.name not in data:
+                continue
+            try:
+                values[f.name] = _json_value(data[f.name], f.name, parsers.get(f.name))
+            except UsageError as error:
+                raise StateFileError(f"{source}: {error} (corrupt state file)") from None
+        return cls(**values)
+
+
+_OPTIONAL_FIELDS = frozenset(
+    {
+        "model",
+        "label",
+        "max_cost_usd",
+        "max_tokens",
+        "max_duration_seconds",
+        "iteration_timeout_seconds",
+        "idle_timeout_seconds",
+        "abort_promise",
+    }
+)
+"""``RunConfig`` fields that may be ``None`` (off) in ``state.json``."""
+
+_JSON_KINDS: dict[str, tuple[str, tuple[type, ...]]] = {
+    "max_iterations": ("a whole number", (int,)),
+    "min_iterations": ("a whole number", (int,)),
+    "max_tokens": ("a whole number", (int,)),
+    "stagnation_limit": ("a whole number", (int,)),
+    "max_cost_usd": ("a number", (int, float)),
+    "max_duration_seconds": ("a number of seconds", (int, float)),
+    "iteration_timeout_seconds": ("a number of seconds", (int, float)),
+    "idle_timeout_seconds": ("a number of seconds", (int, float)),
+    "result_grace_seconds": ("a number of seconds", (int, float)),
+}
+"""JSON types of the ``RunConfig`` fields that are not strings."""
+
+
+def _json_value(value: Any, name: str, parse: Callable[[str, str], Any] | None) -> Any:
+    """Check one ``config`` value from ``state.json`` with its setting's parser.
+
+    Raises:
+        UsageError: wrong type or a value the parser refuses.
+    """
+    where = f"field 'config.{name}'"
+    if value is None:
+        if name in _OPTIONAL_FIELDS:
+            return None
+        raise UsageError(f"{where} must not be null")
+    kind, types = _JSON_KINDS.get(name, ("a string", (str,)))
+    if isinstance(value, bool) or not isinstance(value, types):
+        raise UsageError(f"{where} must be {kind}")
+    if isinstance(value, int) and value > MAX_COUNT:  # str() of a huge int may fail
+        raise UsageError(f"{where} is out of range")
+    if parse is not None:
+        parse(value if isinstance(value, str) else str(value), where)
+    return value
 
 
 def _int_setting(minimum: int) -> Callable[[str, str], int]:
@@ -195,25 +314,50 @@ def user_config_path() -> Path:
     return platformdirs.user_config_path("autopilot") / "config.toml"
 
 
-def _load_toml(path: Path) -> dict[str, str]:
+_KeyedValues = dict[str, tuple[str, str]]
+"""Flag name → (where it was given, for messages; the raw text)."""
+
+
+def _load_toml(path: Path) -> _KeyedValues:
+    """The settings in a config file, keyed by flag name.
+
+    Raises:
+        UsageError: the file cannot be read, is not UTF-8 TOML, nests too deeply,
+            names an unknown setting or the same one twice, or holds a value that is
+            not a string or a number; the message names the file and the key.
+    """
     try:
         with path.open("rb") as handle:
             data = tomllib.load(handle)
     except FileNotFoundError:
         return {}
-    except tomllib.TOMLDecodeError as error:
+    except UnicodeDecodeError as error:
+        raise UsageError(
+            f"{path}: not valid UTF-8 (byte {error.start + 1}); save it as UTF-8 TOML"
+        ) from None
+    except ValueError as error:  # TOMLDecodeError, or an integer of over 4300 digits
         raise UsageError(f"{path}: not valid TOML ({error})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: not valid TOML (nested too deeply)") from None
     except OSError as error:
         raise UsageError(f"{path}: cannot read ({error.strerror or error})") from None
-    values: dict[str, str] = {}
+    values: _KeyedValues = {}
+    keys: dict[str, str] = {}
     for key, value in data.items():
         flag = key.replace("_", "-")
         if flag not in SETTINGS:
-            raise UsageError(f"{path}: unknown setting {key!r}")
+            raise UsageError(f"{path}: unknown setting {_shown(key)}")
+        if flag in keys:
+            raise UsageError(f"{path}: {keys[flag]} and {key} are the same setting")
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             raise UsageError(f"{path}: {key} must be a string or a number")
-        values[flag] = str(value)
+        keys[flag] = key
+        values[flag] = (f"{key} in {path}", str(value))
     return values
+
+
+def _env_var(flag: str) -> str:
+    return "AUTOPILOT_" + flag.upper().replace("-", "_")
 
 
 def build_config(
@@ -225,6 +369,8 @@ def build_config(
 ) -> RunConfig:
     """Merge flags, environment, project config, user config and defaults.
 
+    Every value is parsed and range-checked here, before anything is created.
+
     Args:
         flags: Flag name (e.g. ``max-iterations``) → the raw text given, or None.
         project: The project directory (its ``.autopilot/config.toml`` is read).
@@ -235,36 +381,38 @@ def build_config(
         The config; ``sources`` says where each non-default value came from.
 
     Raises:
-        UsageError: an unknown key or a bad value, naming where it came from.
+        UsageError: an unknown key or a bad value, naming where it came from (the
+            flag, the variable, or the file and the key as written in it).
     """
     environ = os.environ if environ is None else environ
-    layers: list[tuple[str, Mapping[str, str | None]]] = [
-        ("flag", flags),
+    project_file = project / ".autopilot" / "config.toml"
+    user_file = user_config or user_config_path()
+    layers: list[tuple[str, _KeyedValues]] = [
+        ("flag", {flag: (f"--{flag}", raw) for flag, raw in flags.items() if raw is not None}),
         (
             "environment",
-            {flag: environ.get("AUTOPILOT_" + flag.upper().replace("-", "_")) for flag in SETTINGS},
+            {
+                flag: (_env_var(flag), raw)
+                for flag in SETTINGS
+                if (raw := environ.get(_env_var(flag))) is not None
+            },
         ),
-        (
-            str(project / ".autopilot" / "config.toml"),
-            _load_toml(project / ".autopilot" / "config.toml"),
-        ),
-        (str(user_config or user_config_path()), _load_toml(user_config or user_config_path())),
+        (str(project_file), _load_toml(project_file)),
+        (str(user_file), _load_toml(user_file)),
     ]
-    config = RunConfig()
     changes: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for flag, (field_name, parse) in SETTINGS.items():
         for source, values in layers:
-            raw = values.get(flag)
-            if raw is None:
+            if flag not in values:
                 continue
-            where = f"--{flag}" if source == "flag" else f"{flag} in {source}"
-            if source == "environment":
-                where = "AUTOPILOT_" + flag.upper().replace("-", "_")
+            where, raw = values[flag]
+            if _SURROGATE_RE.search(raw):
+                raise UsageError(f"{where} is not valid UTF-8 text")
             changes[field_name] = parse(raw, where)
             sources[field_name] = source
             break
-    config = replace(config, **changes, sources=sources)
+    config = replace(RunConfig(), **changes, sources=sources)
     if config.max_iterations and config.min_iterations > config.max_iterations:
         raise UsageError(
             f"--min-iterations {config.min_iterations} is above --max-iterations "

@@ -3,10 +3,16 @@
 Exit codes (stable, documented in the README):
 0 complete / success, 1 failed or aborted, 2 usage error, 3 a limit was reached,
 4 environment problem (runs root, state file, missing agent), 130 interrupted.
+
+Whatever goes wrong ends as one line on stderr, never a traceback: an ``OSError``
+that escapes a command (a full disk) is ``autopilot: error: <strerror>: <file>``
+with exit 4; any other unexpected exception is ``autopilot: internal error: …``
+with exit 1, and ``AUTOPILOT_DEBUG=1`` shows its traceback instead.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -14,7 +20,7 @@ import click
 
 from autopilot import __version__
 from autopilot.cli import control_cmds, manage_cmds, run_cmds, view_cmds, watch_cmds
-from autopilot.errors import AutopilotError
+from autopilot.errors import AutopilotError, EnvironmentProblem
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -57,8 +63,53 @@ def _split_extra(argv: list[str]) -> tuple[list[str], tuple[str, ...]]:
     return argv, ()
 
 
+_MAX_ERROR_CHARS = 1000
+
+
+def _one_line(text: str) -> str:
+    """``text`` with its line breaks flattened and cut, so an error is one line."""
+    line = " ".join(text.splitlines()).strip()
+    return line if len(line) <= _MAX_ERROR_CHARS else line[: _MAX_ERROR_CHARS - 1] + "…"
+
+
+def _error(message: str) -> None:
+    click.echo(_one_line(message), err=True)
+
+
+def _describe_os_error(error: OSError) -> str:
+    """``<strerror>: <filename>`` (as ``open`` and ``write`` report it)."""
+    detail = error.strerror or str(error) or type(error).__name__
+    if error.filename is not None:
+        detail += f": {os.fsdecode(error.filename)}"
+    if error.filename2 is not None:
+        detail += f" -> {os.fsdecode(error.filename2)}"
+    return detail
+
+
+def _quiet_stdout() -> None:
+    """Flush stdout, or point it at /dev/null if it cannot take more.
+
+    After a full disk or a closed pipe the interpreter's own flush at exit would
+    print a second error; with nothing left to flush, it prints none.
+    """
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point of the ``autopilot`` console script; exits with the code."""
+    """Entry point of the ``autopilot`` console script; exits with the code.
+
+    Raises:
+        SystemExit: always, with the exit code.
+        Exception: only with ``AUTOPILOT_DEBUG=1``, an unexpected one re-raised.
+    """
     args = list(sys.argv[1:] if argv is None else argv)
     args, extra = _split_extra(args)
     try:
@@ -74,19 +125,34 @@ def main(argv: Sequence[str] | None = None) -> None:
             if error.ctx and error.ctx.parent
             else ""
         )
-        click.echo(f"autopilot: error: {error.format_message()}{where}", err=True)
+        _error(f"autopilot: error: {error.format_message()}{where}")
         code = 2
     except click.exceptions.Exit as done:
         code = done.exit_code
     except click.Abort:
-        click.echo("autopilot: interrupted", err=True)
+        _error("autopilot: interrupted")
+        code = 130
+    except KeyboardInterrupt:
         code = 130
     except click.ClickException as error:
-        click.echo(f"autopilot: error: {error.format_message()}", err=True)
+        _error(f"autopilot: error: {error.format_message()}")
         code = error.exit_code
     except AutopilotError as error:
-        click.echo(f"autopilot: error: {error}", err=True)
+        _error(f"autopilot: error: {error}")
         code = error.exit_code
     except BrokenPipeError:
+        _quiet_stdout()
         code = 0
+    except OSError as error:
+        _quiet_stdout()
+        _error(f"autopilot: error: {_describe_os_error(error)}")
+        code = EnvironmentProblem.exit_code
+    except Exception as error:
+        if os.environ.get("AUTOPILOT_DEBUG", "") not in ("", "0"):
+            raise
+        _error(
+            f"autopilot: internal error: {type(error).__name__}: {error} "
+            "(set AUTOPILOT_DEBUG=1 for the traceback)"
+        )
+        code = 1
     sys.exit(code if isinstance(code, int) else 0)

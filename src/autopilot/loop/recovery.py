@@ -77,8 +77,8 @@ def reconcile_terminal(folder: Path, store: StateStore, log: EventLog) -> dict[s
         state = store.update(
             lambda s: s.update(
                 terminated=True,
-                terminationReason=snapshot.reason,
-                terminationNote=snapshot.note,
+                terminationReason=snapshot.reason if isinstance(snapshot.reason, str) else None,
+                terminationNote=snapshot.note if isinstance(snapshot.note, str) else None,
                 status=RunStatus.COMPLETED if completed else RunStatus.STOPPED,
                 iterationOpen=False,
                 pid=None,

@@ -14,14 +14,23 @@ Fields (seed names where they exist): ``runId``, ``label``, ``mode``,
 ``pidStartTime`` (epoch s), ``host``, ``spend`` (``costUsd``, ``tokens``
 ``{input, output}``, ``activeMs``, ``iterations``), ``waitingUntil``,
 ``terminated``, ``terminationReason``, ``terminationNote``, ``config`` (what the
-run was armed with, so a restart applies the same limits) and ``version``.
+run was armed with, so a restart applies the same limits) and ``version``; also
+``iterationOpen``, ``agentPid``, ``agentStartTime``, ``loop`` (the policy's streaks,
+see ``loop.counters``), ``prompt`` (``{text, path}``), ``extraArgs``, ``command`` and
+``usageBaseline`` (``{sessionId, input, output}``).
+
+``read_state`` checks the type of every field autopilot reads (``validate_state``):
+a file that is JSON but not of this shape is as corrupt as a torn one, and readers
+may rely on the types. A missing field or ``null`` is fine (readers use defaults).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +38,7 @@ from typing import Any
 
 import filelock
 
+from autopilot.config import RunConfig
 from autopilot.errors import StateFileError
 
 LOCK_TIMEOUT_SECONDS = 30.0
@@ -52,11 +62,145 @@ class RunStatus:
     TERMINAL = frozenset({COMPLETED, STOPPED, ERROR})
 
 
-def read_state(path: Path) -> dict[str, Any]:
-    """Read a ``state.json`` without locking.
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE_RE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _repair_surrogates(text: str) -> str:
+    """Each lone surrogate (it cannot be UTF-8) becomes U+FFFD."""
+    return _SURROGATE_RE.sub("\ufffd", text)
+
+
+_TEXT = "a string"
+_FLAG = "true or false"
+_COUNT = "a whole number from 0 to 10^15"
+_NUMBER = "a number from 0 to 10^15"
+_OBJECT = "an object"
+_TEXTS = "a list of strings"
+_MAX_NUMBER = 10**15
+"""Bound of every number in the file: epoch ms, durations, pids, tokens, USD."""
+
+_SHAPE: dict[str, str | dict[str, Any]] = {
+    "runId": _TEXT,
+    "label": _TEXT,
+    "mode": _TEXT,
+    "contextMode": _TEXT,
+    "agent": _TEXT,
+    "model": _TEXT,
+    "cwd": _TEXT,
+    "startedAt": _NUMBER,
+    "max": _COUNT,
+    "min": _COUNT,
+    "iter": _COUNT,
+    "iterationOpen": _FLAG,
+    "status": _TEXT,
+    "paused": _FLAG,
+    "pausedAt": _NUMBER,
+    "totalPausedMs": _NUMBER,
+    "stopRequested": _FLAG,
+    "stopNow": _FLAG,
+    "stopReason": _TEXT,
+    "sessionId": _TEXT,
+    "pid": _COUNT,
+    "pidStartTime": _NUMBER,
+    "host": _TEXT,
+    "agentPid": _COUNT,
+    "agentStartTime": _NUMBER,
+    "spend": {
+        "costUsd": _NUMBER,
+        "tokens": {"input": _COUNT, "output": _COUNT},
+        "activeMs": _NUMBER,
+        "waitingMs": _NUMBER,
+        "iterations": _COUNT,
+    },
+    "loop": {
+        "stagnationStreak": _COUNT,
+        "lastResponseDigest": _TEXT,
+        "failureStreak": _COUNT,
+        "lastFailureSignature": _TEXT,
+        "rateLimitWaits": _COUNT,
+    },
+    "waitingUntil": _NUMBER,
+    "terminated": _FLAG,
+    "terminationReason": _TEXT,
+    "terminationNote": _TEXT,
+    "prompt": {"text": _TEXT, "path": _TEXT},
+    "extraArgs": _TEXTS,
+    "command": _TEXTS,
+    "usageBaseline": {"sessionId": _TEXT, "input": _COUNT, "output": _COUNT},
+    "version": _COUNT,
+}
+"""The fields autopilot reads and their JSON types (``config`` is ``RunConfig``'s)."""
+
+
+def _fits(value: Any, kind: str) -> bool:
+    if kind == _TEXT:
+        return isinstance(value, str)
+    if kind == _FLAG:
+        return isinstance(value, bool)
+    if kind == _TEXTS:
+        return isinstance(value, list) and all(isinstance(item, str) for item in value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if kind == _COUNT and not isinstance(value, int):
+        return False
+    return math.isfinite(value) and 0 <= value <= _MAX_NUMBER
+
+
+def _check_fields(
+    data: dict[str, Any], shape: dict[str, str | dict[str, Any]], prefix: str, path: Path | str
+) -> None:
+    for name, kind in shape.items():
+        value = data.get(name)
+        if value is None:
+            continue  # missing and null are the same: readers fall back to defaults
+        if isinstance(kind, dict):
+            if not isinstance(value, dict):
+                raise StateFileError(
+                    f"{path}: field '{prefix}{name}' must be {_OBJECT} (corrupt state file)"
+                )
+            _check_fields(value, kind, f"{prefix}{name}.", path)
+        elif not _fits(value, kind):
+            raise StateFileError(
+                f"{path}: field '{prefix}{name}' must be {kind} (corrupt state file)"
+            )
+
+
+def validate_state(state: Any, path: Path | str = "state.json") -> dict[str, Any]:
+    """Check that a parsed ``state.json`` has the shape autopilot reads.
+
+    Every field in the module docstring that is present and not ``null`` must have
+    its JSON type (numbers finite, from 0 to 10^15), and ``config`` must be what
+    ``RunConfig.from_json`` accepts. Unknown fields are left alone.
+
+    Args:
+        state: The parsed JSON.
+        path: The file it came from, for the message.
+
+    Returns:
+        ``state`` itself, now known to be a dict of the right shape.
 
     Raises:
-        StateFileError: the file is missing, unreadable, not JSON, or not an object.
+        StateFileError: the first field of the wrong type, as one line, e.g.
+            ``<path>: field 'spend' must be an object (corrupt state file)``.
+    """
+    if not isinstance(state, dict):
+        raise StateFileError(f"{path} does not hold a JSON object (corrupt state file)")
+    _check_fields(state, _SHAPE, "", path)
+    if state.get("config") is not None:
+        RunConfig.from_json(state["config"], source=str(path))
+    return state
+
+
+def read_state(path: Path) -> dict[str, Any]:
+    """Read a ``state.json`` without locking, and check its shape (``validate_state``).
+
+    Lone surrogates in strings (``"\\ud83d"`` escapes) are replaced with U+FFFD, so
+    whatever is read can be printed and written back.
+
+    Raises:
+        StateFileError: the file is missing, unreadable, not JSON, not an object, or
+            a field autopilot reads has the wrong type.
     """
     try:
         data = path.read_bytes()
@@ -66,11 +210,11 @@ def read_state(path: Path) -> dict[str, Any]:
         raise StateFileError(f"cannot read {path}: {error.strerror or error}") from None
     try:
         value = json.loads(data)
+        if _SURROGATE_ESCAPE_RE.search(data):
+            value = json.loads(_repair_surrogates(json.dumps(value, ensure_ascii=False)))
     except (ValueError, RecursionError):
         raise StateFileError(f"{path} is not valid JSON (corrupt state file)") from None
-    if not isinstance(value, dict):
-        raise StateFileError(f"{path} does not hold a JSON object (corrupt state file)")
-    return value
+    return validate_state(value, path)
 
 
 def read_state_quietly(path: Path) -> dict[str, Any] | None:
@@ -110,8 +254,17 @@ def write_atomically(path: Path, data: bytes) -> None:
 
 
 def encode_state(state: dict[str, Any]) -> bytes:
-    """Two-space indented JSON with a trailing newline (the seed's layout)."""
-    return (json.dumps(state, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode()
+    """Two-space indented JSON with a trailing newline (the seed's layout).
+
+    Lone surrogates in strings (e.g. a session id cut from an agent's output) are
+    written as U+FFFD, so encoding never fails on them.
+
+    Raises:
+        ValueError: NaN or an infinity in a number, or a circular reference.
+        TypeError: a value JSON cannot hold.
+    """
+    text = json.dumps(state, indent=2, ensure_ascii=False, allow_nan=False)
+    return (_repair_surrogates(text) + "\n").encode()
 
 
 class StateStore:
