@@ -107,7 +107,7 @@ def test_invocation() -> None:
     fresh = adapter.build_invocation(_request("go"))
     assert fresh.argv[1:] == [
         "-p", "go", "--output-format", "json", "--allow-all-tools",
-        "--model", "gpt-5", "-C", "/repo",
+        "--no-ask-user", "--no-auto-update", "--model", "gpt-5", "-C", "/repo",
     ]  # fmt: skip
     assert fresh.stdin is None
     resumed = adapter.build_invocation(_request("go", resume="e673"))

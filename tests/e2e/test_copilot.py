@@ -34,7 +34,10 @@ LIMITS = ["--iteration-timeout", "120", "--idle-timeout", "60"]
 
 
 def _base_argv(repo: Path) -> list[str]:
-    return ["-p", PROMPT, "--output-format", "json", "--allow-all-tools", "-C", str(repo)]
+    return [
+        "-p", PROMPT, "--output-format", "json", "--allow-all-tools",
+        "--no-ask-user", "--no-auto-update", "-C", str(repo),
+    ]  # fmt: skip
 
 
 def _run(

@@ -3,7 +3,8 @@
 Verified against Copilot CLI 1.0.102 (``reference/agent-clis.md`` §3 and the real
 streams ``copilot*.jsonl`` in ``reference/streams/errors-and-more/``). Invocation::
 
-    copilot -p PROMPT --output-format json --allow-all-tools [--model M] -C CWD
+    copilot -p PROMPT --output-format json --allow-all-tools --no-ask-user
+            --no-auto-update [--model M] -C CWD
             [--resume=SESSION] [extra args]                 (stdin: /dev/null)
 
 ``--allow-all-tools`` is required in ``-p`` mode. The prompt is one argv element
@@ -226,6 +227,9 @@ class CopilotAdapter:
             "--output-format",
             "json",
             "--allow-all-tools",
+            # Unattended: never stop to ask the user, never update itself mid-run.
+            "--no-ask-user",
+            "--no-auto-update",
         ]
         if request.model:
             argv += ["--model", request.model]

@@ -211,8 +211,12 @@ def classify_error_text(text: str, status: int | None = None) -> ErrorKind:
 
 def last_line(text: str) -> str | None:
     """The last non-empty line of ``text``, shortened to 400 characters."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    plain = _ANSI.sub("", text)
+    lines = [line.strip() for line in plain.strip().splitlines() if line.strip()]
     return shorten(lines[-1], 400) if lines else None
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 
 
 def conclude(

@@ -42,6 +42,7 @@ AGENT_CLIS: tuple[tuple[str, str, str], ...] = (
     ("gemini", "gemini", "npm install -g @google/gemini-cli"),
     ("copilot", "copilot", "npm install -g @github/copilot"),
     ("opencode", "opencode", "npm install -g opencode-ai"),
+    ("aider", "aider", "pip install aider-chat"),
 )
 """(name, default executable, how to install) for each agent CLI of SPEC §8."""
 
