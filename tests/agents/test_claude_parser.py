@@ -10,7 +10,7 @@ import pytest
 
 from autopilot.agents.base import Classification, ErrorKind, IterationReport
 from autopilot.agents.claude import ClaudeAdapter
-from tests.agents.streams import Want, captures, check, fixed_clock, run
+from tests.agents.streams import STREAMS, Want, captures, check, fixed_clock, run
 
 S1 = "eab24a57-a0dc-4669-98eb-2837131cf8d3"
 S2 = "b1fb9019-4296-4646-a12a-4d3ce1dcefea"
@@ -182,3 +182,22 @@ def test_failed_exit_without_result_is_classified_from_stderr_only() -> None:
     verdict = adapter.classify(report, 1, "Error: Invalid API key · Please run /login\n")
     assert verdict.error_kind is ErrorKind.AUTH
     assert verdict.message == "Error: Invalid API key · Please run /login"
+
+
+def test_json_array_output_is_read_like_stream_json() -> None:
+    # Field report 18: `--output-format json` prints one array of every message.
+    from autopilot.agents.claude import ClaudeStreamParser
+
+    lines = (STREAMS / "claude-stream.jsonl").read_text().splitlines()
+    array = "[" + ",".join(line for line in lines if line.strip()) + "]"
+    parser = ClaudeStreamParser()
+    parser.feed(array)
+    report = parser.report()
+    assert report.result_seen and report.final_message == "done. COMPLETE"
+    assert report.session_id == "eab24a57-a0dc-4669-98eb-2837131cf8d3"
+    single = ClaudeStreamParser()
+    single.feed(next(line for line in lines if '"type":"result"' in line))
+    assert single.report().final_message == "done. COMPLETE"
+    broken = ClaudeStreamParser()
+    assert broken.feed('{"type": "result", "result": ') == []
+    assert broken.report().result_seen is False and broken.report().bad_lines == 1

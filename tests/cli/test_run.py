@@ -270,3 +270,34 @@ def test_command_agent_prompt_on_stdin_arg_and_file(tmp_path: Path, repo: Path) 
     for folder in (tmp_path / "runs").glob("*-*"):
         stdout = (folder / "iter-0001" / "stdout.log").read_text()
         assert "working on: " + METACHAR_PROMPT.strip() in stdout
+
+
+def test_continue_falls_back_to_a_fresh_session_when_resume_fails(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    env = fake_agent(
+        [
+            [{"shell": "date +%N >> a"}, {"result": "first step"}],
+            [
+                {"result": "No conversation found with session ID: s1", "is_error": True},
+                {"exit": 1},
+            ],
+            [{"shell": "date +%N >> b"}, {"result": "COMPLETE"}],
+        ],
+        select="invocation",
+    )
+    script = json.loads(Path(env["FAKE_AGENT_SCRIPT"]).read_text())
+    script["iterations"][0]["session_id"] = "s1"
+    script["iterations"][2]["session_id"] = "s2"
+    Path(env["FAKE_AGENT_SCRIPT"]).write_text(json.dumps(script))
+    done = run_cli(["run", "-p", "x", "--continue", "--plain"], cwd=repo, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    events = _events(tmp_path)
+    assert any(
+        e["type"] == "warning" and "resuming session s1 failed" in str(e["note"]) for e in events
+    )
+    ends = [e for e in events if e["type"] == "iteration_end"]
+    assert [(e["iteration"], e["sessionId"]) for e in ends] == [(1, "s1"), (2, "s2")]
+    assert _state(tmp_path)["sessionId"] == "s2"
+    second = (_run_dir(tmp_path) / "iter-0002" / "stdout.log").read_text()
+    assert "s2" in second
