@@ -17,7 +17,7 @@ from autopilot.errors import RunLockedError, UsageError
 from autopilot.loop.arming import PromptSource, RunResult, arm_run, describe_ending
 from autopilot.loop.clock import SystemClock
 from autopilot.loop.driver import Driver
-from autopilot.loop.git import is_repository
+from autopilot.loop.git import is_repository, work_tree_root
 from autopilot.loop.locks import ProjectLock
 from autopilot.loop.signals import Interrupts
 from autopilot.store.paths import list_run_ids, resolve_run, run_dir, runs_root
@@ -238,7 +238,8 @@ def run(
     if config.context == "continue" and not adapter.supports_sessions:
         raise UsageError(f"--continue needs an agent with sessions; {config.agent} has none")
     root = runs_root()
-    if (root == cwd or cwd in root.parents) and is_repository(cwd):
+    top = work_tree_root(cwd)
+    if (root == top or top in root.parents) and is_repository(cwd):
         raise UsageError(
             f"the runs root {root} is inside the work tree; an agent could delete it and "
             "its writes would count as progress: set AUTOPILOT_RUNS_DIR elsewhere"

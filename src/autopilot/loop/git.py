@@ -63,6 +63,14 @@ def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes] | None:
         return None
 
 
+def work_tree_root(cwd: Path) -> Path:
+    """The top of the git work tree holding ``cwd``, or ``cwd`` outside a repository."""
+    done = _git(cwd, "rev-parse", "--show-toplevel")
+    if done is not None and done.returncode == 0 and done.stdout.strip():
+        return Path(done.stdout.decode("utf-8", "surrogateescape").strip())
+    return cwd
+
+
 def is_repository(cwd: Path) -> bool:
     """True if ``cwd`` is inside a git work tree."""
     done = _git(cwd, "rev-parse", "--is-inside-work-tree")

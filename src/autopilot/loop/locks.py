@@ -14,6 +14,7 @@ from pathlib import Path
 import filelock
 
 from autopilot.errors import RunLockedError
+from autopilot.loop.git import work_tree_root
 
 
 class ProjectLock:
@@ -26,10 +27,14 @@ class ProjectLock:
 
     def __init__(self, root: Path, cwd: Path) -> None:
         self.cwd = cwd
-        key = hashlib.sha256(str(cwd).encode()).hexdigest()[:16]
+        key = hashlib.sha256(str(work_tree_root(cwd)).encode()).hexdigest()[:16]
         self._dir = root / ".locks"
         self._owner = self._dir / f"{key}.owner"
-        self._lock = filelock.UnixFileLock(str(self._dir / f"{key}.lock"), timeout=0)
+        # Not thread-local: ``run`` takes it in the main thread and the driver, behind
+        # the live view, runs in another.
+        self._lock = filelock.UnixFileLock(
+            str(self._dir / f"{key}.lock"), timeout=0, thread_local=False
+        )
 
     @property
     def held(self) -> bool:
@@ -75,7 +80,9 @@ class RunLocks:
     def __init__(self, project: ProjectLock, run_id: str, folder: Path) -> None:
         self.project = project
         self.run_id = run_id
-        self._run_lock = filelock.UnixFileLock(str(folder / "driver.lock"), timeout=0)
+        self._run_lock = filelock.UnixFileLock(
+            str(folder / "driver.lock"), timeout=0, thread_local=False
+        )
 
     def acquire(self) -> None:
         """Take both locks, or neither.
