@@ -280,7 +280,10 @@ def _int_setting(minimum: int) -> Callable[[str, str], int]:
 
 
 def _float_setting(text: str, name: str) -> float:
-    return parse_float(text, name=name)
+    value = parse_float(text, name=name)
+    if value <= 0:
+        raise UsageError(f"{name} must be more than zero, got {text.strip()!r}")
+    return value
 
 
 def _duration_setting(text: str, name: str) -> float:

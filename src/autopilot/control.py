@@ -19,7 +19,7 @@ import psutil
 from autopilot.errors import UsageError
 from autopilot.loop.clock import Clock
 from autopilot.loop.process import end_process_group_of
-from autopilot.loop.recovery import reconcile_terminal
+from autopilot.loop.recovery import charge_interrupted_attempt, reconcile_terminal
 from autopilot.store.events import EventLog, EventType, read_events
 from autopilot.store.fold import Snapshot, fold
 from autopilot.store.state import RunStatus, StateStore, read_state
@@ -145,6 +145,36 @@ def stop(
     return ControlResult(state, f"{run_dir.name}: stopped (no driver was running)")
 
 
+def _adapter_of(state: dict[str, Any]) -> Any:
+    """The adapter a run was armed with (for re-reading its saved output)."""
+    from autopilot.agents.registry import make_adapter
+    from autopilot.config import RunConfig
+
+    config = RunConfig.from_json(state.get("config") or {})
+    return make_adapter(
+        config.agent,
+        command=tuple(state.get("command") or ()) or ("true",),
+        prompt_via=config.prompt_via,
+    )
+
+
+def repair(run_dir: Path, clock: Clock) -> dict[str, Any]:
+    """If no driver holds the run, make its state and log agree that it ended (a
+    crash between the two writes); returns the state. A driver, if any, does this."""
+    store = StateStore(run_dir / "state.json")
+    lock = filelock.UnixFileLock(str(run_dir / "driver.lock"), timeout=0)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        return read_state(run_dir / "state.json")
+    log = EventLog(run_dir / "events.jsonl", run_dir.name, clock.now_ms)
+    try:
+        return reconcile_terminal(run_dir, store, log)
+    finally:
+        log.close()
+        lock.release()
+
+
 def _end_without_driver(
     run_dir: Path, store: StateStore, clock: Clock, note: str
 ) -> dict[str, Any]:
@@ -155,7 +185,8 @@ def _end_without_driver(
         _check_active(state, run_dir.name)
         leftover = state.get("agentPid")
         if isinstance(leftover, int):
-            end_process_group_of(leftover, state.get("agentStartTime"))
+            end_process_group_of(leftover, state.get("agentStartTime"), run_dir.name)
+            charge_interrupted_attempt(store, log, _adapter_of(state), state)
         state = store.update(
             lambda s: s.update(
                 terminated=True,

@@ -99,3 +99,15 @@ def test_no_token_or_message_never_matches() -> None:
 )
 def test_explicit_not_done(message: str, expected: bool) -> None:
     assert explicit_not_done(message) is expected
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Is it COMPLETE?", "Nothing is COMPLETE yet.", "COMPLETE: false", "Are we COMPLETE? Not yet."],
+)
+def test_questions_and_explicit_false_do_not_count(message: str) -> None:
+    assert promise_present(message, "COMPLETE") is False
+
+
+def test_a_later_question_does_not_undo_an_earlier_token() -> None:
+    assert promise_present("All stories pass. COMPLETE\nAnything else?", "COMPLETE") is True

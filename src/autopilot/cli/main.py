@@ -56,8 +56,9 @@ for command in (
 
 
 def _split_extra(argv: list[str]) -> tuple[list[str], tuple[str, ...]]:
-    """Split ``run … -- PROGRAM ARGS`` at the first ``--``."""
-    if "--" in argv:
+    """Split ``run … -- PROGRAM ARGS`` at the first ``--`` (``run`` only; for other
+    commands ``--`` keeps its usual meaning: what follows is positional)."""
+    if "--" in argv and "run" in argv[: argv.index("--")]:
         at = argv.index("--")
         return argv[:at], tuple(argv[at + 1 :])
     return argv, ()

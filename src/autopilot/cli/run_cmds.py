@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from autopilot import control
 from autopilot.agents.registry import AGENT_NAMES, make_adapter
 from autopilot.config import RunConfig, build_config
 from autopilot.control import driver_alive
@@ -21,7 +22,7 @@ from autopilot.loop.git import is_repository, work_tree_root
 from autopilot.loop.locks import ProjectLock
 from autopilot.loop.signals import Interrupts
 from autopilot.store.paths import list_run_ids, resolve_run, run_dir, runs_root
-from autopilot.store.state import read_state, read_state_quietly
+from autopilot.store.state import read_state_quietly
 from autopilot.view.plain import format_event
 
 _LIMIT_OPTIONS = (
@@ -274,7 +275,7 @@ def start(run_ref: str | None, plain: bool) -> int:
     """
     root = runs_root()
     run_id = resolve_run(root, run_ref, project=None if run_ref else Path.cwd().resolve())
-    state = read_state(run_dir(root, run_id) / "state.json")
+    state = control.repair(run_dir(root, run_id), SystemClock())
     if state.get("terminated"):
         raise UsageError(f"run {run_id} has already ended ({state.get('terminationReason')})")
     if driver_alive(state):

@@ -30,8 +30,8 @@ _FENCE_RE = re.compile(r"^\s*(```|~~~)")
 _INLINE_CODE_RE = re.compile(r"`[^`\n]*`")
 _QUOTED_RE = re.compile(r"\"[^\"\n]*\"|“[^”\n]*”|‘[^’\n]*’|(?<![A-Za-z])'[^'\n]*'(?![A-Za-z])")
 _NEGATION_RE = re.compile(
-    r"\b(not|never|no|without|cannot|can't|won't|don't|didn't|isn't|aren't|wasn't|"
-    r"haven't|hasn't|shouldn't|mustn't|nor|yet to)\b",
+    r"\b(not|never|no|nothing|none|without|cannot|can't|won't|don't|didn't|isn't|aren't|"
+    r"wasn't|haven't|hasn't|shouldn't|mustn't|nor|yet to|is it|are we|am i)\b",
     re.IGNORECASE,
 )
 _CONDITION_RE = re.compile(
@@ -119,5 +119,9 @@ def _stands(line: str, position: int, token: str) -> bool:
     if _NEGATION_RE.search(before) or _CONDITION_RE.search(before):
         return False
     after = line[position + len(token) :]
-    after_sentence = _SENTENCE_END_RE.split(after, maxsplit=1)[0]
+    if re.match(r"\s*(</promise>)?\s*[:=]\s*(false|no|0|pending|not yet)\b", after, re.IGNORECASE):
+        return False  # "COMPLETE: false"
+    after_sentence = re.split(r"[.!;](\s|$)", after, maxsplit=1)[0]
+    if "?" in after_sentence.split("\n")[0][:40]:
+        return False  # a question: "Is it COMPLETE?"
     return not re.match(r"\s*(</promise>)?\s*(is|was)?\s*(not|n't)\b", after_sentence)

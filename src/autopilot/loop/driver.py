@@ -49,6 +49,7 @@ from autopilot.loop.outcome import (
     outcome_of,
     progress_of,
     response_of,
+    sane_report,
 )
 from autopilot.loop.policy import (
     Action,
@@ -62,8 +63,8 @@ from autopilot.loop.policy import (
 )
 from autopilot.loop.process import EndedBy, ProcessLimits, end_process_group_of, run_agent_process
 from autopilot.loop.recovery import (
+    charge_interrupted_attempt,
     reconcile_terminal,
-    recover_attempt,
     remove_stale_temp_files,
 )
 from autopilot.loop.signals import Interrupts
@@ -130,6 +131,7 @@ class Driver:
         self.log = EventLog(self.folder / "events.jsonl", run_id, clock.now_ms)
         self._last_prompt: str | None = self.prompt_source.text
         self._last_state_read = 0.0
+        self._parse_failures = 0
         self._locks = RunLocks(project_lock or ProjectLock(root, self.cwd), run_id, self.folder)
 
     # -- state ---------------------------------------------------------------
@@ -149,7 +151,11 @@ class Driver:
     def _emit(self, event_type: EventType, **fields: Any) -> None:
         event = self.log.emit(event_type, **fields)
         if event is not None and self.on_event is not None:
-            self.on_event(event)
+            try:
+                self.on_event(event)
+            except (OSError, ValueError):
+                # The terminal or pipe went away; the run goes on, on the record.
+                self.on_event = None
 
     # -- locks -----------------------------------------------------------------
 
@@ -180,7 +186,7 @@ class Driver:
         remove_stale_temp_files(self.folder)
         leftover = self.state.get("agentPid")
         if isinstance(leftover, int) and leftover != pid:
-            end_process_group_of(leftover, self.state.get("agentStartTime"))
+            end_process_group_of(leftover, self.state.get("agentStartTime"), self.run_id)
             self._recover_attempt()
 
         def attach(s: dict[str, Any]) -> None:
@@ -210,41 +216,10 @@ class Driver:
 
     def _recover_attempt(self) -> None:
         """Charge the attempt a dead driver left running, then start a new iteration."""
-        folder = self.state.get("attemptDir")
-        recovered = recover_attempt(Path(folder) if isinstance(folder, str) else None, self.adapter)
-        report = recovered.report if recovered else None
-        in_tokens = (report.input_tokens or 0) if report else 0
-        out_tokens = (report.output_tokens or 0) if report else 0
-        cost = (report.cost_usd or 0.0) if report else 0.0
-        duration_ms = recovered.duration_ms if recovered else 0
-        number = int(self.state.get("iter") or 0)
-
-        def charge(s: dict[str, Any]) -> None:
-            spend = s.setdefault("spend", {})
-            tokens = spend.setdefault("tokens", {"input": 0, "output": 0})
-            tokens["input"] = int(tokens.get("input") or 0) + in_tokens
-            tokens["output"] = int(tokens.get("output") or 0) + out_tokens
-            spend["costUsd"] = round(float(spend.get("costUsd") or 0.0) + cost, 6)
-            spend["activeMs"] = int(spend.get("activeMs") or 0) + duration_ms
-            spend["iterations"] = int(spend.get("iterations") or 0) + 1
-            s.update(iterationOpen=False, agentPid=None, agentStartTime=None, attemptDir=None)
-
-        state = self._update(charge)
-        spend = state["spend"]
-        self._emit(
-            EventType.ITERATION_END,
-            iteration=number,
-            excerpt=excerpt(response_of(report, None)) if report else None,
-            outcome=Outcome.KILLED.value,
-            endedBy="driver_died",
-            tokens=dict(spend["tokens"]),
-            costUsd=spend["costUsd"],
-            iterationTokens={"input": in_tokens, "output": out_tokens},
-            iterationCostUsd=cost if report and report.cost_usd is not None else None,
-            durationMs=duration_ms,
-            error="the driver died during this iteration; its spend was recovered "
-            "from the saved output and it counts against the budgets",
-        )
+        event = charge_interrupted_attempt(self.store, self.log, self.adapter, self.state)
+        self.state = self.store.read()
+        if event is not None and self.on_event is not None:
+            self.on_event(event)
 
     def _boundary(self) -> RunResult | None:
         """Honour stop and pause before starting an iteration; check budgets."""
@@ -377,7 +352,12 @@ class Driver:
         parser = self.adapter.new_parser()
 
         def on_line(line: str) -> None:
-            for event in parser.feed(line):
+            try:
+                events = parser.feed(line)
+            except Exception:
+                self._parse_failures += 1
+                return
+            for event in events:
                 if event.subagent:
                     continue
                 if event.kind is AgentEventKind.TEXT:
@@ -436,7 +416,10 @@ class Driver:
             if result.ended_by is not EndedBy.LAUNCH_FAILED
             else None
         )
-        report = apply_usage_baseline(report, self._usage_baseline())
+        # After classify, which may read a reset time from the agent's error text.
+        report = sane_report(
+            apply_usage_baseline(report, self._usage_baseline()), self.clock.now_ms()
+        )
         if (
             classification is not None
             and not classification.ok
@@ -673,10 +656,14 @@ class Driver:
                 break
         waited = int((self.clock.monotonic() - started) * 1000)
 
+        still_limited = decision.action is Action.WAIT and self.clock.now_ms() < until
+
         def done(s: dict[str, Any]) -> None:
             spend = s.setdefault("spend", {})
             spend["waitingMs"] = int(spend.get("waitingMs") or 0) + waited
-            s.update(status=RunStatus.RUNNING, waitingUntil=None)
+            # A pause during a limit wait keeps the reset time: after resume the
+            # boundary waits out the rest instead of relaunching into the limit.
+            s.update(status=RunStatus.RUNNING, waitingUntil=until if still_limited else None)
 
         self._update(done)
 

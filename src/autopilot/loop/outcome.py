@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import math
+import re
 
 from autopilot.agents.base import Classification, ErrorKind, IterationReport
 from autopilot.loop import git
@@ -72,4 +75,41 @@ def failure_signature(outcome: Outcome, error_text: str | None) -> str | None:
     """Identifies a failure for the breaker: the same signature = the same failure."""
     if outcome not in (Outcome.AGENT_ERROR, Outcome.LAUNCH_FAILED):
         return None
-    return hashlib.sha256(f"{outcome.value}\0{error_text}".encode()).hexdigest()[:16]
+    # Request ids, timestamps and counters differ between otherwise identical failures.
+    shape = _VARIABLE_PARTS.sub("#", error_text or "")
+    return hashlib.sha256(f"{outcome.value}\0{shape}".encode()).hexdigest()[:16]
+
+
+_VARIABLE_PARTS = re.compile(r"[0-9a-fA-F]{8,}(?:-[0-9a-fA-F]{4,})*|\d+")
+
+
+_MAX_TOKENS_PER_ITERATION = 10**10
+_MAX_COST_PER_ITERATION_USD = 10_000.0
+_MAX_WAIT_MS = 31 * 24 * 3600 * 1000
+
+
+def sane_report(report: IterationReport, now_ms: int) -> IterationReport:
+    """The report with agent-supplied numbers that cannot be true dropped.
+
+    Tokens must be whole and below 10^10, cost finite and below $10,000, a reset
+    time within 31 days; anything else is treated as not reported, so absurd output
+    (``Infinity``, ``1e300``) can never corrupt spend or ``state.json``.
+    """
+
+    def tokens(value: int | None) -> int | None:
+        ok = isinstance(value, int) and 0 <= value < _MAX_TOKENS_PER_ITERATION
+        return value if ok else None
+
+    cost = report.cost_usd
+    if cost is not None and not (math.isfinite(cost) and 0 <= cost < _MAX_COST_PER_ITERATION_USD):
+        cost = None
+    reset = report.reset_at_ms
+    if reset is not None and not (isinstance(reset, int) and reset - now_ms < _MAX_WAIT_MS):
+        reset = None
+    return dataclasses.replace(
+        report,
+        input_tokens=tokens(report.input_tokens),
+        output_tokens=tokens(report.output_tokens),
+        cost_usd=cost,
+        reset_at_ms=reset,
+    )

@@ -406,36 +406,36 @@ def _end_group(proc: subprocess.Popen[bytes], kill_grace_seconds: float) -> None
         proc.wait()
 
 
-def end_process_group_of(pgid: int, started_at: float | None) -> bool:
+def end_process_group_of(pgid: int, started_at: float | None, run_id: str) -> bool:
     """End what is left of an earlier driver's agent process group.
 
     The group is the agent leader's pid. Even when the leader is gone, members it
     left behind (a shell's background jobs) keep the group alive; they are ended
-    too. Nothing is signalled when the machine rebooted since ``started_at`` or when
-    no member started after it, so a reused id is never taken for ours.
+    too. A member counts as ours only if it started after ``started_at`` and carries
+    ``AUTOPILOT_RUN_ID=<run_id>`` in its environment (every agent and its children
+    inherit it), so a reused id or an unrelated group is never signalled.
 
     Args:
         pgid: The agent leader's pid recorded in ``state.json``.
         started_at: Its recorded start time (epoch s).
+        run_id: The run the agent belonged to.
 
     Returns:
         True if a group was signalled.
     """
-    if started_at is None:
+    if started_at is None or pgid <= 1 or pgid == os.getpgrp():
         return False
-    try:
-        if psutil.boot_time() > started_at + 1:
-            return False
-    except psutil.Error:
-        return False
-    members = 0
+    ours = False
     for process in psutil.process_iter():
         try:
-            if os.getpgid(process.pid) == pgid and process.create_time() >= started_at - 1:
-                members += 1
+            if os.getpgid(process.pid) != pgid or process.create_time() < started_at - 1:
+                continue
+            if process.environ().get("AUTOPILOT_RUN_ID") == run_id:
+                ours = True
+                break
         except (psutil.Error, OSError):
             continue
-    if not members:
+    if not ours:
         return False
     try:
         os.killpg(pgid, signal.SIGKILL)

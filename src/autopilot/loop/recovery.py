@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import psutil
 
 from autopilot.agents.base import AgentAdapter, IterationReport
-from autopilot.store.events import EventLog, EventType, iter_event_lines, read_events
+from autopilot.store.events import EventLog, EventType, excerpt, iter_event_lines, read_events
 from autopilot.store.fold import fold
 from autopilot.store.state import RunStatus, StateStore
 
@@ -106,3 +107,61 @@ def remove_stale_temp_files(folder: Path) -> None:
             continue  # a writer is at work
         with contextlib.suppress(OSError):
             leftover.unlink()
+
+
+def charge_interrupted_attempt(
+    store: StateStore, log: EventLog, adapter: AgentAdapter, state: dict[str, Any]
+) -> dict[str, Any] | None:
+    """Charge the attempt a dead driver left running and close it with an
+    ``iteration_end`` (outcome ``killed``, ``endedBy: driver_died``).
+
+    Its tokens and cost come from its saved output, its time from the output's last
+    write; it counts as a spent iteration. Call holding the run's ``driver.lock``.
+
+    Returns:
+        The event written, or None when no attempt was open.
+    """
+    if not isinstance(state.get("agentPid"), int):
+        return None
+    folder = state.get("attemptDir")
+    recovered = recover_attempt(Path(folder) if isinstance(folder, str) else None, adapter)
+    report = recovered.report if recovered else None
+    in_tokens = _count(report.input_tokens) if report else 0
+    out_tokens = _count(report.output_tokens) if report else 0
+    cost = report.cost_usd if report and _sane_cost(report.cost_usd) else None
+    duration_ms = recovered.duration_ms if recovered else 0
+
+    def charge(s: dict[str, Any]) -> None:
+        spend = s.setdefault("spend", {})
+        tokens = spend.setdefault("tokens", {"input": 0, "output": 0})
+        tokens["input"] = int(tokens.get("input") or 0) + in_tokens
+        tokens["output"] = int(tokens.get("output") or 0) + out_tokens
+        spend["costUsd"] = round(float(spend.get("costUsd") or 0.0) + (cost or 0.0), 6)
+        spend["activeMs"] = int(spend.get("activeMs") or 0) + duration_ms
+        spend["iterations"] = int(spend.get("iterations") or 0) + 1
+        s.update(iterationOpen=False, agentPid=None, agentStartTime=None, attemptDir=None)
+
+    spend = store.update(charge)["spend"]
+    final = (report.final_message or report.last_root_text or "") if report else ""
+    return log.emit(
+        EventType.ITERATION_END,
+        iteration=int(state.get("iter") or 0),
+        excerpt=excerpt(final),
+        outcome="killed",
+        endedBy="driver_died",
+        tokens=dict(spend["tokens"]),
+        costUsd=spend["costUsd"],
+        iterationTokens={"input": in_tokens, "output": out_tokens},
+        iterationCostUsd=cost,
+        durationMs=duration_ms,
+        error="the driver died during this iteration; its spend was recovered from the "
+        "saved output and it counts against the budgets",
+    )
+
+
+def _count(value: int | None) -> int:
+    return value if isinstance(value, int) and 0 <= value < 10**10 else 0
+
+
+def _sane_cost(value: float | None) -> bool:
+    return isinstance(value, float | int) and math.isfinite(value) and 0 <= value < 10_000

@@ -116,8 +116,9 @@ def resolve_run(root: Path, ref: str | None, *, project: Path | None = None) -> 
 
     Args:
         root: The runs root.
-        ref: A run id, a unique prefix of one, or None for the newest run of
-            ``project`` (or the newest run at all when ``project`` is None).
+        ref: A run id, a unique prefix of one, or None for ``project``'s run: its
+            newest run that has not ended, else its newest run (``project`` None:
+            any project).
         project: The project directory whose newest run an omitted RUN means.
 
     Raises:
@@ -127,12 +128,16 @@ def resolve_run(root: Path, ref: str | None, *, project: Path | None = None) -> 
 
     run_ids = list_run_ids(root)
     if ref is None:
+        newest: str | None = None
         for run_id in run_ids:
-            if project is None:
-                return run_id
             state = read_state_quietly(root / run_id / "state.json")
-            if state is not None and state.get("cwd") == str(project):
-                return run_id
+            if project is not None and (state is None or state.get("cwd") != str(project)):
+                continue
+            if state is not None and not state.get("terminated"):
+                return run_id  # the active run is what "this project's run" means
+            newest = newest or run_id
+        if newest is not None:
+            return newest
         where = f" for {project}" if project is not None else ""
         raise RunNotFoundError(f"no runs{where} in {root}")
     if "/" in ref or "\\" in ref or "\0" in ref or ".." in ref:
