@@ -29,7 +29,6 @@ Facts the parser relies on (``aider/exceptions.py``, ``aider/main.py``):
 
 from __future__ import annotations
 
-import os
 import re
 from collections import deque
 
@@ -39,14 +38,13 @@ from autopilot.agents.base import (
     AgentEvent,
     AgentEventKind,
     Classification,
+    CliAgent,
     ErrorKind,
     Invocation,
     InvocationRequest,
     IterationReport,
-    WallClock,
     argv_bytes,
     find_executable,
-    local_now,
     shorten,
 )
 
@@ -172,7 +170,7 @@ class AiderOutputParser:
         return [AgentEvent(AgentEventKind.USAGE, ""), AgentEvent(AgentEventKind.RESULT, reply)]
 
 
-class AiderAdapter:
+class AiderAdapter(CliAgent):
     """Drives ``aider --message``; see the module docstring for the invocation.
 
     Args:
@@ -185,14 +183,7 @@ class AiderAdapter:
     verified_version = "0.86.2"
     supports_sessions = False
     install_hint = "install aider: python -m pip install aider-chat"
-
-    def __init__(self, executable: str | None = None, *, clock: WallClock | None = None) -> None:
-        self.executable = executable or os.environ.get("AUTOPILOT_AIDER_BIN") or "aider"
-        self.clock = clock or local_now
-
-    def check_installed(self) -> None:
-        """Raises ``AgentNotFoundError`` when ``aider`` cannot be found."""
-        find_executable(self.executable, self.install_hint)
+    default_executable = "aider"
 
     def build_invocation(self, request: InvocationRequest) -> Invocation:
         """``aider … --message PROMPT`` (or ``--message-file``), stdin ``/dev/null``."""

@@ -389,3 +389,31 @@ def summarize_tool_input(tool_input: Any) -> str:
     if isinstance(tool_input, Sequence) and not isinstance(tool_input, str):
         return shorten(" ".join(str(item) for item in tool_input), 160)
     return shorten(str(tool_input), 160)
+
+
+class CliAgent:
+    """What every agent CLI adapter shares: its executable and the install check.
+
+    The executable is the constructor's, else ``AUTOPILOT_<NAME>_BIN``, else
+    ``default_executable`` on PATH. Subclasses set ``name``, ``verified_version``,
+    ``install_hint`` and ``default_executable``.
+
+    Args:
+        executable: The program (a name on PATH or a path).
+        clock: The wall clock, for reset times.
+    """
+
+    name = "agent"
+    verified_version = ""
+    supports_sessions = True
+    install_hint = ""
+    default_executable = ""
+
+    def __init__(self, executable: str | None = None, *, clock: WallClock | None = None) -> None:
+        env_name = f"AUTOPILOT_{self.name.upper()}_BIN"
+        self.executable = executable or os.environ.get(env_name) or self.default_executable
+        self.clock = clock or local_now
+
+    def check_installed(self) -> None:
+        """Raises ``AgentNotFoundError`` naming what to install, if missing."""
+        find_executable(self.executable, self.install_hint)

@@ -35,7 +35,6 @@ Facts the parser relies on (``ThreadEvent`` in ``codex-rs/exec/src/exec_events.r
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from autopilot.agents import failures, limits
@@ -44,6 +43,7 @@ from autopilot.agents.base import (
     AgentEvent,
     AgentEventKind,
     Classification,
+    CliAgent,
     Invocation,
     InvocationRequest,
     IterationReport,
@@ -181,7 +181,7 @@ def _summary(item: dict[str, Any]) -> str:
     return summarize_tool_input(item.get("arguments") or {})
 
 
-class CodexAdapter:
+class CodexAdapter(CliAgent):
     """Drives ``codex exec --json``; see the module docstring for the invocation.
 
     Args:
@@ -194,14 +194,7 @@ class CodexAdapter:
     verified_version = "0.171.0"
     supports_sessions = True
     install_hint = "install Codex: npm install -g @openai/codex"
-
-    def __init__(self, executable: str | None = None, *, clock: WallClock | None = None) -> None:
-        self.executable = executable or os.environ.get("AUTOPILOT_CODEX_BIN") or "codex"
-        self.clock = clock or local_now
-
-    def check_installed(self) -> None:
-        """Raises ``AgentNotFoundError`` when ``codex`` cannot be found."""
-        find_executable(self.executable, self.install_hint)
+    default_executable = "codex"
 
     def build_invocation(self, request: InvocationRequest) -> Invocation:
         """``codex exec --json … [resume ID] -- PROMPT`` with stdin ``/dev/null``.

@@ -34,7 +34,6 @@ Facts the parser relies on (``copilot-sdk/generated/session-events.d.ts``):
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from autopilot.agents import failures, limits
@@ -43,6 +42,7 @@ from autopilot.agents.base import (
     AgentEvent,
     AgentEventKind,
     Classification,
+    CliAgent,
     ErrorKind,
     Invocation,
     InvocationRequest,
@@ -186,7 +186,7 @@ def _failure_words(failure: dict[str, Any] | None) -> str:
     return " ".join(str(failure.get(key) or "") for key in ("errorType", "errorMessage"))
 
 
-class CopilotAdapter:
+class CopilotAdapter(CliAgent):
     """Drives ``copilot -p … --output-format json``; see the module docstring.
 
     Args:
@@ -199,14 +199,7 @@ class CopilotAdapter:
     verified_version = "1.0.102"
     supports_sessions = True
     install_hint = "install Copilot CLI: npm install -g @github/copilot"
-
-    def __init__(self, executable: str | None = None, *, clock: WallClock | None = None) -> None:
-        self.executable = executable or os.environ.get("AUTOPILOT_COPILOT_BIN") or "copilot"
-        self.clock = clock or local_now
-
-    def check_installed(self) -> None:
-        """Raises ``AgentNotFoundError`` when ``copilot`` cannot be found."""
-        find_executable(self.executable, self.install_hint)
+    default_executable = "copilot"
 
     def build_invocation(self, request: InvocationRequest) -> Invocation:
         """``copilot -p PROMPT --output-format json --allow-all-tools …``, stdin ``/dev/null``.

@@ -46,6 +46,7 @@ from autopilot.agents.base import (
     AgentEvent,
     AgentEventKind,
     Classification,
+    CliAgent,
     ErrorKind,
     Invocation,
     InvocationRequest,
@@ -181,7 +182,7 @@ def _error_report_text(stderr_tail: str) -> str:
         return ""
 
 
-class GeminiAdapter:
+class GeminiAdapter(CliAgent):
     """Drives ``gemini -p … --output-format stream-json``; see the module docstring.
 
     Args:
@@ -194,14 +195,7 @@ class GeminiAdapter:
     verified_version = "0.61.0"
     supports_sessions = True
     install_hint = "install Gemini CLI: npm install -g @google/gemini-cli"
-
-    def __init__(self, executable: str | None = None, *, clock: WallClock | None = None) -> None:
-        self.executable = executable or os.environ.get("AUTOPILOT_GEMINI_BIN") or "gemini"
-        self.clock = clock or local_now
-
-    def check_installed(self) -> None:
-        """Raises ``AgentNotFoundError`` when ``gemini`` cannot be found."""
-        find_executable(self.executable, self.install_hint)
+    default_executable = "gemini"
 
     def build_invocation(self, request: InvocationRequest) -> Invocation:
         """``gemini --output-format stream-json --yolo … -p PROMPT``, stdin ``/dev/null``.

@@ -32,7 +32,6 @@ Facts the parser relies on:
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from autopilot.agents import failures, limits
@@ -40,6 +39,7 @@ from autopilot.agents.base import (
     AgentEvent,
     AgentEventKind,
     Classification,
+    CliAgent,
     ErrorKind,
     Invocation,
     InvocationRequest,
@@ -176,7 +176,7 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-class OpencodeAdapter:
+class OpencodeAdapter(CliAgent):
     """Drives ``opencode run --format json``; see the module docstring.
 
     Args:
@@ -189,14 +189,7 @@ class OpencodeAdapter:
     verified_version = "1.18.33"
     supports_sessions = True
     install_hint = "install opencode: npm install -g opencode-ai"
-
-    def __init__(self, executable: str | None = None, *, clock: WallClock | None = None) -> None:
-        self.executable = executable or os.environ.get("AUTOPILOT_OPENCODE_BIN") or "opencode"
-        self.clock = clock or local_now
-
-    def check_installed(self) -> None:
-        """Raises ``AgentNotFoundError`` when ``opencode`` cannot be found."""
-        find_executable(self.executable, self.install_hint)
+    default_executable = "opencode"
 
     def build_invocation(self, request: InvocationRequest) -> Invocation:
         """``opencode run --format json --auto …`` with the prompt on stdin."""

@@ -33,7 +33,6 @@ Facts the parser relies on (``AgentSessionEvent``, pi's docs/json.md):
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from autopilot.agents import failures, limits
@@ -42,6 +41,7 @@ from autopilot.agents.base import (
     AgentEvent,
     AgentEventKind,
     Classification,
+    CliAgent,
     Invocation,
     InvocationRequest,
     IterationReport,
@@ -192,7 +192,7 @@ def _text_of(message: Any) -> str:
     return "\n".join(parts)
 
 
-class PiAdapter:
+class PiAdapter(CliAgent):
     """Drives ``pi --mode json``; see the module docstring for the invocation.
 
     Args:
@@ -205,14 +205,7 @@ class PiAdapter:
     verified_version = "0.73.1"
     supports_sessions = True
     install_hint = "install pi: npm install -g @mariozechner/pi-coding-agent"
-
-    def __init__(self, executable: str | None = None, *, clock: WallClock | None = None) -> None:
-        self.executable = executable or os.environ.get("AUTOPILOT_PI_BIN") or "pi"
-        self.clock = clock or local_now
-
-    def check_installed(self) -> None:
-        """Raises ``AgentNotFoundError`` when ``pi`` cannot be found."""
-        find_executable(self.executable, self.install_hint)
+    default_executable = "pi"
 
     def build_invocation(self, request: InvocationRequest) -> Invocation:
         """``pi --mode json … PROMPT``; the prompt on stdin when argv cannot carry it."""
