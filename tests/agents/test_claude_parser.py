@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from autopilot.agents.base import Classification, ErrorKind, IterationReport
+from autopilot.agents.base import Classification, ErrorKind, IterationReport, PermissionDenial
 from autopilot.agents.claude import ClaudeAdapter
 from tests.agents.streams import STREAMS, Want, captures, check, fixed_clock, run
 
@@ -201,3 +201,32 @@ def test_json_array_output_is_read_like_stream_json() -> None:
     broken = ClaudeStreamParser()
     assert broken.feed('{"type": "result", "result": ') == []
     assert broken.report().result_seen is False and broken.report().bad_lines == 1
+
+
+def test_permission_denials_are_read_from_the_result() -> None:
+    # Claude Code 2.1.197 with `--settings '{"permissions":{"deny":["Bash(cat:*)"]}}'`.
+    denied = {
+        "tool_name": "Bash",
+        "tool_use_id": "toolu_0ada26c62a6cde2706d3f958",
+        "tool_input": {
+            "command": "cat hello.txt 2>/dev/null || echo MISSING",
+            "description": "Run cat hello.txt 2>/dev/null || echo MISSING",
+        },
+    }
+    edit = {"tool_name": "Edit", "tool_use_id": "t2", "tool_input": {"file_path": "/w/a.py"}}
+    result = {
+        "type": "result",
+        "subtype": "success",
+        "is_error": False,
+        "result": "wrote hello.txt; will verify next iteration.",
+        "permission_denials": [denied, edit, "junk", {"tool_input": {}}],
+    }
+    report, verdict = _session(result, exit_code=0)
+    assert verdict.ok
+    assert report.permission_denials == (
+        PermissionDenial("Bash", "cat hello.txt 2>/dev/null || echo MISSING"),
+        PermissionDenial("Edit", "/w/a.py"),
+        PermissionDenial("tool", None),
+    )
+    report, _ = _session({**result, "permission_denials": []}, exit_code=0)
+    assert report.permission_denials == ()

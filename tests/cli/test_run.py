@@ -7,6 +7,10 @@ from pathlib import Path
 
 from tests.conftest import FakeAgent, read_jsonl, run_cli
 
+S1 = "6f1c1d2e-1111-4aaa-8bbb-000000000001"
+S2 = "6f1c1d2e-2222-4aaa-8bbb-000000000002"
+"""Session ids in Claude Code's shape (a UUID)."""
+
 METACHAR_PROMPT = (
     "Skill('devkit:git:code-review') 1) check 2) fix 3) done (2 Untested, 5 Failed)\n"
     'Fix the $(hostname) placeholder in Bob\'s code; `id`; fix #3639 -- *.ts - [ ] [x] "q"\n'
@@ -279,7 +283,7 @@ def test_continue_falls_back_to_a_fresh_session_when_resume_fails(
         [
             [{"shell": "date +%N >> a"}, {"result": "first step"}],
             [
-                {"result": "No conversation found with session ID: s1", "is_error": True},
+                {"result": f"No conversation found with session ID: {S1}", "is_error": True},
                 {"exit": 1},
             ],
             [{"shell": "date +%N >> b"}, {"result": "COMPLETE"}],
@@ -287,17 +291,17 @@ def test_continue_falls_back_to_a_fresh_session_when_resume_fails(
         select="invocation",
     )
     script = json.loads(Path(env["FAKE_AGENT_SCRIPT"]).read_text())
-    script["iterations"][0]["session_id"] = "s1"
-    script["iterations"][2]["session_id"] = "s2"
+    script["iterations"][0]["session_id"] = S1
+    script["iterations"][2]["session_id"] = S2
     Path(env["FAKE_AGENT_SCRIPT"]).write_text(json.dumps(script))
     done = run_cli(["run", "-p", "x", "--continue", "--plain"], cwd=repo, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     events = _events(tmp_path)
     assert any(
-        e["type"] == "warning" and "resuming session s1 failed" in str(e["note"]) for e in events
+        e["type"] == "warning" and f"resuming session {S1} failed" in str(e["note"]) for e in events
     )
     ends = [e for e in events if e["type"] == "iteration_end"]
-    assert [(e["iteration"], e["sessionId"]) for e in ends] == [(1, "s1"), (2, "s2")]
-    assert _state(tmp_path)["sessionId"] == "s2"
+    assert [(e["iteration"], e["sessionId"]) for e in ends] == [(1, S1), (2, S2)]
+    assert _state(tmp_path)["sessionId"] == S2
     second = (_run_dir(tmp_path) / "iter-0002" / "stdout.log").read_text()
-    assert "s2" in second
+    assert S2 in second

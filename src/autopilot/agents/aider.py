@@ -182,6 +182,7 @@ class AiderAdapter(CliAgent):
     name = "aider"
     verified_version = "0.86.2"
     supports_sessions = False
+    session_id_shape = None
     install_hint = "install aider: python -m pip install aider-chat"
     default_executable = "aider"
 

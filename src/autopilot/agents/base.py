@@ -41,6 +41,13 @@ MAX_ARG_BYTES = 131_071
 """The longest single argv element Linux accepts, in bytes: ``MAX_ARG_STRLEN``
 (32 pages, 128 KiB) less the terminating NUL. ``execve`` fails with E2BIG above it."""
 
+SESSION_ID_MAX_CHARS = 128
+"""The longest session id accepted from an agent's output or ``state.json``."""
+
+UUID_SHAPE = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+"""A UUID in its canonical text form: the session ids of Claude Code, Codex,
+pi, Gemini CLI and Copilot CLI."""
+
 WallClock = Callable[[], datetime]
 """A function returning the current time as an aware ``datetime`` (local zone)."""
 
@@ -96,6 +103,21 @@ class SessionUsage:
     output_tokens: int
 
 
+@dataclass(frozen=True)
+class PermissionDenial:
+    """A tool call the agent CLI refused to run because a permission rule denied it.
+
+    Attributes:
+        tool: The tool's name as the CLI calls it (``Bash``, ``run_shell_command``,
+            ``bash``, ``command_execution``).
+        command: The command line the call asked to run, else the tool's main
+            argument (a path, a URL); None when the call named neither.
+    """
+
+    tool: str
+    command: str | None = None
+
+
 class ErrorKind(StrEnum):
     """Why an agent's iteration failed, as far as its structured output tells."""
 
@@ -138,6 +160,8 @@ class IterationReport:
             those instead of per-iteration counts (Codex). ``input_tokens`` and
             ``output_tokens`` then hold the same totals until
             ``apply_usage_baseline`` turns them into this iteration's share.
+        permission_denials: Tool calls the CLI refused under a permission rule, in
+            the order it reported them.
     """
 
     final_message: str | None = None
@@ -157,6 +181,7 @@ class IterationReport:
     bad_lines: int = 0
     last_warning: str | None = None
     session_usage: SessionUsage | None = None
+    permission_denials: tuple[PermissionDenial, ...] = ()
 
 
 class StreamParser(Protocol):
@@ -246,6 +271,11 @@ class AgentAdapter(Protocol):
         """Decide from the agent's own signals whether the iteration succeeded."""
         ...
 
+    def valid_session_id(self, text: str) -> bool:
+        """Whether ``text`` has the shape of this CLI's session ids (see
+        ``session_id_fits``); False for agents without sessions."""
+        ...
+
 
 def apply_usage_baseline(report: IterationReport, baseline: SessionUsage | None) -> IterationReport:
     """This iteration's token counts, for agents that report session totals.
@@ -273,6 +303,22 @@ def apply_usage_baseline(report: IterationReport, baseline: SessionUsage | None)
         report,
         input_tokens=totals.input_tokens - baseline.input_tokens,
         output_tokens=totals.output_tokens - baseline.output_tokens,
+    )
+
+
+def session_id_fits(text: object, shape: re.Pattern[str] | None) -> bool:
+    """Whether ``text`` may be stored and passed to the CLI as a session id.
+
+    It must be a string of 1 to ``SESSION_ID_MAX_CHARS`` characters, must not begin
+    with ``-`` (an option to the CLI's parser), and must match ``shape`` whole. A
+    ``shape`` of None (an agent without sessions) accepts nothing.
+    """
+    return (
+        shape is not None
+        and isinstance(text, str)
+        and 0 < len(text) <= SESSION_ID_MAX_CHARS
+        and not text.startswith("-")
+        and shape.fullmatch(text) is not None
     )
 
 
@@ -391,6 +437,30 @@ def summarize_tool_input(tool_input: Any) -> str:
     return shorten(str(tool_input), 160)
 
 
+_DENIAL_ARGUMENTS = ("command", "cmd", "file_path", "filePath", "path", "url", "pattern")
+_DENIAL_COMMAND_CHARS = 2000
+
+
+def permission_denial(tool: object, tool_input: object) -> PermissionDenial:
+    """A ``PermissionDenial`` for a refused call of ``tool`` with ``tool_input``.
+
+    Args:
+        tool: The tool's name (``"tool"`` when it is not a non-empty string).
+        tool_input: The call's arguments as the CLI printed them; the command is
+            the first string among ``command``, ``cmd``, ``file_path``, ``filePath``,
+            ``path``, ``url`` and ``pattern``, kept verbatim up to 2,000 characters.
+    """
+    name = tool if isinstance(tool, str) and tool else "tool"
+    command = None
+    if isinstance(tool_input, Mapping):
+        for key in _DENIAL_ARGUMENTS:
+            value = tool_input.get(key)
+            if isinstance(value, str) and value:
+                command = value[:_DENIAL_COMMAND_CHARS]
+                break
+    return PermissionDenial(name, command)
+
+
 class CliAgent:
     """What every agent CLI adapter shares: its executable and the install check.
 
@@ -408,6 +478,8 @@ class CliAgent:
     supports_sessions = True
     install_hint = ""
     default_executable = ""
+    session_id_shape: re.Pattern[str] | None = UUID_SHAPE
+    """What this CLI's session ids look like (None: it has none)."""
 
     def __init__(self, executable: str | None = None, *, clock: WallClock | None = None) -> None:
         env_name = f"AUTOPILOT_{self.name.upper()}_BIN"
@@ -417,3 +489,7 @@ class CliAgent:
     def check_installed(self) -> None:
         """Raises ``AgentNotFoundError`` naming what to install, if missing."""
         find_executable(self.executable, self.install_hint)
+
+    def valid_session_id(self, text: str) -> bool:
+        """Whether ``text`` has the shape of this CLI's session ids."""
+        return session_id_fits(text, self.session_id_shape)

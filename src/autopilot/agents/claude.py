@@ -36,6 +36,7 @@ from autopilot.agents.base import (
     AgentEvent,
     AgentEventKind,
     Classification,
+    CliAgent,
     ErrorKind,
     Invocation,
     InvocationRequest,
@@ -44,6 +45,7 @@ from autopilot.agents.base import (
     find_executable,
     loads_agent_json,
     local_now,
+    permission_denial,
     shorten,
     summarize_tool_input,
 )
@@ -200,6 +202,13 @@ class ClaudeStreamParser:
                 )
             )
             report.output_tokens = _int(usage.get("output_tokens"))
+        denials = msg.get("permission_denials")
+        if isinstance(denials, list):
+            report.permission_denials = tuple(
+                permission_denial(item.get("tool_name"), item.get("tool_input"))
+                for item in denials
+                if isinstance(item, dict)
+            )
         cost = msg.get("total_cost_usd")
         if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
             report.cost_usd = float(cost)
@@ -270,26 +279,20 @@ def _subtype_kind(subtype: Any, text: str) -> ErrorKind:
     return ErrorKind.UNKNOWN
 
 
-class ClaudeAdapter:
+class ClaudeAdapter(CliAgent):
     """Drives Claude Code; see the module docstring for the invocation.
 
     Args:
         executable: The ``claude`` program (name on PATH or a path); the
             ``AUTOPILOT_CLAUDE_BIN`` variable overrides the default.
+        clock: The wall clock, for reset times given as a clock time.
     """
 
     name = "claude"
     verified_version = "2.1.197"
     supports_sessions = True
     install_hint = "install Claude Code: npm install -g @anthropic-ai/claude-code"
-
-    def __init__(self, executable: str | None = None, *, clock: WallClock | None = None) -> None:
-        self.executable = executable or os.environ.get("AUTOPILOT_CLAUDE_BIN") or "claude"
-        self.clock = clock or local_now
-
-    def check_installed(self) -> None:
-        """Raises ``AgentNotFoundError`` when ``claude`` cannot be found."""
-        find_executable(self.executable, self.install_hint)
+    default_executable = "claude"
 
     def build_invocation(self, request: InvocationRequest) -> Invocation:
         """``claude -p … --output-format stream-json --verbose``; prompt on stdin."""

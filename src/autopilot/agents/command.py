@@ -117,6 +117,10 @@ class CommandAdapter:
         """A parser for plain-text output."""
         return PlainTextParser()
 
+    def valid_session_id(self, text: str) -> bool:
+        """Always False: a plain program has no sessions."""
+        return False
+
     def classify(self, report: IterationReport, exit_code: int, stderr_tail: str) -> Classification:
         """Exit 0 is success; otherwise the last stderr line is the error."""
         if exit_code == 0:

@@ -32,6 +32,7 @@ Facts the parser relies on:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from autopilot.agents import failures, limits
@@ -190,6 +191,7 @@ class OpencodeAdapter(CliAgent):
     supports_sessions = True
     install_hint = "install opencode: npm install -g opencode-ai"
     default_executable = "opencode"
+    session_id_shape = re.compile(r"ses_[0-9A-Za-z]{8,60}")
 
     def build_invocation(self, request: InvocationRequest) -> Invocation:
         """``opencode run --format json --auto …`` with the prompt on stdin."""

@@ -38,6 +38,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,12 @@ def main() -> int:
     chosen = _pick(script, script_path)
     prompt = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
     iteration = os.environ.get("AUTOPILOT_ITERATION", "1")
-    session = _arg_after("--resume") or chosen.get("session_id") or f"fake-session-{iteration}"
+    session = (
+        _arg_after("--resume")
+        or chosen.get("session_id")
+        # A UUID, as Claude Code's session ids are: one per iteration, reproducible.
+        or str(uuid.uuid5(uuid.NAMESPACE_URL, f"autopilot-fake-session-{iteration}"))
+    )
     stream = StreamJson(session, os.getcwd())
     if not chosen.get("no_init"):
         _out(stream.init())
