@@ -5,12 +5,17 @@ Every error a user can cause ends as one line on stderr and a documented exit co
 
     AutopilotError                 (exit 1)
     ├── UsageError                 a malformed option, config or RUN (exit 2)
-    │   └── RunNotFoundError       RUN names no run, or more than one (exit 2)
+    │   ├── RunNotFoundError       RUN names no run, or more than one (exit 2)
+    │   └── RepositoryError        not a repository, bare, no commit, detached HEAD,
+    │                              staged changes, a branch or path that exists (exit 2)
+    ├── MergeConflictError         a run's branch does not apply cleanly (exit 1)
     └── EnvironmentProblem         the machine cannot do what was asked (exit 4)
         ├── RunsRootError          the runs root is missing, not ours, or unwritable
         ├── StateFileError         state.json is unreadable or corrupt
         ├── RunLockedError         another driver holds the run
-        └── AgentNotFoundError     the agent CLI is not installed
+        ├── AgentNotFoundError     the agent CLI is not installed
+        ├── GitUnavailableError    git is missing, cannot start, or timed out
+        └── GitCommandError        a git command failed unexpectedly
 
 Shutdown (SIGINT/SIGTERM) is not an exception: signal handlers set flags that the
 loop reads at its boundaries.
@@ -55,3 +60,28 @@ class RunLockedError(EnvironmentProblem):
 
 class AgentNotFoundError(EnvironmentProblem):
     """The agent CLI's executable is not on PATH."""
+
+
+class RepositoryError(UsageError):
+    """The repository cannot be used as asked (not one, bare, no commit, detached
+    HEAD, staged changes, a branch or worktree path that already exists)."""
+
+
+class MergeConflictError(AutopilotError):
+    """A run's branch does not apply cleanly; nothing was changed.
+
+    Attributes:
+        files: The conflicting paths, relative to the top of the work tree.
+    """
+
+    def __init__(self, message: str, files: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.files = files
+
+
+class GitUnavailableError(EnvironmentProblem):
+    """git is not installed, cannot be started, or a call timed out."""
+
+
+class GitCommandError(EnvironmentProblem):
+    """A git command failed in a way autopilot did not expect (git's own words)."""

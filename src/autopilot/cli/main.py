@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import click
 
 from autopilot import __version__
-from autopilot.cli import control_cmds, manage_cmds, run_cmds, view_cmds, watch_cmds
+from autopilot.cli import control_cmds, git_cmds, manage_cmds, run_cmds, view_cmds, watch_cmds
 from autopilot.errors import AutopilotError, EnvironmentProblem
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -51,6 +51,10 @@ for command in (
     manage_cmds.stats,
     manage_cmds.prune,
     manage_cmds.doctor,
+    git_cmds.checkpoints,
+    git_cmds.diff,
+    git_cmds.restore,
+    git_cmds.merge,
 ):
     cli.add_command(command)
 

@@ -1,0 +1,232 @@
+"""``autopilot checkpoints | diff | restore | merge [RUN]``."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+import filelock
+
+from autopilot.config import parse_int
+from autopilot.control import driver_alive
+from autopilot.errors import RepositoryError, RunLockedError, UsageError
+from autopilot.store.paths import resolve_run, run_dir, runs_root
+from autopilot.store.state import read_state
+from autopilot.workspace.checkpoints import Checkpoint, FileChange
+from autopilot.workspace.merge import MergeMode, merge_back
+from autopilot.workspace.repo import Repository, open_repository
+from autopilot.workspace.run_workspace import RunWorkspace, open_run_workspace
+
+_RUN_ARG = click.argument("run_ref", metavar="[RUN]", required=False)
+_CTX = {"help_option_names": ["-h", "--help"]}
+
+
+def _open(run_ref: str | None) -> tuple[Path, dict[str, object], RunWorkspace]:
+    root = runs_root(create=False)
+    run_id = resolve_run(root, run_ref, project=None if run_ref else Path.cwd().resolve())
+    folder = run_dir(root, run_id)
+    state = read_state(folder / "state.json")
+    return folder, state, open_run_workspace(folder, state)
+
+
+def _hold(folder: Path, state: dict[str, object]) -> filelock.UnixFileLock:
+    """The run's ``driver.lock``, so no driver starts while files change under it."""
+    busy = RunLockedError(f"run {folder.name} is running; stop it first (autopilot stop)")
+    if driver_alive(state) and not state.get("terminated"):
+        raise busy
+    lock = filelock.UnixFileLock(str(folder / "driver.lock"), timeout=0, thread_local=False)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        raise busy from None
+    return lock
+
+
+def _none_yet(run_id: str) -> UsageError:
+    return UsageError(
+        f"run {run_id} has no checkpoints (it ran with checkpoints off or outside a git repository)"
+    )
+
+
+def _summary(changes: tuple[FileChange, ...], limit: int = 8) -> str:
+    shown = ", ".join(change.describe() for change in changes[:limit])
+    more = f", and {len(changes) - limit} more" if len(changes) > limit else ""
+    return f"{len(changes)} file{'s' if len(changes) != 1 else ''} ({shown}{more})"
+
+
+@click.command(context_settings=_CTX)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per checkpoint.")
+@_RUN_ARG
+def checkpoints(as_json: bool, run_ref: str | None) -> int:
+    """List RUN's checkpoints: the baseline, one after each iteration, and restores."""
+    _, _, workspace = _open(run_ref)
+    found = workspace.checkpoints.history()
+    if as_json:
+        for item in found:
+            click.echo(json.dumps(_checkpoint_json(item)))
+        return 0
+    if not found:
+        click.echo(str(_none_yet(workspace.run_id)))
+        return 0
+    click.echo(f"{'checkpoint':<20} {'iteration':>9} {'files':>6}  {'commit':<12}  taken")
+    for item in found:
+        iteration = "-" if item.iteration is None else str(item.iteration)
+        taken = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item.created_at_ms / 1000))
+        click.echo(
+            f"{item.name:<20} {iteration:>9} {item.files_changed:>6}  {item.sha[:12]:<12}  {taken}"
+        )
+    return 0
+
+
+def _checkpoint_json(item: Checkpoint) -> dict[str, object]:
+    return {
+        "name": item.name,
+        "kind": item.kind.value,
+        "iteration": item.iteration,
+        "sha": item.sha,
+        "tree": item.tree,
+        "head": item.head,
+        "filesChanged": item.files_changed,
+        "createdAtMs": item.created_at_ms,
+    }
+
+
+@click.command(context_settings=_CTX)
+@click.option("--iteration", "iteration", metavar="N", help="What iteration N changed.")
+@click.option("--stat", is_flag=True, help="A summary per file instead of the patch.")
+@_RUN_ARG
+def diff(iteration: str | None, stat: bool, run_ref: str | None) -> int:
+    """Show what RUN changed in the working tree (or what one iteration changed)."""
+    _, _, workspace = _open(run_ref)
+    history = workspace.checkpoints.history()
+    if not history:
+        raise _none_yet(workspace.run_id)
+    if iteration is not None:
+        number = parse_int(iteration, name="--iteration", minimum=1)
+        new = workspace.checkpoints.find_iteration(number)
+        old = workspace.checkpoints.before(new)
+    else:
+        old, new = history[0], history[-1]
+    sys.stdout.flush()
+    out = sys.stdout.buffer
+    out.write(workspace.checkpoints.diff(old, new, stat=stat, color=sys.stdout.isatty()))
+    out.flush()
+    return 0
+
+
+@click.command(context_settings=_CTX)
+@click.option(
+    "--iteration",
+    "iteration",
+    metavar="N",
+    help="The checkpoint after iteration N (0: the baseline).",
+)
+@click.option(
+    "--checkpoint",
+    "name",
+    metavar="NAME",
+    help="A checkpoint by name "
+    "(see autopilot checkpoints), e.g. before-restore-0001 to undo a restore.",
+)
+@_RUN_ARG
+def restore(iteration: str | None, name: str | None, run_ref: str | None) -> int:
+    """Bring the working tree back to a checkpoint of RUN (undoable).
+
+    A checkpoint of the tree as it is comes first. Your branch, HEAD and index are
+    not changed, and .autopilot/memory.md is not rewound.
+    """
+    if (iteration is None) == (name is None):
+        raise UsageError("give one of --iteration N or --checkpoint NAME")
+    folder, state, workspace = _open(run_ref)
+    if not workspace.checkpoints.history():
+        raise _none_yet(workspace.run_id)
+    if iteration is not None:
+        target = workspace.checkpoints.find_iteration(parse_int(iteration, name="--iteration"))
+    else:
+        target = workspace.checkpoints.find(str(name))
+    lock = _hold(folder, state)
+    try:
+        result = workspace.checkpoints.restore(target)
+    finally:
+        lock.release()
+    where = workspace.repo.top
+    if result.changes:
+        click.echo(
+            f"restored {target.name} of run {workspace.run_id} in {where}: "
+            f"{_summary(result.changes)}"
+        )
+    else:
+        click.echo(f"{where} already matches {target.name} of run {workspace.run_id}")
+    for path in result.kept:
+        click.echo(f"kept {path} as it is (a restore does not rewind it)")
+    click.echo(
+        "your branch, HEAD and index were not changed; to undo: "
+        f"autopilot restore {workspace.run_id} --checkpoint {result.safety.name}"
+    )
+    return 0
+
+
+@click.command(context_settings=_CTX)
+@click.option("--squash", "mode", flag_value=MergeMode.SQUASH.value, help="One commit.")
+@click.option(
+    "--rebase",
+    "mode",
+    flag_value=MergeMode.REBASE.value,
+    help="Replay the run's commits on top of your branch.",
+)
+@_RUN_ARG
+def merge(mode: str | None, run_ref: str | None) -> int:
+    """Merge a --worktree RUN's branch into your current branch, if it applies cleanly.
+
+    On a conflict nothing is changed: the conflicting files are named and the
+    run's branch is kept for you.
+    """
+    folder, state, workspace = _open(run_ref)
+    if workspace.branch is None:
+        raise UsageError(
+            f"run {workspace.run_id} did not run in a worktree; its changes are already in "
+            f"{workspace.repo.top}"
+        )
+    checkout = _checkout_for(workspace)
+    lock = _hold(folder, state)
+    try:
+        result = merge_back(
+            checkout,
+            workspace.branch,
+            MergeMode(mode or MergeMode.MERGE.value),
+            message=f"autopilot: merge run {workspace.run_id}\n\nBranch: {workspace.branch}\n",
+        )
+    finally:
+        lock.release()
+    if not result.merged:
+        click.echo(f"nothing to merge: {result.into} already has everything on {result.branch}")
+        return 0
+    click.echo(
+        f"merged {result.branch} into {result.into} ({result.mode.value}): "
+        f"{len(result.files)} file{'s' if len(result.files) != 1 else ''} changed, "
+        f"now at {result.after[:12]} (was {result.before[:12]})"
+    )
+    dirty = workspace.repo.dirty_paths()
+    if dirty:
+        click.echo(
+            f"note: {len(dirty)} uncommitted file(s) in {workspace.repo.top} were not "
+            "merged (only commits on the branch are)"
+        )
+    return 0
+
+
+def _checkout_for(workspace: RunWorkspace) -> Repository:
+    """The user's checkout: the current directory's, if it is one of the run's
+    repository other than the run's own worktree; else the one the run came from."""
+    try:
+        here = open_repository(Path.cwd())
+    except RepositoryError:
+        here = None
+    if here is not None and here.same_repository(workspace.repo) and here.top != workspace.repo.top:
+        return here
+    if workspace.origin is None:
+        raise UsageError(f"run {workspace.run_id} recorded no checkout to merge into")
+    return open_repository(workspace.origin)

@@ -1,0 +1,479 @@
+"""Checkpoints: the whole working tree as a commit under ``refs/autopilot/<runId>/``.
+
+A checkpoint is built with a temporary index of the run's own (``GIT_INDEX_FILE``;
+``add --all`` honours ``.gitignore``; ``write-tree``; ``commit-tree``) and stored as a
+ref (``baseline``, ``iter-0001``, …, ``before-restore-0001``, ``restore-0001``). The
+user's HEAD, branch, index, stash and reflog are never touched and their hooks never
+run. The run's index starts as a copy of the user's, so a checkpoint of a large tree
+with one changed file only hashes that file; later ones reuse its stat information.
+
+Each checkpoint's parent is the run's previous checkpoint, and its message carries
+``Autopilot-*`` trailers (run, name, sequence, HEAD, files changed). Restoring brings
+the working tree to a checkpoint after a safety checkpoint of the tree as it is (so a
+restore can be undone) and never rewinds ``.autopilot/memory.md`` (seed 003: "A
+restore does not rewind the file") nor the pause file ``.autopilot/OFF``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from autopilot.errors import GitCommandError, RepositoryError, UsageError
+from autopilot.workspace.repo import AUTOPILOT_IDENTITY, Repository, first_line, split_z
+
+REF_ROOT = "refs/autopilot"
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+NOT_REWOUND = (".autopilot/memory.md", ".autopilot/OFF")
+"""Paths a restore leaves as they are (the run's memory, the pause file)."""
+
+_DAMAGED_INDEX = re.compile(
+    rb"index file corrupt|bad signature|unknown index entry|smaller than expected|bad index"
+)
+_NAME_RE = re.compile(r"^(baseline|iter-\d{4,}|before-restore-\d{4,}|restore-\d{4,})$")
+
+
+class CheckpointKind(StrEnum):
+    """What a checkpoint was taken for."""
+
+    BASELINE = "baseline"
+    ITERATION = "iteration"
+    BEFORE_RESTORE = "before_restore"
+    RESTORE = "restore"
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One path that differs between two checkpoints: ``A``, ``M``, ``D`` or ``T``."""
+
+    status: str
+    path: str
+
+    def describe(self) -> str:
+        """``added a.txt``, ``modified b.txt``, ``deleted c.txt``."""
+        verb = {"A": "added", "D": "deleted", "M": "modified", "T": "type changed"}
+        return f"{verb.get(self.status, self.status)} {self.path}"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One checkpoint of a run.
+
+    Attributes:
+        name: Its ref's last part: ``baseline``, ``iter-0003``, ``restore-0001``, …
+        sha: The checkpoint commit.
+        tree: That commit's tree (the working tree's content).
+        sequence: 1 for the first checkpoint of the run, then 2, 3, …
+        head: The HEAD commit when it was taken (None before a first commit).
+        files_changed: Paths changed since the previous checkpoint (for the
+            baseline: uncommitted paths, against HEAD).
+        created_at_ms: When it was taken (epoch ms, second precision).
+    """
+
+    name: str
+    sha: str
+    tree: str
+    sequence: int
+    head: str | None
+    files_changed: int
+    created_at_ms: int
+
+    @property
+    def kind(self) -> CheckpointKind:
+        """What it was taken for, from its name."""
+        if self.name == "baseline":
+            return CheckpointKind.BASELINE
+        if self.name.startswith("iter-"):
+            return CheckpointKind.ITERATION
+        if self.name.startswith("before-restore-"):
+            return CheckpointKind.BEFORE_RESTORE
+        return CheckpointKind.RESTORE
+
+    @property
+    def iteration(self) -> int | None:
+        """The iteration it follows (0 for the baseline), None for a restore's."""
+        if self.name == "baseline":
+            return 0
+        if self.name.startswith("iter-"):
+            return int(self.name[len("iter-") :])
+        return None
+
+
+@dataclass(frozen=True)
+class Taken:
+    """A checkpoint just taken and the paths changed since the previous one.
+
+    Attributes:
+        checkpoint: The checkpoint.
+        changes: The changed paths, sorted.
+        warning: git's words when some files could not be read (they are left out).
+    """
+
+    checkpoint: Checkpoint
+    changes: tuple[FileChange, ...]
+    warning: str | None = None
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    """What a restore did.
+
+    Attributes:
+        target: The checkpoint restored.
+        safety: The checkpoint of the tree as it was just before (to undo).
+        result: The checkpoint of the tree as the restore left it (None if nothing
+            had to change).
+        changes: The paths the restore wrote or deleted.
+        kept: Paths left as they were although the target differs (``NOT_REWOUND``).
+    """
+
+    target: Checkpoint
+    safety: Checkpoint
+    result: Checkpoint | None
+    changes: tuple[FileChange, ...]
+    kept: tuple[str, ...]
+
+
+def iteration_name(iteration: int) -> str:
+    """The checkpoint name after iteration ``iteration`` (0 is the baseline)."""
+    return "baseline" if iteration == 0 else f"iter-{iteration:04d}"
+
+
+class Checkpoints:
+    """The checkpoints of one run in one repository.
+
+    Args:
+        repo: The work tree the run works in.
+        run_id: The run (its refs are ``refs/autopilot/<run_id>/…``).
+        index_path: The run's own index file (created on first use, outside the
+            work tree, e.g. in the run's folder).
+    """
+
+    def __init__(self, repo: Repository, run_id: str, index_path: Path) -> None:
+        if not run_id or "/" in run_id or ".." in run_id:
+            raise UsageError(f"invalid run id {run_id!r}")
+        self.repo = repo
+        self.run_id = run_id
+        self.index_path = index_path
+        self.prefix = f"{REF_ROOT}/{run_id}/"
+
+    # Reading -------------------------------------------------------------------------
+
+    def history(self) -> list[Checkpoint]:
+        """Every checkpoint of the run, oldest first (by sequence).
+
+        Raises:
+            GitCommandError: git cannot list the refs.
+        """
+        data = self.repo.out(
+            "for-each-ref",
+            "--format=%(refname)%00%(objectname)%00%(tree)%00%(creatordate:unix)%00"
+            "%(contents:body)%1e",
+            self.prefix,
+        )
+        found = []
+        for record in data.decode("utf-8", "surrogateescape").split("\x1e"):
+            fields = record.lstrip("\n").split("\0")
+            if len(fields) < 5 or not fields[0].startswith(self.prefix):
+                continue
+            name = fields[0][len(self.prefix) :]
+            if not _NAME_RE.fullmatch(name):
+                continue
+            trailers = _trailers(fields[4])
+            found.append(
+                Checkpoint(
+                    name=name,
+                    sha=fields[1],
+                    tree=fields[2],
+                    sequence=_int(trailers.get("Autopilot-Sequence"), 0),
+                    head=trailers.get("Autopilot-Head") or None,
+                    files_changed=_int(trailers.get("Autopilot-Files-Changed"), 0),
+                    created_at_ms=_int(fields[3], 0) * 1000,
+                )
+            )
+        return sorted(found, key=lambda c: (c.sequence, c.created_at_ms, c.name))
+
+    def latest(self) -> Checkpoint | None:
+        """The newest checkpoint, or None."""
+        found = self.history()
+        return found[-1] if found else None
+
+    def find(self, name: str) -> Checkpoint:
+        """The checkpoint called ``name``.
+
+        Raises:
+            UsageError: there is none by that name.
+        """
+        for checkpoint in self.history():
+            if checkpoint.name == name:
+                return checkpoint
+        raise UsageError(
+            f"run {self.run_id} has no checkpoint {name!r} (see autopilot checkpoints)"
+        )
+
+    def find_iteration(self, iteration: int) -> Checkpoint:
+        """The checkpoint taken after ``iteration`` (0: the baseline).
+
+        Raises:
+            UsageError: there is none.
+        """
+        name = iteration_name(iteration)
+        for checkpoint in self.history():
+            if checkpoint.name == name:
+                return checkpoint
+        what = "baseline checkpoint" if iteration == 0 else f"checkpoint of iteration {iteration}"
+        raise UsageError(f"run {self.run_id} has no {what} (see autopilot checkpoints)")
+
+    def before(self, checkpoint: Checkpoint) -> Checkpoint | None:
+        """The checkpoint taken just before ``checkpoint``, or None."""
+        earlier = [c for c in self.history() if c.sequence < checkpoint.sequence]
+        return earlier[-1] if earlier else None
+
+    def changes(self, old_tree: str, new_tree: str) -> tuple[FileChange, ...]:
+        """Paths that differ between two trees, sorted (renames as delete + add)."""
+        data = self.repo.out(
+            "diff-tree", "-r", "-z", "--no-renames", "--name-status", old_tree, new_tree
+        )
+        items = split_z(data)
+        return tuple(
+            sorted(
+                (FileChange(items[i][:1], items[i + 1]) for i in range(0, len(items) - 1, 2)),
+                key=lambda change: change.path,
+            )
+        )
+
+    def diff(
+        self, old: Checkpoint | None, new: Checkpoint, *, stat: bool = False, color: bool = False
+    ) -> bytes:
+        """``git diff`` between two checkpoints (``old`` None: the empty tree), as bytes.
+
+        External diff tools and text conversion filters are not run.
+        """
+        args = [
+            "diff",
+            "--no-ext-diff",
+            "--no-textconv",
+            f"--color={'always' if color else 'never'}",
+        ]
+        if stat:
+            args.append("--stat")
+        return self.repo.out(*args, old.tree if old else EMPTY_TREE, new.tree, "--")
+
+    # Writing -------------------------------------------------------------------------
+
+    def take_baseline(self) -> Taken:
+        """Checkpoint the working tree as the run finds it (uncommitted changes too).
+
+        Raises:
+            GitCommandError: git failed (its words in the message).
+            GitUnavailableError: git is missing or timed out.
+        """
+        return self._take("baseline")
+
+    def take_iteration(self, iteration: int) -> Taken:
+        """Checkpoint the working tree after ``iteration`` (1-based).
+
+        Raises:
+            GitCommandError, GitUnavailableError: as ``take_baseline``.
+        """
+        if iteration < 1:
+            raise UsageError(f"iteration must be 1 or more, not {iteration}")
+        return self._take(iteration_name(iteration))
+
+    def restore(self, target: Checkpoint) -> RestoreResult:
+        """Bring the working tree to ``target``; HEAD, branch and index stay as they are.
+
+        A ``before-restore-NNNN`` checkpoint of the tree as it is comes first; the tree
+        as left is ``restore-NNNN``. Files in neither (ignored ones) are left alone.
+
+        Raises:
+            RepositoryError: git refused (a file changed meanwhile, or an untracked
+                file is where the checkpoint has one); nothing was changed.
+            GitCommandError, GitUnavailableError: as ``take_baseline``.
+        """
+        number = 1 + sum(1 for c in self.history() if c.kind is CheckpointKind.BEFORE_RESTORE)
+        safety = self._take(f"before-restore-{number:04d}").checkpoint
+        effective, kept = self._keeping(target.tree, safety.tree)
+        changes = self.changes(safety.tree, effective)
+        if not changes:
+            return RestoreResult(target, safety, None, (), kept)
+        in_the_way = self._in_the_way(changes)
+        if in_the_way:
+            shown = ", ".join(in_the_way[:5]) + (" …" if len(in_the_way) > 5 else "")
+            raise RepositoryError(
+                f"cannot restore {target.name}: ignored files are where it has files "
+                f"({shown}); move them away first; nothing was changed"
+            )
+        done = self.repo.run(
+            "read-tree",
+            "-m",
+            "-u",
+            safety.tree,
+            effective,
+            env=self._index_env(),
+        )
+        if done.returncode != 0:
+            why = first_line(done.stderr) or "git read-tree failed"
+            raise RepositoryError(
+                f"cannot restore {target.name}: {why}; "
+                f"the working tree as it was is checkpoint {safety.name}"
+            )
+        result = self._commit(f"restore-{number:04d}", effective, safety, len(changes))
+        return RestoreResult(target, safety, result, changes, kept)
+
+    def delete_all(self) -> int:
+        """Delete every ref of the run; returns how many. Their objects go with git gc."""
+        names = [c.name for c in self.history()]
+        if names:
+            commands = "".join(f"delete {self.prefix}{name}\n" for name in names)
+            self.repo.out("update-ref", "--stdin", input_bytes=commands.encode())
+        return len(names)
+
+    # Inside --------------------------------------------------------------------------
+
+    def _index_env(self) -> dict[str, str]:
+        return {"GIT_INDEX_FILE": str(self.index_path)}
+
+    def _snapshot_tree(self) -> tuple[str, str | None]:
+        """Stage the whole working tree into the run's index; its tree and a warning."""
+        if not self.index_path.exists():
+            self._seed_index()
+        done = self.repo.run("add", "--all", "--ignore-errors", "--", ".", env=self._index_env())
+        if done.returncode != 0 and _DAMAGED_INDEX.search(done.stderr):
+            # A damaged index of ours: start it again from nothing.
+            with contextlib.suppress(FileNotFoundError):
+                self.index_path.unlink()
+            done = self.repo.run(
+                "add", "--all", "--ignore-errors", "--", ".", env=self._index_env()
+            )
+        warning = first_line(done.stderr) if done.returncode != 0 else None
+        tree = self.repo.text("write-tree", env=self._index_env())
+        return tree, warning
+
+    def _seed_index(self) -> None:
+        """Start the run's index as a copy of the user's: its stat data saves hashing."""
+        self.index_path.parent.mkdir(parents=True, exist_ok=True)
+        source = self.repo.index_path()
+        try:
+            shutil.copyfile(source, self.index_path)
+        except FileNotFoundError:
+            return  # no index yet (a new repository): add builds one
+        except OSError as error:
+            raise GitCommandError(
+                f"cannot copy the index {source}: {error.strerror or error}"
+            ) from None
+
+    def _take(self, name: str) -> Taken:
+        tree, warning = self._snapshot_tree()
+        previous = self.latest()
+        if previous is None:
+            head = self.repo.head()
+            base = self.repo.text("rev-parse", f"{head}^{{tree}}") if head else EMPTY_TREE
+        else:
+            base = previous.tree
+        changes = self.changes(base, tree)
+        checkpoint = self._commit(name, tree, previous, len(changes))
+        return Taken(checkpoint, changes, warning)
+
+    def _commit(
+        self, name: str, tree: str, parent: Checkpoint | None, files_changed: int
+    ) -> Checkpoint:
+        head = self.repo.head()
+        sequence = (parent.sequence if parent else 0) + 1
+        message = (
+            f"autopilot checkpoint {name} of run {self.run_id}\n\n"
+            f"Autopilot-Run: {self.run_id}\n"
+            f"Autopilot-Checkpoint: {name}\n"
+            f"Autopilot-Sequence: {sequence}\n"
+            f"Autopilot-Head: {head or ''}\n"
+            f"Autopilot-Files-Changed: {files_changed}\n"
+        )
+        args = ["commit-tree", "--no-gpg-sign", tree, "-F", "-"]
+        if parent is not None:
+            args[2:2] = ["-p", parent.sha]
+        sha = (
+            self.repo.out(*args, env=AUTOPILOT_IDENTITY, input_bytes=message.encode())
+            .decode()
+            .strip()
+        )
+        self.repo.out(
+            "update-ref", "-m", f"autopilot checkpoint {name}", f"{self.prefix}{name}", sha
+        )
+        created_at_ms = time.time_ns() // 1_000_000
+        return Checkpoint(name, sha, tree, sequence, head, files_changed, created_at_ms)
+
+    def _in_the_way(self, changes: tuple[FileChange, ...]) -> list[str]:
+        """Paths a restore would add over something on disk that is in no checkpoint
+        (an ignored file or folder): git counts ignored files as expendable; we do not."""
+        found = []
+        for change in changes:
+            if change.status != "A":
+                continue
+            path = self.repo.top / change.path
+            blocked = os.path.lexists(path) or any(
+                os.path.lexists(parent) and (parent.is_symlink() or not parent.is_dir())
+                for parent in path.parents
+                if self.repo.top in parent.parents
+            )
+            if blocked:
+                found.append(change.path)
+        return found
+
+    def _keeping(self, target_tree: str, current_tree: str) -> tuple[str, tuple[str, ...]]:
+        """``target_tree`` with the ``NOT_REWOUND`` paths as ``current_tree`` has them."""
+        differing = [
+            path
+            for path in NOT_REWOUND
+            if self._entry(target_tree, path) != self._entry(current_tree, path)
+        ]
+        if not differing:
+            return target_tree, ()
+        scratch = self.index_path.with_name(self.index_path.name + ".restore")
+        env = {"GIT_INDEX_FILE": str(scratch)}
+        try:
+            self.repo.out("read-tree", target_tree, env=env)
+            for path in differing:
+                entry = self._entry(current_tree, path)
+                if entry is None:
+                    self.repo.out("update-index", "--force-remove", "--", path, env=env)
+                else:
+                    mode, sha = entry
+                    self.repo.out(
+                        "update-index", "--add", "--cacheinfo", f"{mode},{sha},{path}", env=env
+                    )
+            return self.repo.text("write-tree", env=env), tuple(differing)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                scratch.unlink()
+
+    def _entry(self, tree: str, path: str) -> tuple[str, str] | None:
+        """(mode, blob sha) of ``path`` in ``tree``, or None."""
+        data = self.repo.out("ls-tree", "-z", tree, "--", path)
+        for item in split_z(data):
+            meta, _, found = item.partition("\t")
+            parts = meta.split()
+            if found == path and len(parts) == 3 and parts[1] == "blob":
+                return parts[0], parts[2]
+        return None
+
+
+def _trailers(body: str) -> dict[str, str]:
+    found = {}
+    for line in body.splitlines():
+        key, sep, value = line.partition(": ")
+        if sep and key.startswith("Autopilot-"):
+            found[key] = value.strip()
+    return found
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default

@@ -1,0 +1,226 @@
+"""Merging a run's branch back into the user's branch, only when it applies cleanly.
+
+The result is worked out first without touching the checkout: ``git merge-tree
+--write-tree`` for a merge or a squash (git 2.38 or later), a rebase in a temporary
+worktree for ``--rebase``. On a conflict nothing is changed and the conflicting files
+are named; the run's branch is left for the user. A clean result is applied to the
+checkout as a fast-forward of the user's branch: ``read-tree -m -u`` (which keeps the
+user's other uncommitted changes) and then ``update-ref`` of the branch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from autopilot.errors import GitCommandError, MergeConflictError, RepositoryError
+from autopilot.workspace.repo import Repository, first_line, run_git, split_z
+
+
+class MergeMode(StrEnum):
+    """How a run's branch comes back: a merge commit (or a fast-forward), one squashed
+    commit, or its commits replayed on top of the user's branch."""
+
+    MERGE = "merge"
+    SQUASH = "squash"
+    REBASE = "rebase"
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """What a merge did.
+
+    Attributes:
+        mode: How it merged.
+        branch: The run's branch.
+        into: The user's branch it went into.
+        before: That branch's commit before.
+        after: Its commit after (``before`` when there was nothing to merge).
+        files: Paths the merge changed in the checkout.
+    """
+
+    mode: MergeMode
+    branch: str
+    into: str
+    before: str
+    after: str
+    files: tuple[str, ...]
+
+    @property
+    def merged(self) -> bool:
+        """False when the branch had nothing the user's branch lacked."""
+        return self.after != self.before
+
+
+def merge_back(checkout: Repository, branch: str, mode: MergeMode, *, message: str) -> MergeResult:
+    """Merge ``branch`` into the branch checked out in ``checkout``.
+
+    Args:
+        checkout: The user's checkout.
+        branch: The run's branch (short name).
+        mode: Merge, squash or rebase.
+        message: The commit message of a merge or squash commit.
+
+    Raises:
+        RepositoryError: detached HEAD, no commit yet, staged changes, the branch is
+            missing or is the one checked out, uncommitted changes in files the merge
+            would write, or git does not know the user's name; nothing was changed.
+        MergeConflictError: the branch does not apply cleanly (the files are named);
+            nothing was changed.
+        GitCommandError, GitUnavailableError: git failed.
+    """
+    into = checkout.branch()
+    if into is None:
+        raise RepositoryError(
+            f"HEAD is detached in {checkout.top}; check out the branch to merge into first"
+        )
+    if into == branch:
+        raise RepositoryError(f"{branch} is checked out in {checkout.top}; check out another")
+    head = checkout.head()
+    if head is None:
+        raise RepositoryError(f"{checkout.top} has no commits yet")
+    tip = _tip(checkout, branch)
+    if checkout.has_staged_changes():
+        raise RepositoryError(
+            f"the index of {checkout.top} has staged changes; commit or stash them before merging"
+        )
+    if _is_ancestor(checkout, tip, head):
+        return MergeResult(mode, branch, into, head, head, ())
+    if _is_ancestor(checkout, head, tip) and mode is not MergeMode.SQUASH:
+        target = tip  # a fast-forward
+    elif mode is MergeMode.REBASE:
+        target = _rebased(checkout, branch, tip, head)
+    else:
+        tree = _merged_tree(checkout, branch, head, tip)
+        if tree == checkout.text("rev-parse", f"{head}^{{tree}}"):
+            return MergeResult(mode, branch, into, head, head, ())  # e.g. squashed before
+        parents = [head, tip] if mode is MergeMode.MERGE else [head]
+        target = _commit(checkout, tree, parents, message)
+    files = _apply(checkout, into, head, target, branch)
+    return MergeResult(mode, branch, into, head, target, files)
+
+
+def _tip(repo: Repository, branch: str) -> str:
+    done = repo.run("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}")
+    sha = done.stdout.decode("ascii", "replace").strip()
+    if done.returncode != 0 or not sha:
+        raise RepositoryError(f"branch {branch} does not exist in {repo.top}")
+    return sha
+
+
+def _is_ancestor(repo: Repository, older: str, newer: str) -> bool:
+    return repo.run("merge-base", "--is-ancestor", older, newer).returncode == 0
+
+
+def _merged_tree(repo: Repository, branch: str, head: str, tip: str) -> str:
+    done = repo.run("merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", head, tip)
+    items = split_z(done.stdout)
+    if done.returncode == 1 and items:
+        raise _conflict(branch, repo.top, items[1:])
+    if done.returncode != 0 or not items:
+        detail = first_line(done.stderr) or f"exit {done.returncode}"
+        if "--write-tree" in detail or "unknown option" in detail:
+            detail = "git 2.38 or later is needed to merge"
+        raise GitCommandError(f"cannot merge {branch}: {detail}")
+    return items[0]
+
+
+def _conflict(branch: str, top: Path, files: list[str]) -> MergeConflictError:
+    unique = tuple(dict.fromkeys(files))
+    shown = ", ".join(unique[:10]) + (f" and {len(unique) - 10} more" if len(unique) > 10 else "")
+    return MergeConflictError(
+        f"{branch} does not apply cleanly to {top}: conflicts in {shown}; "
+        f"nothing was changed and {branch} is kept",
+        unique,
+    )
+
+
+def _commit(repo: Repository, tree: str, parents: list[str], message: str) -> str:
+    args = ["commit-tree", "--no-gpg-sign", tree, "-F", "-"]
+    for parent in parents:
+        args += ["-p", parent]
+    done = repo.run(*args, input_bytes=message.encode())
+    if done.returncode != 0:
+        raise _commit_error(repo, done.stderr)
+    return done.stdout.decode("ascii", "replace").strip()
+
+
+def _commit_error(repo: Repository, stderr: bytes) -> Exception:
+    text = stderr.decode("utf-8", "replace")
+    if "tell me who you are" in text or "identity" in text:
+        return RepositoryError(
+            f"git does not know who you are in {repo.top}: set user.name and user.email "
+            "(git config) before merging; nothing was changed"
+        )
+    return GitCommandError(f"cannot commit the merge: {first_line(stderr) or 'git failed'}")
+
+
+def _rebased(repo: Repository, branch: str, tip: str, head: str) -> str:
+    """The run's commits replayed onto ``head``, in a temporary worktree."""
+    scratch = Path(tempfile.mkdtemp(prefix="autopilot-rebase-"))
+    place = scratch / "worktree"
+    try:
+        repo.out("worktree", "add", "--quiet", "--detach", str(place), tip)
+        done = run_git(
+            place,
+            "-c",
+            "rebase.autoStash=false",
+            "-c",
+            "rebase.autoSquash=false",
+            "-c",
+            "rebase.updateRefs=false",
+            "rebase",
+            "--no-verify",
+            "--quiet",
+            head,
+        )
+        if done.returncode != 0:
+            conflicted = split_z(
+                run_git(place, "diff", "--name-only", "-z", "--diff-filter=U").stdout
+            )
+            run_git(place, "rebase", "--abort")
+            text = done.stderr.decode("utf-8", "replace") + done.stdout.decode("utf-8", "replace")
+            if not conflicted and ("tell me who you are" in text or "identity" in text):
+                raise _commit_error(repo, done.stderr + done.stdout)
+            if not conflicted:
+                raise GitCommandError(
+                    f"cannot rebase {branch}: {first_line(done.stderr) or 'git failed'}"
+                )
+            raise _conflict(branch, repo.top, conflicted)
+        return run_git(place, "rev-parse", "HEAD").stdout.decode("ascii", "replace").strip()
+    finally:
+        repo.run("worktree", "remove", "--force", str(place))
+        with contextlib.suppress(OSError):
+            shutil.rmtree(scratch)
+
+
+def _apply(repo: Repository, into: str, head: str, target: str, branch: str) -> tuple[str, ...]:
+    """Move the checkout from ``head`` to ``target`` (a descendant), files then branch."""
+    files = tuple(split_z(repo.out("diff-tree", "-r", "-z", "--name-only", head, target)))
+    dirty = set(repo.dirty_paths())
+    overlap = [path for path in files if path in dirty]
+    if overlap:
+        shown = ", ".join(overlap[:10]) + (" …" if len(overlap) > 10 else "")
+        raise RepositoryError(
+            f"uncommitted changes in {repo.top} to files {branch} changes ({shown}); "
+            "commit or stash them first; nothing was changed"
+        )
+    done = repo.run("read-tree", "-m", "-u", head, target)
+    if done.returncode != 0:
+        raise RepositoryError(
+            f"cannot update {repo.top}: {first_line(done.stderr) or 'git read-tree failed'}; "
+            "nothing was changed"
+        )
+    update = repo.run(
+        "update-ref", "-m", f"autopilot merge {branch}", f"refs/heads/{into}", target, head
+    )
+    if update.returncode != 0:
+        raise GitCommandError(
+            f"the files of {repo.top} were updated to {target[:12]} but {into} could not be "
+            f"moved there ({first_line(update.stderr)}); run: git reset --soft {target[:12]}"
+        )
+    return files

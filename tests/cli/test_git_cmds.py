@@ -1,0 +1,154 @@
+"""``checkpoints``, ``diff``, ``restore`` and ``merge`` from the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from autopilot.workspace.repo import open_repository
+from autopilot.workspace.run_workspace import checkpoints_of
+from autopilot.workspace.worktrees import create_worktree
+from tests.conftest import run_cli
+from tests.manage.runs import alive_driver, make_run, now_ms
+from tests.workspace.gitstate import files_of, git, make_repo, user_git_state
+
+
+def recorded_run(tmp_path: Path, repo: Path, iterations: int = 3, **state: object) -> str:
+    """A run folder whose state names ``repo``, with a baseline and ``iterations``
+    checkpoints (iteration N writes ``step.txt`` = N and adds ``fileN.txt``)."""
+    root = tmp_path / "runs"
+    run_id = make_run(
+        root,
+        "work",
+        now_ms(),
+        terminal=("complete", "completion_promise"),
+        state={"cwd": str(repo), **state},
+    )
+    store = checkpoints_of(root / run_id, open_repository(repo))
+    store.take_baseline()
+    for number in range(1, iterations + 1):
+        (repo / "step.txt").write_text(f"{number}\n")
+        (repo / f"file{number}.txt").write_text(f"file {number}\n")
+        store.take_iteration(number)
+    return run_id
+
+
+def test_checkpoints_lists_them(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    run_id = recorded_run(tmp_path, repo, iterations=2)
+    done = run_cli(["checkpoints", run_id], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["checkpoint", "iteration", "files", "commit", "taken"]
+    assert [line.split()[:3] for line in lines[1:]] == [
+        ["baseline", "0", "0"],
+        ["iter-0001", "1", "2"],
+        ["iter-0002", "2", "2"],
+    ]
+    as_json = run_cli(["checkpoints", "--json"], cwd=repo)  # RUN omitted: this project's
+    rows = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert [(r["name"], r["kind"], r["filesChanged"]) for r in rows] == [
+        ("baseline", "baseline", 0),
+        ("iter-0001", "iteration", 2),
+        ("iter-0002", "iteration", 2),
+    ]
+
+
+def test_diff_of_one_iteration_and_of_the_whole_run(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    run_id = recorded_run(tmp_path, repo)
+    second = run_cli(["diff", run_id, "--iteration", "2"], cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert "-1\n+2\n" in second.stdout and "+file 2" in second.stdout
+    assert "file 1" not in second.stdout and "file 3" not in second.stdout
+    whole = run_cli(["diff", run_id], cwd=tmp_path).stdout
+    assert all(f"+file {n}" in whole for n in (1, 2, 3)) and "+3\n" in whole
+    stat = run_cli(["diff", run_id, "--stat"], cwd=tmp_path).stdout
+    assert "4 files changed" in stat
+
+
+def test_restore_and_undo_from_the_command_line(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    run_id = recorded_run(tmp_path, repo)
+    latest, before_git = files_of(repo), user_git_state(repo)
+
+    done = run_cli(["restore", run_id, "--iteration", "1"], cwd=tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"restored iter-0001 of run {run_id} in {repo}: 3 files (deleted file2.txt, "
+        "deleted file3.txt, modified step.txt)",
+        "your branch, HEAD and index were not changed; to undo: "
+        f"autopilot restore {run_id} --checkpoint before-restore-0001",
+    ]
+    assert (repo / "step.txt").read_text() == "1\n"
+    assert user_git_state(repo) == before_git
+    undo = run_cli(["restore", run_id, "--checkpoint", "before-restore-0001"], cwd=tmp_path)
+    assert undo.returncode == 0, undo.stderr
+    assert files_of(repo) == latest
+    listed = run_cli(["checkpoints", run_id], cwd=tmp_path).stdout
+    assert "restore-0002" in listed and "before-restore-0002" in listed
+
+
+def test_restore_refuses_while_the_driver_is_alive(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    run_id = recorded_run(tmp_path, repo)
+    state_path = tmp_path / "runs" / run_id / "state.json"
+    state = json.loads(state_path.read_text())
+    state.update(terminated=False, status="running", **alive_driver())
+    state_path.write_text(json.dumps(state))
+    before = files_of(repo)
+    done = run_cli(["restore", run_id, "--iteration", "1"], cwd=tmp_path)
+    assert done.returncode == 4
+    assert (
+        done.stderr
+        == f"autopilot: error: run {run_id} is running; stop it first (autopilot stop)\n"
+    )
+    assert files_of(repo) == before
+
+
+def test_bad_input_is_one_line(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    run_id = recorded_run(tmp_path, repo)
+    plain = make_run(tmp_path / "runs", "plain", now_ms() + 1, state={"cwd": str(tmp_path)})
+    empty = make_run(tmp_path / "runs", "empty", now_ms() + 2, state={"cwd": str(repo)})
+    cases = [
+        (["restore", run_id], 2, "give one of --iteration N or --checkpoint NAME"),
+        (["restore", run_id, "--iteration", "1", "--checkpoint", "baseline"], 2, "give one of"),
+        (["restore", run_id, "--iteration", "x"], 2, "--iteration must be a whole number"),
+        (["restore", run_id, "--iteration", "9"], 2, "has no checkpoint of iteration 9"),
+        (["restore", run_id, "--checkpoint", "../x"], 2, "has no checkpoint '../x'"),
+        (["diff", run_id, "--iteration", "0"], 2, "--iteration must be at least 1"),
+        (["diff", empty], 2, f"run {empty} has no checkpoints"),
+        (["checkpoints", plain], 2, f"worked in {tmp_path}: {tmp_path} is not in a git repository"),
+        (["merge", run_id], 2, f"run {run_id} did not run in a worktree"),
+        (["merge", run_id, "--squash", "--rebase"], 2, "did not run in a worktree"),
+    ]
+    for args, code, words in cases:
+        done = run_cli(args, cwd=tmp_path)
+        assert done.returncode == code, (args, done.stderr)
+        assert len(done.stderr.splitlines()) == 1 and words in done.stderr, (args, done.stderr)
+
+
+def test_merge_a_worktree_run(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    root = tmp_path / "runs"
+    made, _ = create_worktree(open_repository(repo), tmp_path / "wt", "wt-1796000000000")
+    (made.path / "feature.txt").write_text("feature\n")
+    git(made.path, "add", "-A")
+    git(made.path, "commit", "-q", "-m", "feature")
+    run_id = make_run(
+        root,
+        "wt",
+        1_796_000_000_000,
+        terminal=("complete", "completion_promise"),
+        state={"cwd": str(made.path), "worktree": made.to_json()},
+    )
+    done = run_cli(["merge", run_id, "--squash"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"merged autopilot/{run_id} into main (squash): 1 file changed")
+    assert (repo / "feature.txt").read_text() == "feature\n"
+    assert git(repo, "log", "-1", "--format=%s").strip() == f"autopilot: merge run {run_id}"
+    again = run_cli(["merge", run_id], cwd=repo)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == f"nothing to merge: main already has everything on autopilot/{run_id}\n"

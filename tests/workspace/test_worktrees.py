@@ -1,0 +1,242 @@
+"""Run worktrees and merging back, against real git: a conflict changes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autopilot.errors import MergeConflictError, RepositoryError
+from autopilot.workspace.merge import MergeMode, merge_back
+from autopilot.workspace.repo import open_repository
+from autopilot.workspace.worktrees import (
+    branch_is_merged,
+    create_worktree,
+    delete_branch,
+    remove_worktree,
+    run_branches,
+    run_worktrees,
+)
+from tests.workspace.gitstate import files_of, git, install_failing_hooks, make_repo, user_git_state
+
+
+def commit_in(where: Path, name: str, text: str, message: str) -> None:
+    (where / name).parent.mkdir(parents=True, exist_ok=True)
+    (where / name).write_text(text)
+    git(where, "add", "-A")
+    git(where, "commit", "-q", "-m", message)
+
+
+def worktree_for(repo: Path, tmp_path: Path, run_id: str) -> tuple[Path, str]:
+    made, warnings = create_worktree(open_repository(repo), tmp_path / "wt" / run_id, run_id)
+    assert warnings == []
+    return made.path, made.branch
+
+
+def test_untracked_and_uncommitted_files_warn_but_never_block(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    (repo / "tmp").mkdir()
+    (repo / "tmp/handoff.md").write_text("scratch\n")
+    (repo / "README.md").write_text("edited\n")
+    git(repo, "stash", "push", "-q", "-m", "old")  # a stash never counts
+    (repo / "README.md").write_text("edited again\n")
+    before_files, before_git = files_of(repo), user_git_state(repo)
+
+    made, warnings = create_worktree(open_repository(repo), tmp_path / "wt" / "r-1", "r-1")
+
+    assert warnings == [
+        f"1 uncommitted change and 1 untracked file in {repo} are not in the worktree "
+        f"(it starts from HEAD {made.base[:12]})"
+    ]
+    assert made.branch == "autopilot/r-1"
+    assert made.base == git(repo, "rev-parse", "HEAD").strip()
+    assert (made.path / "README.md").read_text() == "project\n"
+    assert not (made.path / "tmp").exists()
+    assert files_of(repo) == before_files
+    changed = {
+        k
+        for k in set(before_git) | set(user_git_state(repo))
+        if before_git.get(k) != user_git_state(repo).get(k)
+    }
+    assert changed == {"refs/heads/autopilot/r-1", "logs/refs/heads/autopilot/r-1"}
+
+
+def test_worktree_bad_input(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    origin = open_repository(repo)
+    create_worktree(origin, tmp_path / "wt" / "a-1", "a-1")
+    with pytest.raises(RepositoryError, match="branch autopilot/a-1 already exists"):
+        create_worktree(origin, tmp_path / "wt" / "other", "a-1")
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(RepositoryError, match=r"worktree path .*taken already exists"):
+        create_worktree(origin, tmp_path / "taken", "b-1")
+    with pytest.raises(RepositoryError, match="is inside the checkout"):
+        create_worktree(origin, repo / "inside", "c-1")
+    empty = make_repo(tmp_path / "empty", commit=False)
+    with pytest.raises(RepositoryError, match="has no commits yet"):
+        create_worktree(open_repository(empty), tmp_path / "wt" / "d-1", "d-1")
+    assert run_branches(origin) == ["autopilot/a-1"]
+
+
+def test_two_runs_at_once_both_merge_back(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    first, first_branch = worktree_for(repo, tmp_path, "one-1")
+    second, second_branch = worktree_for(repo, tmp_path, "two-2")
+    assert [w.branch for w in run_worktrees(open_repository(repo))] == [first_branch, second_branch]
+    commit_in(first, "one.txt", "one\n", "run one")
+    commit_in(second, "two.txt", "two\n", "run two")
+    commit_in(second, "two-more.txt", "more\n", "run two again")
+    checkout = open_repository(repo)
+
+    done_first = merge_back(checkout, first_branch, MergeMode.MERGE, message="merge one")
+    assert done_first.merged and done_first.files == ("one.txt",)
+    assert done_first.after == git(repo, "rev-parse", first_branch).strip()  # fast-forward
+
+    done_second = merge_back(checkout, second_branch, MergeMode.MERGE, message="merge two")
+    assert set(done_second.files) == {"two.txt", "two-more.txt"}
+    parents = git(repo, "log", "-1", "--format=%P").split()
+    assert parents == [done_first.after, git(repo, "rev-parse", second_branch).strip()]
+    assert git(repo, "log", "-1", "--format=%s").strip() == "merge two"
+    assert {"one.txt", "two.txt", "two-more.txt"} <= set(files_of(repo))
+    assert git(repo, "status", "--porcelain") == ""
+    assert "autopilot merge autopilot/two-2" in git(repo, "reflog", "-1", "main")
+    assert branch_is_merged(checkout, first_branch) and branch_is_merged(checkout, second_branch)
+
+
+@pytest.mark.parametrize("mode", [MergeMode.SQUASH, MergeMode.REBASE])
+def test_squash_and_rebase(tmp_path: Path, mode: MergeMode) -> None:
+    repo = make_repo(tmp_path / "repo")
+    place, branch = worktree_for(repo, tmp_path, "run-1")
+    commit_in(place, "a.txt", "a\n", "first")
+    commit_in(place, "b.txt", "b\n", "second")
+    commit_in(repo, "user.txt", "user\n", "the user's own")
+    (repo / "README.md").write_text("uncommitted, unrelated\n")
+    checkout = open_repository(repo)
+
+    done = merge_back(checkout, branch, mode, message="autopilot: merge run run-1")
+
+    subjects = git(repo, "log", "--format=%s", "-4").split("\n")
+    if mode is MergeMode.SQUASH:
+        assert subjects[:2] == ["autopilot: merge run run-1", "the user's own"]
+        assert git(repo, "log", "-1", "--format=%P").split() == [done.before]
+    else:
+        assert subjects[:3] == ["second", "first", "the user's own"]
+        assert branch_is_merged(checkout, branch)
+    assert set(done.files) == {"a.txt", "b.txt"}
+    assert (repo / "README.md").read_text() == "uncommitted, unrelated\n"
+    assert git(repo, "diff", "--cached", "--name-only") == ""
+    assert len(git(repo, "worktree", "list").splitlines()) == 2  # no scratch worktree left
+
+
+@pytest.mark.parametrize("mode", list(MergeMode))
+def test_a_conflicting_merge_changes_nothing(tmp_path: Path, mode: MergeMode) -> None:
+    repo = make_repo(tmp_path / "repo")
+    place, branch = worktree_for(repo, tmp_path, "run-1")
+    commit_in(place, "README.md", "the run's version\n", "run edits README")
+    commit_in(place, "clean.txt", "no conflict\n", "run adds a file")
+    commit_in(repo, "README.md", "the user's version\n", "user edits README")
+    (repo / "notes.txt").write_text("untracked\n")
+    before_files, before_git = files_of(repo), user_git_state(repo)
+    branch_tip = git(repo, "rev-parse", branch)
+
+    with pytest.raises(MergeConflictError, match=r"conflicts in README\.md") as raised:
+        merge_back(open_repository(repo), branch, mode, message="m")
+
+    assert raised.value.files == ("README.md",)
+    assert "nothing was changed and autopilot/run-1 is kept" in str(raised.value)
+    assert files_of(repo) == before_files
+    assert user_git_state(repo) == before_git
+    assert git(repo, "rev-parse", branch) == branch_tip
+    assert len(git(repo, "worktree", "list").splitlines()) == 2
+
+
+def test_merge_bad_input_changes_nothing(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    place, branch = worktree_for(repo, tmp_path, "run-1")
+    commit_in(place, "a.txt", "run\n", "run")
+    checkout = open_repository(repo)
+
+    (repo / "a.txt").write_text("the user's untracked a.txt\n")
+    with pytest.raises(RepositoryError, match=r"uncommitted changes .* \(a.txt\)"):
+        merge_back(checkout, branch, MergeMode.MERGE, message="m")
+    (repo / "a.txt").unlink()
+
+    (repo / "staged.txt").write_text("staged\n")
+    git(repo, "add", "staged.txt")
+    with pytest.raises(RepositoryError, match="has staged changes"):
+        merge_back(checkout, branch, MergeMode.MERGE, message="m")
+    git(repo, "reset", "-q")
+
+    with pytest.raises(RepositoryError, match="branch autopilot/nope does not exist"):
+        merge_back(checkout, "autopilot/nope", MergeMode.MERGE, message="m")
+
+    git(repo, "checkout", "-q", "--detach")
+    with pytest.raises(RepositoryError, match="HEAD is detached"):
+        merge_back(checkout, branch, MergeMode.MERGE, message="m")
+    git(repo, "checkout", "-q", "main")
+    assert git(repo, "log", "--format=%s") == "start\n"
+
+
+def test_nothing_to_merge_and_no_identity(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    place, branch = worktree_for(repo, tmp_path, "run-1")
+    checkout = open_repository(repo)
+    done = merge_back(checkout, branch, MergeMode.MERGE, message="m")
+    assert not done.merged
+
+    commit_in(place, "a.txt", "a\n", "run")
+    commit_in(repo, "b.txt", "b\n", "user")
+    git(repo, "config", "--unset", "user.email")
+    git(repo, "config", "--unset", "user.name")
+    home = tmp_path / "home"
+    home.mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOME", str(home))
+        patch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        patch.setenv("EMAIL", "")
+        before = user_git_state(repo), files_of(repo)
+        for mode in MergeMode:
+            with pytest.raises(RepositoryError, match="git does not know who you are"):
+                merge_back(checkout, branch, mode, message="m")
+        assert (user_git_state(repo), files_of(repo)) == before
+
+
+def test_merging_runs_no_hook(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    marker = tmp_path / "hooks-ran"
+    install_failing_hooks(repo, marker)
+    checkout = open_repository(repo)
+    made, _ = create_worktree(checkout, tmp_path / "wt" / "r-1", "r-1")
+    quiet = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+    git(made.path, *quiet, "commit", "-q", "--allow-empty", "-m", "x")
+    git(repo, *quiet, "commit", "-q", "--allow-empty", "-m", "y")
+    done = merge_back(checkout, made.branch, MergeMode.REBASE, message="m")
+    assert git(repo, "log", "--format=%s", "-3").split() == ["x", "y", "start"]
+    assert done.merged
+    assert not marker.exists()
+
+
+def test_remove_worktree_keeps_uncommitted_work_and_merged_branches_go(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    checkout = open_repository(repo)
+    place, branch = worktree_for(repo, tmp_path, "run-1")
+    (place / "unsaved.txt").write_text("work\n")
+    with pytest.raises(RepositoryError, match="was kept"):
+        remove_worktree(checkout, place)
+    assert (place / "unsaved.txt").exists()
+    (place / "unsaved.txt").unlink()
+    remove_worktree(checkout, place)
+    assert not place.exists()
+    assert branch_is_merged(checkout, branch)
+    delete_branch(checkout, branch)
+    assert run_branches(checkout) == []
+
+    gone, _ = worktree_for(repo, tmp_path, "run-2")
+    commit_in(gone, "x.txt", "x\n", "unmerged")
+    assert not branch_is_merged(checkout, "autopilot/run-2")
+    for path in sorted(gone.rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    gone.rmdir()
+    assert [w.prunable for w in run_worktrees(checkout)] == [True]
+    remove_worktree(checkout, gone)
+    assert run_worktrees(checkout) == []
