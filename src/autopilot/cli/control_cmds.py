@@ -2,25 +2,56 @@
 
 from __future__ import annotations
 
-import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import click
 
 from autopilot import control
+from autopilot.cli.echo import say, say_json
 from autopilot.loop.arming import describe_ending
 from autopilot.loop.clock import SystemClock
+from autopilot.loop.driver import OFF_FILE
 from autopilot.store.paths import resolve_run, run_dir, runs_root
+from autopilot.store.state import read_state_quietly
+from autopilot.view.plain import format_moment
 from autopilot.view.present import elapsed_ms, fmt_duration
+from autopilot.view.safe import shown
 
 
-def ending_of(state: dict[str, object]) -> str:
+def ending_of(state: Mapping[str, object]) -> str:
     """``describe_ending`` for a terminated run's state."""
     reason = state.get("terminationReason")
     return describe_ending(
         reason if isinstance(reason, str) else None, completed=state.get("status") == "completed"
     )
+
+
+def status_text(state: Mapping[str, Any], now_ms: int) -> str:
+    """The run's status in words: how it ended, or its status with what is pending.
+
+    ``completed (completion_promise)``, ``stopped by the user``; ``running (stop
+    requested)``, ``running (pause requested)``, ``paused``, ``rate_limited until
+    19:00:00``.
+    """
+    if state.get("terminated"):
+        return ending_of(state)
+    status = str(state.get("status") or "unknown")
+    until = state.get("waitingUntil")
+    if status in ("rate_limited", "waiting") and isinstance(until, int | float):
+        status += f" until {format_moment(until, day_of_ms=now_ms)}"
+    if state.get("stopRequested") or state.get("stopNow"):
+        return status + (" (stop --now requested)" if state.get("stopNow") else " (stop requested)")
+    if state.get("paused") and status != "paused":
+        return status + " (pause requested)"
+    return status
+
+
+def _field(value: object) -> str:
+    """One value of a status line, on one line whatever it holds."""
+    return shown(str(value))
 
 
 _RUN_ARG = click.argument("run_ref", metavar="[RUN]", required=False)
@@ -37,7 +68,7 @@ def _run_dir(run_ref: str | None) -> Path:
 @_RUN_ARG
 def pause(run_ref: str | None) -> int:
     """Pause RUN at its next iteration boundary (the agent is not interrupted)."""
-    click.echo(control.pause(_run_dir(run_ref), SystemClock()).message)
+    say(control.pause(_run_dir(run_ref), SystemClock()).message)
     return 0
 
 
@@ -45,8 +76,22 @@ def pause(run_ref: str | None) -> int:
 @_RUN_ARG
 def resume(run_ref: str | None) -> int:
     """Resume a paused RUN."""
-    click.echo(control.resume(_run_dir(run_ref), SystemClock()).message)
+    folder = _run_dir(run_ref)
+    before = read_state_quietly(folder / "state.json") or {}
+    result = control.resume(folder, SystemClock())
+    say(resume_message(folder.name, before, result.state))
     return 0
+
+
+def resume_message(run_id: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """What ``resume`` did: resumed, nothing to resume, or held by the OFF file."""
+    off = Path(str(after.get("cwd") or "")) / OFF_FILE
+    held_by_off = bool(after.get("cwd")) and off.exists()
+    if held_by_off and (before.get("status") == "paused" or before.get("paused")):
+        return f"{run_id}: still paused by {off}; remove that file to resume"
+    if not before.get("paused") and before.get("status") != "paused":
+        return f"{run_id}: not paused; nothing to resume"
+    return f"{run_id}: resumed"
 
 
 @click.command(context_settings=_CTX)
@@ -54,7 +99,7 @@ def resume(run_ref: str | None) -> int:
 @_RUN_ARG
 def stop(now: bool, run_ref: str | None) -> int:
     """Stop RUN at its next iteration boundary (or now, with --now)."""
-    click.echo(control.stop(_run_dir(run_ref), SystemClock(), now=now).message)
+    say(control.stop(_run_dir(run_ref), SystemClock(), now=now).message)
     return 0
 
 
@@ -65,23 +110,21 @@ def status(as_json: bool, run_ref: str | None) -> int:
     """Show RUN's state: status, iteration, spend, last response, driver liveness."""
     report = control.status(_run_dir(run_ref))
     if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+        say_json(report.to_json(), indent=2)
         return 0
     state, snap = report.state, report.snapshot
+    now_ms = int(time.time() * 1000)
     spend = state.get("spend") or {}
     tokens = spend.get("tokens") or {}
     maximum = state.get("max") or "∞"
     alive = {True: "alive", False: "gone", None: "none"}[report.alive]
-    status_text = state.get("status")
-    if state.get("paused") and not state.get("terminated"):
-        status_text = f"{status_text} (pause requested)" if status_text != "paused" else "paused"
     lines = [
-        f"run        {state.get('runId')}",
-        f"status     {status_text}" + (f" — {ending_of(state)}" if state.get("terminated") else ""),
-        f"agent      {state.get('agent')}"
-        + (f" ({state.get('model')})" if state.get("model") else ""),
+        f"run        {_field(state.get('runId'))}",
+        f"status     {status_text(state, now_ms)}",
+        f"agent      {_field(state.get('agent'))}"
+        + (f" ({_field(state.get('model'))})" if state.get("model") else ""),
         f"iteration  {state.get('iter')} of {maximum} ({spend.get('iterations', 0)} spent)",
-        f"elapsed    {fmt_duration(elapsed_ms(state, snap, int(time.time() * 1000)))}",
+        f"elapsed    {fmt_duration(elapsed_ms(state, snap, now_ms))}",
         f"tokens     {tokens.get('input', 0)} in / {tokens.get('output', 0)} out",
         f"cost       ${float(spend.get('costUsd') or 0):.4f}",
         f"driver     {alive}"
@@ -92,11 +135,11 @@ def status(as_json: bool, run_ref: str | None) -> int:
             if report.alive is False and not state.get("terminated")
             else ""
         ),
-        f"directory  {state.get('cwd')}",
+        f"directory  {_field(state.get('cwd'))}",
     ]
     if state.get("terminationNote"):
-        lines.append(f"note       {state.get('terminationNote')}")
+        lines.append(f"note       {_field(' '.join(str(state['terminationNote']).split()))}")
     if snap.lastExcerpt:
         lines.append(f"last       {' '.join(snap.lastExcerpt.split())[:200]}")
-    click.echo("\n".join(lines))
+    say("\n".join(lines))
     return 0

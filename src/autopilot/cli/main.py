@@ -21,6 +21,7 @@ import click
 from autopilot import __version__
 from autopilot.cli import control_cmds, git_cmds, manage_cmds, run_cmds, view_cmds, watch_cmds
 from autopilot.errors import AutopilotError, EnvironmentProblem
+from autopilot.view.safe import shown
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -78,7 +79,7 @@ def _one_line(text: str) -> str:
 
 
 def _error(message: str) -> None:
-    click.echo(_one_line(message), err=True)
+    click.echo(shown(_one_line(message)), err=True)
 
 
 def _describe_os_error(error: OSError) -> str:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import click
 
+from autopilot.cli.echo import say, say_json
 from autopilot.config import parse_duration_seconds
 from autopilot.errors import EnvironmentProblem
 from autopilot.manage.doctor import Level, run_doctor
@@ -24,9 +24,9 @@ def stats(as_json: bool) -> int:
     root = runs_root(create=False)
     totals = aggregate(collect(root))
     if as_json:
-        click.echo(json.dumps(totals, ensure_ascii=False))
+        say_json(totals)
     else:
-        click.echo("\n".join(format_stats(totals)))
+        say("\n".join(format_stats(totals)))
     return 0
 
 
@@ -48,16 +48,16 @@ def prune(older_than: str, dry_run: bool) -> int:
     seconds = parse_duration_seconds(older_than, name="--older-than")
     root = runs_root(create=False)
     if not root.exists():
-        click.echo(f"autopilot: nothing to prune ({root} does not exist)")
+        say(f"autopilot: nothing to prune ({root} does not exist)")
         return 0
     plan = plan_prune(root, int(seconds * 1000), time.time_ns() // 1_000_000)
     for run_id, reason in plan.kept.items():
-        click.echo(f"kept     {run_id}  ({reason})")
+        say(f"kept     {run_id}  ({reason})")
     total = sum(plan.sizes.values())
     if dry_run:
         for run_id in plan.remove:
-            click.echo(f"would remove  {run_id}  ({_megabytes(plan.sizes[run_id])})")
-        click.echo(
+            say(f"would remove  {run_id}  ({_megabytes(plan.sizes[run_id])})")
+        say(
             f"autopilot: dry run: {len(plan.remove)} runs older than {older_than} "
             f"({_megabytes(total)}) would be removed; nothing was changed"
         )
@@ -69,11 +69,11 @@ def prune(older_than: str, dry_run: bool) -> int:
             f"cannot rewrite {root / 'index.jsonl'}: {error.strerror or error}"
         ) from None
     for run_id in result.removed:
-        click.echo(f"removed  {run_id}  ({_megabytes(plan.sizes.get(run_id, 0))})")
+        say(f"removed  {run_id}  ({_megabytes(plan.sizes.get(run_id, 0))})")
     for run_id, why in result.failed.items():
-        click.echo(f"failed   {run_id}  ({why})", err=True)
+        say(f"failed   {run_id}  ({why})", err=True)
     freed = sum(plan.sizes.get(run_id, 0) for run_id in result.removed)
-    click.echo(
+    say(
         f"autopilot: removed {len(result.removed)} runs ({_megabytes(freed)}); "
         f"{result.rows_dropped} index rows dropped"
     )
@@ -85,9 +85,9 @@ def doctor() -> int:
     """Check the runs root, agent CLIs, git, stale runs and the index (exit 1 on findings)."""
     findings = run_doctor()
     for finding in findings:
-        click.echo(f"{finding.level.value:<5} {finding.subject:<16} {finding.detail}")
+        say(f"{finding.level.value:<5} {finding.subject:<16} {finding.detail}")
     failures = sum(1 for finding in findings if finding.level is Level.FAIL)
-    click.echo(
+    say(
         f"autopilot: {failures} finding{'s' if failures != 1 else ''}"
         if failures
         else "autopilot: healthy"

@@ -12,6 +12,7 @@ import click
 
 from autopilot import control
 from autopilot.agents.registry import AGENT_NAMES, make_adapter
+from autopilot.cli.echo import say
 from autopilot.config import RunConfig, build_config
 from autopilot.control import driver_alive
 from autopilot.errors import RunLockedError, UsageError
@@ -82,22 +83,22 @@ def _print_limits(run_id: str, config: RunConfig, folder: Path) -> None:
     model = f", model {config.model}" if config.model else ""
     cost = f"${config.max_cost_usd:g}" if config.max_cost_usd is not None else "none"
     abort = f", abort promise {config.abort_promise}" if config.abort_promise else ""
-    click.echo(f"autopilot: run {run_id} (agent {config.agent}{model})")
-    click.echo(
+    say(f"autopilot: run {run_id} (agent {config.agent}{model})")
+    say(
         f"autopilot: limits: iterations {config.min_iterations}..{maximum}, cost {cost}, "
         f"tokens {config.max_tokens or 'none'}, "
         f"duration {_duration(config.max_duration_seconds)}, "
         f"iteration timeout {_duration(config.iteration_timeout_seconds)}, "
         f"idle timeout {_duration(config.idle_timeout_seconds)}"
     )
-    click.echo(
+    say(
         f"autopilot: completion promise {config.completion_promise} "
         f"({config.completion_match}){abort}, "
         f"stagnation limit {config.stagnation_limit or 'off'}, context {config.context}"
     )
-    click.echo(f"autopilot: files in {folder}")
+    say(f"autopilot: files in {folder}")
     if not config.max_iterations:
-        click.echo(
+        say(
             "autopilot: warning: no iteration limit (--max-iterations 0): the run stops only "
             "by promise, stagnation, budget or stop",
             err=True,
@@ -107,9 +108,9 @@ def _print_limits(run_id: str, config: RunConfig, folder: Path) -> None:
 def _print_result(result: RunResult, *, replay_hint: bool = True) -> None:
     note = f" — {result.note}" if result.note else ""
     ending = describe_ending(result.reason, completed=result.terminal_type == "complete")
-    click.echo(f"autopilot: run {result.run_id} {ending}{note}")
+    say(f"autopilot: run {result.run_id} {ending}{note}")
     if replay_hint:
-        click.echo(f"autopilot: replay with: autopilot replay {result.run_id}")
+        say(f"autopilot: replay with: autopilot replay {result.run_id}")
 
 
 def drive(
@@ -131,7 +132,7 @@ def drive(
     live = not plain and sys.stdout.isatty() and sys.stdin.isatty()
 
     def on_event(event: dict[str, Any]) -> None:
-        click.echo(format_event(event))
+        say(format_event(event))
 
     driver = Driver(
         root,
@@ -282,7 +283,7 @@ def start(run_ref: str | None, plain: bool) -> int:
         raise RunLockedError(f"run {run_id} is still being driven (pid {state.get('pid')})")
     adapter = _adapter_for_state(state)
     adapter.check_installed()
-    click.echo(
+    say(
         f"autopilot: relaunching {run_id} at iteration {state.get('iter')} "
         f"({(state.get('spend') or {}).get('iterations', 0)} spent)"
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -10,12 +9,15 @@ from typing import Any
 
 import click
 
-from autopilot.cli.control_cmds import ending_of
+from autopilot.cli.control_cmds import status_text
+from autopilot.cli.echo import say, say_json
 from autopilot.config import parse_int
+from autopilot.manage.activity import Activity, run_activity
 from autopilot.store.index import read_index
 from autopilot.store.paths import resolve_run, run_dir, runs_root
 from autopilot.store.state import read_state_quietly
 from autopilot.view.plain import format_event
+from autopilot.view.safe import shown
 from autopilot.view.tail import fold_log
 
 _CTX = {"help_option_names": ["-h", "--help"]}
@@ -32,33 +34,36 @@ def list_runs(as_json: bool, limit: str | None) -> int:
     if count is not None:
         rows = rows[:count]
     if rows and not as_json:
-        click.echo(f"{'started':<16}  {'run':<40} {'iteration':<10} status")
+        say(f"{'started':<16}  {'run':<40} {'iteration':<10} status")
+    now_ms = int(time.time() * 1000)
     for row in rows:
-        state = read_state_quietly(root / str(row["runId"]) / "state.json") or {}
+        folder = root / str(row["runId"])
+        state = read_state_quietly(folder / "state.json") or {}
         if as_json:
-            shown = dict(
-                row,
-                status=state.get("status"),
-                reason=state.get("terminationReason"),
-                iterations=state.get("iter"),
+            say_json(
+                dict(
+                    row,
+                    status=state.get("status"),
+                    reason=state.get("terminationReason"),
+                    iterations=state.get("iter"),
+                )
             )
-            click.echo(json.dumps(shown, ensure_ascii=False))
             continue
         if not state:
             shown_status = "missing"
-        elif state.get("terminated"):
-            shown_status = ending_of(state)
+        elif not state.get("terminated") and run_activity(folder, state) is Activity.GONE:
+            shown_status = f"driver gone (autopilot start {folder.name} relaunches it)"
         else:
-            shown_status = str(state.get("status"))
+            shown_status = status_text(state, now_ms)
         started = row.get("ts") if isinstance(row.get("ts"), int) else row.get("startedAt")
         when = (
             time.strftime("%Y-%m-%d %H:%M", time.localtime(started / 1000))
             if isinstance(started, int)
             else "????-??-?? ??:??"
         )
-        click.echo(
-            f"{when}  {row['runId']:<40} iter {state.get('iter', '?')}/"
-            f"{row.get('maxIterations') or '∞':<4} {shown_status}"
+        say(
+            f"{when}  {shown(str(row['runId'])):<40} iter {state.get('iter', '?')}/"
+            f"{shown(str(row.get('maxIterations') or '∞')):<4} {shown(shown_status)}"
         )
     return 0
 
@@ -73,7 +78,7 @@ def replay(as_json: bool, run_ref: str) -> int:
     path = run_dir(root, run_id) / "events.jsonl"
     if as_json:
         snapshot, _ = fold_log(path)
-        click.echo(json.dumps(snapshot.to_dict(), indent=2, ensure_ascii=False))
+        say_json(snapshot.to_dict(), indent=2)
         return 0
     # One streaming pass: memory stays flat on a million-event log.
     out = sys.stdout
@@ -84,18 +89,19 @@ def replay(as_json: bool, run_ref: str) -> int:
     snapshot, _ = fold_log(path, on_event=show)
     tokens = snapshot.tokens
     reason = f" ({snapshot.reason})" if snapshot.reason else ""
-    out.write(
+    summary = (
         f"-- {run_id}: {snapshot.status}{reason}, "
         f"iteration {snapshot.iteration}, tokens {tokens['input']}/{tokens['output']}, "
-        f"cost ${snapshot.costUsd:.4f}\n"
+        f"cost ${snapshot.costUsd:.4f}"
     )
+    out.write(shown(summary) + "\n")
     return 0
 
 
 @click.command(context_settings=_CTX)
 def where() -> int:
     """Print the runs root (set it with AUTOPILOT_RUNS_DIR)."""
-    click.echo(str(runs_root(create=False)))
+    say(str(runs_root(create=False)))
     return 0
 
 

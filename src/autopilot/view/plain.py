@@ -1,8 +1,11 @@
 """Plain output: one line per event, ``time type key=value …``, easy to grep.
 
-Used by ``run --plain``, by ``run`` when stdout is not a terminal, and by ``replay``.
-Formatting never raises: an event read from a damaged log (a timestamp out of range,
-a lone surrogate, a value JSON cannot show) still becomes one printable line.
+Used by ``run --plain``, by ``run`` when stdout is not a terminal, by ``watch
+--plain`` and by ``replay``. Formatting never raises: an event read from a damaged
+log (a timestamp out of range, a lone surrogate, a value JSON cannot show) still
+becomes one printable line, with secrets redacted and terminal controls escaped
+(``view.safe``). Moments (``waitingUntil``, ``startedAt``: epoch ms) are shown in
+local time.
 """
 
 from __future__ import annotations
@@ -12,6 +15,9 @@ import re
 import time
 from collections.abc import Mapping
 from typing import Any
+
+from autopilot.redact import redact, redact_value
+from autopilot.view.safe import escape_controls
 
 _SKIP_KEYS = frozenset({"type", "ts", "runId"})
 _MAX_VALUE_CHARS = 160
@@ -23,16 +29,45 @@ def _cut(text: str) -> str:
     return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 1] + "…"
 
 
+_EPOCH_MS_MIN = 10**12
+"""Epoch milliseconds from September 2001 on: smaller numbers are not moments."""
+_EPOCH_MS_MAX = 10**14
+
+
+def _is_moment(key: str, value: Any) -> bool:
+    """``waitingUntil``, ``startedAt`` and the like holding epoch milliseconds."""
+    return (
+        (key.endswith("At") or key.endswith("Until"))
+        and isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and _EPOCH_MS_MIN <= value < _EPOCH_MS_MAX
+    )
+
+
+def format_moment(ts_ms: float, *, day_of_ms: Any = None) -> str:
+    """Epoch ms as local ``HH:MM:SS``, or ``YYYY-MM-DDTHH:MM:SS`` when it falls on
+    another day than ``day_of_ms`` (an epoch ms; None: today is not assumed)."""
+    try:
+        moment = time.localtime(ts_ms / 1000)
+        same_day = isinstance(day_of_ms, int | float) and not isinstance(day_of_ms, bool)
+        if same_day and time.localtime(day_of_ms / 1000)[:3] == moment[:3]:
+            return time.strftime("%H:%M:%S", moment)
+        return time.strftime("%Y-%m-%dT%H:%M:%S", moment)
+    except (OverflowError, ValueError, OSError):
+        return str(ts_ms)
+
+
 def _value(value: Any) -> str:
     if isinstance(value, str):
-        text = _cut(" ".join(value.split()))
+        text = _cut(" ".join(redact(value).split()))
         return json.dumps(text, ensure_ascii=False) if (" " in text or not text) else text
     if isinstance(value, Mapping) and set(value) == {"input", "output"}:
         return f"{_value(value['input'])}/{_value(value['output'])}"
     if isinstance(value, float):
         return f"{value:.6g}"
     if isinstance(value, list | dict):
-        return _cut(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+        flat = json.dumps(redact_value(value), ensure_ascii=False, separators=(",", ":"))
+        return _cut(flat)
     return _cut(str(value))
 
 
@@ -58,12 +93,18 @@ def format_time(ts_ms: Any) -> str:
 def format_event(event: Mapping[str, Any]) -> str:
     """One event as ``HH:MM:SS.mmm type key=value …`` (None values left out).
 
-    Never raises; lone surrogates (which cannot be printed as UTF-8) become U+FFFD
-    and newlines inside values are flattened, so the result is one printable line.
+    Never raises; lone surrogates (which cannot be printed as UTF-8) become U+FFFD,
+    newlines inside values are flattened, secrets are redacted and terminal
+    controls escaped, so the result is one line that is safe to print.
     """
     parts = [format_time(event.get("ts")), _safe_value(event.get("type"))]
     for key, value in event.items():
         if key in _SKIP_KEYS or value is None:
             continue
-        parts.append(f"{'_'.join(str(key).split())}={_safe_value(value)}")
-    return _SURROGATE_RE.sub("\ufffd", " ".join(parts))
+        name = "_".join(str(key).split())
+        if _is_moment(name, value):
+            shown = format_moment(value, day_of_ms=event.get("ts"))
+        else:
+            shown = _safe_value(value)
+        parts.append(f"{name}={shown}")
+    return escape_controls(_SURROGATE_RE.sub("\ufffd", " ".join(parts)))

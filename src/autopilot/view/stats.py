@@ -26,6 +26,7 @@ from autopilot.store.index import read_index
 from autopilot.store.paths import is_valid_run_id
 from autopilot.store.state import read_state_quietly
 from autopilot.view.present import as_mapping, fmt_cost, fmt_count
+from autopilot.view.safe import shown
 from autopilot.view.tail import read_lines_backward
 
 _SCAN_BLOCK_BYTES = 4096
@@ -170,7 +171,7 @@ def aggregate(summaries: Iterable[RunSummary]) -> dict[str, Any]:
 
 
 def _counts(values: Mapping[str, int]) -> str:
-    return " · ".join(f"{key} {count}" for key, count in values.items()) or "-"
+    return " · ".join(f"{shown(key)} {count}" for key, count in values.items()) or "-"
 
 
 def format_stats(totals: Mapping[str, Any]) -> list[str]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from textual import work
 from textual.app import App, ComposeResult
@@ -39,6 +39,7 @@ from autopilot.view.dialogs import ConfirmStop, MessagePrompt
 from autopilot.view.follow import Liveness, watch_run_dir
 from autopilot.view.output import OutputFollower
 from autopilot.view.project import read_project_tasks
+from autopilot.view.safe import shown
 from autopilot.view.tail import LogFollower, fold_log, log_end, read_last_events
 from autopilot.view.widgets import (
     AgentOutput,
@@ -204,7 +205,7 @@ class WatchApp(App[None]):
     def on_files_changed(self, message: FilesChanged) -> None:
         """Read what changed; on a quiet period, check everything once."""
         if message.error is not None:
-            self.notify(message.error, severity="error", timeout=30)
+            self._say(message.error, severity="error", timeout=30)
             return
         names = message.names
         quiet = not names
@@ -286,7 +287,7 @@ class WatchApp(App[None]):
         self._follower = None
         self.snapshot = Snapshot()
         self.query_one(Timeline).clear()
-        self.notify("the event log was replaced or truncated; reading it again")
+        self._say("the event log was replaced or truncated; reading it again")
         self._load_log()
 
     def _attach_output(self) -> None:
@@ -335,6 +336,16 @@ class WatchApp(App[None]):
         self.query_one(WorkPane).show(snapshot, self.project_tasks)
         self.query_one(LastCommit).show(snapshot)
 
+    def _say(
+        self,
+        message: str,
+        *,
+        severity: Literal["information", "warning", "error"] = "information",
+        timeout: float | None = None,
+    ) -> None:
+        """A notification, shown as text (never markup), redacted and escaped."""
+        self.notify(shown(message), severity=severity, timeout=timeout, markup=False)
+
     # -- keys --------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -354,9 +365,9 @@ class WatchApp(App[None]):
         try:
             result = act()
         except AutopilotError as error:
-            self.notify(str(error), severity="error")
+            self._say(str(error), severity="error")
             return
-        self.notify(result.message)
+        self._say(result.message)
         self._reload_state()
         self._render_all()
 
@@ -386,9 +397,9 @@ class WatchApp(App[None]):
         def answered(text: str | None) -> None:
             if text:
                 try:
-                    self.notify(send(text))
+                    self._say(send(text))
                 except AutopilotError as error:
-                    self.notify(str(error), severity="error")
+                    self._say(str(error), severity="error")
 
         self.push_screen(MessagePrompt(), answered)
 
@@ -401,4 +412,4 @@ class WatchApp(App[None]):
         if self._on_interrupt is None:
             self.exit()
             return
-        self.notify(self._on_interrupt())
+        self._say(self._on_interrupt())

@@ -1,7 +1,10 @@
 """The panes of ``autopilot watch``: Textual widgets that render ``present`` values.
 
 Each pane has one ``show(...)`` method taking plain data (``state.json``, the
-``Snapshot``, now); none of them reads files or the clock.
+``Snapshot``, now); none of them reads files or the clock. Every text that comes
+from a run (names, notes, excerpts, the agent's output) goes through
+``safe.shown``: a terminal never receives a control sequence an agent wrote, nor
+a well-known secret.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from autopilot.view import present
 from autopilot.view.describe import EVENT_TONES, describe_event
 from autopilot.view.output import LineKind, OutputLine
 from autopilot.view.plain import format_time
+from autopilot.view.safe import shown
 
 TONE_STYLES = {"run": "bold cyan", "ok": "bold green", "warn": "bold yellow", "bad": "bold red"}
 MARK_GLYPHS = {
@@ -105,14 +109,16 @@ class RunHeader(Vertical):
         model = data.get("model") or snapshot.model
         title = Text()
         title.append(" autopilot ", style="bold reverse")
-        title.append(f" {run_id} ", style="bold")
-        title.append(f" label {label} ", style="dim")
-        title.append(f" agent {agent}" + (f" ({model})" if model else ""), style="")
+        title.append(f" {shown(str(run_id))} ", style="bold")
+        title.append(f" label {shown(str(label))} ", style="dim")
+        title.append(
+            f" agent {shown(str(agent))}" + (f" ({shown(str(model))})" if model else ""), style=""
+        )
         if badge.detail:
-            title.append(f"   {badge.detail}", style="italic")
+            title.append(f"   {shown(badge.detail)}", style="italic")
         self.query_one("#title", TextPane).set_text(title, layout=False)
         badge_widget = self.query_one("#badge", TextPane)
-        badge_widget.set_text(Text(badge.label))
+        badge_widget.set_text(Text(shown(badge.label)))
         if not badge_widget.has_class(f"-{badge.tone}"):
             badge_widget.set_classes(f"-{badge.tone}")
         in_tokens, out_tokens, cost = present.spend(state, snapshot)
@@ -152,7 +158,7 @@ class StagesRow(TextPane):
             if index:
                 text.append(" › ", style="dim")
             glyph, style = MARK_GLYPHS[mark]
-            text.append(f"{glyph} {name}", style=style or "")
+            text.append(f"{glyph} {shown(name)}", style=style or "")
         self.set_text(text)
 
 
@@ -160,7 +166,7 @@ def _marked(text: Text, rows: Sequence[tuple[str, str]]) -> None:
     for label, mark in rows:
         glyph, style = MARK_GLYPHS.get(mark, ("·", ""))
         text.append(f"\n  {glyph} ", style=style)
-        text.append(label, style="bold" if mark in ("active", "running") else "")
+        text.append(shown(label), style="bold" if mark in ("active", "running") else "")
 
 
 class StagePane(TextPane):
@@ -174,10 +180,10 @@ class StagePane(TextPane):
             since = (
                 present.fmt_duration(now_ms - stage["startedAt"]) if stage.get("startedAt") else ""
             )
-            text.append(f"{stage['name']}", style="bold cyan")
+            text.append(shown(str(stage["name"])), style="bold cyan")
             text.append(f"  stage {stage['stage']}, {since}", style="dim")
         elif snapshot.recentStages and snapshot.currentStageSubstages:
-            text.append(f"{snapshot.recentStages[-1].get('name')}", style="bold")
+            text.append(shown(str(snapshot.recentStages[-1].get("name"))), style="bold")
             text.append("  (last stage, ended)", style="dim")
         else:
             text.append("no active stage", style="dim")
@@ -188,11 +194,11 @@ class StagePane(TextPane):
         if dropped:
             text.append(f"\n  (+{dropped} earlier)", style="dim")
         for line in present.substage_lines(snapshot, height):
-            text.append(f"\n  · {line}")
+            text.append(f"\n  · {shown(line)}")
         recent = present.recent_stage_text(snapshot)
         if recent:
             text.append("\ndone  ", style="dim")
-            text.append(recent)
+            text.append(shown(recent))
         self.set_text(text)
 
 
@@ -209,16 +215,16 @@ class WorkPane(TextPane):
         _marked(text, items)
         backlog = present.backlog_text(snapshot)
         if backlog:
-            text.append(f"\n  backlog: {backlog}", style="dim")
+            text.append(f"\n  backlog: {shown(backlog)}", style="dim")
         tasks = present.task_marks(snapshot)
         if tasks:
             stage = snapshot.currentTaskList["stage"] if snapshot.currentTaskList else ""
             text.append("\ntasks ", style="bold")
-            text.append(stage, style="dim")
+            text.append(shown(str(stage)), style="dim")
             _marked(text, tasks)
         if project_tasks:
             text.append("\ntasks.jsonl ", style="bold")
-            text.append(present.task_counts(project_tasks), style="dim")
+            text.append(shown(present.task_counts(project_tasks)), style="dim")
             _marked(text, present.project_task_lines(project_tasks))
         self.set_text(text)
 
@@ -232,8 +238,9 @@ class Timeline(RichLog):
             kind = str(event.get("type"))
             line = Text(no_wrap=True, overflow="ellipsis")
             line.append(format_time(event.get("ts"))[:8] + " ", style="dim")
-            line.append(f"{kind:<17}", style=TONE_STYLES.get(EVENT_TONES.get(kind, ""), ""))
-            line.append(" " + describe_event(event))
+            style = TONE_STYLES.get(EVENT_TONES.get(kind, ""), "")
+            line.append(f"{shown(kind):<17}", style=style)
+            line.append(" " + shown(describe_event(event)))
             self.write(line)
 
 
@@ -264,16 +271,17 @@ class AgentOutput(RichLog):
         for item in lines:
             text = Text()
             style = OUTPUT_STYLES[item.kind]
+            body = shown(item.text, newlines=True)
             if item.kind is LineKind.TOOL:
                 text.append("▸ ", style="cyan")
-                text.append(f"{item.tool} ", style="bold cyan")
-                text.append(item.text)
+                text.append(f"{shown(str(item.tool))} ", style="bold cyan")
+                text.append(body)
             elif item.kind is LineKind.RESULT:
-                text.append("  ↳ " + item.text, style=style)
+                text.append("  ↳ " + body, style=style)
             elif item.kind is LineKind.SUBAGENT:
-                text.append("  (subagent) " + item.text, style=style)
+                text.append("  (subagent) " + body, style=style)
             else:
-                text.append(item.text, style=style)
+                text.append(body, style=style)
             self.write(text)
 
 
@@ -286,7 +294,7 @@ class LastCommit(TextPane):
         """Render ``last commit a1b2c3d subject (time)``."""
         text = Text("last commit  ", style="bold")
         commit = present.last_commit_text(snapshot)
-        text.append(commit or "none yet", style="" if commit else "dim")
+        text.append(shown(commit) if commit else "none yet", style="" if commit else "dim")
         self.set_text(text)
 
 

@@ -1,0 +1,146 @@
+"""Secrets in text: well-known credential shapes, found and replaced (pure).
+
+An agent prints what it sees — an ``.env`` file it read, a ``curl -H
+"Authorization: Bearer …"`` it ran — and autopilot keeps excerpts of that in
+``events.jsonl`` and ``state.json`` and shows them in ``status`` and the views.
+``redact`` replaces each well-known secret shape with its public prefix and
+``[REDACTED]``, so what autopilot writes or shows never carries the secret; the
+raw output files under ``iter-NNNN/`` keep the agent's bytes (they are 0600).
+
+Shapes, as their issuers document them:
+
+* Anthropic ``sk-ant-…``; OpenAI and OpenAI-compatible ``sk-…`` (``sk-proj-…``);
+* GitHub ``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_…`` and ``github_pat_…``;
+  GitLab ``glpat-…``;
+* AWS access key ids ``AKIA…``/``ASIA…`` (16 more upper-case letters or digits);
+* Slack ``xoxa-``/``xoxb-``/``xoxp-``/``xoxr-``/``xoxs-…`` and ``xapp-…``;
+* Google API keys ``AIza…``; Stripe secret and restricted keys ``sk_live_…``,
+  ``rk_live_…`` (and ``_test_``); npm ``npm_…``; Hugging Face ``hf_…``;
+* JSON Web Tokens ``eyJ….eyJ….…``;
+* PEM and PGP private-key blocks (``-----BEGIN … PRIVATE KEY-----`` to its end
+  line, or to the end of the text when it was cut);
+* ``Bearer <token>`` (a token with a digit in it, so prose is left alone);
+* a password in a URL (``https://user:password@host``);
+* an assignment to a secret-named variable (``AWS_SECRET_ACCESS_KEY=…``,
+  ``password: …``) of 8 or more characters.
+
+``redact`` is idempotent: redacting redacted text changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+MARK = "[REDACTED]"
+"""What a secret is replaced with (after its public prefix)."""
+
+_START = r"(?<![A-Za-z0-9_-])"
+"""A secret's prefix starts a token: ``task-abc…`` holds no ``sk-`` key."""
+
+_END = r"(?![A-Za-z0-9])"
+
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN ([A-Z0-9 ]*?)PRIVATE KEY((?: BLOCK)?)-----"
+    r".*?(?:-----END \1PRIVATE KEY\2-----|\Z)",
+    re.DOTALL,
+)
+
+_PREFIXED: tuple[re.Pattern[str], ...] = tuple(
+    re.compile(pattern)
+    for pattern in (
+        _START + r"(sk-ant-)[A-Za-z0-9_-]{12,}",
+        _START + r"(sk-)(?!ant-)[A-Za-z0-9_-]{20,}",
+        _START + r"(gh[pousr]_)[A-Za-z0-9]{30,}",
+        _START + r"(github_pat_)[A-Za-z0-9_]{30,}",
+        _START + r"(glpat-)[A-Za-z0-9_-]{20,}",
+        _START + r"(AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}" + _END,
+        _START + r"(xox[aboprs]-|xapp-)[A-Za-z0-9-]{10,}",
+        _START + r"(AIza)[0-9A-Za-z_-]{35}",
+        _START + r"((?:sk|rk)_(?:live|test)_)[A-Za-z0-9]{16,}",
+        _START + r"(npm_)[A-Za-z0-9]{36}",
+        _START + r"(hf_)[A-Za-z0-9]{30,}",
+        _START + r"(eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+        r"(?i:\b(bearer)\s+)(?=[A-Za-z0-9._~+/-]*[0-9])[A-Za-z0-9._~+/-]{8,}=*",
+    )
+)
+"""Each keeps group 1 (the public prefix) and replaces the rest."""
+
+_URL_PASSWORD = re.compile(r"(://[^/\s:@]+:)[^/\s@]+@")
+
+_ASSIGNMENT = re.compile(
+    r"\b([A-Z][A-Z0-9_]*_KEY"
+    r"|(?i:[A-Za-z0-9_.-]*(?:api[_-]?key|secret|token|password|passwd|credentials?)))"
+    r"([\"']?\s*[=:]\s*[\"']?)[^\s\"',;]{8,}"
+)
+"""``NAME=value`` / ``name: value`` where the name says it holds a secret
+(``*_KEY`` in capitals, as environment variables are named; ``*api_key``,
+``*secret``, ``*token``, ``*password`` in any case)."""
+
+
+def _keep_prefix(match: re.Match[str]) -> str:
+    prefix = match.group(1)
+    if prefix.lower() == "bearer":
+        return f"{prefix} {MARK}"
+    return prefix + MARK
+
+
+def _private_key(match: re.Match[str]) -> str:
+    kind, block = match.group(1), match.group(2)
+    return f"-----BEGIN {kind}PRIVATE KEY{block}-----{MARK}-----END {kind}PRIVATE KEY{block}-----"
+
+
+_QUICK = re.compile(
+    r"sk-|gh[pousr]_|github_pat_|glpat-|A[KSBC][IC]A|xox|xapp-|AIza|k_live_|k_test_|npm_|hf_"
+    r"|eyJ|PRIVATE KEY|(?i:bearer|://|key|secret|token|passw|credential)"
+)
+"""Text without any of these holds no secret shape: the common case costs one scan."""
+
+
+def redact(text: str) -> str:
+    """``text`` with every well-known secret shape replaced (see the module docstring).
+
+    Args:
+        text: Any text: an excerpt, a note, an error message, an output line.
+
+    Returns:
+        The text with each secret's value replaced by ``[REDACTED]`` after its
+        public prefix (``sk-ant-[REDACTED]``, ``Bearer [REDACTED]``).
+    """
+    if not text or _QUICK.search(text) is None:
+        return text
+    text = _PRIVATE_KEY.sub(_private_key, text)
+    for pattern in _PREFIXED:
+        text = pattern.sub(_keep_prefix, text)
+    text = _URL_PASSWORD.sub(lambda m: m.group(1) + MARK + "@", text)
+    return _ASSIGNMENT.sub(lambda m: m.group(1) + m.group(2) + MARK, text)
+
+
+def redact_value(value: Any, *, skip: Callable[[str], bool] | None = None) -> Any:
+    """``redact`` applied to every string in a JSON-like value, dict keys included.
+
+    Args:
+        value: A str, list, dict, or anything else (returned as it is).
+        skip: Top-level dict keys whose values are left as they are.
+
+    Returns:
+        A copy with redacted strings (the value itself when nothing changed).
+    """
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [redact_value(item) for item in value]
+    if isinstance(value, dict):
+        return {
+            redact(key) if isinstance(key, str) else key: (
+                item if skip is not None and skip(key) else redact_value(item)
+            )
+            for key, item in value.items()
+        }
+    return value
+
+
+def has_secret_shape(text: str) -> bool:
+    """True when ``text`` holds a well-known secret shape."""
+    return redact(text) != text

@@ -1,0 +1,97 @@
+"""Well-known secret shapes are redacted; ordinary text is left alone."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from autopilot.redact import MARK, has_secret_shape, redact, redact_value
+
+ANTHROPIC = "sk-ant-api03-" + "Ab3_" * 20
+OPENAI = "sk-proj-" + "Zx9-" * 12
+GITHUB = "ghp_" + "a1B2" * 9
+GITHUB_OAUTH = "gho_" + "Q7w8" * 9
+GITHUB_PAT = "github_pat_11ABCDEFG0" + "x" * 60
+AWS = "AKIAIOSFODNN7EXAMPLE"
+SLACK = "xoxb-123456789012-1234567890123-" + "a" * 24
+GOOGLE = "AIza" + "S" * 35
+STRIPE = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+PRIVATE_KEY = (
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7v1x\nq2Zl+abc/def==\n"
+    "-----END RSA PRIVATE KEY-----"
+)
+
+SECRETS = [ANTHROPIC, OPENAI, GITHUB, GITHUB_OAUTH, GITHUB_PAT, AWS, SLACK, GOOGLE, STRIPE, JWT]
+
+
+@pytest.mark.parametrize("secret", SECRETS)
+def test_each_shape_is_redacted_in_running_text(secret: str) -> None:
+    text = f"export KEY_FROM_ENV={secret} # found in .env\nthen used {secret}."
+    out = redact(text)
+    assert secret not in out
+    assert out.count(MARK) >= 2
+    assert out.endswith(".")  # what follows the secret is kept
+
+
+def test_prefixes_stay_so_a_reader_knows_what_was_there() -> None:
+    assert redact(f"key {ANTHROPIC} here") == f"key sk-ant-{MARK} here"
+    assert redact(f"key {GITHUB} here") == f"key ghp_{MARK} here"
+    assert redact(f"id {AWS}.") == f"id AKIA{MARK}."
+    assert redact(f"{SLACK}") == f"xoxb-{MARK}"
+
+
+def test_bearer_tokens_and_url_passwords() -> None:
+    out = redact(
+        "curl -H 'Authorization: Bearer abc123def456ghi' https://bob:hunter22@example.com/x"
+    )
+    assert out == f"curl -H 'Authorization: Bearer {MARK}' https://bob:{MARK}@example.com/x"
+    # Prose about bearer authentication is not a token.
+    assert redact("use Bearer authentication here") == "use Bearer authentication here"
+
+
+def test_private_key_blocks_whole_or_cut() -> None:
+    out = redact(f"key:\n{PRIVATE_KEY}\nend")
+    assert "MIIEow" not in out and out.endswith("\nend")
+    assert "-----BEGIN RSA PRIVATE KEY-----" + MARK in out
+    cut = redact("begins -----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA")
+    assert "b3BlbnNz" not in cut
+
+
+def test_secret_named_assignments() -> None:
+    out = redact(
+        'AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCY and "api_key": "p4ssw0rd-123"'
+    )
+    assert "wJalrXUtnFEMI" not in out and "p4ssw0rd" not in out
+    assert redact("max_tokens=100000, password: short") == "max_tokens=100000, password: short"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "task-abcdefghijklmnopqrstuvwxyz0123 is a branch name",
+        "the disk-0123456789abcdefghijkl volume",
+        "git checkout ghp-branch",
+        "Phase 1: COMPLETE",
+        "/home/dev/work/src/login.py",
+        "tokens 1200 in / 300 out",
+    ],
+)
+def test_ordinary_text_is_left_alone(text: str) -> None:
+    assert redact(text) == text
+    assert not has_secret_shape(text)
+
+
+def test_redact_value_walks_json_values() -> None:
+    value = {"note": f"saw {GITHUB}", "items": [AWS, 3], "keep": GITHUB}
+    out = redact_value(value, skip=lambda key: key == "keep")
+    assert out == {"note": f"saw ghp_{MARK}", "items": [f"AKIA{MARK}", 3], "keep": GITHUB}
+
+
+@given(st.text(), st.sampled_from(SECRETS))
+def test_redaction_is_idempotent_and_removes_the_secret(prefix: str, secret: str) -> None:
+    text = f"{prefix} {secret} "
+    once = redact(text)
+    assert redact(once) == once
+    assert secret not in once
