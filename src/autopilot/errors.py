@@ -6,8 +6,9 @@ Every error a user can cause ends as one line on stderr and a documented exit co
     AutopilotError                 (exit 1)
     ├── UsageError                 a malformed option, config or RUN (exit 2)
     │   ├── RunNotFoundError       RUN names no run, or more than one (exit 2)
-    │   └── RepositoryError        not a repository, bare, no commit, detached HEAD,
-    │                              staged changes, a branch or path that exists (exit 2)
+    │   ├── RepositoryError        not a repository, bare, no commit, detached HEAD,
+    │   │                          staged changes, a branch or path that exists (exit 2)
+    │   └── BacklogError           tasks.jsonl cannot be read or changed as asked (exit 2)
     ├── MergeConflictError         a run's branch does not apply cleanly (exit 1)
     └── EnvironmentProblem         the machine cannot do what was asked (exit 4)
         ├── RunsRootError          the runs root is missing, not ours, or unwritable
@@ -38,6 +39,10 @@ class UsageError(AutopilotError):
 
 class RunNotFoundError(UsageError):
     """A RUN argument matched no run, or a prefix matched several."""
+
+
+class BacklogError(UsageError):
+    """``.autopilot/tasks.jsonl`` cannot be read, or a change to it was refused."""
 
 
 class EnvironmentProblem(AutopilotError):

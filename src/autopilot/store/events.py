@@ -74,6 +74,7 @@ class EventType(StrEnum):
     AGENT_ERROR = "agent_error"
     DRIVER_START = "driver_start"
     WARNING = "warning"
+    WORKITEM_RECORDED = "workitem_recorded"
 
 
 EVENT_TYPES: tuple[str, ...] = tuple(t.value for t in EventType)

@@ -54,7 +54,10 @@ class Snapshot:
     cumulative ``{"input", "output"}``; timestamps are epoch ms. autopilot's own
     fields follow: ``costUsd`` (cumulative USD), ``agent``, ``model``,
     ``waitingUntil`` (epoch ms while rate limited), ``note`` (the terminal note) and
-    ``outcomes`` (iteration number → outcome string, newest 256).
+    ``outcomes`` (iteration number → outcome string, newest 256) and ``workItems``
+    (the backlog's items, ``{id, title, status, attempt}`` in file order, from
+    ``workitem_recorded``, ``workitem_start``/``workitem_end`` with an ``itemId`` and
+    ``backlog_snapshot.items``).
     """
 
     runId: str | None = None  # noqa: N815 - the seed's JSON field names
@@ -97,6 +100,7 @@ class Snapshot:
     waitingUntil: int | float | None = None  # noqa: N815
     note: str | None = None
     outcomes: dict[str, str] = field(default_factory=dict)
+    workItems: list[dict[str, Any]] = field(default_factory=list)  # noqa: N815
 
     @property
     def terminal(self) -> bool:
@@ -334,9 +338,57 @@ def _backlog_snapshot(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
     snap.backlog = {
         key: _num_or_none(e.get(key)) for key in ("redCi", "openPrs", "openIssues", "closedByLoop")
     }
+    listed = e.get("items")
+    if not isinstance(listed, list):
+        return
+    known = {item["id"]: item for item in snap.workItems}
+    items = []
+    for entry in listed[:MAX_SNAPSHOT_HISTORY]:
+        if isinstance(entry, Mapping) and _nonempty_str(entry.get("id")):
+            item = dict(known.get(entry["id"]) or {"id": entry["id"], "title": None})
+            _set_work_item(item, entry.get("status"), entry.get("attempt"))
+            items.append(item)
+    if not e.get("itemsTruncated"):
+        snap.workItems = items
+
+
+def _set_work_item(item: dict[str, Any], status: Any, attempt: Any) -> None:
+    if isinstance(status, str) and status:
+        item["status"] = status[:32]
+    if _finite(attempt) and attempt >= 0:
+        item["attempt"] = int(attempt)
+    item.setdefault("status", None)
+    item.setdefault("attempt", 0)
+
+
+def _work_item(snap: Snapshot, e: Mapping[str, Any], status: Any) -> None:
+    """Our own tracking of a backlog item named by ``itemId`` (seed readers skip it)."""
+    item_id = e.get("itemId")
+    if not _nonempty_str(item_id):
+        return
+    item = next((i for i in snap.workItems if i["id"] == item_id), None)
+    if item is None:
+        item = {"id": item_id, "title": None}
+        _push(snap.workItems, item)
+    if _nonempty_str(e.get("title")):
+        item["title"] = e["title"]
+    _set_work_item(item, status, e.get("attempt"))
+
+
+def _workitem_recorded(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
+    record = e.get("item")
+    if not isinstance(record, Mapping) or record.get("id") != e.get("itemId"):
+        return
+    title = record.get("title") or record.get("prompt")
+    first = str(title).strip().splitlines()[0] if isinstance(title, str) and title.strip() else ""
+    label = f"{e['itemId']}: {first}" if first else str(e["itemId"])
+    _work_item(
+        snap, {**e, "title": label[:200], "attempt": record.get("attempt")}, record.get("status")
+    )
 
 
 def _workitem_start(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
+    _work_item(snap, e, "running")
     kind = e.get("kind")
     if not isinstance(kind, str) or kind not in WORKITEM_KINDS:
         return
@@ -352,6 +404,7 @@ def _workitem_start(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
 
 
 def _workitem_end(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
+    _work_item(snap, e, e.get("status"))
     kind = e.get("kind")
     if not isinstance(kind, str) or kind not in WORKITEM_KINDS:
         return
@@ -536,4 +589,5 @@ _HANDLERS: dict[str, Any] = {
     "worktree_removed": _worktree_removed,
     "worktree_kept": _worktree_kept,
     "rate_limited": _rate_limited,
+    "workitem_recorded": _workitem_recorded,
 }

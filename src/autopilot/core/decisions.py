@@ -1,0 +1,307 @@
+"""What an agent's decision about a work item does to it (pure).
+
+The agent ends its work on an item with one of seed 002's decisions, through
+``autopilot report`` or a promoted ``.autopilot/consistency-decision.json``:
+
+============== ==============================================================
+decision        effect on the item
+============== ==============================================================
+continue_next   the criteria's ``check`` commands run (autopilot runs them); all
+                pass: ``completed``; one fails: ``reopened`` (micro) with its output
+retry_same_unit back to ``ready`` with the evidence as feedback
+reopen_micro    ``reopened`` with ``reopen_target`` micro (meso, macro alike)
+ask_user_meta   ``blocked`` with the question; the run waits for ``autopilot answer``
+stop            ``stopped``; the run ends
+============== ==============================================================
+
+A running item with no decision at the end of its iteration stays ``running`` and is
+resumed with ``pending-decision: missing``; after ``MISSING_REPORTS_BEFORE_ASKING``
+in a row it is gated like ``ask_user_meta``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from autopilot.core.workitems import (
+    Completion,
+    CompletionState,
+    FocusLayer,
+    ItemStatus,
+    Verdict,
+    WorkItem,
+)
+
+
+class ItemDecision(StrEnum):
+    """The decisions an agent may report for its running work item (seed 002)."""
+
+    CONTINUE_NEXT = "continue_next"
+    RETRY_SAME_UNIT = "retry_same_unit"
+    REOPEN_MICRO = "reopen_micro"
+    REOPEN_MESO = "reopen_meso"
+    REOPEN_MACRO = "reopen_macro"
+    ASK_USER_META = "ask_user_meta"
+    STOP = "stop"
+
+
+REOPEN_LAYER = {
+    ItemDecision.REOPEN_MICRO: FocusLayer.MICRO,
+    ItemDecision.REOPEN_MESO: FocusLayer.MESO,
+    ItemDecision.REOPEN_MACRO: FocusLayer.MACRO,
+}
+
+NEEDS_EVIDENCE = frozenset(
+    {
+        ItemDecision.RETRY_SAME_UNIT,
+        ItemDecision.REOPEN_MICRO,
+        ItemDecision.REOPEN_MESO,
+        ItemDecision.REOPEN_MACRO,
+        ItemDecision.ASK_USER_META,
+    }
+)
+"""Decisions that must say why (seed 002: "only with concrete evidence")."""
+
+MISSING_REPORTS_BEFORE_ASKING = 3
+"""Iterations in a row without a decision before the item is gated for a person."""
+
+MAX_FEEDBACK_CHARS = 4000
+"""Feedback carried into the next prompt is cut to this many characters (the tail)."""
+
+
+@dataclass(frozen=True)
+class ItemReport:
+    """An agent's decision about its running item.
+
+    Attributes:
+        item_id: The item it is about.
+        decision: What the agent decided.
+        criteria: Criterion id -> passed (True) or failed (False), as the agent claims.
+        evidence: What the agent offers as evidence, one string each.
+        source: Where it came from (``report`` or ``decision-file``).
+    """
+
+    item_id: str
+    decision: ItemDecision
+    criteria: Mapping[str, bool]
+    evidence: tuple[str, ...] = ()
+    source: str = "report"
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """What autopilot's own run of an item's ``check`` commands found.
+
+    Attributes:
+        passed: True if every check exited 0 (also when there were none).
+        digest: ``sha256:<64 hex>`` of what ran and what it printed, or None if
+            nothing ran.
+        evidence: One line per check (``[completion-check] ac1: exit 0``).
+        failure: The failing checks' commands and output tails, for the next prompt.
+    """
+
+    passed: bool
+    digest: str | None = None
+    evidence: tuple[str, ...] = ()
+    failure: str | None = None
+
+
+def validate_report(items: Sequence[WorkItem], report: ItemReport) -> list[str]:
+    """Everything wrong with ``report``, each as a line telling how to fix it.
+
+    Args:
+        items: The backlog as it is now.
+        report: The agent's decision.
+
+    Returns:
+        The problems; empty when the report can be applied.
+    """
+    item = next((i for i in items if i.id == report.item_id), None)
+    running = [i.id for i in items if i.status is ItemStatus.RUNNING]
+    if item is None:
+        hint = f"the running item is {running[0]!r}" if running else "no item is running"
+        return [
+            f"no work item {report.item_id!r} in .autopilot/tasks.jsonl ({hint}; "
+            "see autopilot tasks list)"
+        ]
+    if item.status is not ItemStatus.RUNNING:
+        hint = f"report on the running item {running[0]!r}" if running else "no item is running"
+        return [f"work item {item.id!r} is {item.status.value}, not running: {hint}"]
+    problems: list[str] = []
+    known = [c.id for c in item.acceptance_criteria]
+    for criterion_id in report.criteria:
+        if criterion_id not in known:
+            ids = ", ".join(known) if known else "none"
+            problems.append(
+                f"criterion {criterion_id!r} is not one of {item.id}'s criteria ({ids}); "
+                f"see autopilot tasks show {item.id}"
+            )
+    if report.decision is ItemDecision.CONTINUE_NEXT:
+        failed = [cid for cid, ok in report.criteria.items() if not ok and cid in known]
+        missing = [cid for cid in known if cid not in report.criteria]
+        if failed:
+            problems.append(
+                f"continue_next with failing criteria ({', '.join(failed)}): report "
+                "reopen_micro (or retry_same_unit) with --evidence saying what fails"
+            )
+        if missing:
+            flags = " ".join(f"--criterion {cid}=pass" for cid in missing)
+            problems.append(
+                f"continue_next needs a pass for every criterion of {item.id}; add {flags} "
+                "once each one holds"
+            )
+    if report.decision in NEEDS_EVIDENCE and not any(e.strip() for e in report.evidence):
+        what = (
+            "the question for the user"
+            if report.decision is ItemDecision.ASK_USER_META
+            else "what failed or what is left"
+        )
+        problems.append(f"{report.decision.value} needs --evidence TEXT with {what}")
+    return problems
+
+
+def _tail(text: str, limit: int = MAX_FEEDBACK_CHARS) -> str:
+    return text if len(text) <= limit else "…" + text[-(limit - 1) :]
+
+
+def start_item(item: WorkItem) -> WorkItem:
+    """The item as an iteration starts working on it: ``running``, ``attempt`` + 1.
+
+    A running item (resumed after a missing decision) keeps its attempt count.
+    """
+    if item.status is ItemStatus.RUNNING:
+        return item
+    completion = replace(item.completion, state=CompletionState.IN_PROGRESS)
+    return item.with_status(ItemStatus.RUNNING, attempt=item.attempt + 1, completion=completion)
+
+
+def claimed_evidence(report: ItemReport) -> tuple[str, ...]:
+    """The report's evidence with one ``claim-evidence-map`` line per criterion."""
+    claims = tuple(
+        f"claim-evidence-map: {cid}={'pass' if ok else 'fail'}"
+        for cid, ok in report.criteria.items()
+    )
+    return tuple(report.evidence) + claims
+
+
+def apply_report(
+    item: WorkItem, report: ItemReport, checks: CheckOutcome | None = None
+) -> WorkItem:
+    """The item after its running iteration's decision (see the module's table).
+
+    Args:
+        item: The running item.
+        report: A report for it that ``validate_report`` accepted.
+        checks: For ``continue_next``, autopilot's run of the item's checks (None
+            means there were none to run, which passes).
+
+    Returns:
+        The changed item; ``missing_decisions`` in ``extra`` is cleared.
+    """
+    extra = {k: v for k, v in item.extra.items() if k != "missing_decisions"}
+    item = replace(item, extra=extra)
+    evidence = claimed_evidence(report)
+    decision = report.decision
+    if decision is ItemDecision.CONTINUE_NEXT:
+        outcome = checks or CheckOutcome(passed=True)
+        if not outcome.passed:
+            return item.with_status(
+                ItemStatus.REOPENED,
+                completion=Completion(
+                    state=CompletionState.FAILED,
+                    verdict=Verdict.FAIL,
+                    evidence=evidence + outcome.evidence,
+                    completion_check_digest=outcome.digest,
+                    reopen_target=FocusLayer.MICRO,
+                    feedback=_tail(outcome.failure or "a completion check failed"),
+                    extra=item.completion.extra,
+                ),
+            )
+        return item.with_status(
+            ItemStatus.COMPLETED,
+            blocked_reason=None,
+            completion=Completion(
+                state=CompletionState.PASSED,
+                verdict=Verdict.PASS,
+                evidence=(*evidence, *outcome.evidence),
+                completion_check_digest=outcome.digest,
+                extra=item.completion.extra,
+            ),
+        )
+    said = _tail("\n".join(e for e in report.evidence if e.strip()))
+    if decision is ItemDecision.RETRY_SAME_UNIT:
+        completion = replace(
+            item.completion,
+            state=CompletionState.IN_PROGRESS,
+            evidence=evidence,
+            feedback=said,
+            reopen_target=None,
+        )
+        return item.with_status(ItemStatus.READY, completion=completion)
+    if decision in REOPEN_LAYER:
+        completion = replace(
+            item.completion,
+            state=CompletionState.FAILED,
+            verdict=Verdict.FAIL,
+            evidence=evidence,
+            feedback=said,
+            reopen_target=REOPEN_LAYER[decision],
+        )
+        return item.with_status(ItemStatus.REOPENED, completion=completion)
+    if decision is ItemDecision.ASK_USER_META:
+        completion = replace(
+            item.completion, state=CompletionState.AWAITING_USER, evidence=evidence
+        )
+        return item.with_status(ItemStatus.BLOCKED, completion=completion, blocked_reason=said)
+    completion = replace(item.completion, state=CompletionState.STOPPED, evidence=evidence)
+    return item.with_status(ItemStatus.STOPPED, completion=completion)
+
+
+def missing_report(item: WorkItem) -> WorkItem:
+    """The running item after an iteration that reported no decision.
+
+    It stays ``running`` (resumed next time with ``pending-decision: missing``);
+    after ``MISSING_REPORTS_BEFORE_ASKING`` in a row it is ``blocked`` with a
+    question for a person.
+    """
+    count = item.extra.get("missing_decisions", 0)
+    count = (count if isinstance(count, int) and not isinstance(count, bool) else 0) + 1
+    if count >= MISSING_REPORTS_BEFORE_ASKING:
+        extra = {k: v for k, v in item.extra.items() if k != "missing_decisions"}
+        completion = replace(item.completion, state=CompletionState.AWAITING_USER)
+        return item.with_status(
+            ItemStatus.BLOCKED,
+            completion=completion,
+            extra=extra,
+            blocked_reason=(
+                f"{count} iterations in a row ended without a decision about {item.id}; "
+                "how should it go on?"
+            ),
+        )
+    return replace(item, extra={**item.extra, "missing_decisions": count})
+
+
+def answer_item(item: WorkItem, answer: str) -> WorkItem:
+    """A blocked item after a person's answer: ``ready`` again, the answer as feedback."""
+    question = item.blocked_reason
+    feedback = f"question: {question}\nanswer: {answer}" if question else f"answer: {answer}"
+    completion = replace(item.completion, state=CompletionState.IN_PROGRESS, feedback=feedback)
+    return item.with_status(ItemStatus.READY, completion=completion, blocked_reason=None)
+
+
+def reopen_for_violation(item: WorkItem, paths: Sequence[str]) -> WorkItem:
+    """The item after it changed files outside its allowed surface: reopened (micro).
+
+    Nothing in the work tree is reverted; the next prompt names the paths.
+    """
+    shown = ", ".join(paths[:20]) + (f" and {len(paths) - 20} more" if len(paths) > 20 else "")
+    completion = replace(
+        item.completion,
+        state=CompletionState.FAILED,
+        verdict=Verdict.FAIL,
+        reopen_target=FocusLayer.MICRO,
+        feedback=f"changed files outside the allowed surface: {shown}",
+    )
+    return item.with_status(ItemStatus.REOPENED, completion=completion)

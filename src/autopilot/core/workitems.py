@@ -1,0 +1,502 @@
+"""Work items (``.autopilot/tasks.jsonl``): their shape, and the ready queue (pure).
+
+One work item per line, in the shape of seed 002 (documented in ``docs/backlog.md``)::
+
+    {"id": "unit-1", "status": "ready", "focus_layer": "micro", "depends_on": [],
+     "prompt": "Implement unit 1", "acceptance_criteria": ["tests pass"],
+     "allowed_surface": ["src/..."],
+     "completion": {"state": "not_started", "verdict": null, "evidence": [],
+                    "completion_check_digest": null, "reopen_target": null},
+     "attempt": 0}
+
+An acceptance criterion is a string (its id is ``ac1``, ``ac2``… by position) or an
+object ``{"id", "text", "check"}`` whose ``check`` is a shell command that verifies
+it. Only ``id`` is required; every other field has a default. Fields autopilot does
+not know are kept, in order, on a round trip (``WorkItem.extra``).
+
+The ready queue is derived, never stored: an item is ready when its status is
+``ready`` or ``reopened`` and every dependency is ``completed`` or ``not_applicable``.
+Items are never popped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+
+class ItemStatus(StrEnum):
+    """A work item's status (seed 002); the value is the JSON ``status``."""
+
+    READY = "ready"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    REOPENED = "reopened"
+    BLOCKED = "blocked"
+    STOPPED = "stopped"
+    NOT_APPLICABLE = "not_applicable"
+
+
+OPEN_STATUSES = frozenset(
+    {ItemStatus.READY, ItemStatus.RUNNING, ItemStatus.REOPENED, ItemStatus.BLOCKED}
+)
+"""An item in one of these still has work to do."""
+
+SATISFYING_STATUSES = frozenset({ItemStatus.COMPLETED, ItemStatus.NOT_APPLICABLE})
+"""A dependency in one of these no longer holds its dependents back."""
+
+
+class FocusLayer(StrEnum):
+    """How wide an item's work is (seed 002 ``focus_layer``)."""
+
+    MICRO = "micro"
+    MESO = "meso"
+    MACRO = "macro"
+    META = "meta"
+
+
+class CompletionState(StrEnum):
+    """Where an item's completion stands (``completion.state``)."""
+
+    NOT_STARTED = "not_started"
+    IN_PROGRESS = "in_progress"
+    PASSED = "passed"
+    FAILED = "failed"
+    AWAITING_USER = "awaiting_user"
+    STOPPED = "stopped"
+
+
+class Verdict(StrEnum):
+    """The outcome of an item's completion check (``completion.verdict``)."""
+
+    PASS = "pass"
+    FAIL = "fail"
+
+
+REOPEN_TARGETS = (FocusLayer.MICRO, FocusLayer.MESO, FocusLayer.MACRO)
+
+MAX_ID_CHARS = 64
+ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+"""A work item id or criterion id: letters, digits, ``.``, ``_``, ``-``; 1–64 chars."""
+
+
+class ItemFormatError(ValueError):
+    """A ``tasks.jsonl`` value is not a work item; ``str()`` says which field and why."""
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One acceptance criterion.
+
+    Attributes:
+        id: ``ac1``, ``ac2``… by position for a plain string, or the object's ``id``.
+        text: What must hold.
+        check: A shell command that verifies it (exit 0 = pass), or None.
+        plain: True if it was written as a plain string (it is written back so).
+    """
+
+    id: str
+    text: str
+    check: str | None = None
+    plain: bool = False
+
+    def to_json(self) -> str | dict[str, Any]:
+        """The criterion as it is written in ``tasks.jsonl``."""
+        if self.plain:
+            return self.text
+        data: dict[str, Any] = {"id": self.id, "text": self.text}
+        if self.check is not None:
+            data["check"] = self.check
+        return data
+
+
+@dataclass(frozen=True)
+class Completion:
+    """An item's ``completion`` record (seed 002).
+
+    Attributes:
+        state: Where completion stands.
+        verdict: ``pass``/``fail`` of the last completion check, or None.
+        evidence: The evidence strings of the last report and check.
+        completion_check_digest: ``sha256:<64 hex>`` of the checks that ran and
+            what they printed, or None.
+        reopen_target: ``micro``/``meso``/``macro`` when the item was reopened.
+        feedback: What the next attempt must know (a failing check's output tail,
+            a surface violation, the user's answer); autopilot's own field.
+        extra: Unknown fields, kept.
+    """
+
+    state: CompletionState = CompletionState.NOT_STARTED
+    verdict: Verdict | None = None
+    evidence: tuple[str, ...] = ()
+    completion_check_digest: str | None = None
+    reopen_target: FocusLayer | None = None
+    feedback: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as written in ``tasks.jsonl``."""
+        data: dict[str, Any] = {
+            "state": self.state.value,
+            "verdict": self.verdict.value if self.verdict else None,
+            "evidence": list(self.evidence),
+            "completion_check_digest": self.completion_check_digest,
+            "reopen_target": self.reopen_target.value if self.reopen_target else None,
+        }
+        if self.feedback is not None:
+            data["feedback"] = self.feedback
+        data.update({k: v for k, v in self.extra.items() if k not in data})
+        return data
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One line of ``tasks.jsonl``.
+
+    Attributes:
+        id: Unique in the file (see ``ID_PATTERN``).
+        status: Seed 002's status.
+        prompt: What the agent is asked to do.
+        title: A short name for lists (autopilot's own field; optional).
+        depends_on: Ids that must be completed (or not applicable) first.
+        acceptance_criteria: What must hold for the item to count as done.
+        allowed_surface: Paths (glob patterns) the item may change; empty: the run's.
+        focus_layer: How wide the work is.
+        completion: The completion record.
+        attempt: How many times an iteration has worked on it.
+        blocked_reason: Why it is blocked (a person's reason or the agent's
+            question); autopilot's own field.
+        extra: Unknown fields, kept in order on a round trip.
+    """
+
+    id: str
+    status: ItemStatus = ItemStatus.READY
+    prompt: str = ""
+    title: str | None = None
+    depends_on: tuple[str, ...] = ()
+    acceptance_criteria: tuple[Criterion, ...] = ()
+    allowed_surface: tuple[str, ...] = ()
+    focus_layer: FocusLayer = FocusLayer.MICRO
+    completion: Completion = field(default_factory=Completion)
+    attempt: int = 0
+    blocked_reason: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_open(self) -> bool:
+        """True while the item still has work to do."""
+        return self.status in OPEN_STATUSES
+
+    def criterion(self, criterion_id: str) -> Criterion | None:
+        """The criterion with this id, or None."""
+        return next((c for c in self.acceptance_criteria if c.id == criterion_id), None)
+
+    def label(self) -> str:
+        """``id: title`` (or the prompt's first line) for lists and events."""
+        text = self.title or next(iter(self.prompt.strip().splitlines()), "")
+        return f"{self.id}: {text}" if text else self.id
+
+    def with_status(self, status: ItemStatus, **changes: Any) -> WorkItem:
+        """A copy with ``status`` and the other ``changes``."""
+        return replace(self, status=status, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        """The item as one ``tasks.jsonl`` object (seed key order, then ours)."""
+        data: dict[str, Any] = {"id": self.id, "status": self.status.value}
+        if self.title is not None:
+            data["title"] = self.title
+        data.update(
+            focus_layer=self.focus_layer.value,
+            depends_on=list(self.depends_on),
+            prompt=self.prompt,
+            acceptance_criteria=[c.to_json() for c in self.acceptance_criteria],
+            allowed_surface=list(self.allowed_surface),
+            completion=self.completion.to_json(),
+            attempt=self.attempt,
+        )
+        if self.blocked_reason is not None:
+            data["blocked_reason"] = self.blocked_reason
+        data.update({k: v for k, v in self.extra.items() if k not in data})
+        return data
+
+
+_ITEM_FIELDS = frozenset(
+    {
+        "id",
+        "status",
+        "title",
+        "focus_layer",
+        "depends_on",
+        "prompt",
+        "acceptance_criteria",
+        "allowed_surface",
+        "completion",
+        "attempt",
+        "blocked_reason",
+    }
+)
+_COMPLETION_FIELDS = frozenset(
+    {"state", "verdict", "evidence", "completion_check_digest", "reopen_target", "feedback"}
+)
+
+
+def _choice(value: Any, kind: type[StrEnum], where: str) -> Any:
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(m.value for m in kind)
+        raise ItemFormatError(f"{where} must be one of {allowed}; got {value!r}") from None
+
+
+def _text(value: Any, where: str, *, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise ItemFormatError(f"{where} must be a string")
+    return value
+
+
+def _text_list(value: Any, where: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ItemFormatError(f"{where} must be a list of strings")
+    return tuple(value)
+
+
+def check_id(value: Any, where: str) -> str:
+    """``value`` as an id.
+
+    Raises:
+        ItemFormatError: not a string matching ``ID_PATTERN``.
+    """
+    if not isinstance(value, str) or not ID_PATTERN.match(value):
+        raise ItemFormatError(
+            f"{where} must be 1-{MAX_ID_CHARS} letters, digits, '.', '_' or '-' "
+            f"(starting with a letter or digit); got {value!r}"
+        )
+    return value
+
+
+def _criteria(value: Any) -> tuple[Criterion, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ItemFormatError("acceptance_criteria must be a list")
+    criteria: list[Criterion] = []
+    for index, entry in enumerate(value, start=1):
+        where = f"acceptance_criteria[{index - 1}]"
+        if isinstance(entry, str):
+            criteria.append(Criterion(f"ac{index}", entry, plain=True))
+            continue
+        if not isinstance(entry, Mapping):
+            raise ItemFormatError(f"{where} must be a string or an object")
+        criterion_id = check_id(entry.get("id", f"ac{index}"), f"{where}.id")
+        text = _text(entry.get("text", ""), f"{where}.text") or ""
+        check = _text(entry.get("check"), f"{where}.check", optional=True)
+        if check is not None and not check.strip():
+            check = None
+        criteria.append(Criterion(criterion_id, text, check))
+    seen: set[str] = set()
+    for criterion in criteria:
+        if criterion.id in seen:
+            raise ItemFormatError(f"acceptance_criteria: criterion id {criterion.id!r} repeats")
+        seen.add(criterion.id)
+    return tuple(criteria)
+
+
+def _completion(value: Any) -> Completion:
+    if value is None:
+        return Completion()
+    if not isinstance(value, Mapping):
+        raise ItemFormatError("completion must be an object")
+    verdict = value.get("verdict")
+    target = value.get("reopen_target")
+    return Completion(
+        state=_choice(value.get("state", "not_started"), CompletionState, "completion.state"),
+        verdict=None if verdict is None else _choice(verdict, Verdict, "completion.verdict"),
+        evidence=_text_list(value.get("evidence"), "completion.evidence"),
+        completion_check_digest=_text(
+            value.get("completion_check_digest"),
+            "completion.completion_check_digest",
+            optional=True,
+        ),
+        reopen_target=None
+        if target is None
+        else _choice(target, FocusLayer, "completion.reopen_target"),
+        feedback=_text(value.get("feedback"), "completion.feedback", optional=True),
+        extra={k: v for k, v in value.items() if k not in _COMPLETION_FIELDS},
+    )
+
+
+def item_from_json(data: Any) -> WorkItem:
+    """Decode one ``tasks.jsonl`` object.
+
+    Args:
+        data: The parsed JSON value of one line.
+
+    Returns:
+        The work item; missing fields take their defaults.
+
+    Raises:
+        ItemFormatError: not an object, no valid ``id``, or a field of the wrong type
+            or value (the message names the field).
+    """
+    if not isinstance(data, Mapping):
+        raise ItemFormatError("a work item must be a JSON object")
+    if "id" not in data:
+        raise ItemFormatError("a work item needs an 'id'")
+    attempt = data.get("attempt", 0)
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or not 0 <= attempt < 10**9:
+        raise ItemFormatError("attempt must be a whole number from 0")
+    return WorkItem(
+        id=check_id(data["id"], "id"),
+        status=_choice(data.get("status", "ready"), ItemStatus, "status"),
+        prompt=_text(data.get("prompt", ""), "prompt") or "",
+        title=_text(data.get("title"), "title", optional=True),
+        depends_on=tuple(
+            check_id(dep, "depends_on[]")
+            for dep in _text_list(data.get("depends_on"), "depends_on")
+        ),
+        acceptance_criteria=_criteria(data.get("acceptance_criteria")),
+        allowed_surface=_text_list(data.get("allowed_surface"), "allowed_surface"),
+        focus_layer=_choice(data.get("focus_layer", "micro"), FocusLayer, "focus_layer"),
+        completion=_completion(data.get("completion")),
+        attempt=attempt,
+        blocked_reason=_text(data.get("blocked_reason"), "blocked_reason", optional=True),
+        extra={k: v for k, v in data.items() if k not in _ITEM_FIELDS},
+    )
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something in the backlog that holds items back for good.
+
+    Attributes:
+        kind: ``duplicate_id``, ``unknown_dependency`` or ``dependency_cycle``.
+        ids: The items concerned (for a cycle, in cycle order).
+        message: One line naming them.
+    """
+
+    kind: str
+    ids: tuple[str, ...]
+    message: str
+
+
+def backlog_problems(items: Sequence[WorkItem]) -> list[Problem]:
+    """Duplicate ids, unknown dependencies and dependency cycles, with the ids.
+
+    Returns:
+        The problems, duplicates first, then unknown dependencies (in file order),
+        then each cycle once (starting at its first item in file order).
+    """
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for item in items:
+        if item.id in seen:
+            problems.append(
+                Problem("duplicate_id", (item.id,), f"work item id {item.id!r} is used twice")
+            )
+        seen.add(item.id)
+    by_id = {item.id: item for item in reversed(items)}  # the first of a duplicate wins
+    for item in items:
+        for dep in item.depends_on:
+            if dep not in by_id:
+                problems.append(
+                    Problem(
+                        "unknown_dependency",
+                        (item.id, dep),
+                        f"work item {item.id!r} depends on {dep!r}, which does not exist",
+                    )
+                )
+    problems.extend(_cycles(items, by_id))
+    return problems
+
+
+def _cycles(items: Sequence[WorkItem], by_id: Mapping[str, WorkItem]) -> list[Problem]:
+    done: set[str] = set()
+    reported: set[frozenset[str]] = set()
+    problems: list[Problem] = []
+    for start in items:
+        if start.id in done:
+            continue
+        # Iterative depth-first search; the path holds the ids on the current route.
+        path: list[str] = []
+        on_path: set[str] = set()
+        stack: list[tuple[str, Iterable[str]]] = [(start.id, iter(by_id[start.id].depends_on))]
+        path.append(start.id)
+        on_path.add(start.id)
+        while stack:
+            node, deps = stack[-1]
+            dep = next(iter(deps), None)
+            if dep is None:
+                stack.pop()
+                path.pop()
+                on_path.discard(node)
+                done.add(node)
+                continue
+            if dep not in by_id or dep in done:
+                continue
+            if dep in on_path:
+                cycle = tuple(path[path.index(dep) :])
+                key = frozenset(cycle)
+                if key not in reported:
+                    reported.add(key)
+                    route = " -> ".join((*cycle, dep))
+                    problems.append(
+                        Problem("dependency_cycle", cycle, f"dependency cycle: {route}")
+                    )
+                continue
+            stack.append((dep, iter(by_id[dep].depends_on)))
+            path.append(dep)
+            on_path.add(dep)
+    return problems
+
+
+def dependencies_met(item: WorkItem, by_id: Mapping[str, WorkItem]) -> bool:
+    """True if every dependency exists and is completed or not applicable."""
+    return all(dep in by_id and by_id[dep].status in SATISFYING_STATUSES for dep in item.depends_on)
+
+
+def ready_queue(items: Sequence[WorkItem]) -> list[WorkItem]:
+    """The items an iteration may take, in file order.
+
+    An item is ready when its status is ``ready`` or ``reopened`` and every
+    dependency is ``completed`` or ``not_applicable``. An item whose id repeats an
+    earlier one is never ready.
+    """
+    by_id: dict[str, WorkItem] = {}
+    for item in items:
+        by_id.setdefault(item.id, item)
+    return [
+        item
+        for item in items
+        if by_id[item.id] is item
+        and item.status in (ItemStatus.READY, ItemStatus.REOPENED)
+        and dependencies_met(item, by_id)
+    ]
+
+
+def next_item(items: Sequence[WorkItem]) -> WorkItem | None:
+    """The item the next iteration works on: a running one (resumed), else the first ready."""
+    running = next((item for item in items if item.status is ItemStatus.RUNNING), None)
+    if running is not None:
+        return running
+    queue = ready_queue(items)
+    return queue[0] if queue else None
+
+
+def open_items(items: Sequence[WorkItem]) -> list[WorkItem]:
+    """Items that still have work to do (ready, running, reopened, blocked)."""
+    return [item for item in items if item.is_open]
+
+
+def status_counts(items: Sequence[WorkItem]) -> dict[str, int]:
+    """Items per status, in the vocabulary's order (statuses with none left out)."""
+    counts = {status.value: 0 for status in ItemStatus}
+    for item in items:
+        counts[item.status.value] += 1
+    return {status: count for status, count in counts.items() if count}

@@ -1,0 +1,292 @@
+"""``.autopilot/tasks.jsonl`` on disk: read it whole, change it under a lock, atomically.
+
+The file is for people and agents to read and edit (one work item per line; see
+``core.workitems`` and ``docs/backlog.md``). autopilot re-reads it at every change and
+at every iteration boundary, and never loses a line it cannot understand: a malformed
+line (not JSON, not a work item, over ``MAX_ITEM_LINE_BYTES``, not UTF-8) is reported
+with its line number and written back byte for byte.
+
+Writes take an ``fcntl`` lock (``filelock``; the OS releases it when its holder dies)
+kept outside the work tree, in ``<runs-root>/.locks/``, so that the lock file is not a
+change an agent or ``git status`` sees; then read, change, write a temp file beside
+the original, fsync, rename into place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import stat
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import filelock
+
+from autopilot.core.workitems import ItemFormatError, WorkItem, backlog_problems, item_from_json
+from autopilot.errors import BacklogError
+
+TASKS_FILE = Path(".autopilot") / "tasks.jsonl"
+"""The backlog's place in a project."""
+
+MAX_ITEM_LINE_BYTES = 12 * 1024
+"""A longer line is malformed: every item must fit in one event of the run's log."""
+
+MAX_TASKS_FILE_BYTES = 8 * 1024 * 1024
+"""A larger file is refused as a whole (one line error)."""
+
+LOCK_TIMEOUT_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class MalformedLine:
+    """A line that is not a work item, kept verbatim.
+
+    Attributes:
+        number: 1-based line number in the file.
+        raw: The line's bytes, without its newline.
+        error: Why it is not a work item.
+    """
+
+    number: int
+    raw: bytes
+    error: str
+
+    def describe(self, path: Path | str = TASKS_FILE) -> str:
+        """``.autopilot/tasks.jsonl line 3: <why>``."""
+        return f"{path} line {self.number}: {self.error}"
+
+
+@dataclass(frozen=True)
+class BacklogFile:
+    """The backlog as read: its items and the lines that are not items, in file order.
+
+    Attributes:
+        entries: Each non-blank line, a ``WorkItem`` or a ``MalformedLine``.
+        exists: False if there was no file.
+        digest: ``sha256:<hex>`` of the file's bytes (``None`` without a file).
+    """
+
+    entries: tuple[WorkItem | MalformedLine, ...] = ()
+    exists: bool = True
+    digest: str | None = field(default=None, compare=False)
+
+    @property
+    def items(self) -> list[WorkItem]:
+        """The work items, in file order."""
+        return [e for e in self.entries if isinstance(e, WorkItem)]
+
+    @property
+    def malformed(self) -> list[MalformedLine]:
+        """The lines that are not work items."""
+        return [e for e in self.entries if isinstance(e, MalformedLine)]
+
+    def item(self, item_id: str) -> WorkItem | None:
+        """The first item with this id, or None."""
+        return next((i for i in self.items if i.id == item_id), None)
+
+    def replace_item(self, item: WorkItem) -> BacklogFile:
+        """A copy with the item of the same id replaced (the first one of that id)."""
+        done = False
+        entries: list[WorkItem | MalformedLine] = []
+        for entry in self.entries:
+            if not done and isinstance(entry, WorkItem) and entry.id == item.id:
+                entries.append(item)
+                done = True
+            else:
+                entries.append(entry)
+        if not done:
+            raise BacklogError(f"no work item {item.id!r} in {TASKS_FILE}")
+        return BacklogFile(tuple(entries), exists=True)
+
+    def append(self, items: Sequence[WorkItem]) -> BacklogFile:
+        """A copy with ``items`` added at the end."""
+        return BacklogFile((*self.entries, *items), exists=True)
+
+    def problems(self) -> list[str]:
+        """Malformed lines, duplicate ids, unknown dependencies and cycles, one line each."""
+        lines = [m.describe() for m in self.malformed]
+        lines.extend(p.message for p in backlog_problems(self.items))
+        return lines
+
+
+def parse_backlog(data: bytes) -> BacklogFile:
+    """Parse the bytes of a ``tasks.jsonl`` (pure).
+
+    Blank lines are skipped; every other line becomes a work item or, kept verbatim,
+    a ``MalformedLine`` naming its line number and what is wrong.
+    """
+    entries: list[WorkItem | MalformedLine] = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        line = raw.rstrip(b"\r")
+        if not line.strip():
+            continue
+        entries.append(_parse_line(number, line))
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    return BacklogFile(tuple(entries), exists=True, digest=digest)
+
+
+def _parse_line(number: int, line: bytes) -> WorkItem | MalformedLine:
+    if len(line) > MAX_ITEM_LINE_BYTES:
+        return MalformedLine(
+            number,
+            line,
+            f"longer than {MAX_ITEM_LINE_BYTES // 1024} KiB; put long instructions in a file "
+            "and name it in the prompt",
+        )
+    try:
+        value = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError:
+        return MalformedLine(number, line, "not valid UTF-8")
+    except (ValueError, RecursionError) as error:
+        return MalformedLine(number, line, f"not valid JSON ({error})")
+    try:
+        return item_from_json(value)
+    except ItemFormatError as error:
+        return MalformedLine(number, line, str(error))
+
+
+def encode_backlog(backlog: BacklogFile) -> bytes:
+    """The file's bytes: one compact JSON object per item, malformed lines as they were."""
+    lines: list[bytes] = []
+    for entry in backlog.entries:
+        if isinstance(entry, MalformedLine):
+            lines.append(entry.raw)
+        else:
+            lines.append(encode_item(entry))
+    return b"".join(line + b"\n" for line in lines)
+
+
+def encode_item(item: WorkItem) -> bytes:
+    """One item as a ``tasks.jsonl`` line (no newline).
+
+    Raises:
+        BacklogError: the line would be over ``MAX_ITEM_LINE_BYTES``.
+    """
+    line = json.dumps(item.to_json(), separators=(",", ":"), ensure_ascii=False).encode(
+        "utf-8", errors="replace"
+    )
+    if len(line) > MAX_ITEM_LINE_BYTES:
+        raise BacklogError(
+            f"work item {item.id!r} would be over {MAX_ITEM_LINE_BYTES // 1024} KiB; "
+            "put long instructions in a file and name it in the prompt"
+        )
+    return line
+
+
+def read_bounded_regular_file(path: Path, limit_bytes: int) -> bytes | None:
+    """The bytes of ``path``, or None if it does not exist.
+
+    Only a regular file is read (not a FIFO, device or directory, and not through a
+    symlink), and only up to ``limit_bytes``.
+
+    Raises:
+        BacklogError: not a regular file, larger than ``limit_bytes``, or unreadable.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise BacklogError(f"cannot read {path}: {error.strerror or error}") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise BacklogError(f"{path} is not a regular file")
+        data = handle.read(limit_bytes + 1)
+    if len(data) > limit_bytes:
+        raise BacklogError(f"{path} is larger than {limit_bytes // (1024 * 1024)} MiB")
+    return data
+
+
+class Backlog:
+    """A project's ``.autopilot/tasks.jsonl``.
+
+    Args:
+        project: The project directory (the work tree).
+        lock_dir: Where the lock file lives (``<runs-root>/.locks``), outside the
+            work tree.
+    """
+
+    def __init__(self, project: Path, lock_dir: Path) -> None:
+        self.project = project
+        self.path = project / TASKS_FILE
+        key = hashlib.sha256(str(project.resolve()).encode()).hexdigest()[:16]
+        self._lock_dir = lock_dir
+        self._lock = filelock.UnixFileLock(
+            str(lock_dir / f"tasks-{key}.lock"), timeout=LOCK_TIMEOUT_SECONDS, thread_local=False
+        )
+
+    def read(self) -> BacklogFile:
+        """The file as it is now (no lock: a rename is atomic).
+
+        Raises:
+            BacklogError: not a regular file, too large, or unreadable.
+        """
+        data = read_bounded_regular_file(self.path, MAX_TASKS_FILE_BYTES)
+        if data is None:
+            return BacklogFile((), exists=False)
+        return parse_backlog(data)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the backlog's lock.
+
+        Raises:
+            BacklogError: another process held it for ``LOCK_TIMEOUT_SECONDS``.
+        """
+        self._lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            self._lock.acquire()
+        except filelock.Timeout:
+            raise BacklogError(f"{self.path} is locked by another process; try again") from None
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    def update(self, change: Callable[[BacklogFile], BacklogFile]) -> BacklogFile:
+        """Read, change and write the file under the lock; returns what was written.
+
+        ``change`` sees the file as it is at that moment (never a stale copy). If
+        it returns the same object, nothing is written.
+
+        Raises:
+            BacklogError: the file cannot be read, the change refused, or the write
+                failed (the original file is then untouched).
+        """
+        with self.locked():
+            current = self.read()
+            changed = change(current)
+            if changed is current:
+                return current
+            self.write_locked(changed)
+            return changed
+
+    def write_locked(self, backlog: BacklogFile) -> None:
+        """Write ``backlog`` atomically; the caller holds ``locked()``.
+
+        Raises:
+            BacklogError: the directory cannot be created or the write failed.
+        """
+        data = encode_backlog(backlog)
+        folder = self.path.parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(prefix=".tasks.jsonl.", suffix=".tmp", dir=folder)
+        except OSError as error:
+            raise BacklogError(f"cannot write {self.path}: {error.strerror or error}") from None
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(temp, 0o644)
+            os.replace(temp, self.path)
+        except OSError as error:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise BacklogError(f"cannot write {self.path}: {error.strerror or error}") from None
