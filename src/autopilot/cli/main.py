@@ -19,7 +19,16 @@ from collections.abc import Sequence
 import click
 
 from autopilot import __version__
-from autopilot.cli import control_cmds, git_cmds, manage_cmds, run_cmds, view_cmds, watch_cmds
+from autopilot.cli import (
+    control_cmds,
+    git_cmds,
+    manage_cmds,
+    report_cmd,
+    run_cmds,
+    tasks_cmds,
+    view_cmds,
+    watch_cmds,
+)
 from autopilot.errors import AutopilotError, EnvironmentProblem
 from autopilot.view.safe import shown
 
@@ -56,6 +65,8 @@ for command in (
     git_cmds.diff,
     git_cmds.restore,
     git_cmds.merge,
+    tasks_cmds.tasks,
+    report_cmd.report,
 ):
     cli.add_command(command)
 

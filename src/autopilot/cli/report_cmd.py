@@ -1,0 +1,98 @@
+"""``autopilot report``: the agent's decision about its running work item.
+
+The agent runs it through its shell tool inside an iteration; it finds its run from
+``AUTOPILOT_RUN_ID`` (set in every agent's environment) or ``--run``. The report is
+checked at once against the backlog, and anything wrong is printed with how to fix
+it (exit 2), so the agent can correct itself in the same turn. An accepted report
+waits in the run's folder for the driver, which applies it when the iteration ends.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import click
+
+from autopilot.core.decisions import ItemDecision, ItemReport, validate_report
+from autopilot.errors import UsageError
+from autopilot.store.backlog import Backlog
+from autopilot.store.paths import resolve_run, run_dir, runs_root
+from autopilot.store.reports import write_report
+from autopilot.store.state import read_state
+
+RUN_ID_ENV = "AUTOPILOT_RUN_ID"
+ITERATION_ENV = "AUTOPILOT_ITERATION"
+_DECISIONS = ", ".join(d.value for d in ItemDecision)
+
+
+def _criteria(given: tuple[str, ...]) -> dict[str, bool]:
+    criteria: dict[str, bool] = {}
+    for text in given:
+        criterion_id, sep, verdict = text.partition("=")
+        verdict = verdict.strip().lower()
+        if not sep or not criterion_id.strip() or verdict not in ("pass", "fail"):
+            raise UsageError(
+                f"--criterion takes ID=pass or ID=fail (e.g. --criterion ac1=pass), got {text!r}"
+            )
+        criteria[criterion_id.strip()] = verdict == "pass"
+    return criteria
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("decision", metavar="DECISION")
+@click.option("--item", "item_id", required=True, metavar="ID", help="The running work item.")
+@click.option(
+    "--criterion",
+    "criteria",
+    multiple=True,
+    metavar="ID=pass|fail",
+    help="A criterion's result (repeat for each).",
+)
+@click.option("--evidence", multiple=True, metavar="TEXT", help="What shows it (repeat for each).")
+@click.option("--run", "run_ref", metavar="RUN", help=f"The run (default ${RUN_ID_ENV}).")
+def report(
+    decision: str,
+    item_id: str,
+    criteria: tuple[str, ...],
+    evidence: tuple[str, ...],
+    run_ref: str | None,
+) -> None:
+    """Report the decision about the running work item (for the agent).
+
+    DECISION is one of continue_next, retry_same_unit, reopen_micro, reopen_meso,
+    reopen_macro, ask_user_meta, stop.
+    """
+    try:
+        chosen = ItemDecision(decision)
+    except ValueError:
+        raise UsageError(f"DECISION must be one of {_DECISIONS}; got {decision!r}") from None
+    ref = run_ref or os.environ.get(RUN_ID_ENV, "").strip() or None
+    if ref is None:
+        raise UsageError(
+            f"autopilot report is for an agent inside a run: ${RUN_ID_ENV} is not set "
+            "(or give --run RUN)"
+        )
+    root = runs_root(create=False)
+    run_id = resolve_run(root, ref)
+    folder = run_dir(root, run_id)
+    state = read_state(folder / "state.json")
+    if state.get("terminated"):
+        raise UsageError(f"run {run_id} has ended ({state.get('terminationReason')})")
+    project = Path(str(state.get("cwd") or "."))
+    items = Backlog(project, root / ".locks").read().items
+    claimed = ItemReport(item_id, chosen, _criteria(criteria), tuple(evidence))
+    problems = validate_report(items, claimed)
+    if problems:
+        raise UsageError("report not recorded: " + "; ".join(problems))
+    iteration_text = os.environ.get(ITERATION_ENV, "")
+    iteration = int(iteration_text) if iteration_text.isdigit() else None
+    write_report(folder, claimed, ts_ms=int(time.time() * 1000), iteration=iteration)
+    what = {
+        ItemDecision.CONTINUE_NEXT: "autopilot runs the criteria's checks when this "
+        "iteration ends; the item is completed only if they pass",
+        ItemDecision.ASK_USER_META: "the run waits for the user's answer after this iteration",
+        ItemDecision.STOP: "the run stops when this iteration ends",
+    }.get(chosen, "it is applied when this iteration ends")
+    click.echo(f"autopilot: recorded {chosen.value} for {item_id}: {what}")

@@ -1,0 +1,349 @@
+"""``autopilot tasks``: the project's work items (``.autopilot/tasks.jsonl``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+
+from autopilot.core.workitems import (
+    Completion,
+    CompletionState,
+    Criterion,
+    FocusLayer,
+    ItemFormatError,
+    ItemStatus,
+    WorkItem,
+    check_id,
+    item_from_json,
+    next_item,
+)
+from autopilot.errors import BacklogError, UsageError
+from autopilot.store.backlog import Backlog, BacklogFile, read_bounded_regular_file
+from autopilot.store.backlog_import import free_id, parse_import
+from autopilot.store.paths import runs_root
+
+_HELP = {"help_option_names": ["-h", "--help"]}
+MAX_IMPORT_BYTES = 8 * 1024 * 1024
+CHECK_SEPARATOR = " :: "
+
+
+def project_backlog(project: Path | None = None) -> Backlog:
+    """The backlog of ``project`` (default: the current directory)."""
+    return Backlog((project or Path.cwd()).resolve(), runs_root() / ".locks")
+
+
+def _read(backlog: Backlog) -> BacklogFile:
+    current = backlog.read()
+    for problem in current.problems():
+        click.echo(f"autopilot: warning: {problem}", err=True)
+    return current
+
+
+def _find(current: BacklogFile, item_id: str) -> WorkItem:
+    item = current.item(item_id)
+    if item is None:
+        known = ", ".join(i.id for i in current.items[:10]) or "none"
+        raise BacklogError(
+            f"no work item {item_id!r} in {Path('.autopilot/tasks.jsonl')} (items: {known})"
+        )
+    return item
+
+
+def _criteria(texts: tuple[str, ...]) -> tuple[Criterion, ...]:
+    criteria = []
+    for number, text in enumerate(texts, start=1):
+        words, _, check = text.partition(CHECK_SEPARATOR)
+        if not words.strip():
+            raise UsageError(f"--criterion {text!r} has no text")
+        if check.strip():
+            criteria.append(Criterion(f"ac{number}", words.strip(), check.strip()))
+        else:
+            criteria.append(Criterion(f"ac{number}", words.strip(), plain=True))
+    return tuple(criteria)
+
+
+@click.group(context_settings=_HELP)
+def tasks() -> None:
+    """The project's work items (.autopilot/tasks.jsonl), drained by run --backlog."""
+
+
+@tasks.command(context_settings=_HELP)
+@click.argument("prompt")
+@click.option("--id", "item_id", metavar="ID", help="The item's id (default task-N).")
+@click.option("--title", metavar="TEXT", help="A short name for lists.")
+@click.option(
+    "--criterion",
+    "criteria",
+    multiple=True,
+    metavar="TEXT[ :: CHECK]",
+    help="An acceptance criterion; after ' :: ' a shell command that verifies it.",
+)
+@click.option("--depends-on", "depends_on", multiple=True, metavar="ID", help="Do ID first.")
+@click.option("--surface", "surface", multiple=True, metavar="PATH", help="A path it may change.")
+@click.option(
+    "--focus-layer",
+    type=click.Choice([f.value for f in FocusLayer]),
+    default="micro",
+    help="How wide the work is (default micro).",
+)
+def add(
+    prompt: str,
+    item_id: str | None,
+    title: str | None,
+    criteria: tuple[str, ...],
+    depends_on: tuple[str, ...],
+    surface: tuple[str, ...],
+    focus_layer: str,
+) -> None:
+    """Add a work item at the end of the backlog."""
+    if not prompt.strip():
+        raise UsageError("the prompt is empty")
+    try:
+        if item_id is not None:
+            check_id(item_id, "--id")
+        for dep in depends_on:
+            check_id(dep, "--depends-on")
+    except ItemFormatError as error:
+        raise UsageError(str(error)) from None
+    built = _criteria(criteria)
+    added: list[WorkItem] = []
+
+    def change(current: BacklogFile) -> BacklogFile:
+        ids = [i.id for i in current.items]
+        new_id = item_id or free_id(ids)
+        if new_id in ids:
+            raise BacklogError(
+                f"work item {new_id!r} already exists (autopilot tasks show {new_id})"
+            )
+        missing = [dep for dep in depends_on if dep not in ids]
+        if missing:
+            raise BacklogError(f"--depends-on names no work item: {', '.join(missing)}")
+        item = WorkItem(
+            id=new_id,
+            title=title,
+            prompt=prompt,
+            depends_on=depends_on,
+            acceptance_criteria=built,
+            allowed_surface=surface,
+            focus_layer=FocusLayer(focus_layer),
+        )
+        added.append(item)
+        return current.append([item])
+
+    project_backlog().update(change)
+    click.echo(f"autopilot: added {added[0].id}")
+
+
+_STATUS_ORDER = {status: n for n, status in enumerate(ItemStatus)}
+
+
+@tasks.command(name="list", context_settings=_HELP)
+@click.option("--json", "as_json", is_flag=True, help="The items as a JSON array.")
+def list_tasks(as_json: bool) -> None:
+    """List the work items (the next one marked with >)."""
+    current = _read(project_backlog())
+    if as_json:
+        click.echo(json.dumps([item.to_json() for item in current.items], ensure_ascii=False))
+        return
+    if not current.items:
+        click.echo("no work items (autopilot tasks add PROMPT, or autopilot tasks import FILE)")
+        return
+    upcoming = next_item(current.items)
+    for item in current.items:
+        mark = ">" if upcoming is not None and item is upcoming else " "
+        attempt = f" (attempt {item.attempt})" if item.attempt else ""
+        label = item.label().removeprefix(f"{item.id}: ")
+        click.echo(f"{mark} {item.id:<16} {item.status.value:<14} {label[:70]}{attempt}")
+
+
+@tasks.command(context_settings=_HELP)
+@click.argument("item_id", metavar="ID")
+def show(item_id: str) -> None:
+    """Show one work item in full."""
+    current = _read(project_backlog())
+    item = _find(current, item_id)
+    by_id = {i.id: i for i in current.items}
+    click.echo(f"{item.id}: {item.title or ''}".rstrip(": "))
+    click.echo(f"  status:      {item.status.value} (attempt {item.attempt})")
+    if item.blocked_reason:
+        click.echo(f"  blocked:     {item.blocked_reason}")
+    click.echo(f"  focus layer: {item.focus_layer.value}")
+    if item.depends_on:
+        deps = ", ".join(
+            f"{d} ({by_id[d].status.value if d in by_id else 'missing'})" for d in item.depends_on
+        )
+        click.echo(f"  depends on:  {deps}")
+    if item.allowed_surface:
+        click.echo(f"  surface:     {', '.join(item.allowed_surface)}")
+    click.echo("  prompt:")
+    for line in item.prompt.splitlines() or [""]:
+        click.echo(f"    {line}")
+    if item.acceptance_criteria:
+        click.echo("  acceptance criteria:")
+        for criterion in item.acceptance_criteria:
+            check = f"   [check: {criterion.check}]" if criterion.check else ""
+            click.echo(f"    {criterion.id}: {criterion.text}{check}")
+    completion = item.completion
+    verdict = f", verdict {completion.verdict.value}" if completion.verdict else ""
+    click.echo(f"  completion:  {completion.state.value}{verdict}")
+    if completion.completion_check_digest:
+        click.echo(f"  digest:      {completion.completion_check_digest}")
+    for line in completion.evidence:
+        click.echo(f"    evidence: {line}")
+    if completion.feedback:
+        click.echo("  feedback for the next attempt:")
+        for line in completion.feedback.splitlines():
+            click.echo(f"    {line}")
+
+
+def _change_item(item_id: str, change: Any) -> WorkItem:
+    changed: list[WorkItem] = []
+
+    def apply(current: BacklogFile) -> BacklogFile:
+        item = change(_find(current, item_id))
+        changed.append(item)
+        return current.replace_item(item)
+
+    project_backlog().update(apply)
+    return changed[0]
+
+
+@tasks.command(context_settings=_HELP)
+@click.argument("item_id", metavar="ID")
+@click.option("--reason", required=True, metavar="TEXT", help="Why it is blocked.")
+def block(item_id: str, reason: str) -> None:
+    """Hold a work item back until it is unblocked."""
+    if not reason.strip():
+        raise UsageError("--reason is empty")
+
+    def change(item: WorkItem) -> WorkItem:
+        if not item.is_open:
+            raise BacklogError(f"{item.id} is {item.status.value}; reopen it first")
+        return item.with_status(ItemStatus.BLOCKED, blocked_reason=reason)
+
+    _change_item(item_id, change)
+    click.echo(f"autopilot: {item_id} is blocked: {reason}")
+
+
+@tasks.command(context_settings=_HELP)
+@click.argument("item_id", metavar="ID")
+def unblock(item_id: str) -> None:
+    """Let a blocked work item be taken again."""
+
+    def change(item: WorkItem) -> WorkItem:
+        if item.status is not ItemStatus.BLOCKED:
+            raise BacklogError(f"{item.id} is {item.status.value}, not blocked")
+        status = ItemStatus.REOPENED if item.completion.reopen_target else ItemStatus.READY
+        completion = item.completion
+        if completion.state is CompletionState.AWAITING_USER:
+            completion = replace(completion, state=CompletionState.IN_PROGRESS)
+        return item.with_status(status, blocked_reason=None, completion=completion)
+
+    item = _change_item(item_id, change)
+    click.echo(f"autopilot: {item_id} is {item.status.value}")
+
+
+@tasks.command(context_settings=_HELP)
+@click.argument("item_id", metavar="ID")
+def reopen(item_id: str) -> None:
+    """Open a completed, stopped, not-applicable or blocked work item again."""
+
+    def change(item: WorkItem) -> WorkItem:
+        if item.status in (ItemStatus.READY, ItemStatus.REOPENED, ItemStatus.RUNNING):
+            raise BacklogError(f"{item.id} is already open ({item.status.value})")
+        completion = replace(
+            item.completion,
+            state=CompletionState.IN_PROGRESS,
+            verdict=None,
+            reopen_target=FocusLayer.MICRO,
+        )
+        return item.with_status(ItemStatus.REOPENED, blocked_reason=None, completion=completion)
+
+    _change_item(item_id, change)
+    click.echo(f"autopilot: {item_id} is reopened")
+
+
+@tasks.command(context_settings=_HELP)
+@click.argument("item_id", metavar="ID")
+@click.option("--prompt", metavar="TEXT", help="A new prompt.")
+@click.option("--title", metavar="TEXT", help="A new title.")
+@click.option(
+    "--criterion",
+    "criteria",
+    multiple=True,
+    metavar="TEXT[ :: CHECK]",
+    help="Replace the acceptance criteria (repeat for each).",
+)
+@click.option("--status", type=click.Choice([s.value for s in ItemStatus]), help="A new status.")
+def edit(
+    item_id: str,
+    prompt: str | None,
+    title: str | None,
+    criteria: tuple[str, ...],
+    status: str | None,
+) -> None:
+    """Change a work item: with options, or else in $EDITOR as JSON."""
+    built = _criteria(criteria) if criteria else None
+
+    def change(item: WorkItem) -> WorkItem:
+        if prompt is None and title is None and built is None and status is None:
+            return _edit_in_editor(item)
+        changes: dict[str, Any] = {}
+        if prompt is not None:
+            changes["prompt"] = prompt
+        if title is not None:
+            changes["title"] = title or None
+        if built is not None:
+            changes["acceptance_criteria"] = built
+        if status is not None:
+            changes["status"] = ItemStatus(status)
+            if status == "not_applicable":
+                changes["completion"] = Completion(extra=item.completion.extra)
+        return replace(item, **changes)
+
+    _change_item(item_id, change)
+    click.echo(f"autopilot: {item_id} changed")
+
+
+def _edit_in_editor(item: WorkItem) -> WorkItem:
+    text = json.dumps(item.to_json(), indent=2, ensure_ascii=False) + "\n"
+    edited = click.edit(text, extension=".json")
+    if edited is None or edited == text:
+        return item
+    try:
+        changed = item_from_json(json.loads(edited))
+    except (ValueError, ItemFormatError) as error:
+        raise BacklogError(f"not saved: {error}") from None
+    if changed.id != item.id:
+        raise BacklogError("not saved: the id cannot be changed")
+    return changed
+
+
+@tasks.command(name="import", context_settings=_HELP)
+@click.argument("path", metavar="FILE")
+def import_tasks(path: str) -> None:
+    """Add work items from a prd.json (userStories) or a Markdown checklist."""
+    source = Path(path).expanduser()
+    try:
+        data = read_bounded_regular_file(source, MAX_IMPORT_BYTES)
+    except BacklogError:
+        raise
+    if data is None:
+        raise UsageError(f"no file {path}")
+    added: list[WorkItem] = []
+
+    def change(current: BacklogFile) -> BacklogFile:
+        items = parse_import(data, source.name, [i.id for i in current.items])
+        added.extend(items)
+        return current.append(items)
+
+    project_backlog().update(change)
+    done = sum(1 for i in added if i.status is ItemStatus.COMPLETED)
+    click.echo(
+        f"autopilot: imported {len(added)} work items from {path} "
+        f"({len(added) - done} open, {done} already done)"
+    )

@@ -1,0 +1,237 @@
+"""autopilot's own run of a work item's ``check`` commands (the completion evidence).
+
+A criterion's ``check`` is the user's own command from ``tasks.jsonl``, so it runs
+through the user's shell (``$SHELL -c CHECK``, else ``/bin/sh``) in the work tree —
+the one place autopilot uses a shell. Each check gets its own process group, stdin
+``/dev/null``, a timeout, and when it ends (or times out) its whole group is ended,
+so a check that leaves a child behind or hangs cannot hold the run. What it printed
+(stdout and stderr together) is saved in the iteration's folder as
+``check-<criterion>.log`` (the first ``MAX_SAVED_OUTPUT_BYTES``), and all of it goes
+into ``completion_check_digest``: ``sha256:`` + the hex SHA-256 of, for each check in
+order, ``<criterion id> NUL <command> NUL <output> NUL <exit status> NUL``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import select
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from autopilot.core.decisions import CheckOutcome
+from autopilot.core.workitems import Criterion
+
+DEFAULT_CHECK_TIMEOUT_SECONDS = 600.0
+MAX_SAVED_OUTPUT_BYTES = 4 * 1024 * 1024
+"""Each check's saved output is cut here (the digest covers all of it)."""
+
+OUTPUT_TAIL_BYTES = 3000
+"""How much of a failing check's output goes into the next prompt."""
+
+_END_GRACE_SECONDS = 2.0
+_EOF_GRACE_SECONDS = 0.5
+_READ_BYTES = 65536
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check as it ran.
+
+    Attributes:
+        criterion_id: The criterion it verifies.
+        command: The command as written in ``tasks.jsonl``.
+        exit_code: Its exit status (negative: killed by that signal); None if it
+            timed out or could not start.
+        timed_out: True if it ran past the timeout and was ended.
+        output_tail: The end of what it printed (UTF-8, bad bytes replaced).
+        log_path: Where its output was saved.
+        duration_ms: How long it ran.
+        error: Why it could not start, if it could not.
+    """
+
+    criterion_id: str
+    command: str
+    exit_code: int | None
+    timed_out: bool
+    output_tail: str
+    log_path: Path
+    duration_ms: int
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        """True if it exited 0."""
+        return self.exit_code == 0
+
+    def status_text(self) -> str:
+        """``exit 0``, ``exit 1``, ``timed out after 600 s`` or ``could not start: …``."""
+        if self.error is not None:
+            return f"could not start: {self.error}"
+        if self.timed_out:
+            return f"timed out after {self.duration_ms // 1000} s"
+        return f"exit {self.exit_code}"
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    """Every check of an item, and what they add up to."""
+
+    results: tuple[CheckResult, ...]
+    outcome: CheckOutcome
+
+
+def user_shell(environ: Mapping[str, str] | None = None) -> str:
+    """The user's shell: ``$SHELL`` if it is an absolute path to an executable, else /bin/sh."""
+    shell = (os.environ if environ is None else environ).get("SHELL", "")
+    if os.path.isabs(shell) and os.access(shell, os.X_OK) and os.path.isfile(shell):
+        return shell
+    return "/bin/sh"
+
+
+def run_checks(
+    criteria: Sequence[Criterion],
+    *,
+    cwd: Path,
+    folder: Path,
+    timeout_seconds: float = DEFAULT_CHECK_TIMEOUT_SECONDS,
+    env: Mapping[str, str] | None = None,
+) -> CheckRun:
+    """Run the ``check`` of every criterion that has one, in order.
+
+    Args:
+        criteria: The item's acceptance criteria (those without ``check`` are skipped).
+        cwd: The work tree.
+        folder: Where each check's output is saved (the iteration's folder).
+        timeout_seconds: Per check.
+        env: The environment (default ``os.environ``).
+
+    Returns:
+        The results, and the outcome: passed only if every check exited 0; a
+        ``sha256:`` digest when any check ran; one evidence line per check; for a
+        failure, each failing command and the tail of its output.
+    """
+    environ = dict(os.environ if env is None else env)
+    shell = user_shell(environ)
+    digest = hashlib.sha256()
+    results: list[CheckResult] = []
+    for criterion in criteria:
+        if criterion.check is None:
+            continue
+        log_path = folder / f"check-{criterion.id}.log"
+        digest.update(f"{criterion.id}\0{criterion.check}\0".encode())
+        result = _run_one(criterion, shell, cwd, environ, log_path, timeout_seconds, digest)
+        status = result.exit_code if result.exit_code is not None else "none"
+        digest.update(f"\0{status}\0".encode())
+        results.append(result)
+    if not results:
+        return CheckRun((), CheckOutcome(passed=True))
+    failing = [r for r in results if not r.passed]
+    failure = "\n\n".join(
+        f"check {r.criterion_id} ($ {r.command}) {r.status_text()}; its output ended with:\n"
+        f"{r.output_tail or '(nothing)'}"
+        for r in failing
+    )
+    return CheckRun(
+        tuple(results),
+        CheckOutcome(
+            passed=not failing,
+            digest="sha256:" + digest.hexdigest(),
+            evidence=tuple(
+                f"[completion-check] {r.criterion_id}: {r.status_text()}" for r in results
+            ),
+            failure=failure or None,
+        ),
+    )
+
+
+def _run_one(
+    criterion: Criterion,
+    shell: str,
+    cwd: Path,
+    env: Mapping[str, str],
+    log_path: Path,
+    timeout_seconds: float,
+    digest: hashlib._Hash,
+) -> CheckResult:
+    command = criterion.check or ""
+    started = time.monotonic()
+    read_fd, write_fd = os.pipe()
+    try:
+        process = subprocess.Popen(
+            [shell, "-c", command],
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=write_fd,
+            stderr=write_fd,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError as error:
+        os.close(read_fd)
+        os.close(write_fd)
+        log_path.write_bytes(b"")
+        return CheckResult(
+            criterion.id, command, None, False, "", log_path, 0, error.strerror or str(error)
+        )
+    os.close(write_fd)
+    deadline = started + timeout_seconds
+    tail = b""
+    saved = 0
+    timed_out = False
+    exited_at: float | None = None
+    with log_path.open("wb") as log, os.fdopen(read_fd, "rb", buffering=0) as pipe:
+        while True:
+            now = time.monotonic()
+            if exited_at is None and process.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at >= _EOF_GRACE_SECONDS:
+                break  # a child left behind holds the pipe: ending the group closes it
+            if now >= deadline:
+                timed_out = exited_at is None
+                break
+            ready, _, _ = select.select([pipe], [], [], min(0.2, max(0.0, deadline - now)))
+            if not ready:
+                continue
+            chunk = pipe.read(_READ_BYTES)
+            if not chunk:
+                if exited_at is not None or process.poll() is not None:
+                    break
+                continue
+            digest.update(chunk)
+            if saved < MAX_SAVED_OUTPUT_BYTES:
+                log.write(chunk[: MAX_SAVED_OUTPUT_BYTES - saved])
+                saved += len(chunk)
+            tail = (tail + chunk)[-OUTPUT_TAIL_BYTES:]
+        _end_group(process)
+    exit_code = None if timed_out else process.returncode
+    return CheckResult(
+        criterion.id,
+        command,
+        exit_code,
+        timed_out,
+        tail.decode("utf-8", errors="replace"),
+        log_path,
+        int((time.monotonic() - started) * 1000),
+    )
+
+
+def _end_group(process: subprocess.Popen[bytes]) -> None:
+    """TERM the check's process group, then KILL what is left after a grace period."""
+    pgid = process.pid
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGTERM)
+    try:
+        process.wait(timeout=_END_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=_END_GRACE_SECONDS)

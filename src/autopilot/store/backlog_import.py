@@ -1,0 +1,158 @@
+"""Work items from the formats users already have (pure): ``prd.json`` and Markdown.
+
+* ``prd.json`` as snarktank/ralph and ralph-tui write it
+  (https://github.com/snarktank/ralph, ``prd.json.example``): ``userStories``, each
+  with ``id``, ``title``, ``description``, ``acceptanceCriteria`` (strings),
+  ``priority`` (lower first) and ``passes`` (true: already done).
+* A Markdown checklist: every ``- [ ] text`` (or ``*``/``+``, any indent) is an open
+  item, ``- [x] text`` a completed one, in the order they appear.
+
+Items imported as done carry the evidence ``imported as done from FILE``: the user's
+own word, which is all there is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from autopilot.core.workitems import (
+    ID_PATTERN,
+    Completion,
+    CompletionState,
+    Criterion,
+    ItemStatus,
+    Verdict,
+    WorkItem,
+)
+from autopilot.errors import BacklogError
+
+_CHECKBOX_RE = re.compile(r"^\s*[-*+]\s+\[( |x|X)\]\s+(.+?)\s*$")
+
+
+def free_id(taken: Collection[str], prefix: str = "task") -> str:
+    """The first ``<prefix>-N`` (N from 1) not in ``taken``."""
+    number = 1
+    while f"{prefix}-{number}" in taken:
+        number += 1
+    return f"{prefix}-{number}"
+
+
+def _slug_id(text: str, taken: Collection[str]) -> str:
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")[:64]
+    if slug and ID_PATTERN.match(slug) and slug not in taken:
+        return slug
+    return free_id(taken)
+
+
+def _done(source: str) -> Completion:
+    return Completion(
+        state=CompletionState.PASSED,
+        verdict=Verdict.PASS,
+        evidence=(f"imported as done from {source}",),
+    )
+
+
+def parse_prd_json(data: bytes, source: str, taken: Collection[str]) -> list[WorkItem]:
+    """Work items from a ``prd.json``, by ``priority`` (then file order).
+
+    Args:
+        data: The file's bytes.
+        source: The file's name, for messages and evidence.
+        taken: Ids already in the backlog (a story with such an id gets a new one).
+
+    Raises:
+        BacklogError: not JSON, or no ``userStories`` list of objects.
+    """
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise BacklogError(f"{source}: not a JSON file ({error})") from None
+    stories = value.get("userStories") if isinstance(value, dict) else None
+    if not isinstance(stories, list) or not all(isinstance(s, dict) for s in stories):
+        raise BacklogError(f"{source}: no 'userStories' list of objects (a prd.json)")
+    ordered = sorted(enumerate(stories), key=lambda pair: (_priority(pair[1]), pair[0]))
+    used = set(taken)
+    items: list[WorkItem] = []
+    for _, story in ordered:
+        title = _str(story.get("title"))
+        description = _str(story.get("description"))
+        item_id = _slug_id(_str(story.get("id")) or title or "", used)
+        used.add(item_id)
+        criteria = story.get("acceptanceCriteria")
+        texts = [c for c in criteria if isinstance(c, str)] if isinstance(criteria, list) else []
+        prompt = "\n\n".join(part for part in (title, description) if part)
+        notes = _str(story.get("notes"))
+        if notes:
+            prompt += f"\n\nNotes: {notes}"
+        items.append(
+            WorkItem(
+                id=item_id,
+                status=ItemStatus.COMPLETED if story.get("passes") is True else ItemStatus.READY,
+                title=title or None,
+                prompt=prompt,
+                acceptance_criteria=tuple(
+                    Criterion(f"ac{n}", text, plain=True) for n, text in enumerate(texts, 1)
+                ),
+                completion=_done(source) if story.get("passes") is True else Completion(),
+            )
+        )
+    return items
+
+
+def _priority(story: dict[str, Any]) -> float:
+    value = story.get("priority")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return float("inf")
+
+
+def _str(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def parse_markdown_checklist(text: str, source: str, taken: Collection[str]) -> list[WorkItem]:
+    """Work items from the ``- [ ]`` / ``- [x]`` lines of a Markdown file, in order.
+
+    Raises:
+        BacklogError: the file has no checklist line.
+    """
+    used = set(taken)
+    items: list[WorkItem] = []
+    for line in text.splitlines():
+        match = _CHECKBOX_RE.match(line)
+        if match is None:
+            continue
+        done = match.group(1) in "xX"
+        task = match.group(2)
+        item_id = free_id(used)
+        used.add(item_id)
+        items.append(
+            WorkItem(
+                id=item_id,
+                status=ItemStatus.COMPLETED if done else ItemStatus.READY,
+                title=task,
+                prompt=task,
+                completion=_done(source) if done else Completion(),
+            )
+        )
+    if not items:
+        raise BacklogError(f"{source}: no checklist lines ('- [ ] …') to import")
+    return items
+
+
+def parse_import(data: bytes, source: str, taken: Sequence[str]) -> list[WorkItem]:
+    """Work items from ``data``: a ``prd.json`` if it is a JSON object, else Markdown.
+
+    Raises:
+        BacklogError: neither format, or not UTF-8.
+    """
+    if data.lstrip().startswith(b"{"):
+        return parse_prd_json(data, source, taken)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BacklogError(f"{source}: not UTF-8 text") from None
+    return parse_markdown_checklist(text, source, taken)

@@ -1,0 +1,341 @@
+"""autopilot tasks and autopilot report through the real command line (in process)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autopilot.cli import main as cli_main
+from autopilot.config import RunConfig
+from autopilot.loop.arming import PromptSource, arm_run
+from autopilot.loop.clock import SystemClock
+from autopilot.store.paths import run_dir, runs_root
+from autopilot.store.reports import claim_reports
+from autopilot.store.state import StateStore
+
+TASKS = Path(".autopilot/tasks.jsonl")
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    monkeypatch.chdir(path)
+    return path
+
+
+def autopilot(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as done:
+        cli_main.main(list(args))
+    captured = capsys.readouterr()
+    code = done.value.code
+    return (code if isinstance(code, int) else 0), captured.out, captured.err
+
+
+def _lines(project: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (project / TASKS).read_text().splitlines()]
+
+
+def test_add_list_show(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        autopilot(
+            capsys,
+            "tasks",
+            "add",
+            "Write the overview",
+            "--title",
+            "Overview",
+            "--criterion",
+            "README has an overview",
+            "--criterion",
+            "overview file exists :: test -f docs/overview.md",
+        )[0]
+        == 0
+    )
+    assert (
+        autopilot(
+            capsys, "tasks", "add", "Describe config", "--id", "config", "--depends-on", "task-1"
+        )[0]
+        == 0
+    )
+    lines = _lines(project)
+    assert [line["id"] for line in lines] == ["task-1", "config"]
+    assert lines[0]["acceptance_criteria"] == [
+        "README has an overview",
+        {"id": "ac2", "text": "overview file exists", "check": "test -f docs/overview.md"},
+    ]
+    assert lines[1]["depends_on"] == ["task-1"]
+    code, out, _ = autopilot(capsys, "tasks", "list")
+    assert code == 0
+    assert out.splitlines() == [
+        "> task-1           ready          Overview",
+        "  config           ready          Describe config",
+    ]
+    code, out, _ = autopilot(capsys, "tasks", "list", "--json")
+    assert [item["id"] for item in json.loads(out)] == ["task-1", "config"]
+    code, out, _ = autopilot(capsys, "tasks", "show", "task-1")
+    assert "    ac2: overview file exists   [check: test -f docs/overview.md]" in out
+    assert "  status:      ready (attempt 0)" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["tasks", "add", "x", "--id", "a b"], "--id must be 1-64 letters"),
+        (["tasks", "add", "x", "--depends-on", "nope"], "--depends-on names no work item: nope"),
+        (["tasks", "add", "  "], "the prompt is empty"),
+        (["tasks", "add", "x", "--criterion", " :: true"], "has no text"),
+        (["tasks", "show", "zz"], "no work item 'zz'"),
+        (["tasks", "unblock", "zz"], "no work item 'zz'"),
+        (["tasks", "block", "zz", "--reason", "  "], "--reason is empty"),
+        (["tasks", "import", "missing.md"], "no file missing.md"),
+    ],
+)
+def test_bad_tasks_input_is_one_line_with_exit_2(
+    project: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    code, _out, err = autopilot(capsys, *args)
+    assert code == 2
+    assert len(err.splitlines()) == 1 and message in err, err
+    assert not (project / TASKS).exists()
+
+
+def test_an_id_that_exists_is_refused(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    autopilot(capsys, "tasks", "add", "x", "--id", "a")
+    code, _, err = autopilot(capsys, "tasks", "add", "y", "--id", "a")
+    assert code == 2 and "work item 'a' already exists" in err
+    assert len(_lines(project)) == 1
+
+
+def test_block_unblock_reopen(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    autopilot(capsys, "tasks", "add", "x", "--id", "a")
+    assert autopilot(capsys, "tasks", "block", "a", "--reason", "waiting for the API key")[0] == 0
+    assert _lines(project)[0]["status"] == "blocked"
+    assert _lines(project)[0]["blocked_reason"] == "waiting for the API key"
+    assert autopilot(capsys, "tasks", "unblock", "a")[0] == 0
+    assert _lines(project)[0]["status"] == "ready"
+    assert "blocked_reason" not in _lines(project)[0]
+    code, _, err = autopilot(capsys, "tasks", "reopen", "a")
+    assert code == 2 and "already open (ready)" in err
+    autopilot(capsys, "tasks", "edit", "a", "--status", "completed")
+    assert autopilot(capsys, "tasks", "reopen", "a")[0] == 0
+    line = _lines(project)[0]
+    assert (line["status"], line["completion"]["reopen_target"]) == ("reopened", "micro")
+    code, _, err = autopilot(capsys, "tasks", "unblock", "a")
+    assert code == 2 and "a is reopened, not blocked" in err
+
+
+def test_edit_with_options(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    autopilot(capsys, "tasks", "add", "x", "--id", "a")
+    assert (
+        autopilot(
+            capsys,
+            "tasks",
+            "edit",
+            "a",
+            "--prompt",
+            "y",
+            "--title",
+            "T",
+            "--criterion",
+            "ok :: true",
+        )[0]
+        == 0
+    )
+    line = _lines(project)[0]
+    assert (line["prompt"], line["title"]) == ("y", "T")
+    assert line["acceptance_criteria"] == [{"id": "ac1", "text": "ok", "check": "true"}]
+
+
+def test_edit_in_the_editor_refuses_a_broken_item(
+    project: Path,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    autopilot(capsys, "tasks", "add", "x", "--id", "a")
+    editor = tmp_path / "editor.sh"
+    editor.write_text('#!/bin/sh\nsed -i \'s/"ready"/"finished"/\' "$1"\n')
+    editor.chmod(0o755)
+    monkeypatch.setenv("EDITOR", str(editor))
+    code, _, err = autopilot(capsys, "tasks", "edit", "a")
+    assert code == 2 and "not saved: status must be one of" in err
+    assert _lines(project)[0]["status"] == "ready"
+    editor.write_text('#!/bin/sh\nsed -i \'s/"prompt": "x"/"prompt": "better"/\' "$1"\n')
+    assert autopilot(capsys, "tasks", "edit", "a")[0] == 0
+    assert _lines(project)[0]["prompt"] == "better"
+
+
+def test_import_prd_json(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prd = {
+        "project": "Demo",
+        "branchName": "ralph/demo",
+        "userStories": [
+            {
+                "id": "US-002",
+                "title": "Second",
+                "description": "Do two",
+                "priority": 2,
+                "acceptanceCriteria": ["b works"],
+                "passes": False,
+                "notes": "",
+            },
+            {
+                "id": "US-001",
+                "title": "First",
+                "description": "Do one",
+                "priority": 1,
+                "acceptanceCriteria": ["a works", "typecheck passes"],
+                "passes": True,
+            },
+        ],
+    }
+    (project / "prd.json").write_text(json.dumps(prd))
+    code, out, _ = autopilot(capsys, "tasks", "import", "prd.json")
+    assert code == 0
+    assert "imported 2 work items from prd.json (1 open, 1 already done)" in out
+    lines = _lines(project)
+    assert [(x["id"], x["status"], x["title"]) for x in lines] == [
+        ("US-001", "completed", "First"),
+        ("US-002", "ready", "Second"),
+    ]
+    assert lines[0]["acceptance_criteria"] == ["a works", "typecheck passes"]
+    assert lines[0]["completion"]["verdict"] == "pass"
+    assert lines[1]["prompt"] == "Second\n\nDo two"
+    # Importing again adds new ids, never overwrites.
+    autopilot(capsys, "tasks", "import", "prd.json")
+    assert [x["id"] for x in _lines(project)][2:] == ["task-1", "task-2"]
+
+
+def test_import_markdown_checklist(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "TODO.md").write_text(
+        "# Backlog\n\n- [x] Set up the repo\n- [ ] Write the parser\n  * [ ] Nested `$(x)` item\n"
+        "Some prose with [ ] brackets.\n"
+    )
+    assert autopilot(capsys, "tasks", "import", "TODO.md")[0] == 0
+    assert [(x["id"], x["status"], x["prompt"]) for x in _lines(project)] == [
+        ("task-1", "completed", "Set up the repo"),
+        ("task-2", "ready", "Write the parser"),
+        ("task-3", "ready", "Nested `$(x)` item"),
+    ]
+    (project / "empty.md").write_text("nothing here\n")
+    code, _, err = autopilot(capsys, "tasks", "import", "empty.md")
+    assert code == 2 and "no checklist lines" in err
+
+
+def test_list_warns_about_malformed_lines_and_keeps_them(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / ".autopilot").mkdir()
+    (project / TASKS).write_text('{"id":"a"}\n{oops\n{"id":"b","depends_on":["b"]}\n')
+    code, out, err = autopilot(capsys, "tasks", "list")
+    assert code == 0
+    assert "a" in out
+    assert err.splitlines()[0].startswith(
+        "autopilot: warning: .autopilot/tasks.jsonl line 2: not valid JSON"
+    )
+    assert "dependency cycle: b -> b" in err
+    autopilot(capsys, "tasks", "block", "a", "--reason", "r")
+    assert (project / TASKS).read_text().splitlines()[1] == "{oops"
+
+
+# -- autopilot report ------------------------------------------------------------------
+
+
+@pytest.fixture
+def run(project: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    (project / ".autopilot").mkdir()
+    items = [
+        {
+            "id": "unit-1",
+            "status": "running",
+            "prompt": "one",
+            "acceptance_criteria": ["docs", {"id": "tests", "text": "t", "check": "true"}],
+        },
+        {"id": "unit-2", "status": "ready", "prompt": "two"},
+    ]
+    (project / TASKS).write_text("".join(json.dumps(i) + "\n" for i in items))
+    run_id = arm_run(
+        runs_root(), RunConfig(agent="demo"), PromptSource(text="x"), project, SystemClock()
+    )
+    monkeypatch.setenv("AUTOPILOT_RUN_ID", run_id)
+    monkeypatch.setenv("AUTOPILOT_ITERATION", "4")
+    return run_id
+
+
+def test_report_is_recorded_for_the_driver(run: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = autopilot(
+        capsys,
+        "report",
+        "continue_next",
+        "--item",
+        "unit-1",
+        "--criterion",
+        "ac1=pass",
+        "--criterion",
+        "tests=PASS",
+        "--evidence",
+        "wrote docs/x.md",
+    )
+    assert (code, err) == (0, "")
+    assert "recorded continue_next for unit-1" in out
+    claimed = claim_reports(run_dir(runs_root(), run))
+    assert len(claimed) == 1 and claimed[0].report is not None
+    assert claimed[0].report.criteria == {"ac1": True, "tests": True}
+    assert claimed[0].report.evidence == ("wrote docs/x.md",)
+    assert json.loads(claimed[0].path.read_text())["iteration"] == 4
+    assert claim_reports(run_dir(runs_root(), run)) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["finish", "--item", "unit-1"], "DECISION must be one of continue_next, retry_same_unit"),
+        (["stop", "--item", "unit-9"], "no work item 'unit-9'"),
+        (["stop", "--item", "unit-2"], "work item 'unit-2' is ready, not running"),
+        (
+            [
+                "continue_next",
+                "--item",
+                "unit-1",
+                "--criterion",
+                "ac1=pass",
+                "--criterion",
+                "ac7=pass",
+                "--criterion",
+                "tests=pass",
+            ],
+            "criterion 'ac7' is not one of",
+        ),
+        (
+            ["continue_next", "--item", "unit-1", "--criterion", "ac1=pass"],
+            "add --criterion tests=pass once each one holds",
+        ),
+        (["continue_next", "--item", "unit-1", "--criterion", "ac1"], "--criterion takes ID=pass"),
+        (["reopen_micro", "--item", "unit-1"], "reopen_micro needs --evidence TEXT"),
+    ],
+)
+def test_a_bad_report_says_how_to_fix_it(
+    run: str, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    code, _, err = autopilot(capsys, "report", *args)
+    assert code == 2
+    assert len(err.splitlines()) == 1 and message in err, err
+    assert claim_reports(run_dir(runs_root(), run)) == []
+
+
+def test_report_outside_any_run(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = autopilot(capsys, "report", "stop", "--item", "a")
+    assert code == 2
+    assert "autopilot report is for an agent inside a run: $AUTOPILOT_RUN_ID is not set" in err
+
+
+def test_report_to_an_ended_run(run: str, capsys: pytest.CaptureFixture[str]) -> None:
+    StateStore(run_dir(runs_root(), run) / "state.json").update(
+        lambda s: s.update(terminated=True, terminationReason="user_stopped")
+    )
+    code, _, err = autopilot(capsys, "report", "stop", "--item", "unit-1")
+    assert code == 2 and "has ended (user_stopped)" in err
