@@ -1,0 +1,80 @@
+"""The continuation message of a backlog iteration (pure)."""
+
+from __future__ import annotations
+
+from autopilot.core.continuation import continuation_message
+from autopilot.core.decisions import CheckOutcome, ItemDecision, ItemReport, apply_report
+from autopilot.core.decisions import start_item as start
+from autopilot.core.workitems import Criterion, FocusLayer, ItemStatus, WorkItem
+
+ITEM = WorkItem(
+    id="unit-1",
+    status=ItemStatus.RUNNING,
+    prompt="Implement unit 1\nwith care",
+    attempt=1,
+    allowed_surface=("src/unit1/**",),
+    acceptance_criteria=(
+        Criterion("ac1", "docs\nexist", plain=True),
+        Criterion("tests", "tests pass", "pytest -q"),
+    ),
+)
+
+
+def test_the_seed_shape_for_a_first_attempt() -> None:
+    message = continuation_message("demo-1", ITEM)
+    head, _, rest = message.partition("before-stop:\n")
+    assert head == (
+        "[autopilot]\n"
+        "run: demo-1\n"
+        "work-item: unit-1\n"
+        "focus-layer: micro\n"
+        "attempt: 1\n"
+        "allowed-surface:\n"
+        "- src/unit1/**\n"
+        "acceptance-criteria:\n"
+        "- ac1: docs exist\n"
+        "- tests: tests pass [check: pytest -q]\n"
+    )
+    assert rest.endswith("prompt:\nImplement unit 1\nwith care\n")
+    assert (
+        "autopilot report continue_next --item unit-1 --criterion ac1=pass "
+        '--criterion tests=pass --evidence "<what shows it>"' in rest
+    )
+    assert "autopilot report reopen_micro --item unit-1" in rest
+    assert "autopilot report ask_user_meta --item unit-1" in rest
+    assert "pending-decision" not in message
+    assert "reopen-target" not in message
+
+
+def test_a_reopened_item_carries_the_failing_check_output() -> None:
+    failed = CheckOutcome(
+        False,
+        None,
+        (),
+        "check tests ($ pytest -q) exit 1; its output ended with:\nE   assert 2 == 3\n\n1 failed",
+    )
+    report = ItemReport("unit-1", ItemDecision.CONTINUE_NEXT, {"ac1": True, "tests": True})
+    reopened = apply_report(ITEM, report, failed)
+    message = continuation_message("demo-1", start(reopened))
+    assert "attempt: 2\n" in message
+    assert (
+        "reopen-target: micro\n"
+        "previous-attempt:\n"
+        "- verdict: fail\n"
+        "- check tests ($ pytest -q) exit 1; its output ended with:\n"
+        "- E   assert 2 == 3\n"
+        "-\n"
+        "- 1 failed\n"
+        "before-stop:\n"
+    ) in message
+
+
+def test_a_missing_decision_and_the_runs_surface() -> None:
+    item = WorkItem(id="b", status=ItemStatus.RUNNING, prompt="p", focus_layer=FocusLayer.MESO)
+    message = continuation_message("r-1", item, pending_missing=True, run_surface=("docs/**",))
+    assert "focus-layer: meso\nattempt: 0\npending-decision: missing\n" in message
+    assert "allowed-surface:\n- docs/**\n" in message
+    assert "acceptance-criteria:\n- (none given: the prompt says what done means)\n" in message
+    bare = continuation_message("r-1", item)
+    assert "allowed-surface:\n- any path\n" in bare
+    assert "autopilot report continue_next --item b --evidence" in bare
