@@ -1,0 +1,267 @@
+"""One backlog iteration, before and after the agent (pure).
+
+Before: ``plan_iteration`` picks the item (a running one is resumed, else the first
+ready one), marks it ``running`` and composes the prompt; or says the backlog is done,
+or that a person is needed. After: ``conclude_item`` applies the agent's decision
+(``choose_report`` picks it from what was reported) or notes that none came.
+``reconcile`` compares ``tasks.jsonl`` as found with autopilot's own copy: while an
+agent works, autopilot owns the file, so what the iteration changed in it other than
+adding items is undone (an agent cannot complete, drop or weaken its own work item);
+a deleted file is written again.
+
+Each function returns the events to append (``type`` plus fields, no ``ts``/``runId``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from autopilot.core.continuation import continuation_message
+from autopilot.core.decisions import (
+    CheckOutcome,
+    ItemDecision,
+    ItemReport,
+    apply_report,
+    missing_report,
+    start_item,
+    validate_report,
+)
+from autopilot.core.workitem_events import (
+    backlog_snapshot_fields,
+    workitem_end_fields,
+    workitem_recorded_fields,
+    workitem_start_fields,
+)
+from autopilot.core.workitems import (
+    ItemStatus,
+    Verdict,
+    WorkItem,
+    backlog_problems,
+    next_item,
+    open_items,
+)
+
+Event = dict[str, object]
+
+
+def _event(kind: str, fields: dict[str, object]) -> Event:
+    return {"type": kind, **fields}
+
+
+@dataclass(frozen=True)
+class IterationPlan:
+    """What the next backlog iteration does.
+
+    Attributes:
+        items: The backlog with the chosen item ``running`` (to be written).
+        item: The chosen item, or None.
+        prompt: Its continuation message, or None.
+        done: True when no item is open and every completed item passed its checks.
+        question: When a person must act first, what to ask them.
+        events: ``workitem_start`` and the changed item's ``workitem_recorded``.
+    """
+
+    items: tuple[WorkItem, ...]
+    item: WorkItem | None = None
+    prompt: str | None = None
+    done: bool = False
+    question: str | None = None
+    events: tuple[Event, ...] = ()
+
+
+def _replace(items: Sequence[WorkItem], item: WorkItem) -> tuple[WorkItem, ...]:
+    return tuple(item if other.id == item.id else other for other in items)
+
+
+def plan_iteration(
+    run_id: str,
+    items: Sequence[WorkItem],
+    iteration: int,
+    *,
+    run_surface: Sequence[str] = (),
+) -> IterationPlan:
+    """Choose and start the next item, or say why there is none.
+
+    Args:
+        run_id: The run's id (it is in the prompt).
+        items: The backlog as read at the boundary.
+        iteration: The number of the iteration about to start.
+        run_surface: The run's allowed surfaces, for items that name none.
+    """
+    chosen = next_item(items)
+    if chosen is None:
+        return _no_item(tuple(items))
+    resumed = chosen.status is ItemStatus.RUNNING
+    started = start_item(chosen)
+    prompt = continuation_message(run_id, started, pending_missing=resumed, run_surface=run_surface)
+    events = (
+        _event("workitem_recorded", workitem_recorded_fields(started)),
+        _event("workitem_start", workitem_start_fields(started, iteration)),
+    )
+    return IterationPlan(_replace(items, started), started, prompt, events=events)
+
+
+def _no_item(items: tuple[WorkItem, ...]) -> IterationPlan:
+    still_open = open_items(items)
+    if not still_open:
+        unproven = [
+            i.id
+            for i in items
+            if i.status is ItemStatus.COMPLETED and i.completion.verdict is not Verdict.PASS
+        ]
+        if not unproven:
+            return IterationPlan(items, done=True)
+        return IterationPlan(
+            items,
+            question=(
+                f"work items {', '.join(unproven)} are completed without passing evidence; "
+                "reopen them (autopilot tasks reopen ID) or mark them not_applicable "
+                "(autopilot tasks edit ID --status not_applicable)"
+            ),
+        )
+    held: list[str] = []
+    for item in still_open:
+        if item.status is ItemStatus.BLOCKED:
+            held.append(f"{item.id} is blocked: {item.blocked_reason or 'no reason given'}")
+    held.extend(problem.message for problem in backlog_problems(items))
+    waiting = [i.id for i in still_open if i.status is not ItemStatus.BLOCKED]
+    if waiting and not held:
+        held.append(f"{', '.join(waiting)} wait for dependencies that cannot complete")
+    return IterationPlan(items, question="no work item can start: " + "; ".join(held))
+
+
+def choose_report(
+    items: Sequence[WorkItem], item_id: str, reports: Sequence[ItemReport]
+) -> tuple[ItemReport | None, list[str]]:
+    """The newest valid report about the running item, and why the others were refused.
+
+    Returns:
+        ``(report or None, problems)``, one problem line per refused report.
+    """
+    chosen: ItemReport | None = None
+    problems: list[str] = []
+    for report in reports:
+        if report.item_id != item_id:
+            problems.append(f"a report about {report.item_id!r} was ignored: {item_id} was running")
+            continue
+        found = validate_report(items, report)
+        if found:
+            problems.append(f"a {report.decision.value} report was refused: {'; '.join(found)}")
+        else:
+            chosen = report
+    return chosen, problems
+
+
+@dataclass(frozen=True)
+class ItemConclusion:
+    """What an iteration did to its item.
+
+    Attributes:
+        items: The backlog after it (to be written).
+        item: The item after it.
+        decision: The decision applied, or None when the agent reported none.
+        question: For ``ask_user_meta`` or repeated missing decisions, the question.
+        stop: The agent reported ``stop``.
+        events: ``workitem_end``, the item's ``workitem_recorded`` and a
+            ``backlog_snapshot``.
+    """
+
+    items: tuple[WorkItem, ...]
+    item: WorkItem
+    decision: ItemDecision | None
+    question: str | None
+    stop: bool
+    events: tuple[Event, ...]
+
+
+def conclude_item(
+    items: Sequence[WorkItem],
+    item: WorkItem,
+    report: ItemReport | None,
+    checks: CheckOutcome | None,
+    iteration: int,
+) -> ItemConclusion:
+    """Apply the iteration's decision (or its absence) to the running item.
+
+    Args:
+        items: The backlog (with ``item`` running).
+        item: The item the iteration worked on.
+        report: The chosen report (``choose_report``), or None.
+        checks: For ``continue_next``, autopilot's run of the item's checks.
+        iteration: The iteration's number.
+    """
+    after = apply_report(item, report, checks) if report is not None else missing_report(item)
+    decision = report.decision if report is not None else None
+    question = after.blocked_reason if after.status is ItemStatus.BLOCKED else None
+    changed = _replace(items, after)
+    events = (
+        _event("workitem_end", workitem_end_fields(after, iteration, decision)),
+        _event("workitem_recorded", workitem_recorded_fields(after)),
+        _event("backlog_snapshot", backlog_snapshot_fields(changed)),
+    )
+    return ItemConclusion(changed, after, decision, question, decision is ItemDecision.STOP, events)
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """``tasks.jsonl`` as autopilot will use it.
+
+    Attributes:
+        items: The items to go on with.
+        rewrite: True if the file must be written again (something was undone).
+        notes: One line per thing undone or taken in, for warning events.
+        events: ``workitem_recorded`` for every item new or changed.
+    """
+
+    items: tuple[WorkItem, ...]
+    rewrite: bool
+    notes: tuple[str, ...]
+    events: tuple[Event, ...]
+
+
+def reconcile(
+    ours: Sequence[WorkItem], found: Sequence[WorkItem] | None, *, agent_worked: bool
+) -> Reconciled:
+    """Compare the file as found with autopilot's own copy.
+
+    Args:
+        ours: The items as autopilot last wrote or accepted them.
+        found: The items in the file now, or None if the file is gone.
+        agent_worked: True at an iteration's end (changes are the agent's), False at
+            a boundary where no agent ran (changes are a person's, and accepted).
+    """
+    if found is None:
+        if not ours:
+            return Reconciled((), False, (), ())
+        return Reconciled(
+            tuple(ours),
+            True,
+            (".autopilot/tasks.jsonl was deleted; written again from the run's log",),
+            (),
+        )
+    by_id = {item.id: item for item in ours}
+    if not agent_worked:
+        events = tuple(
+            _event("workitem_recorded", workitem_recorded_fields(item))
+            for item in found
+            if by_id.get(item.id) != item
+        )
+        return Reconciled(tuple(found), False, (), events)
+    found_ids = {item.id for item in found}
+    undone = [i.id for i in found if i.id in by_id and by_id[i.id] != i]
+    removed = [i.id for i in ours if i.id not in found_ids]
+    added = [i for i in found if i.id not in by_id]
+    notes = []
+    if undone:
+        notes.append(
+            f"work items {', '.join(undone)} were changed while the agent worked; undone "
+            "(pause the run to edit .autopilot/tasks.jsonl)"
+        )
+    if removed:
+        notes.append(
+            f"work items {', '.join(removed)} were removed while the agent worked; restored"
+        )
+    items = (*ours, *added)
+    events = tuple(_event("workitem_recorded", workitem_recorded_fields(i)) for i in added)
+    return Reconciled(tuple(items), bool(undone or removed), tuple(notes), events)

@@ -1,0 +1,151 @@
+"""One backlog iteration before and after the agent (pure table tests)."""
+
+from __future__ import annotations
+
+from autopilot.core.backlog_step import (
+    choose_report,
+    conclude_item,
+    plan_iteration,
+    reconcile,
+)
+from autopilot.core.decisions import CheckOutcome, ItemDecision, ItemReport
+from autopilot.core.workitems import (
+    Completion,
+    CompletionState,
+    Criterion,
+    ItemStatus,
+    Verdict,
+    WorkItem,
+)
+
+A = WorkItem(id="a", prompt="do a", acceptance_criteria=(Criterion("ac1", "x", "true"),))
+B = WorkItem(id="b", prompt="do b", depends_on=("a",))
+PASSED = Completion(state=CompletionState.PASSED, verdict=Verdict.PASS)
+
+
+def test_the_first_ready_item_is_started_with_its_prompt() -> None:
+    plan = plan_iteration("r-1", [A, B], 1)
+    assert plan.item is not None and plan.item.id == "a"
+    assert (plan.item.status, plan.item.attempt) == (ItemStatus.RUNNING, 1)
+    assert [i.status for i in plan.items] == [ItemStatus.RUNNING, ItemStatus.READY]
+    assert plan.prompt is not None and plan.prompt.startswith("[autopilot]\nrun: r-1\n")
+    assert "pending-decision" not in plan.prompt
+    assert [e["type"] for e in plan.events] == ["workitem_recorded", "workitem_start"]
+
+
+def test_a_running_item_is_resumed_with_pending_decision_missing() -> None:
+    running = A.with_status(ItemStatus.RUNNING, attempt=1)
+    plan = plan_iteration("r-1", [running, B], 2)
+    assert plan.item is not None and plan.item.attempt == 1
+    assert plan.prompt is not None and "pending-decision: missing" in plan.prompt
+
+
+def test_done_only_when_every_completed_item_passed() -> None:
+    done = [
+        A.with_status(ItemStatus.COMPLETED, completion=PASSED),
+        B.with_status(ItemStatus.NOT_APPLICABLE),
+    ]
+    assert plan_iteration("r-1", done, 3).done
+    by_hand = [A.with_status(ItemStatus.COMPLETED), B.with_status(ItemStatus.STOPPED)]
+    plan = plan_iteration("r-1", by_hand, 3)
+    assert not plan.done
+    assert plan.question == (
+        "work items a are completed without passing evidence; reopen them (autopilot tasks "
+        "reopen ID) or mark them not_applicable (autopilot tasks edit ID --status "
+        "not_applicable)"
+    )
+
+
+def test_a_person_is_asked_when_nothing_can_start() -> None:
+    blocked = A.with_status(ItemStatus.BLOCKED, blocked_reason="Which database?")
+    plan = plan_iteration("r-1", [blocked, B], 1)
+    assert plan.item is None and not plan.done
+    assert plan.question == "no work item can start: a is blocked: Which database?"
+    cycle = [WorkItem(id="x", depends_on=("y",)), WorkItem(id="y", depends_on=("x",))]
+    assert plan_iteration("r-1", cycle, 1).question == (
+        "no work item can start: dependency cycle: x -> y -> x"
+    )
+
+
+def test_choose_report_takes_the_newest_valid_one() -> None:
+    running = A.with_status(ItemStatus.RUNNING)
+    items = [running, B]
+    bad = ItemReport("a", ItemDecision.CONTINUE_NEXT, {})
+    other = ItemReport("b", ItemDecision.STOP, {})
+    first = ItemReport("a", ItemDecision.REOPEN_MICRO, {}, ("x",))
+    last = ItemReport("a", ItemDecision.CONTINUE_NEXT, {"ac1": True})
+    chosen, problems = choose_report(items, "a", [first, bad, other, last])
+    assert chosen == last
+    assert problems == [
+        "a continue_next report was refused: continue_next needs a pass for every criterion "
+        "of a; add --criterion ac1=pass once each one holds",
+        "a report about 'b' was ignored: a was running",
+    ]
+
+
+def test_conclude_applies_the_decision_and_snapshots_the_backlog() -> None:
+    running = A.with_status(ItemStatus.RUNNING, attempt=1)
+    report = ItemReport("a", ItemDecision.CONTINUE_NEXT, {"ac1": True})
+    done = conclude_item([running, B], running, report, CheckOutcome(True, "sha256:" + "0" * 64), 1)
+    assert done.item.status is ItemStatus.COMPLETED
+    assert (done.decision, done.question, done.stop) == (ItemDecision.CONTINUE_NEXT, None, False)
+    end, recorded, snapshot = done.events
+    assert end["type"] == "workitem_end" and end["closesN"] == 1
+    assert recorded["type"] == "workitem_recorded"
+    assert snapshot["counts"] == {"ready": 1, "completed": 1}
+    # b's dependency is now met: it is next.
+    nxt = plan_iteration("r-1", done.items, 2)
+    assert nxt.item is not None and nxt.item.id == "b"
+
+
+def test_conclude_without_a_report_keeps_the_item_running() -> None:
+    running = A.with_status(ItemStatus.RUNNING, attempt=1)
+    missing = conclude_item([running], running, None, None, 1)
+    assert missing.item.status is ItemStatus.RUNNING
+    assert missing.decision is None
+    assert missing.events[0]["decision"] is None
+
+
+def test_ask_user_meta_and_stop() -> None:
+    running = A.with_status(ItemStatus.RUNNING, attempt=1)
+    asked = conclude_item(
+        [running],
+        running,
+        ItemReport("a", ItemDecision.ASK_USER_META, {}, ("Which db?",)),
+        None,
+        1,
+    )
+    assert asked.question == "Which db?"
+    stopped = conclude_item([running], running, ItemReport("a", ItemDecision.STOP, {}), None, 1)
+    assert stopped.stop and stopped.item.status is ItemStatus.STOPPED
+
+
+def test_reconcile_undoes_what_the_agent_changed_but_keeps_new_items() -> None:
+    ours = [A.with_status(ItemStatus.RUNNING), B]
+    weakened = A.with_status(ItemStatus.COMPLETED, acceptance_criteria=())
+    new = WorkItem(id="c", prompt="found while working")
+    result = reconcile(ours, [weakened, new], agent_worked=True)
+    assert [i.id for i in result.items] == ["a", "b", "c"]
+    assert result.items[0] == ours[0]
+    assert result.rewrite
+    assert result.notes == (
+        "work items a were changed while the agent worked; undone (pause the run to edit "
+        ".autopilot/tasks.jsonl)",
+        "work items b were removed while the agent worked; restored",
+    )
+    assert [e["itemId"] for e in result.events] == ["c"]
+
+
+def test_reconcile_accepts_a_persons_edit_between_iterations() -> None:
+    edited = B.with_status(ItemStatus.BLOCKED, blocked_reason="later")
+    result = reconcile([A, B], [A, edited], agent_worked=False)
+    assert result.items == (A, edited)
+    assert not result.rewrite and result.notes == ()
+    assert [e["itemId"] for e in result.events] == ["b"]
+
+
+def test_reconcile_writes_a_deleted_file_again() -> None:
+    result = reconcile([A, B], None, agent_worked=True)
+    assert result.items == (A, B) and result.rewrite
+    assert result.notes == (".autopilot/tasks.jsonl was deleted; written again from the run's log",)
+    assert reconcile([], None, agent_worked=False).rewrite is False
