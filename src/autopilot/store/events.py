@@ -254,7 +254,11 @@ class EventLog:
     """Appends events to one run's ``events.jsonl``; never raises on disk errors.
 
     Each event is one ``write`` of a whole line to a file opened with ``O_APPEND``,
-    so concurrent writers never interleave inside a line. A write that fails (disk
+    so concurrent writers never interleave inside a line. Every append starts on a
+    line boundary: when the file's size is not the one this log left it at (someone
+    else wrote to it, e.g. an agent appending half a line), its last byte is checked
+    and a missing newline is written first, so a fragment never swallows the events
+    after it (a blank line at worst, which readers skip). A write that fails (disk
     full, file removed) is reported once on stderr and the loop goes on.
 
     Args:
@@ -268,6 +272,7 @@ class EventLog:
         self.run_id = run_id
         self._clock_ms = clock_ms
         self._fd: int | None = None
+        self._size_after_write: int | None = None
         self._reported_error = False
         self.refused = 0
 
@@ -290,15 +295,25 @@ class EventLog:
         return event
 
     def _append(self, data: bytes) -> bool:
-        """Write one whole line; True if all of it reached the file."""
+        """Write ``data`` at the start of a line; True if all of it reached the file."""
         try:
-            if self._fd is not None and os.fstat(self._fd).st_nlink == 0:
+            size = None if self._fd is None else os.fstat(self._fd)
+            if size is not None and size.st_nlink == 0:
                 self.close()  # the log was deleted under us: recreate it
+                size = None
             if self._fd is None:
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+                size = os.fstat(self._fd)
+            assert size is not None
+            # Only a size this log did not leave behind needs its last byte read.
+            if size.st_size not in (0, self._size_after_write) and (
+                os.pread(self._fd, 1, size.st_size - 1) != b"\n"
+            ):
+                data = b"\n" + data
             written = os.write(self._fd, data)
             while written < len(data):
                 written += os.write(self._fd, data[written:])
+            self._size_after_write = size.st_size + len(data)
         except OSError as error:
             self._report(f"cannot append to {self.path}: {error.strerror or error}")
             self._terminate_fragment()
@@ -313,9 +328,8 @@ class EventLog:
                 os.write(self._fd, b"\n")
 
     def end_torn_line(self) -> bool:
-        """End a torn last line (a writer died mid-line) with a newline, so the next
-        event does not glue itself to it. Call only as the log's sole writer (the
-        driver under its lock). Returns True if the log had a torn line."""
+        """End a torn last line (a writer died mid-line) with a newline now, rather than
+        before the next event. Returns True if the log had a torn line."""
         try:
             with self.path.open("rb") as handle:
                 handle.seek(0, os.SEEK_END)
@@ -326,7 +340,7 @@ class EventLog:
                     return False
         except OSError:
             return False
-        self._append(b"\n")
+        self._append(b"")
         return True
 
     def sync(self) -> None:
@@ -345,6 +359,7 @@ class EventLog:
             except OSError:
                 pass
             self._fd = None
+            self._size_after_write = None
 
     def _report(self, message: str) -> None:
         if not self._reported_error:
