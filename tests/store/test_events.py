@@ -17,6 +17,7 @@ from autopilot.store.events import (
     EVENT_TYPES,
     MAX_EVENT_LINE_BYTES,
     MAX_EXCERPT_UTF16_UNITS,
+    MAX_READ_LINE_BYTES,
     SEED_EVENT_TYPES,
     TERMINAL_EVENT_TYPES,
     EventLog,
@@ -686,3 +687,10 @@ def test_end_torn_line_ends_it_once(tmp_path: Path) -> None:
     log.emit("resume")
     log.close()
     assert path.read_bytes().count(b"\n") == 3
+
+
+def test_read_events_skips_a_line_over_the_read_cap_and_reads_the_next(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    huge = b'{"type":"pause","ts":1,"runId":"r","x":"' + b"y" * MAX_READ_LINE_BYTES + b'"}\n'
+    path.write_bytes(huge + b'{"type":"resume","ts":2,"runId":"r"}\n')
+    assert [e["type"] for e in read_events(path)] == ["resume"]

@@ -28,6 +28,8 @@ from typing import Any
 
 import psutil
 
+from autopilot.store.lines import LineSplitter
+
 _READ_BYTES = 256 * 1024
 _STDERR_TAIL_BYTES = 8192
 _POLL_SECONDS = 0.25
@@ -106,56 +108,6 @@ def _set_parent_death_signal() -> None:
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-class _LineSplitter:
-    """Splits a byte stream into lines, skipping lines over a cap, in bounded memory."""
-
-    def __init__(self, on_line: Callable[[str], None], max_line_bytes: int) -> None:
-        self._on_line = on_line
-        self._max = max_line_bytes
-        self._buffer = bytearray()
-        self._skipping = False
-        self.oversized = 0
-
-    def feed(self, data: bytes) -> None:
-        start = 0
-        while True:
-            newline = data.find(b"\n", start)
-            if newline < 0:
-                break
-            self._emit(data[start:newline])
-            start = newline + 1
-        rest = data[start:]
-        if self._skipping:
-            return
-        self._buffer += rest
-        if len(self._buffer) > self._max:
-            self._buffer.clear()
-            self._skipping = True
-            self.oversized += 1
-
-    def _emit(self, piece: bytes) -> None:
-        if self._skipping:
-            self._skipping = False
-            return
-        if self._buffer:
-            self._buffer += piece
-            line = bytes(self._buffer)
-            self._buffer.clear()
-        else:
-            line = piece
-        if len(line) > self._max:
-            self.oversized += 1
-            return
-        self._on_line(line.decode("utf-8", "replace"))
-
-    def flush(self) -> None:
-        """Emit a final line that has no newline (a truncated stream's tail)."""
-        if self._buffer and not self._skipping:
-            line = bytes(self._buffer)
-            self._buffer.clear()
-            self._on_line(line.decode("utf-8", "replace"))
 
 
 def run_agent_process(
@@ -253,7 +205,7 @@ def _supervise(
     assert proc.stdout is not None and proc.stderr is not None
     if stdin_data is not None:
         threading.Thread(target=_feed_stdin, args=(proc, stdin_data), daemon=True).start()
-    splitter = _LineSplitter(on_line, limits.max_line_bytes)
+    splitter = LineSplitter(limits.max_line_bytes)
     sinks = {
         proc.stdout.fileno(): _Sink(stdout_file, limits.max_raw_bytes),
         proc.stderr.fileno(): _Sink(stderr_file, limits.max_raw_bytes),
@@ -306,12 +258,15 @@ def _supervise(
                 sinks[fd].write(data)
                 if fd == proc.stdout.fileno():
                     stdout_bytes += len(data)
-                    splitter.feed(data)
+                    for line in splitter.feed(data):
+                        on_line(line.decode("utf-8", "replace"))
                 else:
                     stderr_tail += data
                     del stderr_tail[:-_STDERR_TAIL_BYTES]
         if ended_by is None:
-            splitter.flush()
+            last = splitter.finish()  # a truncated stream's tail
+            if last is not None:
+                on_line(last.decode("utf-8", "replace"))
             # Both pipes closed: the agent is exiting. Let it, before signalling anyone.
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=limits.result_grace_seconds)

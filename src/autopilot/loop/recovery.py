@@ -20,8 +20,9 @@ from typing import Any
 import psutil
 
 from autopilot.agents.base import AgentAdapter, IterationReport
-from autopilot.store.events import EventLog, EventType, excerpt, iter_event_lines, read_events
+from autopilot.store.events import EventLog, EventType, excerpt, read_events
 from autopilot.store.fold import fold
+from autopilot.store.lines import iter_lines
 from autopilot.store.state import RunStatus, StateStore
 
 _MAX_RECOVERED_LINE_BYTES = 16 * 1024 * 1024
@@ -48,9 +49,10 @@ def recover_attempt(folder: Path | None, adapter: AgentAdapter) -> RecoveredAtte
     stdout = folder / "stdout.log"
     try:
         with stdout.open("rb") as stream:
-            for raw in iter_event_lines(stream, hold_back_partial=True):
-                if len(raw) <= _MAX_RECOVERED_LINE_BYTES:
-                    parser.feed(raw.decode("utf-8", "replace"))
+            # Streamed: a line over the cap is skipped as it passes (the raw copy can
+            # hold gigabytes), so recovery takes linear time and bounded memory.
+            for raw in iter_lines(stream, max_line_bytes=_MAX_RECOVERED_LINE_BYTES):
+                parser.feed(raw.decode("utf-8", "replace"))
         started = (folder / "prompt.md").stat().st_mtime
         ended = stdout.stat().st_mtime
     except OSError:

@@ -21,11 +21,17 @@ from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any
 
+from autopilot.store.lines import iter_lines
+
 MAX_EVENT_LINE_BYTES = 16 * 1024
 """A serialized event line (without its newline) may be at most this long."""
 
 MAX_EXCERPT_UTF16_UNITS = 500
 """``excerpt``, ``note``, ``reason``, ``argsSummary`` and ``desc`` are cut to this."""
+
+MAX_READ_LINE_BYTES = 1024 * 1024
+"""Readers skip longer lines: 64 times what a writer may write, so something else
+appending to a log (or a corrupt file) cannot make a reader hold gigabytes."""
 
 _READ_CHUNK_BYTES = 1024 * 1024
 
@@ -212,32 +218,35 @@ def _reject_constant(name: str) -> Any:
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
-def iter_event_lines(stream: IO[bytes], *, hold_back_partial: bool = True) -> Iterator[bytes]:
-    """Yield each complete line of ``stream``, reading it in 1 MiB chunks.
+def iter_event_lines(
+    stream: IO[bytes],
+    *,
+    hold_back_partial: bool = True,
+    max_line_bytes: int = MAX_READ_LINE_BYTES,
+) -> Iterator[bytes]:
+    """Yield each complete line of ``stream``, reading it in 1 MiB chunks, in bounded
+    memory and linear time (see ``autopilot.store.lines``).
 
     Args:
         stream: A binary file positioned where reading should start.
         hold_back_partial: If True a final line with no newline (a torn or
             in-progress write) is not yielded.
+        max_line_bytes: Longer lines are skipped as they stream past.
     """
-    pending = b""
-    while True:
-        chunk = stream.read(_READ_CHUNK_BYTES)
-        if not chunk:
-            break
-        pending += chunk
-        lines = pending.split(b"\n")
-        pending = lines.pop()
-        yield from lines
-    if pending and not hold_back_partial:
-        yield pending
+    return iter_lines(
+        stream,
+        max_line_bytes=max_line_bytes,
+        hold_back_partial=hold_back_partial,
+        chunk_bytes=_READ_CHUNK_BYTES,
+    )
 
 
 def read_events(path: Path) -> Iterator[dict[str, Any]]:
     """Yield the accepted events of an ``events.jsonl``, skipping bad or torn lines.
 
     A missing file yields nothing. The final line is held back unless it ends with a
-    newline, since a writer may be mid-append.
+    newline, since a writer may be mid-append. Lines over ``MAX_READ_LINE_BYTES`` are
+    skipped.
     """
     try:
         stream = path.open("rb")
