@@ -14,11 +14,11 @@ from autopilot.config import parse_int
 from autopilot.control import driver_alive
 from autopilot.errors import RepositoryError, RunLockedError, UsageError
 from autopilot.store.paths import resolve_run, run_dir, runs_root
-from autopilot.store.state import read_state
+from autopilot.store.state import StateStore, read_state
 from autopilot.workspace.checkpoints import Checkpoint, FileChange
-from autopilot.workspace.merge import MergeMode, merge_back
+from autopilot.workspace.merge import MergeMode, MergeResult, merge_back
 from autopilot.workspace.repo import Repository, open_repository
-from autopilot.workspace.run_workspace import RunWorkspace, open_run_workspace
+from autopilot.workspace.run_workspace import RunPlace, RunWorkspace, open_run_workspace
 
 _RUN_ARG = click.argument("run_ref", metavar="[RUN]", required=False)
 _CTX = {"help_option_names": ["-h", "--help"]}
@@ -29,7 +29,7 @@ def _open(run_ref: str | None) -> tuple[Path, dict[str, object], RunWorkspace]:
     run_id = resolve_run(root, run_ref, project=None if run_ref else Path.cwd().resolve())
     folder = run_dir(root, run_id)
     state = read_state(folder / "state.json")
-    return folder, state, open_run_workspace(folder, state)
+    return folder, state, open_run_workspace(folder, RunPlace.from_state_json(state))
 
 
 def _hold(folder: Path, state: dict[str, object]) -> filelock.UnixFileLock:
@@ -185,20 +185,23 @@ def merge(mode: str | None, run_ref: str | None) -> int:
     run's branch is kept for you.
     """
     folder, state, workspace = _open(run_ref)
-    if workspace.branch is None:
+    worktree = workspace.worktree
+    if worktree is None:
         raise UsageError(
             f"run {workspace.run_id} did not run in a worktree; its changes are already in "
             f"{workspace.repo.top}"
         )
-    checkout = _checkout_for(workspace)
+    checkout = _checkout_for(workspace, worktree.origin)
     lock = _hold(folder, state)
     try:
         result = merge_back(
             checkout,
-            workspace.branch,
+            worktree.branch,
             MergeMode(mode or MergeMode.MERGE.value),
-            message=f"autopilot: merge run {workspace.run_id}\n\nBranch: {workspace.branch}\n",
+            message=f"autopilot: merge run {workspace.run_id}\n\nBranch: {worktree.branch}\n",
         )
+        if result.merged:
+            _record_merge(folder, result)
     finally:
         lock.release()
     if not result.merged:
@@ -218,7 +221,19 @@ def merge(mode: str | None, run_ref: str | None) -> int:
     return 0
 
 
-def _checkout_for(workspace: RunWorkspace) -> Repository:
+def _record_merge(folder: Path, result: MergeResult) -> None:
+    """``merge`` in state.json: what ``prune --branches`` reads to know the branch is in."""
+    record = {
+        "branch": result.branch,
+        "tip": result.tip,
+        "into": result.into,
+        "after": result.after,
+        "mode": result.mode.value,
+    }
+    StateStore(folder / "state.json").update(lambda state: state.update(merge=record))
+
+
+def _checkout_for(workspace: RunWorkspace, origin: Path) -> Repository:
     """The user's checkout: the current directory's, if it is one of the run's
     repository other than the run's own worktree; else the one the run came from."""
     try:
@@ -227,6 +242,4 @@ def _checkout_for(workspace: RunWorkspace) -> Repository:
         here = None
     if here is not None and here.same_repository(workspace.repo) and here.top != workspace.repo.top:
         return here
-    if workspace.origin is None:
-        raise UsageError(f"run {workspace.run_id} recorded no checkout to merge into")
-    return open_repository(workspace.origin)
+    return open_repository(origin)

@@ -43,8 +43,16 @@ def _megabytes(size: int) -> str:
     help="Remove runs idle for longer than AGE, e.g. 30d, 12h, 90m.",
 )
 @click.option("--dry-run", is_flag=True, help="Show what would be removed; change nothing.")
-def prune(older_than: str, dry_run: bool) -> int:
-    """Remove old runs' folders and index rows. Active runs are never removed."""
+@click.option(
+    "--branches",
+    is_flag=True,
+    help="Also delete the autopilot/<run> branches of removed runs that are merged.",
+)
+def prune(older_than: str, dry_run: bool, branches: bool) -> int:
+    """Remove old runs' folders, index rows, worktrees and checkpoint refs.
+
+    Active runs, and runs whose worktree has uncommitted files, are never removed.
+    """
     seconds = parse_duration_seconds(older_than, name="--older-than")
     root = runs_root(create=False)
     if not root.exists():
@@ -63,13 +71,16 @@ def prune(older_than: str, dry_run: bool) -> int:
         )
         return 0
     try:
-        result = apply_prune(root, plan)
+        result = apply_prune(root, plan, branches=branches)
     except OSError as error:
         raise EnvironmentProblem(
             f"cannot rewrite {root / 'index.jsonl'}: {error.strerror or error}"
         ) from None
     for run_id in result.removed:
         say(f"removed  {run_id}  ({_megabytes(plan.sizes.get(run_id, 0))})")
+        cleanup = result.git.get(run_id)
+        for line in (cleanup.done + cleanup.kept) if cleanup else ():
+            say(f"         {run_id}: {line}")
     for run_id, why in result.failed.items():
         say(f"failed   {run_id}  ({why})", err=True)
     freed = sum(plan.sizes.get(run_id, 0) for run_id in result.removed)

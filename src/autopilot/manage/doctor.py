@@ -7,7 +7,8 @@ Checks, each giving ``ok``, ``note`` (worth knowing, not a fault) or ``fail``:
   and ``<cli> --version`` answers within a timeout (a CLI not installed is a note);
 * git is installed;
 * runs whose driver is gone but which never terminated;
-* ``index.jsonl`` agrees with the run folders.
+* ``index.jsonl`` agrees with the run folders;
+* run worktrees whose run is gone, and (in a repository) run branches whose run is gone.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from autopilot.store.events import iter_event_lines
 from autopilot.store.index import INDEX_FILE, read_index
 from autopilot.store.paths import is_valid_run_id, list_run_ids, runs_root
 from autopilot.store.state import read_state_quietly
+from autopilot.workspace.cleanup import find_strandings
 
 VERSION_TIMEOUT_SECONDS = 10.0
 
@@ -233,4 +235,14 @@ def run_doctor(timeout_seconds: float = VERSION_TIMEOUT_SECONDS) -> list[Finding
         root = runs_root(create=False)
         findings += check_runs(root)
         findings += check_index(root)
+        findings += check_worktrees(root, Path.cwd())
+    return findings
+
+
+def check_worktrees(root: Path, here: Path) -> list[Finding]:
+    """Run worktrees left without their run, and (in a repository) run branches and
+    worktrees whose run or folder is gone."""
+    found = find_strandings(root, here)
+    findings = [Finding(Level.FAIL, "worktrees", line) for line in found.faults]
+    findings += [Finding(Level.NOTE, "worktrees", line) for line in found.notes]
     return findings

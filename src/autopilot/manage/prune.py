@@ -27,6 +27,8 @@ from autopilot.manage.activity import Activity, driver_lock_held, run_activity
 from autopilot.store.index import INDEX_FILE, index_lock, read_index
 from autopilot.store.paths import is_valid_run_id, list_run_ids, started_at_of
 from autopilot.store.state import read_state_quietly, write_atomically
+from autopilot.workspace.cleanup import Cleanup, clean_up_run, unsaved_work
+from autopilot.workspace.run_workspace import RunPlace
 
 TRASH_PREFIX = ".prune-"
 
@@ -48,11 +50,13 @@ class PrunePlan:
 
 @dataclass
 class PruneResult:
-    """What a prune did: runs removed, failures (run → error), index rows dropped."""
+    """What a prune did: runs removed, failures (run → error), index rows dropped, and
+    per run what went from git (worktree, checkpoint refs, branch) or stayed."""
 
     removed: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     rows_dropped: int = 0
+    git: dict[str, Cleanup] = field(default_factory=dict)
 
 
 def _mtime_ms(path: Path) -> int | None:
@@ -99,7 +103,7 @@ def _keep_reason(folder: Path) -> str | None:
         return "driver alive"
     if activity is Activity.UNKNOWN:
         return "driver state unknown"
-    return None
+    return unsaved_work(RunPlace.from_state_json(state))
 
 
 def plan_prune(root: Path, older_than_ms: int, now_ms: int) -> PrunePlan:
@@ -211,11 +215,12 @@ def _sweep_trash(root: Path) -> None:
             shutil.rmtree(entry.path, ignore_errors=True)
 
 
-def apply_prune(root: Path, plan: PrunePlan) -> PruneResult:
+def apply_prune(root: Path, plan: PrunePlan, *, branches: bool = False) -> PruneResult:
     """Remove the planned runs and rewrite the index, under the index lock.
 
     Each run is checked again just before it goes; one that became active is
-    left alone and reported as failed.
+    left alone and reported as failed. A run's worktree and checkpoint refs go
+    first (``workspace.cleanup``); its branch too with ``branches``, once merged.
 
     Raises:
         EnvironmentProblem: the index lock could not be had.
@@ -229,6 +234,15 @@ def apply_prune(root: Path, plan: PrunePlan) -> PruneResult:
             if reason is not None:
                 result.failed[run_id] = f"kept: {reason}"
                 continue
+            state = read_state_quietly(root / run_id / "state.json")
+            if state is not None:
+                cleanup = clean_up_run(
+                    root / run_id, RunPlace.from_state_json(state), branches=branches
+                )
+                result.git[run_id] = cleanup
+                if cleanup.blocked:
+                    result.failed[run_id] = "kept: " + "; ".join(cleanup.kept)
+                    continue
             try:
                 _remove_folder(root, run_id)
             except OSError as error:

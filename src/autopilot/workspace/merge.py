@@ -38,6 +38,7 @@ class MergeResult:
         mode: How it merged.
         branch: The run's branch.
         into: The user's branch it went into.
+        tip: The run's branch's commit that was merged.
         before: That branch's commit before.
         after: Its commit after (``before`` when there was nothing to merge).
         files: Paths the merge changed in the checkout.
@@ -46,6 +47,7 @@ class MergeResult:
     mode: MergeMode
     branch: str
     into: str
+    tip: str
     before: str
     after: str
     files: tuple[str, ...]
@@ -89,7 +91,7 @@ def merge_back(checkout: Repository, branch: str, mode: MergeMode, *, message: s
             f"the index of {checkout.top} has staged changes; commit or stash them before merging"
         )
     if _is_ancestor(checkout, tip, head):
-        return MergeResult(mode, branch, into, head, head, ())
+        return MergeResult(mode, branch, into, tip, head, head, ())
     if _is_ancestor(checkout, head, tip) and mode is not MergeMode.SQUASH:
         target = tip  # a fast-forward
     elif mode is MergeMode.REBASE:
@@ -97,11 +99,11 @@ def merge_back(checkout: Repository, branch: str, mode: MergeMode, *, message: s
     else:
         tree = _merged_tree(checkout, branch, head, tip)
         if tree == checkout.text("rev-parse", f"{head}^{{tree}}"):
-            return MergeResult(mode, branch, into, head, head, ())  # e.g. squashed before
+            return MergeResult(mode, branch, into, tip, head, head, ())  # e.g. squashed before
         parents = [head, tip] if mode is MergeMode.MERGE else [head]
         target = _commit(checkout, tree, parents, message)
     files = _apply(checkout, into, head, target, branch)
-    return MergeResult(mode, branch, into, head, target, files)
+    return MergeResult(mode, branch, into, tip, head, target, files)
 
 
 def _tip(repo: Repository, branch: str) -> str:

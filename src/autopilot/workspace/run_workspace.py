@@ -1,13 +1,15 @@
 """A recorded run's workspace: its repository, checkpoints and branch, from its state.
 
-What the ``checkpoints``, ``diff``, ``restore`` and ``merge`` commands act on. A run
-worked in ``state.json``'s ``cwd``; a ``--worktree`` run also records ``worktree``
-(``path``, ``branch``, ``base``, ``origin``: ``RunWorktree.to_json``). The run's own
-checkpoint index is ``checkpoint.index`` in its folder.
+What the ``checkpoints``, ``diff``, ``restore``, ``merge`` and ``prune`` commands act
+on. A run worked in ``state.json``'s ``cwd``; a ``--worktree`` run also records
+``worktree`` (``RunWorktree.to_json``: ``path``, ``branch``, ``base``, ``origin``), and
+``autopilot merge`` records ``merge`` (``branch``, ``tip``, ``into``, ``after``,
+``mode``). The run's own checkpoint index is ``checkpoint.index`` in its folder.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 from autopilot.errors import RepositoryError
 from autopilot.workspace.checkpoints import Checkpoints
 from autopilot.workspace.repo import Repository, open_repository
-from autopilot.workspace.worktrees import branch_for
+from autopilot.workspace.worktrees import RunWorktree
 
 CHECKPOINT_INDEX = "checkpoint.index"
 """The run's temporary index for checkpoints, in its folder."""
@@ -27,44 +29,62 @@ def checkpoints_of(run_dir: Path, repo: Repository) -> Checkpoints:
 
 
 @dataclass(frozen=True)
+class RunPlace:
+    """Where a run worked, as its ``state.json`` records it.
+
+    Attributes:
+        cwd: The directory the agent ran in (for a worktree run, the worktree).
+        worktree: The run's worktree, if it had one.
+        merged_tip: The branch commit ``autopilot merge`` last merged, if any.
+    """
+
+    cwd: str | None
+    worktree: RunWorktree | None
+    merged_tip: str | None
+
+    @classmethod
+    def from_state_json(cls, data: Mapping[str, Any]) -> RunPlace:
+        """From ``state.json``'s fields; malformed ones count as absent."""
+        cwd = data.get("cwd")
+        merge = data.get("merge")
+        tip = merge.get("tip") if isinstance(merge, dict) else None
+        return cls(
+            cwd if isinstance(cwd, str) and cwd else None,
+            RunWorktree.from_json(data.get("worktree")),
+            tip if isinstance(tip, str) else None,
+        )
+
+
+@dataclass(frozen=True)
 class RunWorkspace:
-    """Where a recorded run worked.
+    """Where a recorded run worked, opened.
 
     Attributes:
         run_id: The run.
         repo: The work tree it worked in (its worktree for a ``--worktree`` run).
         checkpoints: Its checkpoints.
-        branch: Its branch for a ``--worktree`` run, else None.
-        origin: The checkout a ``--worktree`` run was made from, else None.
+        worktree: Its worktree record, if it ran in one.
     """
 
     run_id: str
     repo: Repository
     checkpoints: Checkpoints
-    branch: str | None
-    origin: Path | None
+    worktree: RunWorktree | None
 
 
-def open_run_workspace(run_dir: Path, state: dict[str, Any]) -> RunWorkspace:
-    """The workspace of the run whose folder is ``run_dir`` and state ``state``.
+def open_run_workspace(run_dir: Path, place: RunPlace) -> RunWorkspace:
+    """The workspace of the run whose folder is ``run_dir``.
 
     Raises:
         RepositoryError: the run's directory is gone or is not in a git repository.
         GitUnavailableError: git is missing.
     """
     run_id = run_dir.name
-    worktree = state.get("worktree") if isinstance(state.get("worktree"), dict) else None
-    cwd = state.get("cwd")
-    if worktree and isinstance(worktree.get("path"), str):
-        cwd = worktree["path"]
-    if not isinstance(cwd, str) or not cwd:
+    cwd = str(place.worktree.path) if place.worktree else place.cwd
+    if cwd is None:
         raise RepositoryError(f"run {run_id} recorded no working directory")
     try:
         repo = open_repository(Path(cwd))
     except RepositoryError as error:
         raise RepositoryError(f"run {run_id} worked in {cwd}: {error}") from None
-    branch = origin = None
-    if worktree:
-        branch = str(worktree.get("branch") or branch_for(run_id))
-        origin = Path(str(worktree["origin"])) if worktree.get("origin") else None
-    return RunWorkspace(run_id, repo, checkpoints_of(run_dir, repo), branch, origin)
+    return RunWorkspace(run_id, repo, checkpoints_of(run_dir, repo), place.worktree)

@@ -54,6 +54,17 @@ class RunWorktree:
             "origin": str(self.origin),
         }
 
+    @classmethod
+    def from_json(cls, data: object) -> RunWorktree | None:
+        """From ``to_json`` output; None when absent or malformed."""
+        if not isinstance(data, dict):
+            return None
+        fields = [data.get(key) for key in ("path", "branch", "base", "origin")]
+        if not all(isinstance(value, str) and value for value in fields):
+            return None
+        path, branch, base, origin = (str(value) for value in fields)
+        return cls(Path(path), branch, base, Path(origin))
+
 
 @dataclass(frozen=True)
 class WorktreeEntry:
