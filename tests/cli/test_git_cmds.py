@@ -8,6 +8,7 @@ from pathlib import Path
 from autopilot.workspace.repo import open_repository
 from autopilot.workspace.run_workspace import checkpoints_of
 from autopilot.workspace.worktrees import create_worktree
+from tests.cli.test_tty import _run_in_pty
 from tests.conftest import run_cli
 from tests.manage.runs import alive_driver, make_run, now_ms
 from tests.workspace.gitstate import files_of, git, make_repo, user_git_state
@@ -152,3 +153,18 @@ def test_merge_a_worktree_run(tmp_path: Path) -> None:
     again = run_cli(["merge", run_id], cwd=repo)
     assert again.returncode == 0, again.stderr
     assert again.stdout == f"nothing to merge: main already has everything on autopilot/{run_id}\n"
+
+
+def test_diff_in_a_terminal_escapes_what_the_agent_wrote(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    run_id = recorded_run(tmp_path, repo, iterations=1)
+    store = checkpoints_of(tmp_path / "runs" / run_id, open_repository(repo))
+    (repo / "evil.txt").write_text("\x1b]52;c;aGk=\x07 clipboard\n")
+    store.take_iteration(2)
+    code, screen = _run_in_pty(["diff", run_id, "--iteration", "2"], tmp_path, {})
+    assert code == 0, screen
+    assert "\x1b]52" not in screen
+    assert "\\x1b]52;c;aGk=\\x07 clipboard" in screen
+    assert "\x1b[32m+\\x1b]52" in screen  # an added line, in green
+    piped = run_cli(["diff", run_id, "--iteration", "2"], cwd=tmp_path)
+    assert "+\x1b]52;c;aGk=\x07 clipboard" in piped.stdout  # raw when piped, for git apply

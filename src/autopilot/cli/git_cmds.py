@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -10,11 +9,13 @@ from pathlib import Path
 import click
 import filelock
 
+from autopilot.cli.echo import say, say_json
 from autopilot.config import parse_int
 from autopilot.control import driver_alive
 from autopilot.errors import RepositoryError, RunLockedError, UsageError
 from autopilot.store.paths import resolve_run, run_dir, runs_root
 from autopilot.store.state import StateStore, read_state
+from autopilot.view.safe import shown
 from autopilot.workspace.checkpoints import Checkpoint, FileChange
 from autopilot.workspace.merge import MergeMode, MergeResult, merge_back
 from autopilot.workspace.repo import Repository, open_repository
@@ -66,18 +67,16 @@ def checkpoints(as_json: bool, run_ref: str | None) -> int:
     found = workspace.checkpoints.history()
     if as_json:
         for item in found:
-            click.echo(json.dumps(_checkpoint_json(item)))
+            say_json(_checkpoint_json(item))
         return 0
     if not found:
-        click.echo(str(_none_yet(workspace.run_id)))
+        say(str(_none_yet(workspace.run_id)))
         return 0
-    click.echo(f"{'checkpoint':<20} {'iteration':>9} {'files':>6}  {'commit':<12}  taken")
+    say(f"{'checkpoint':<20} {'iteration':>9} {'files':>6}  {'commit':<12}  taken")
     for item in found:
         iteration = "-" if item.iteration is None else str(item.iteration)
         taken = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item.created_at_ms / 1000))
-        click.echo(
-            f"{item.name:<20} {iteration:>9} {item.files_changed:>6}  {item.sha[:12]:<12}  {taken}"
-        )
+        say(f"{item.name:<20} {iteration:>9} {item.files_changed:>6}  {item.sha[:12]:<12}  {taken}")
     return 0
 
 
@@ -92,6 +91,19 @@ def _checkpoint_json(item: Checkpoint) -> dict[str, object]:
         "filesChanged": item.files_changed,
         "createdAtMs": item.created_at_ms,
     }
+
+
+def _colored(line: str) -> str:
+    """A line of a patch styled as git colours it."""
+    if line.startswith(("+++", "---", "diff --git", "index ")):
+        return click.style(line, bold=True)
+    if line.startswith("+"):
+        return click.style(line, fg="green")
+    if line.startswith("-"):
+        return click.style(line, fg="red")
+    if line.startswith("@@"):
+        return click.style(line, fg="cyan")
+    return line
 
 
 @click.command(context_settings=_CTX)
@@ -110,10 +122,14 @@ def diff(iteration: str | None, stat: bool, run_ref: str | None) -> int:
         old = workspace.checkpoints.before(new)
     else:
         old, new = history[0], history[-1]
-    sys.stdout.flush()
-    out = sys.stdout.buffer
-    out.write(workspace.checkpoints.diff(old, new, stat=stat, color=sys.stdout.isatty()))
-    out.flush()
+    patch = workspace.checkpoints.diff(old, new, stat=stat)
+    if not sys.stdout.isatty():
+        sys.stdout.flush()
+        sys.stdout.buffer.write(patch)  # as git wrote it, e.g. for git apply
+        sys.stdout.buffer.flush()
+        return 0
+    for line in shown(patch.decode("utf-8", "replace"), newlines=True).splitlines():
+        click.echo(_colored(line))
     return 0
 
 
@@ -154,15 +170,15 @@ def restore(iteration: str | None, name: str | None, run_ref: str | None) -> int
         lock.release()
     where = workspace.repo.top
     if result.changes:
-        click.echo(
+        say(
             f"restored {target.name} of run {workspace.run_id} in {where}: "
             f"{_summary(result.changes)}"
         )
     else:
-        click.echo(f"{where} already matches {target.name} of run {workspace.run_id}")
+        say(f"{where} already matches {target.name} of run {workspace.run_id}")
     for path in result.kept:
-        click.echo(f"kept {path} as it is (a restore does not rewind it)")
-    click.echo(
+        say(f"kept {path} as it is (a restore does not rewind it)")
+    say(
         "your branch, HEAD and index were not changed; to undo: "
         f"autopilot restore {workspace.run_id} --checkpoint {result.safety.name}"
     )
@@ -205,16 +221,16 @@ def merge(mode: str | None, run_ref: str | None) -> int:
     finally:
         lock.release()
     if not result.merged:
-        click.echo(f"nothing to merge: {result.into} already has everything on {result.branch}")
+        say(f"nothing to merge: {result.into} already has everything on {result.branch}")
         return 0
-    click.echo(
+    say(
         f"merged {result.branch} into {result.into} ({result.mode.value}): "
         f"{len(result.files)} file{'s' if len(result.files) != 1 else ''} changed, "
         f"now at {result.after[:12]} (was {result.before[:12]})"
     )
     dirty = workspace.repo.dirty_paths()
     if dirty:
-        click.echo(
+        say(
             f"note: {len(dirty)} uncommitted file(s) in {workspace.repo.top} were not "
             "merged (only commits on the branch are)"
         )

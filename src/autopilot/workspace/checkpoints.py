@@ -248,9 +248,7 @@ class Checkpoints:
             )
         )
 
-    def diff(
-        self, old: Checkpoint | None, new: Checkpoint, *, stat: bool = False, color: bool = False
-    ) -> bytes:
+    def diff(self, old: Checkpoint | None, new: Checkpoint, *, stat: bool = False) -> bytes:
         """``git diff`` between two checkpoints (``old`` None: the empty tree), as bytes.
 
         External diff tools and text conversion filters are not run.
@@ -259,7 +257,7 @@ class Checkpoints:
             "diff",
             "--no-ext-diff",
             "--no-textconv",
-            f"--color={'always' if color else 'never'}",
+            "--color=never",
         ]
         if stat:
             args.append("--stat")
