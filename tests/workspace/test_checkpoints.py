@@ -237,3 +237,38 @@ def test_bad_repositories_are_one_line_errors(
         open_repository(plain)
     assert shutil.which("git") is None
     assert os.environ["PATH"] == str(empty_path)
+
+
+def test_restore_across_a_file_that_became_a_folder(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    store = checkpoints_in(repo, tmp_path)
+    (repo / "thing").write_text("a file\n")
+    (repo / "folder").mkdir()
+    (repo / "folder/inside.txt").write_text("inside\n")
+    store.take_baseline()
+    first = files_of(repo)
+    (repo / "thing").unlink()
+    (repo / "thing").mkdir()
+    (repo / "thing/now.txt").write_text("now a folder\n")
+    (repo / "folder/inside.txt").unlink()
+    (repo / "folder").rmdir()
+    (repo / "folder").write_text("now a file\n")
+    store.take_iteration(1)
+    second = files_of(repo)
+    store.restore(store.find_iteration(0))
+    assert files_of(repo) == first
+    store.restore(store.find_iteration(1))
+    assert files_of(repo) == second
+    (repo / "build").mkdir()
+    (repo / "build/out.bin").write_text("ignored output\n")
+    store.take_iteration(2)
+    (repo / "build/out.bin").unlink()
+    (repo / "build").rmdir()
+    (repo / "build").write_text("a tracked file where build/ was\n")  # ignored? no: a file
+    store.take_iteration(3)
+    (repo / "build").unlink()
+    (repo / "build").mkdir()
+    (repo / "build/out.bin").write_text("ignored output, again\n")
+    with pytest.raises(RepositoryError, match=r"ignored files are where it has files \(build\)"):
+        store.restore(store.find_iteration(3))
+    assert (repo / "build/out.bin").read_text() == "ignored output, again\n"

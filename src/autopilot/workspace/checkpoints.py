@@ -408,18 +408,33 @@ class Checkpoints:
 
     def _in_the_way(self, changes: tuple[FileChange, ...]) -> list[str]:
         """Paths a restore would add over something on disk that is in no checkpoint
-        (an ignored file or folder): git counts ignored files as expendable; we do not."""
+        (an ignored file or folder): git counts ignored files as expendable; we do not.
+        What the restore itself deletes (a file that becomes a folder) is not in the way.
+        """
+        leaving = {change.path for change in changes if change.status == "D"}
         found = []
         for change in changes:
             if change.status != "A":
                 continue
             path = self.repo.top / change.path
-            blocked = os.path.lexists(path) or any(
-                os.path.lexists(parent) and (parent.is_symlink() or not parent.is_dir())
+            blockers = [
+                parent
                 for parent in path.parents
                 if self.repo.top in parent.parents
-            )
-            if blocked:
+                and os.path.lexists(parent)
+                and (parent.is_symlink() or not parent.is_dir())
+                and parent.relative_to(self.repo.top).as_posix() not in leaving
+            ]
+            if os.path.lexists(path) and (path.is_symlink() or not path.is_dir()):
+                blockers.append(path)  # not in the safety checkpoint, so ignored
+            elif path.is_dir() and not path.is_symlink():
+                blockers += [
+                    inside
+                    for inside in path.rglob("*")
+                    if not inside.is_dir()
+                    and inside.relative_to(self.repo.top).as_posix() not in leaving
+                ]
+            if blockers:
                 found.append(change.path)
         return found
 
