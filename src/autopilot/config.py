@@ -173,6 +173,7 @@ class RunConfig:
     stagnation_limit: int = 3
     context: str = "fresh"
     prompt_via: str = "stdin"
+    env_exclude: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def policy(self) -> PolicyConfig:
@@ -193,7 +194,9 @@ class RunConfig:
 
     def to_json(self) -> dict[str, Any]:
         """The settings as a JSON object (``sources`` left out)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sources"}
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sources"}
+        values["env_exclude"] = list(self.env_exclude)
+        return values
 
     @classmethod
     def from_json(cls, data: Any, *, source: str = "state.json") -> RunConfig:
@@ -261,6 +264,10 @@ def _json_value(value: Any, name: str, parse: Callable[[str, str], Any] | None) 
         UsageError: wrong type or a value the parser refuses.
     """
     where = f"field 'config.{name}'"
+    if name == "env_exclude":
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise UsageError(f"{where} must be a list of strings")
+        return tuple(_env_pattern(item, where) for item in value)
     if value is None:
         if name in _OPTIONAL_FIELDS:
             return None
@@ -290,6 +297,24 @@ def _duration_setting(text: str, name: str) -> float:
     return parse_duration_seconds(text, name=name)
 
 
+_ENV_PATTERN_RE = re.compile(r"[A-Za-z0-9_*?\[\]!-]+")
+
+
+def _env_pattern(text: str, name: str) -> str:
+    pattern = text.strip()
+    if not _ENV_PATTERN_RE.fullmatch(pattern):
+        raise UsageError(
+            f"{name} must be variable names or globs like AWS_* (letters, digits, _ * ? [ ]), "
+            f"got {_shown(text)}"
+        )
+    return pattern
+
+
+def _env_patterns(text: str, name: str) -> tuple[str, ...]:
+    """``AWS_*,*_TOKEN`` (commas or spaces between) → the glob patterns."""
+    return tuple(_env_pattern(item, name) for item in re.split(r"[,\s]+", text) if item)
+
+
 SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "agent": ("agent", _text),
     "model": ("model", _text),
@@ -308,8 +333,14 @@ SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "stagnation-limit": ("stagnation_limit", _int_setting(0)),
     "context": ("context", parse_choice(("fresh", "continue"))),
     "prompt-via": ("prompt_via", parse_choice(("stdin", "arg", "file"))),
+    "env-exclude": ("env_exclude", _env_patterns),
 }
 """Settable keys: the flag name (also the TOML key, ``-`` or ``_``) → field, parser."""
+
+_UNION_SETTINGS = frozenset({"env-exclude"})
+"""Settings whose values from every layer add up instead of the first one winning:
+a project's config can drop more variables from the agent's environment, never
+bring back one the user's config drops."""
 
 
 def user_config_path() -> Path:
@@ -352,10 +383,16 @@ def _load_toml(path: Path) -> _KeyedValues:
             raise UsageError(f"{path}: unknown setting {_shown(key)}")
         if flag in keys:
             raise UsageError(f"{path}: {keys[flag]} and {key} are the same setting")
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
+        if flag in _UNION_SETTINGS and isinstance(value, list):
+            if not all(isinstance(item, str) for item in value):
+                raise UsageError(f"{path}: {key} must be a list of strings")
+            text = ",".join(value)
+        elif isinstance(value, bool) or not isinstance(value, str | int | float):
             raise UsageError(f"{path}: {key} must be a string or a number")
+        else:
+            text = str(value)
         keys[flag] = key
-        values[flag] = (f"{key} in {path}", str(value))
+        values[flag] = (f"{key} in {path}", text)
     return values
 
 
@@ -412,6 +449,11 @@ def build_config(
             where, raw = values[flag]
             if _SURROGATE_RE.search(raw):
                 raise UsageError(f"{where} is not valid UTF-8 text")
+            if flag in _UNION_SETTINGS:
+                value = parse(raw, where)
+                changes[field_name] = tuple(dict.fromkeys((*changes.get(field_name, ()), *value)))
+                sources[field_name] = ", ".join(filter(None, (sources.get(field_name), source)))
+                continue
             changes[field_name] = parse(raw, where)
             sources[field_name] = source
             break

@@ -22,6 +22,7 @@ from autopilot.loop.process import end_process_group_of
 from autopilot.loop.recovery import charge_interrupted_attempt, reconcile_terminal
 from autopilot.store.events import EventLog, EventType, read_events
 from autopilot.store.fold import Snapshot, fold
+from autopilot.store.private import PRIVATE_FILE_MODE
 from autopilot.store.state import RunStatus, StateStore, read_state
 
 
@@ -123,7 +124,7 @@ def stop(
         StateFileError: state.json is corrupt or cannot be written.
     """
     store = StateStore(run_dir / "state.json")
-    lock = filelock.UnixFileLock(str(run_dir / "driver.lock"), timeout=0)
+    lock = filelock.UnixFileLock(str(run_dir / "driver.lock"), timeout=0, mode=PRIVATE_FILE_MODE)
     try:
         lock.acquire()
     except filelock.Timeout:
@@ -162,7 +163,7 @@ def repair(run_dir: Path, clock: Clock) -> dict[str, Any]:
     """If no driver holds the run, make its state and log agree that it ended (a
     crash between the two writes); returns the state. A driver, if any, does this."""
     store = StateStore(run_dir / "state.json")
-    lock = filelock.UnixFileLock(str(run_dir / "driver.lock"), timeout=0)
+    lock = filelock.UnixFileLock(str(run_dir / "driver.lock"), timeout=0, mode=PRIVATE_FILE_MODE)
     try:
         lock.acquire()
     except filelock.Timeout:

@@ -185,6 +185,16 @@ class AiderAdapter(CliAgent):
     session_id_shape = None
     install_hint = "install aider: python -m pip install aider-chat"
     default_executable = "aider"
+    env_needed: tuple[str, ...] = (
+        "AIDER_*",
+        "OPENAI_*",
+        "ANTHROPIC_*",
+        "GEMINI_API_KEY",
+        "OPENROUTER_API_KEY",
+        "DEEPSEEK_API_KEY",
+        "GROQ_API_KEY",
+    )
+    """Environment variables this CLI reads (globs); ``env_exclude`` never drops them."""
 
     def build_invocation(self, request: InvocationRequest) -> Invocation:
         """``aider … --message PROMPT`` (or ``--message-file``), stdin ``/dev/null``."""

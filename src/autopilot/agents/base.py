@@ -9,6 +9,7 @@ sees ``AgentEvent`` and ``IterationReport`` only (SPEC §8).
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import json
 import os
 import re
@@ -36,6 +37,41 @@ NESTING_MARKERS: tuple[str, ...] = (
 """Variables that make an agent refuse to start, or behave as a nested session,
 when the driver itself runs inside an agent (field report 15). Removed from every
 agent's environment."""
+
+COMMON_ENV: tuple[str, ...] = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "PWD",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TERM",
+    "COLORTERM",
+    "TZ",
+    "TMPDIR",
+    "TMP",
+    "TEMP",
+    "XDG_*",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+)
+"""Variables every agent keeps whatever ``env_exclude`` says (globs): what any program
+needs to run, find its files, speak the user's language, trust certificates and
+reach the network through a proxy."""
 
 MAX_ARG_BYTES = 131_071
 """The longest single argv element Linux accepts, in bytes: ``MAX_ARG_STRLEN``
@@ -254,6 +290,8 @@ class AgentAdapter(Protocol):
     name: str
     verified_version: str
     supports_sessions: bool
+    env_needed: tuple[str, ...]
+    """Environment variables the CLI reads (globs), kept whatever ``env_exclude`` says."""
 
     def check_installed(self) -> None:
         """Raise ``AgentNotFoundError`` naming what to install, if missing."""
@@ -406,11 +444,43 @@ def find_executable(program: str, install_hint: str) -> str:
     return found
 
 
+def env_matches(name: str, patterns: Sequence[str]) -> bool:
+    """Whether a variable ``name`` matches one of the glob ``patterns`` (case-sensitive)."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
 def agent_environment(
-    base: Mapping[str, str], invocation: Invocation, extra: Mapping[str, str]
+    base: Mapping[str, str],
+    invocation: Invocation,
+    extra: Mapping[str, str],
+    *,
+    needed: Sequence[str] = (),
+    exclude: Sequence[str] = (),
 ) -> dict[str, str]:
-    """The child's environment: ``base`` less nesting markers, plus the invocation's."""
-    env = {k: v for k, v in base.items() if k not in NESTING_MARKERS}
+    """The child's environment.
+
+    ``base`` less the nesting markers, less every variable an ``exclude`` glob
+    matches unless the agent needs it (its ``needed`` globs, or ``COMMON_ENV``);
+    then ``extra`` (the run's own variables) and the invocation's changes.
+
+    Args:
+        base: The environment the agent would inherit (the driver's).
+        invocation: The adapter's invocation (``env_set``, ``env_unset``).
+        extra: Variables autopilot sets for the agent (``AUTOPILOT_RUN_ID``, …).
+        needed: The adapter's ``env_needed`` globs.
+        exclude: The run's ``env_exclude`` globs.
+    """
+    env = {
+        k: v
+        for k, v in base.items()
+        if k not in NESTING_MARKERS
+        and not (
+            exclude
+            and env_matches(k, exclude)
+            and not env_matches(k, needed)
+            and not env_matches(k, COMMON_ENV)
+        )
+    }
     for key in invocation.env_unset:
         env.pop(key, None)
     env.update(extra)
@@ -478,6 +548,8 @@ class CliAgent:
     supports_sessions = True
     install_hint = ""
     default_executable = ""
+    env_needed: tuple[str, ...] = ()
+    """Environment variables this CLI reads (globs); ``env_exclude`` never drops them."""
     session_id_shape: re.Pattern[str] | None = UUID_SHAPE
     """What this CLI's session ids look like (None: it has none)."""
 

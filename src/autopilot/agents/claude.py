@@ -293,6 +293,18 @@ class ClaudeAdapter(CliAgent):
     supports_sessions = True
     install_hint = "install Claude Code: npm install -g @anthropic-ai/claude-code"
     default_executable = "claude"
+    env_needed: tuple[str, ...] = (
+        "ANTHROPIC_*",
+        "CLAUDE_*",
+        "DISABLE_*",
+        "IS_SANDBOX",
+        "MCP_*",
+        "MAX_THINKING_TOKENS",
+        "BASH_*",
+        "CLOUD_ML_REGION",
+        "VERTEX_REGION_*",
+    )
+    """Environment variables this CLI reads (globs); ``env_exclude`` never drops them."""
 
     def build_invocation(self, request: InvocationRequest) -> Invocation:
         """``claude -p … --output-format stream-json --verbose``; prompt on stdin."""

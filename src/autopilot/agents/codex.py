@@ -195,6 +195,8 @@ class CodexAdapter(CliAgent):
     supports_sessions = True
     install_hint = "install Codex: npm install -g @openai/codex"
     default_executable = "codex"
+    env_needed: tuple[str, ...] = ("OPENAI_*", "CODEX_*", "AZURE_OPENAI_*", "RUST_LOG")
+    """Environment variables this CLI reads (globs); ``env_exclude`` never drops them."""
 
     def build_invocation(self, request: InvocationRequest) -> Invocation:
         """``codex exec --json … [resume ID] -- PROMPT`` with stdin ``/dev/null``.

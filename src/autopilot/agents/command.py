@@ -87,6 +87,8 @@ class CommandAdapter:
     name = "command"
     verified_version = "any"
     supports_sessions = False
+    env_needed: tuple[str, ...] = ()
+    """Any program: ``env_exclude`` decides what it gets."""
 
     def __init__(self, argv: list[str], prompt_via: PromptVia = PromptVia.STDIN) -> None:
         if not argv:

@@ -200,6 +200,8 @@ class CopilotAdapter(CliAgent):
     supports_sessions = True
     install_hint = "install Copilot CLI: npm install -g @github/copilot"
     default_executable = "copilot"
+    env_needed: tuple[str, ...] = ("COPILOT_*", "GH_TOKEN", "GH_HOST", "GITHUB_TOKEN")
+    """Environment variables this CLI reads (globs); ``env_exclude`` never drops them."""
 
     def build_invocation(self, request: InvocationRequest) -> Invocation:
         """``copilot -p PROMPT --output-format json --allow-all-tools …``, stdin ``/dev/null``.

@@ -196,6 +196,8 @@ class GeminiAdapter(CliAgent):
     supports_sessions = True
     install_hint = "install Gemini CLI: npm install -g @google/gemini-cli"
     default_executable = "gemini"
+    env_needed: tuple[str, ...] = ("GEMINI_*", "GOOGLE_*")
+    """Environment variables this CLI reads (globs); ``env_exclude`` never drops them."""
 
     def build_invocation(self, request: InvocationRequest) -> Invocation:
         """``gemini --output-format stream-json --yolo … -p PROMPT``, stdin ``/dev/null``.

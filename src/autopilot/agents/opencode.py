@@ -191,6 +191,19 @@ class OpencodeAdapter(CliAgent):
     supports_sessions = True
     install_hint = "install opencode: npm install -g opencode-ai"
     default_executable = "opencode"
+    env_needed: tuple[str, ...] = (
+        "OPENCODE_*",
+        "ANTHROPIC_*",
+        "OPENAI_*",
+        "GEMINI_API_KEY",
+        "GOOGLE_*",
+        "GROQ_API_KEY",
+        "OPENROUTER_API_KEY",
+        "XAI_API_KEY",
+        "DEEPSEEK_API_KEY",
+        "MISTRAL_API_KEY",
+    )
+    """Environment variables this CLI reads (globs); ``env_exclude`` never drops them."""
     session_id_shape = re.compile(r"ses_[0-9A-Za-z]{8,60}")
 
     def build_invocation(self, request: InvocationRequest) -> Invocation:

@@ -206,6 +206,20 @@ class PiAdapter(CliAgent):
     supports_sessions = True
     install_hint = "install pi: npm install -g @mariozechner/pi-coding-agent"
     default_executable = "pi"
+    env_needed: tuple[str, ...] = (
+        "PI_*",
+        "ANTHROPIC_*",
+        "OPENAI_*",
+        "AZURE_OPENAI_*",
+        "GEMINI_API_KEY",
+        "GOOGLE_*",
+        "GROQ_API_KEY",
+        "CEREBRAS_API_KEY",
+        "XAI_API_KEY",
+        "OPENROUTER_API_KEY",
+        "MISTRAL_API_KEY",
+    )
+    """Environment variables this CLI reads (globs); ``env_exclude`` never drops them."""
 
     def build_invocation(self, request: InvocationRequest) -> Invocation:
         """``pi --mode json … PROMPT``; the prompt on stdin when argv cannot carry it."""

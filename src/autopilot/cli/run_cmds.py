@@ -51,9 +51,9 @@ def _limit_options(func: Any) -> Any:
         "min-iterations": "Promises are not honoured before this many iterations.",
         "max-cost": "Cost budget in USD.",
         "max-tokens": "Token budget (input + output).",
-        "max-duration": "Active time budget, e.g. 2h (paused time excluded).",
-        "iteration-timeout": "Wall-clock limit per iteration (default 30m).",
-        "idle-timeout": "Limit on an iteration's time without output (default 10m).",
+        "max-duration": "Active time budget, e.g. 2h or 1h30m (paused time excluded).",
+        "iteration-timeout": "Wall-clock limit per iteration, e.g. 45m (default 30m).",
+        "idle-timeout": "Limit on an iteration's time without output, e.g. 5m (default 10m).",
         "result-grace": "Wait after the agent's final result before ending it (default 5s).",
         "completion-promise": "Token that completes the run (default COMPLETE).",
         "abort-promise": "Token that aborts the run.",
@@ -64,10 +64,31 @@ def _limit_options(func: Any) -> Any:
         "prompt-via": "command agent: stdin (default), arg or file.",
     }
     for name in reversed(_LIMIT_OPTIONS):
-        func = click.option(f"--{name}", name.replace("-", "_"), metavar="VALUE", help=helps[name])(
-            func
+        option = click.option(
+            f"--{name}", name.replace("-", "_"), metavar=_METAVARS[name], help=helps[name]
         )
+        func = option(func)
     return func
+
+
+_METAVARS = {
+    "max-iterations": "N",
+    "min-iterations": "N",
+    "max-cost": "USD",
+    "max-tokens": "N",
+    "max-duration": "DURATION",
+    "iteration-timeout": "DURATION",
+    "idle-timeout": "DURATION",
+    "result-grace": "DURATION",
+    "completion-promise": "TOKEN",
+    "abort-promise": "TOKEN",
+    "completion-match": "word|tag|substring",
+    "stagnation-limit": "N",
+    "model": "MODEL",
+    "label": "LABEL",
+    "prompt-via": "stdin|arg|file",
+}
+"""What each option takes, as the README's table names it."""
 
 
 def _duration(seconds: float | None) -> str:
@@ -96,6 +117,11 @@ def _print_limits(run_id: str, config: RunConfig, folder: Path) -> None:
         f"({config.completion_match}){abort}, "
         f"stagnation limit {config.stagnation_limit or 'off'}, context {config.context}"
     )
+    if config.env_exclude:
+        say(
+            "autopilot: agent environment without "
+            f"{', '.join(config.env_exclude)} (except what the agent's CLI needs)"
+        )
     say(f"autopilot: files in {folder}")
     if not config.max_iterations:
         say(
@@ -191,6 +217,14 @@ def drive(
 @click.option(
     "--plain", is_flag=True, help="One line per event (the default when stdout is not a terminal)."
 )
+@click.option(
+    "--env-exclude",
+    "env_exclude",
+    metavar="PATTERN",
+    multiple=True,
+    help="Drop environment variables matching this glob (e.g. 'AWS_*') from the agent's "
+    "environment, except those its CLI needs; repeatable.",
+)
 @_limit_options
 def run(
     agent: str | None,
@@ -198,6 +232,7 @@ def run(
     prompt_file: str | None,
     context: str | None,
     plain: bool,
+    env_exclude: tuple[str, ...],
     **limits: str | None,
 ) -> int:
     """Start a run in this directory: iterate the agent until the run ends.
@@ -232,6 +267,7 @@ def run(
     flags = {name: limits.get(name.replace("-", "_")) for name in _LIMIT_OPTIONS}
     flags["agent"] = agent
     flags["context"] = context
+    flags["env-exclude"] = ",".join(env_exclude) if env_exclude else None
     config = build_config(flags, project=cwd)
     command = extra if config.agent == "command" else ()
     agent_args = () if config.agent == "command" else extra

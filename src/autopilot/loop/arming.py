@@ -22,6 +22,7 @@ from autopilot.loop.policy import LIMIT_REASONS, Reason
 from autopilot.store.events import EventLog, EventType
 from autopilot.store.index import append_index_row
 from autopilot.store.paths import make_run_id, run_dir
+from autopilot.store.private import make_private_dir
 from autopilot.store.state import RunStatus, StateStore
 
 EXIT_COMPLETE = 0
@@ -136,7 +137,7 @@ def arm_run(
         run_id = make_run_id(label, started_at)
         folder = run_dir(root, run_id)
         try:
-            folder.mkdir(mode=0o700)
+            make_private_dir(folder)
             break
         except FileExistsError:
             started_at += 1

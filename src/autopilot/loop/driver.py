@@ -70,6 +70,7 @@ from autopilot.loop.recovery import (
 from autopilot.loop.signals import Interrupts
 from autopilot.store.events import EventLog, EventType, excerpt
 from autopilot.store.paths import run_dir
+from autopilot.store.private import make_private_dir, write_private
 from autopilot.store.state import RunStatus, StateStore
 
 _FLAG_POLL_SECONDS = 0.5
@@ -319,8 +320,8 @@ class Driver:
         while folder.exists():
             attempt += 1
             folder = self.folder / f"iter-{number:04d}.{attempt}"
-        folder.mkdir(mode=0o700)
-        (folder / "prompt.md").write_text(prompt, encoding="utf-8")
+        make_private_dir(folder)
+        write_private(folder / "prompt.md", prompt.encode("utf-8", "replace"))
         it = _Iteration(number, prompt, self.clock.monotonic(), git.mark(self.cwd), folder)
         self._emit(EventType.ITERATION_START, iteration=number)
         resume = (
@@ -348,6 +349,8 @@ class Driver:
                 "AUTOPILOT_ITERATION": str(it.number),
                 "AUTOPILOT_RUN_DIR": str(self.folder),
             },
+            needed=self.adapter.env_needed,
+            exclude=self.config.env_exclude,
         )
         parser = self.adapter.new_parser()
 

@@ -15,6 +15,7 @@ import filelock
 
 from autopilot.errors import RunLockedError
 from autopilot.loop.git import work_tree_root
+from autopilot.store.private import PRIVATE_FILE_MODE, make_private_dir, write_private
 
 
 class ProjectLock:
@@ -33,7 +34,7 @@ class ProjectLock:
         # Not thread-local: ``run`` takes it in the main thread and the driver, behind
         # the live view, runs in another.
         self._lock = filelock.UnixFileLock(
-            str(self._dir / f"{key}.lock"), timeout=0, thread_local=False
+            str(self._dir / f"{key}.lock"), timeout=0, thread_local=False, mode=PRIVATE_FILE_MODE
         )
 
     @property
@@ -47,7 +48,7 @@ class ProjectLock:
         Raises:
             RunLockedError: another run is active in this work tree.
         """
-        self._dir.mkdir(mode=0o700, exist_ok=True)
+        make_private_dir(self._dir, exist_ok=True)
         try:
             self._lock.acquire()
         except filelock.Timeout:
@@ -59,7 +60,7 @@ class ProjectLock:
 
     def set_owner(self, run_id: str) -> None:
         """Name the run holding the lock, for the message a refused run gets."""
-        self._owner.write_text(run_id + "\n")
+        write_private(self._owner, (run_id + "\n").encode())
 
     def release(self) -> None:
         """Release it (no-op if not held)."""
@@ -81,7 +82,7 @@ class RunLocks:
         self.project = project
         self.run_id = run_id
         self._run_lock = filelock.UnixFileLock(
-            str(folder / "driver.lock"), timeout=0, thread_local=False
+            str(folder / "driver.lock"), timeout=0, thread_local=False, mode=PRIVATE_FILE_MODE
         )
 
     def acquire(self) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 import psutil
 
 from autopilot.store.lines import LineSplitter
+from autopilot.store.private import create_private
 
 _READ_BYTES = 256 * 1024
 _STDERR_TAIL_BYTES = 8192
@@ -144,8 +145,8 @@ def run_agent_process(
     """
     started = time.monotonic()
     # Unbuffered: the live view tails these files, and a crash loses nothing.
-    stdout_file = stdout_path.open("wb", buffering=0)
-    stderr_file = stderr_path.open("wb", buffering=0)
+    stdout_file = create_private(stdout_path)
+    stderr_file = create_private(stderr_path)
     try:
         try:
             proc = subprocess.Popen(

@@ -6,6 +6,10 @@ Checks, each giving ``ok``, ``note`` (worth knowing, not a fault) or ``fail``:
 * each agent CLI autopilot knows: found on PATH (or its ``AUTOPILOT_<NAME>_BIN``)
   and ``<cli> --version`` answers within a timeout (a CLI not installed is a note);
 * git is installed;
+* the settings (``AUTOPILOT_*``, the project's and the user's ``config.toml``) are
+  valid, and which secret-looking environment variables (``*_API_KEY``,
+  ``*_TOKEN``, ``*SECRET*``, a value shaped like a known key, …) an agent would
+  inherit after ``env_exclude`` — names only, never values;
 * runs whose driver is gone but which never terminated;
 * ``index.jsonl`` agrees with the run folders;
 * run worktrees whose run is gone, and (in a repository) run branches whose run is gone.
@@ -16,19 +20,23 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import tempfile
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from autopilot.agents.base import NESTING_MARKERS
-from autopilot.errors import RunsRootError
+from autopilot.agents.base import COMMON_ENV, NESTING_MARKERS, env_matches
+from autopilot.agents.registry import AGENT_NAMES, make_adapter
+from autopilot.config import build_config
+from autopilot.errors import RunsRootError, UsageError
 from autopilot.manage.activity import Activity, run_activity
+from autopilot.redact import has_secret_shape
 from autopilot.store.events import iter_event_lines
 from autopilot.store.index import INDEX_FILE, read_index
 from autopilot.store.paths import is_valid_run_id, list_run_ids, runs_root
@@ -150,6 +158,79 @@ def check_git(timeout_seconds: float = VERSION_TIMEOUT_SECONDS) -> list[Finding]
     return [Finding(Level.OK if answered else Level.FAIL, "git", text)]
 
 
+_SECRET_NAME = re.compile(
+    r"(?:^|_)(?:API_?)?KEY(?:_|$)|(?:^|_)TOKEN(?:_|$)|SECRET|PASSW(?:OR)?D|CREDENTIAL|(?:^|_)PAT$",
+    re.IGNORECASE,
+)
+"""Names that say a variable holds a secret (``MAX_TOKENS`` does not)."""
+
+
+def secret_looking(name: str, value: str) -> bool:
+    """Whether an environment variable looks like it holds a secret, by name or value."""
+    if env_matches(name, COMMON_ENV):
+        return False
+    return bool(_SECRET_NAME.search(name)) or has_secret_shape(value)
+
+
+def check_environment(
+    environ: Mapping[str, str] | None = None,
+    exclude: Sequence[str] | None = None,
+    project: Path | None = None,
+) -> list[Finding]:
+    """Secret-looking variables each agent would inherit, after ``env_exclude``.
+
+    Args:
+        environ: The environment (default ``os.environ``).
+        exclude: The ``env_exclude`` globs (default: from the settings that apply
+            in ``project``, as ``autopilot run`` would read them).
+        project: The project directory (default the current one).
+
+    Returns:
+        One finding per secret-looking variable that reaches an agent: a note when
+        it reaches agents whose CLI does not read it, ok when only those that do;
+        a failure when the settings are invalid.
+    """
+    environ = os.environ if environ is None else environ
+    if exclude is None:
+        try:
+            exclude = build_config({}, project=project or Path.cwd(), environ=environ).env_exclude
+        except UsageError as error:
+            return [Finding(Level.FAIL, "settings", str(error))]
+    needs = {
+        name: make_adapter(name, command=("true",)).env_needed
+        for name in AGENT_NAMES
+        if name != "demo"
+    }
+    findings = []
+    for var in sorted(environ):
+        if var in NESTING_MARKERS or not secret_looking(var, environ[var]):
+            continue
+        readers = [name for name, needed in needs.items() if env_matches(var, needed)]
+        dropped = bool(exclude) and env_matches(var, exclude)
+        reaches = readers if dropped else list(needs)
+        if not reaches:
+            continue
+        if set(reaches) <= set(readers):
+            findings.append(
+                Finding(Level.OK, "environment", f"{var} reaches only {', '.join(reaches)}")
+            )
+            continue
+        read = f" ({', '.join(readers)} read it)" if readers else ""
+        findings.append(
+            Finding(
+                Level.NOTE,
+                "environment",
+                f"{var} reaches every agent{read}; drop it from the others with "
+                f"--env-exclude {var} or env_exclude in config.toml",
+            )
+        )
+    if not findings:
+        findings.append(
+            Finding(Level.OK, "environment", "no secret-looking variable reaches an agent")
+        )
+    return findings
+
+
 def check_runs(root: Path) -> list[Finding]:
     """Runs whose driver is gone although they never terminated, and unreadable runs."""
     findings = []
@@ -231,6 +312,7 @@ def run_doctor(timeout_seconds: float = VERSION_TIMEOUT_SECONDS) -> list[Finding
     findings = check_runs_root()
     findings += check_agents(timeout_seconds=timeout_seconds)
     findings += check_git(timeout_seconds)
+    findings += check_environment()
     if findings[0].level is Level.OK:
         root = runs_root(create=False)
         findings += check_runs(root)

@@ -21,7 +21,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any
 
+from autopilot.redact import redact_value
 from autopilot.store.lines import iter_lines
+from autopilot.store.private import open_private
 
 MAX_EVENT_LINE_BYTES = 16 * 1024
 """A serialized event line (without its newline) may be at most this long."""
@@ -92,6 +94,7 @@ SEED_EVENT_TYPES: frozenset[str] = frozenset(EVENT_TYPES[:25])
 TERMINAL_EVENT_TYPES = frozenset({EventType.COMPLETE.value, EventType.ABORT.value})
 
 _CAPPED_FIELDS = ("excerpt", "note", "reason", "argsSummary", "desc")
+_UNREDACTED_FIELDS = frozenset({"type", "ts", "runId"})
 
 
 def utf16_units(text: str) -> int:
@@ -143,7 +146,8 @@ _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 def serialize_event(event: Mapping[str, Any]) -> bytes | None:
     """Serialize one event to a line (without newline), or None if it cannot fit.
 
-    Capped text fields are cut to 500 UTF-16 units first. If the line is still over
+    Every string is written with well-known secrets redacted (``redact``), then the
+    capped text fields are cut to 500 UTF-16 units. If the line is still over
     ``MAX_EVENT_LINE_BYTES``, ``excerpt`` and ``note`` are dropped (as the seed's
     lenient emitter does); if it still does not fit, the event is refused.
 
@@ -156,7 +160,7 @@ def serialize_event(event: Mapping[str, Any]) -> bytes | None:
         raise ValueError("an event needs a str 'type' and an int 'ts'")
     if not isinstance(event.get("runId"), str) or not event["runId"]:
         raise ValueError("an event needs a non-empty 'runId'")
-    record = dict(event)
+    record = redact_value(dict(event), skip=_UNREDACTED_FIELDS.__contains__)
     for key in _CAPPED_FIELDS:
         value = record.get(key)
         if isinstance(value, str):
@@ -311,7 +315,7 @@ class EventLog:
                 self.close()  # the log was deleted under us: recreate it
                 size = None
             if self._fd is None:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+                self._fd = open_private(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
                 size = os.fstat(self._fd)
             assert size is not None
             # Only a size this log did not leave behind needs its last byte read.

@@ -18,6 +18,7 @@ import filelock
 
 from autopilot.errors import EnvironmentProblem
 from autopilot.store.events import iter_event_lines, serialize_event
+from autopilot.store.private import PRIVATE_FILE_MODE, open_private
 
 INDEX_FILE = "index.jsonl"
 INDEX_LOCK = INDEX_FILE + ".lock"
@@ -33,7 +34,9 @@ def index_lock(root: Path) -> Iterator[None]:
     Raises:
         EnvironmentProblem: the lock stayed taken for 30 seconds.
     """
-    lock = filelock.UnixFileLock(str(root / INDEX_LOCK), timeout=_LOCK_TIMEOUT_SECONDS)
+    lock = filelock.UnixFileLock(
+        str(root / INDEX_LOCK), timeout=_LOCK_TIMEOUT_SECONDS, mode=PRIVATE_FILE_MODE
+    )
     try:
         lock.acquire()
     except filelock.Timeout:
@@ -55,7 +58,7 @@ def append_index_row(root: Path, armed_event: Mapping[str, Any]) -> None:
     if line is None:
         return
     with index_lock(root):
-        fd = os.open(root / INDEX_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = open_private(root / INDEX_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             os.write(fd, line + b"\n")
         finally:

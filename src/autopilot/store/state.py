@@ -40,6 +40,8 @@ import filelock
 
 from autopilot.config import RunConfig
 from autopilot.errors import StateFileError
+from autopilot.redact import redact
+from autopilot.store.private import PRIVATE_FILE_MODE, make_private_dir, open_private
 
 LOCK_TIMEOUT_SECONDS = 30.0
 
@@ -226,14 +228,14 @@ def read_state_quietly(path: Path) -> dict[str, Any] | None:
 
 
 def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file, fsync and rename.
+    """Write ``data`` to ``path`` (mode 0600) via a temp file, fsync and rename.
 
     Raises:
         OSError: the write failed; ``path`` is unchanged and the temp file removed.
     """
     tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}.{threading.get_ident()}")
     try:
-        with tmp.open("wb") as handle:
+        with open(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
@@ -253,17 +255,26 @@ def write_atomically(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
+_REDACTED_FIELDS = ("terminationNote", "terminationReason", "stopReason")
+"""Fields that may quote an agent (its error text): written with secrets redacted."""
+
+
 def encode_state(state: dict[str, Any]) -> bytes:
     """Two-space indented JSON with a trailing newline (the seed's layout).
 
     Lone surrogates in strings (e.g. a session id cut from an agent's output) are
-    written as U+FFFD, so encoding never fails on them.
+    written as U+FFFD, so encoding never fails on them. The fields that may quote
+    an agent (``terminationNote``, …) are written with well-known secrets redacted.
 
     Raises:
         ValueError: NaN or an infinity in a number, or a circular reference.
         TypeError: a value JSON cannot hold.
     """
-    text = json.dumps(state, indent=2, ensure_ascii=False, allow_nan=False)
+    shown = {
+        key: redact(value) if key in _REDACTED_FIELDS and isinstance(value, str) else value
+        for key, value in state.items()
+    }
+    text = json.dumps(shown, indent=2, ensure_ascii=False, allow_nan=False)
     return (_repair_surrogates(text) + "\n").encode()
 
 
@@ -277,7 +288,9 @@ class StateStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = filelock.UnixFileLock(
-            str(path.with_name(path.name + ".lock")), timeout=LOCK_TIMEOUT_SECONDS
+            str(path.with_name(path.name + ".lock")),
+            timeout=LOCK_TIMEOUT_SECONDS,
+            mode=PRIVATE_FILE_MODE,
         )
 
     def read(self) -> dict[str, Any]:
@@ -311,9 +324,10 @@ class StateStore:
 
         Args:
             change: Mutates the state dict in place.
-            fallback: Used instead of the file when it is corrupt; the corrupt file
-                is kept beside it as ``state.json.corrupt-<version>`` so nothing is
-                lost. Without a fallback a corrupt file raises.
+            fallback: Used instead of the file when it is corrupt or missing; the
+                corrupt file is kept beside it as ``state.json.corrupt-<version>`` so
+                nothing is lost, and a run folder that was deleted is made again
+                (0700). Without a fallback a corrupt file raises.
 
         Returns:
             The state as written (with its new ``version``).
@@ -322,6 +336,13 @@ class StateStore:
             StateFileError: the file is corrupt (and no fallback) or cannot be
                 written, or the lock could not be had in 30 seconds.
         """
+        if fallback is not None and not self.path.parent.exists():
+            try:
+                make_private_dir(self.path.parent, exist_ok=True)
+            except OSError as error:
+                raise StateFileError(
+                    f"cannot make {self.path.parent} again: {error.strerror or error}"
+                ) from None
         with self._locked():
             try:
                 state = read_state(self.path)

@@ -1,0 +1,121 @@
+"""The agent's environment: what each CLI needs stays, ``env_exclude`` drops the rest,
+and ``doctor`` names the secret-looking variables that still reach an agent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autopilot.agents.base import Invocation, agent_environment
+from autopilot.agents.registry import make_adapter
+from autopilot.config import RunConfig, build_config
+from autopilot.errors import UsageError
+from autopilot.manage.doctor import Level, check_environment
+from tests.conftest import FakeAgent, run_cli
+
+BASE = {
+    "PATH": "/usr/bin",
+    "HOME": "/home/u",
+    "LC_ALL": "C.UTF-8",
+    "ANTHROPIC_API_KEY": "a",
+    "OPENAI_API_KEY": "o",
+    "AWS_SECRET_ACCESS_KEY": "s",
+    "GITHUB_TOKEN": "g",
+    "CLAUDECODE": "1",
+}
+
+
+def _env(agent: str, exclude: tuple[str, ...]) -> dict[str, str]:
+    adapter = make_adapter(agent, command=("true",))
+    invocation = Invocation(argv=["x"], env_set={"SET_BY_ADAPTER": "1"})
+    return agent_environment(
+        BASE, invocation, {"AUTOPILOT_RUN_ID": "r-1"}, needed=adapter.env_needed, exclude=exclude
+    )
+
+
+def test_without_env_exclude_the_agent_inherits_everything_but_nesting_markers() -> None:
+    env = _env("claude", ())
+    assert set(env) == {*BASE, "SET_BY_ADAPTER", "AUTOPILOT_RUN_ID"} - {"CLAUDECODE"}
+
+
+def test_env_exclude_keeps_what_the_cli_needs_and_what_every_program_needs() -> None:
+    assert set(_env("claude", ("*",))) == {
+        "PATH",
+        "HOME",
+        "LC_ALL",
+        "ANTHROPIC_API_KEY",
+        "SET_BY_ADAPTER",
+        "AUTOPILOT_RUN_ID",
+    }
+    assert "OPENAI_API_KEY" in _env("codex", ("*_KEY",))
+    assert "ANTHROPIC_API_KEY" not in _env("codex", ("*_KEY",))
+    assert "GITHUB_TOKEN" in _env("copilot", ("GITHUB_*",))
+    command = _env("command", ("AWS_*", "GITHUB_TOKEN"))
+    assert "AWS_SECRET_ACCESS_KEY" not in command and "GITHUB_TOKEN" not in command
+    assert "OPENAI_API_KEY" in command
+
+
+def test_env_exclude_from_every_layer_adds_up(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / ".autopilot").mkdir(parents=True)
+    (project / ".autopilot" / "config.toml").write_text('env_exclude = ["GITHUB_*"]\n')
+    user = tmp_path / "user.toml"
+    user.write_text('env_exclude = "AWS_*"\n')
+    config = build_config(
+        {"env-exclude": "NPM_TOKEN,*_SECRET"},
+        project=project,
+        environ={"AUTOPILOT_ENV_EXCLUDE": "STRIPE_*"},
+        user_config=user,
+    )
+    assert config.env_exclude == ("NPM_TOKEN", "*_SECRET", "STRIPE_*", "GITHUB_*", "AWS_*")
+    assert RunConfig.from_json(config.to_json()) == config
+
+
+@pytest.mark.parametrize("bad", ["A=B", "two words;", "$(id)", "é*"])
+def test_a_bad_pattern_is_a_usage_error_naming_it(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(UsageError, match="--env-exclude"):
+        build_config({"env-exclude": bad}, project=tmp_path, environ={})
+
+
+def test_run_with_env_exclude_drops_the_variables(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    env = fake_agent([[{"shell": "env > ../agent-env.txt"}, {"result": "COMPLETE"}]])
+    extra = {"MY_DEPLOY_TOKEN": "t0k3n", "ANTHROPIC_API_KEY": "dummy", "AWS_PROFILE": "p"}
+    done = run_cli(
+        ["run", "-p", "x", "--env-exclude", "MY_*", "--env-exclude=AWS_*,ANTHROPIC_*"],
+        cwd=repo,
+        env={**env, **extra},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    names = {
+        line.split("=", 1)[0] for line in (repo.parent / "agent-env.txt").read_text().splitlines()
+    }
+    assert "MY_DEPLOY_TOKEN" not in names and "AWS_PROFILE" not in names
+    assert {"ANTHROPIC_API_KEY", "PATH", "FAKE_AGENT_SCRIPT", "AUTOPILOT_RUN_ID"} <= names
+    assert "agent environment without MY_*, AWS_*, ANTHROPIC_*" in done.stdout
+
+
+def test_doctor_names_secret_looking_variables_never_values(tmp_path: Path) -> None:
+    environ = {
+        "PATH": "/usr/bin",
+        "MAX_TOKENS": "5",
+        "ANTHROPIC_API_KEY": "hunter2-value",
+        "GITHUB_TOKEN": "g",
+        "INNOCENT": "ghp_" + "a1B2" * 9,
+    }
+    findings = check_environment(environ, exclude=("GITHUB_*",), project=tmp_path)
+    details = {f.detail.split()[0]: f for f in findings}
+    assert set(details) == {"ANTHROPIC_API_KEY", "GITHUB_TOKEN", "INNOCENT"}
+    assert details["ANTHROPIC_API_KEY"].level is Level.NOTE
+    assert "claude" in details["ANTHROPIC_API_KEY"].detail
+    assert details["GITHUB_TOKEN"].level is Level.OK
+    assert details["GITHUB_TOKEN"].detail == "GITHUB_TOKEN reaches only copilot"
+    assert details["INNOCENT"].level is Level.NOTE
+    assert not any("hunter2" in f.detail or "a1B2" in f.detail for f in findings)
+
+
+def test_doctor_reports_bad_settings(tmp_path: Path) -> None:
+    findings = check_environment({"AUTOPILOT_ENV_EXCLUDE": "A=B"}, project=tmp_path)
+    assert [(f.level, f.subject) for f in findings] == [(Level.FAIL, "settings")]
