@@ -7,7 +7,8 @@ Precedence: command-line flag > ``AUTOPILOT_*`` environment variable >
 file that is not UTF-8 TOML or a bad value is a one-line ``UsageError`` naming the
 file and the key as written there.
 
-Integers are base 10 in ASCII digits (``08`` is eight, field report 9); durations are
+Integers are ASCII digits only, base 10 (``08`` is eight, field report 9; ``+2``,
+``1_0``, ``0x10`` are refused, also as TOML integers); durations are
 ``90`` (seconds), ``90s``, ``30m``, ``2h``, ``1h30m``, ``2 days`` (parsed by
 pytimeparse). Every value is bounded (``MAX_COUNT``, ``MAX_COST_USD``,
 ``MAX_DURATION_SECONDS``) so that no later arithmetic overflows.
@@ -45,7 +46,7 @@ _YEAR_SECONDS = 365 * 24 * 3600
 MAX_DURATION_SECONDS = 10 * _YEAR_SECONDS
 """Upper bound of every duration: ten years."""
 
-_INT_RE = re.compile(r"\+?[0-9]+")
+_INT_RE = re.compile(r"[0-9]+")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _SHOWN_CHARS = 40
 
@@ -56,18 +57,19 @@ def _shown(text: str) -> str:
 
 
 def parse_int(text: str, *, name: str, minimum: int = 0, maximum: int = MAX_COUNT) -> int:
-    """Parse a base-10 integer in ASCII digits (``08`` is 8, ``1_000`` is 1000).
+    """Parse a base-10 integer written in ASCII digits only (``08`` is 8).
 
-    An optional leading ``+`` is allowed; other digits (``²``, ``٣``) are not.
+    Surrounding whitespace is ignored; a sign, ``_``, other digits (``²``, ``٣``) and
+    other bases are refused.
 
     Raises:
         UsageError: not a base-10 integer, or outside ``minimum``..``maximum``.
     """
-    cleaned = text.strip().replace("_", "")
+    cleaned = text.strip()
     if not _INT_RE.fullmatch(cleaned):
-        raise UsageError(f"{name} must be a whole number, got {_shown(text)}")
+        raise UsageError(f"{name} must be a whole number in digits 0-9, got {_shown(text)}")
     # Count digits before converting: int() refuses strings over 4300 digits.
-    digits = cleaned.lstrip("+").lstrip("0") or "0"
+    digits = cleaned.lstrip("0") or "0"
     if len(digits) > len(str(maximum)):
         raise UsageError(f"{name} must be at most {maximum}, got {_shown(text)}")
     value = int(digits, 10)
@@ -169,7 +171,7 @@ class RunConfig:
     result_grace_seconds: float = 5.0
     completion_promise: str = "COMPLETE"
     abort_promise: str | None = None
-    completion_match: str = MatchMode.WORD.value
+    completion_match: str = MatchMode.SENTENCE.value
     stagnation_limit: int = 3
     context: str = "fresh"
     prompt_via: str = "stdin"
@@ -361,8 +363,8 @@ def _load_toml(path: Path) -> _KeyedValues:
             not a string or a number; the message names the file and the key.
     """
     try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
+        document = path.read_bytes().decode("utf-8")
+        data = tomllib.loads(document)
     except FileNotFoundError:
         return {}
     except UnicodeDecodeError as error:
@@ -389,11 +391,29 @@ def _load_toml(path: Path) -> _KeyedValues:
             text = ",".join(value)
         elif isinstance(value, bool) or not isinstance(value, str | int | float):
             raise UsageError(f"{path}: {key} must be a string or a number")
+        elif isinstance(value, int):
+            text = _int_as_written(document, key, value)
         else:
             text = str(value)
         keys[flag] = key
         values[flag] = (f"{key} in {path}", text)
     return values
+
+
+def _int_as_written(text: str, key: str, value: int) -> str:
+    """How a top-level TOML integer was written (``+2``, ``1_0``, ``0x10``…), so that
+    its setting's parser holds it to digits only as it does a flag; ``str(value)``
+    when the line is not found (a key written with escapes)."""
+    name = re.escape(key)
+    line = re.compile(rf"^[ \t]*(?:{name}|\"{name}\"|'{name}')[ \t]*=[ \t]*([^\s#]+)", re.M)
+    for match in line.finditer(text):
+        try:
+            written = tomllib.loads(f"v = {match[1]}")["v"]
+        except ValueError:
+            continue
+        if type(written) is int and written == value:
+            return match[1]
+    return str(value)
 
 
 def _env_var(flag: str) -> str:

@@ -71,6 +71,17 @@ def _short_id(value: object) -> str:
         (["--max-iterations", "²"], {}, None, "--max-iterations must be a whole number"),
         (["--max-iterations", "٣"], {}, None, "--max-iterations must be a whole number"),
         (["--max-iterations", "++5"], {}, None, "--max-iterations must be a whole number"),
+        # Digits only: no sign, no "_", no other base; the same for flags, env and files.
+        (["--max-iterations", "1_0"], {}, None, "--max-iterations must be a whole number"),
+        (["--stagnation-limit", "+2"], {}, None, "--stagnation-limit must be a whole number"),
+        ([], {"AUTOPILOT_MAX_ITERATIONS": "+2"}, None, "AUTOPILOT_MAX_ITERATIONS must be a whole"),
+        ([], {"AUTOPILOT_MAX_TOKENS": "1_0"}, None, "AUTOPILOT_MAX_TOKENS must be a whole"),
+        ([], {}, b"max_iterations = 1_0\n", "max_iterations in {config} must be a whole"),
+        ([], {}, b"max_iterations = +2\n", "max_iterations in {config} must be a whole"),
+        ([], {}, b'"min_iterations" = +2 # x\n', "min_iterations in {config} must be a whole"),
+        ([], {}, b"stagnation_limit = 0x10\n", "stagnation_limit in {config} must be a whole"),
+        ([], {}, b"max_tokens = 0o10\n", "max_tokens in {config} must be a whole number"),
+        ([], {}, b'max_iterations = "1_0"\n', "max_iterations in {config} must be a whole"),
         (["--max-iterations", "9" * 5000], {}, None, "--max-iterations must be at most"),
         ([], {"AUTOPILOT_MAX_ITERATIONS": "²"}, None, "AUTOPILOT_MAX_ITERATIONS must be a whole"),
         ([], {}, b'max_iterations = "\xc2\xb2"\n', "max_iterations in {config} must be a whole"),
@@ -118,9 +129,9 @@ def test_a_bad_setting_is_one_line_exit_2_and_creates_nothing(
 
 def test_the_same_settings_within_bounds_are_accepted(repo: Path, fake_agent: FakeAgent) -> None:
     (repo / ".autopilot").mkdir()
-    (repo / CONFIG).write_text('max_duration = "3650 days"\nmax_cost = 1e9\n')
+    (repo / CONFIG).write_text('max_duration = "3650 days"\nmax_cost = 1e9\nmin_iterations = 1\n')
     done = run_cli(
-        ["run", "-p", "x", "--max-iterations", "+0_8", "--max-tokens", "1" + "0" * 12],
+        ["run", "-p", "x", "--max-iterations", "08", "--max-tokens", "1" + "0" * 12],
         cwd=repo,
         env=fake_agent([[{"result": "COMPLETE"}]]),
     )
@@ -130,9 +141,9 @@ def test_the_same_settings_within_bounds_are_accepted(repo: Path, fake_agent: Fa
 
 
 def test_parsers_accept_ascii_digits_only() -> None:
-    assert parse_int(" +0_8 ", name="n") == 8
+    assert parse_int(" 08 ", name="n") == 8
     assert parse_int("0" * 5000 + "7", name="n") == 7
-    for text in ("²", "٣", "１", "++5", "+", "_", "", "-1", "1.0", "1e3"):
+    for text in ("²", "٣", "１", "++5", "+", "_", "", "-1", "1.0", "1e3", "+2", "1_0", "0x10"):
         with pytest.raises(UsageError, match="must be a whole number"):
             parse_int(text, name="n")
     assert parse_float("$1_000.5", name="c") == 1000.5

@@ -25,7 +25,7 @@ def test_agent_lingering_after_its_result_is_a_success(
             [
                 {"ignore_sigterm": True},
                 {"write_file": "a.txt"},
-                {"result": "finished COMPLETE"},
+                {"result": "finished. COMPLETE"},
                 {"sleep": 600},
             ]
         ]
@@ -201,7 +201,7 @@ def test_lone_surrogates_in_agent_json_do_not_crash_the_driver(
             "session_id": "s\\ud83d",
         }
     ).replace("\\\\ud83d", "\\ud83d")
-    env = fake_agent([[{"raw": bad}, {"result": "done \\ud83d COMPLETE".replace("\\\\", "\\")}]])
+    env = fake_agent([[{"raw": bad}, {"result": "done \\ud83d. COMPLETE".replace("\\\\", "\\")}]])
     done = run_cli(["run", "-p", "x", "--plain", "--continue"], cwd=repo, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr

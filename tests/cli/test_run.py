@@ -154,6 +154,69 @@ def test_stagnation_warns_then_halts(tmp_path: Path, repo: Path, fake_agent: Fak
     assert _terminal(events) == [("abort", "stagnation")]
 
 
+def test_three_identical_responses_halt_at_the_third(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    # Seed 000: N identical responses in a row, N = 3; the agent reads but changes nothing.
+    env = fake_agent([[{"tool": "Read", "input": {"file_path": "README.md"}}, {"result": "Same."}]])
+    done = run_cli(["run", "-p", "x", "--max-iterations", "10"], cwd=repo, env=env)
+    assert done.returncode == 1
+    events = _events(tmp_path)
+    assert len([e for e in events if e["type"] == "iteration_start"]) == 3
+    assert [(e["iteration"], e["streak"]) for e in events if e["type"] == "stagnation"] == [
+        (2, 2),
+        (3, 3),
+    ]
+    aborts = [e for e in events if e["type"] == "abort"]
+    assert aborts[0]["reason"] == "stagnation"
+    assert str(aborts[0]["note"]).startswith("3 iterations in a row without progress")
+
+
+def test_stagnation_limit_0_logs_no_stagnation(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    env = fake_agent([[{"result": "I looked around."}]])
+    args = ["run", "-p", "x", "--max-iterations", "4", "--stagnation-limit", "0"]
+    done = run_cli(args, cwd=repo, env=env)
+    assert done.returncode == 3
+    events = _events(tmp_path)
+    assert len([e for e in events if e["type"] == "iteration_start"]) == 4
+    assert not [e for e in events if e["type"] == "stagnation"]
+    assert not [e for e in events if "without progress" in str(e.get("note"))]
+
+
+def test_a_status_line_does_not_complete_unless_word_matching_is_asked(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    message = "Phase 1: COMPLETE\nPhase 2: IN PROGRESS"
+    env = fake_agent([[{"shell": "date +%N >> log.txt"}, {"result": message}]])
+    done = run_cli(["run", "-p", "x", "--max-iterations", "2"], cwd=repo, env=env)
+    assert done.returncode == 3
+    assert "completion promise COMPLETE (sentence)" in done.stdout
+    assert _terminal(_events(tmp_path)) == [("abort", "max_iterations")]
+    again = run_cli(
+        ["run", "-p", "x", "--max-iterations", "2", "--completion-match", "word"],
+        cwd=repo,
+        env=env,
+    )
+    assert again.returncode == 0, again.stderr
+
+
+def test_command_agent_final_message_does_not_start_inside_a_fence(
+    tmp_path: Path, repo: Path
+) -> None:
+    program = tmp_path / "agent.sh"
+    program.write_text("#!/bin/sh\nprintf 'Example:\\n```\\nstep 1\\n\\nCOMPLETE\\n```\\n'\n")
+    program.chmod(0o755)
+    done = run_cli(
+        ["run", "--agent", "command", "-p", "x", "--max-iterations", "1", "--", str(program)],
+        cwd=repo,
+    )
+    assert done.returncode == 3, done.stdout + done.stderr
+    ends = [e for e in _events(tmp_path) if e["type"] == "iteration_end"]
+    assert ends[0]["outcome"] == "ok"
+
+
 def test_commits_are_progress_and_observed(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent
 ) -> None:

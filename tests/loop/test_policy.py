@@ -9,6 +9,7 @@ import pytest
 from autopilot.loop.policy import (
     Action,
     Counters,
+    Decision,
     IterationFacts,
     Outcome,
     PolicyConfig,
@@ -184,7 +185,61 @@ def test_outside_git_only_identical_responses_count() -> None:
 def test_stagnation_disabled() -> None:
     config = dataclasses.replace(CONFIG, stagnation_limit=0)
     stuck = facts(progress=Progress.NONE, tool_calls=0)
-    assert decide(counters(stagnation_streak=50), stuck, config, NOW).action is Action.CONTINUE
+    decision = decide(counters(stagnation_streak=50), stuck, config, NOW)
+    assert decision.action is Action.CONTINUE
+    # No streak, so the driver logs no stagnation event and no warning.
+    assert (decision.stagnation_streak, decision.warning) == (0, None)
+    repeated = facts(progress=Progress.NONE, response_digest="same")
+    decision = decide(counters(last_response_digest="same"), repeated, config, NOW)
+    assert (decision.stagnation_streak, decision.warning) == (0, None)
+
+
+def _run_of(responses: list[tuple[str, Progress]], limit: int = 3) -> list[Decision]:
+    """Decide each iteration in turn, carrying the counters as the driver does."""
+    config = dataclasses.replace(CONFIG, stagnation_limit=limit, max_iterations=None)
+    streak, digest, decisions = 0, None, []
+    for number, (response, progress) in enumerate(responses, start=1):
+        decision = decide(
+            counters(iterations_done=number, stagnation_streak=streak, last_response_digest=digest),
+            facts(number=number, response_digest=response, tool_calls=2, progress=progress),
+            config,
+            NOW,
+        )
+        decisions.append(decision)
+        streak, digest = decision.stagnation_streak, decision.response_digest
+    return decisions
+
+
+def test_three_identical_responses_halt_at_the_third() -> None:
+    # Seed 000: N identical responses in a row, N = 3: the first of them counts.
+    decisions = _run_of([("same", Progress.NONE)] * 3)
+    assert [d.stagnation_streak for d in decisions] == [0, 2, 3]
+    assert decisions[1].warning == "2 of 3 iterations without progress; one more halts the run"
+    assert (decisions[2].action, decisions[2].reason) == (Action.ABORT, Reason.STAGNATION)
+    assert decisions[2].note == "3 iterations in a row without progress"
+
+
+@pytest.mark.parametrize("limit", [1, 2, 4, 5])
+def test_n_identical_responses_halt_at_the_nth(limit: int) -> None:
+    decisions = _run_of([("same", Progress.NONE)] * 6, limit=limit)
+    halts = [n for n, d in enumerate(decisions, start=1) if d.action is Action.ABORT]
+    # One response alone is never "identical": a limit of 1 halts at the second.
+    assert halts[0] == max(limit, 2)
+    assert decisions[halts[0] - 1].note == f"{max(limit, 2)} iterations in a row without progress"
+
+
+def test_an_identical_response_after_progress_starts_a_new_streak() -> None:
+    # The iteration that made progress is not stagnant, whatever it said.
+    decisions = _run_of([("same", Progress.MADE), ("same", Progress.NONE), ("same", Progress.NONE)])
+    assert [d.stagnation_streak for d in decisions] == [0, 0, 2]
+    assert decisions[2].action is Action.CONTINUE
+
+
+def test_a_usage_limit_wait_keeps_the_streak_and_the_response() -> None:
+    limited = facts(outcome=Outcome.RATE_LIMITED, response_digest=None, reset_at_ms=NOW + 1)
+    decision = decide(counters(stagnation_streak=2, last_response_digest="r"), limited, CONFIG, NOW)
+    assert (decision.action, decision.stagnation_streak) == (Action.WAIT, 2)
+    assert decision.response_digest == "r"
 
 
 def test_breaker_trips_on_identical_immediate_failures() -> None:

@@ -78,7 +78,11 @@ def test_an_armed_state_has_the_shape_autopilot_reads(armed: Path) -> None:
         ({"loop.failureStreak": []}, "loop.failureStreak", "a whole number"),
         ({"usageBaseline": {"sessionId": "s", "input": "x"}}, "usageBaseline.input", "whole"),
         ({"sessionId": {"id": 1}}, "sessionId", "a string"),
-        ({"config.completion_match": "sometimes"}, "config.completion_match", "one of word"),
+        (
+            {"config.completion_match": "sometimes"},
+            "config.completion_match",
+            "one of sentence, word",
+        ),
         ({"config.context": "forever"}, "config.context", "one of fresh, continue"),
         ({"config.max_iterations": "10"}, "config.max_iterations", "a whole number"),
         ({"config.max_iterations": None}, "config.max_iterations", "must not be null"),

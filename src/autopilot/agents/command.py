@@ -3,12 +3,14 @@
 The prompt goes to the program on stdin (the default), as its last argument
 (``--prompt-via arg``), or as the path of a file holding it (``--prompt-via file``;
 an argument ``{prompt_file}`` is replaced by that path, else the path is appended).
-Output is plain text; the final message is its last non-empty paragraph. Success is
-exit status 0. The program's version is whatever the user installed.
+Output is plain text; the final message is its last non-empty paragraph (blank lines
+inside a fenced code block do not end one). Success is exit status 0. The program's
+version is whatever the user installed.
 """
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from enum import StrEnum
 
@@ -27,6 +29,7 @@ from autopilot.errors import UsageError
 
 _TAIL_LINES = 400
 _TAIL_CHARS = 64 * 1024
+_FENCE_RE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 
 
 class PromptVia(StrEnum):
@@ -39,11 +42,15 @@ class PromptVia(StrEnum):
 
 class PlainTextParser:
     """Keeps the last 400 lines (at most 64 Ki characters) of plain-text output; the
-    final paragraph is the answer. Memory and time per line are bounded whatever the
-    program prints."""
+    final paragraph is the answer. Fenced code blocks (CommonMark: closed by the same
+    character, at least as many times) are followed over the whole output, so a blank
+    line inside one does not start a paragraph. Memory and time per line are bounded
+    whatever the program prints."""
 
     def __init__(self) -> None:
-        self._tail: deque[str] = deque(maxlen=_TAIL_LINES)
+        # Each kept line, and whether it ends a paragraph (blank, outside a fence).
+        self._tail: deque[tuple[str, bool]] = deque(maxlen=_TAIL_LINES)
+        self._fence: str | None = None
         self._tail_chars = 0
         self._lines = 0
         self._cached: IterationReport | None = None
@@ -52,20 +59,33 @@ class PlainTextParser:
         """Record one output line; every non-empty line is root text."""
         self._lines += 1
         kept = line.rstrip("\r")[:_TAIL_CHARS]
+        fence = _FENCE_RE.fullmatch(kept)
+        ends_paragraph = self._fence is None and not kept.strip()
+        if self._fence is None:
+            if fence and not (fence[1][0] == "`" and "`" in fence[2]):
+                self._fence = fence[1]
+        elif fence and fence[1].startswith(self._fence) and not fence[2].strip():
+            self._fence = None
         if len(self._tail) == self._tail.maxlen:
-            self._tail_chars -= len(self._tail[0])
-        self._tail.append(kept)
+            self._tail_chars -= len(self._tail[0][0])
+        self._tail.append((kept, ends_paragraph))
         self._tail_chars += len(kept)
         while self._tail_chars > _TAIL_CHARS and len(self._tail) > 1:
-            self._tail_chars -= len(self._tail.popleft())
+            self._tail_chars -= len(self._tail.popleft()[0])
         self._cached = None
         return [AgentEvent(AgentEventKind.TEXT, kept)] if kept.strip() else []
 
     def report(self) -> IterationReport:
         """The last non-empty paragraph is the final message; tool calls are unknown."""
         if self._cached is None:
-            paragraphs = "\n".join(self._tail).strip().split("\n\n")
-            final = next((p.strip() for p in reversed(paragraphs) if p.strip()), None)
+            paragraphs: list[list[str]] = [[]]
+            for kept, ends_paragraph in self._tail:
+                if ends_paragraph:
+                    paragraphs.append([])
+                else:
+                    paragraphs[-1].append(kept)
+            texts = ("\n".join(lines).strip() for lines in reversed(paragraphs))
+            final = next((text for text in texts if text), None)
             self._cached = IterationReport(
                 final_message=final,
                 last_root_text=final,

@@ -57,7 +57,10 @@ def _limit_options(func: Any) -> Any:
         "result-grace": "Wait after the agent's final result before ending it (default 5s).",
         "completion-promise": "Token that completes the run (default COMPLETE).",
         "abort-promise": "Token that aborts the run.",
-        "completion-match": "word (default), tag (<promise>TOKEN</promise> only) or substring.",
+        "completion-match": (
+            "sentence (default: the token as a sentence of its own, or <promise>TOKEN</promise>), "
+            "word (a whole word), tag (the tag only) or substring."
+        ),
         "stagnation-limit": "Iterations without progress that halt the run (default 3; 0 = off).",
         "model": "Model name passed to the agent.",
         "label": "Label for the run id (default: the directory name).",

@@ -37,9 +37,7 @@ def counters_from_state(state: dict[str, Any], *, interrupted: bool = False) -> 
     )
 
 
-def counter_change(
-    decision: Decision, digest: str | None, signature: str | None
-) -> Callable[[dict[str, Any]], None]:
+def counter_change(decision: Decision, signature: str | None) -> Callable[[dict[str, Any]], None]:
     """The change to ``state.json``'s loop counters that ``decision`` implies."""
 
     def change(s: dict[str, Any]) -> None:
@@ -47,8 +45,7 @@ def counter_change(
         loop["stagnationStreak"] = decision.stagnation_streak
         loop["failureStreak"] = decision.failure_streak
         loop["lastFailureSignature"] = signature if decision.failure_streak else None
-        if decision.action is not Action.WAIT:
-            loop["lastResponseDigest"] = digest
+        loop["lastResponseDigest"] = decision.response_digest
         waits = int(loop.get("rateLimitWaits") or 0)
         loop["rateLimitWaits"] = waits + 1 if decision.action is Action.WAIT else 0
 

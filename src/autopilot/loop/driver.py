@@ -566,7 +566,7 @@ class Driver:
             self.policy,
             self.clock.now_ms(),
         )
-        counters = counter_change(decision, digest, signature)
+        counters = counter_change(decision, signature)
 
         def record_and_count(s: dict[str, Any]) -> None:
             record(s)

@@ -102,7 +102,7 @@ class PolicyConfig:
 
     completion_promise: str | None = "COMPLETE"
     abort_promise: str | None = None
-    match_mode: MatchMode = MatchMode.WORD
+    match_mode: MatchMode = MatchMode.SENTENCE
     min_iterations: int = 1
     max_iterations: int | None = 10
     stagnation_limit: int = 3
@@ -193,6 +193,9 @@ class Decision:
         wait_until_ms: For ``WAIT``/``BACKOFF``: when to go on (epoch ms).
         warning: A warning to log (stagnation about to halt the run).
         spends_iteration: False when the iteration is retried (usage limit).
+        response_digest: The response digest to compare the next iteration's with:
+            None after an iteration that made progress, so a stagnant streak never
+            counts it; unchanged by a usage-limit wait.
     """
 
     action: Action
@@ -203,6 +206,7 @@ class Decision:
     wait_until_ms: int | None = None
     warning: str | None = None
     spends_iteration: bool = True
+    response_digest: str | None = None
 
 
 def is_stagnant(facts: IterationFacts, last_digest: str | None) -> bool:
@@ -215,6 +219,19 @@ def is_stagnant(facts: IterationFacts, last_digest: str | None) -> bool:
     if facts.progress is Progress.UNKNOWN:
         return repeated
     return repeated or facts.tool_calls == 0
+
+
+def stagnation_streak(counters: Counters, facts: IterationFacts, limit: int) -> int:
+    """Stagnant iterations in a row, this one included; 0 when stagnation is off.
+
+    N byte-identical responses in a row are a streak of N (seed 000): the first of
+    them counts once the second repeats it, so with N = 3 the third halts the run.
+    """
+    if limit <= 0 or not is_stagnant(facts, counters.last_response_digest):
+        return 0
+    last = counters.last_response_digest
+    repeated = facts.response_digest is not None and facts.response_digest == last
+    return max(counters.stagnation_streak, 1) + 1 if repeated else counters.stagnation_streak + 1
 
 
 def decide(
@@ -232,9 +249,8 @@ def decide(
     Returns:
         The ``Decision``. Pure: the same inputs always give the same decision.
     """
-    streak = (
-        counters.stagnation_streak + 1 if is_stagnant(facts, counters.last_response_digest) else 0
-    )
+    streak = stagnation_streak(counters, facts, config.stagnation_limit)
+    digest = facts.response_digest if facts.progress is not Progress.MADE else None
     failing = facts.outcome in FAILED_OUTCOMES
     quick = facts.duration_ms < config.immediate_failure_ms
     same_failure = failing and facts.error_signature == counters.last_failure_signature
@@ -246,6 +262,7 @@ def decide(
             reason,
             stagnation_streak=streak,
             failure_streak=failures,
+            response_digest=digest,
             **kw,  # type: ignore[arg-type]
         )
 
@@ -303,6 +320,7 @@ def decide(
             failure_streak=0,
             wait_until_ms=until if until is not None else now_ms + backoff,
             spends_iteration=False,
+            response_digest=counters.last_response_digest,
         )
     if failing and facts.fatal:
         return decision(Action.ABORT, Reason.AGENT_FAILING, note=facts.error_text)
