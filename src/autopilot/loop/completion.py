@@ -71,8 +71,8 @@ _QUOTE_CLOSERS = {
 }
 _QUOTE_MARKS_RE = re.compile("[" + re.escape("".join(_QUOTE_CLOSERS)) + "]")
 _CLOSER_CHARS = frozenset("".join(_QUOTE_CLOSERS.values()))
-_APOSTROPHES = frozenset("'‘‚’")
-"""Marks that also serve as apostrophes: unclosed, they open nothing."""
+_APOSTROPHES = frozenset("'‘‚")
+"""Single quote marks: unclosed, they open nothing (they are most often apostrophes)."""
 _OPENS_AFTER = frozenset("([{<—–-/" + _MASK)
 _UNCLOSED = sys.maxsize
 _CARRIES_ON = frozenset(":,;-–—(/&+=\\")
