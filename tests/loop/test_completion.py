@@ -333,3 +333,23 @@ def test_an_echoed_prompt_line_with_quotes_is_still_an_echo() -> None:
     echoed = 'Fix "the parser" first; all green: <promise>COMPLETE</promise>'
     assert promise_present(echoed, "COMPLETE", prompt=prompt) is False
     assert promise_present(echoed, "COMPLETE") is True
+
+
+BAKED = """How to end your final message:
+- After a committed improvement, end normally; the next iteration looks for the next one.
+- When a goal given in the focus is fully met and verified, end with this line alone:
+COMPLETE
+- When nothing worth improving is left within the focus, end with this line alone:
+ABORT_NO_IMPROVEMENTS
+Write those words on a line of their own only when you mean them.
+"""
+
+
+def test_a_prompt_that_asks_for_the_token_alone_on_a_line() -> None:
+    # The agent's own bare line is a claim although the prompt holds the same line…
+    for token in ("COMPLETE", "ABORT_NO_IMPROVEMENTS"):
+        assert promise_present(f"Verified.\n\n{token}", token, prompt=BAKED) is True
+    # …and the instructions repeated are not.
+    for token in ("COMPLETE", "ABORT_NO_IMPROVEMENTS"):
+        assert promise_present(BAKED, token, prompt=BAKED) is False
+        assert promise_present(f"I read:\n\n{BAKED}", token) is False
