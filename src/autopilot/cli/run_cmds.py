@@ -85,7 +85,7 @@ _METAVARS = {
     "result-grace": "DURATION",
     "completion-promise": "TOKEN",
     "abort-promise": "TOKEN",
-    "completion-match": "word|tag|substring",
+    "completion-match": "sentence|word|tag|substring",
     "stagnation-limit": "N",
     "model": "MODEL",
     "label": "LABEL",
