@@ -10,7 +10,7 @@ CLI tries can leave the machine; the model server is started inside it on
 server's, and so are they in each ``--template`` file ``SRC``, copied to ``DEST``
 before the command starts (for CLIs that read the base URL only from a config file).
 ``--fail-for-seconds N`` gives the server a recovery window: 429s for N seconds from
-its start, then the script. The requests the server answered are written as JSON
+the first model request, then the script. The requests the server answered are written as JSON
 lines to ``--requests-file``. Exits with the command's exit code.
 """
 
@@ -26,7 +26,6 @@ import socket
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from autopilot.testkit.model_server import ModelServer
@@ -93,10 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         return subprocess.call([*prefix, sys.executable, "-m", __spec__.name, *args], env=env)
     if os.environ.get(_INSIDE_ENV) == "1":
         bring_loopback_up()
-    fail_until = None
-    if options.fail_for_seconds is not None:
-        fail_until = time.time_ns() // 1_000_000 + round(options.fail_for_seconds * 1000)
-    with ModelServer(options.script, fail_until_epoch_ms=fail_until) as server:
+    with ModelServer(options.script, fail_for_seconds=options.fail_for_seconds) as server:
 
         def substitute(text: str) -> str:
             return text.replace("{port}", str(server.port)).replace("{base_url}", server.base_url)

@@ -21,10 +21,11 @@ shell (:mod:`.server`) writes them::
 Failure scripts (401, 429 with and without reset fields, usage limit, 500, slow,
 stalled and dropped streams) are rendered by each wire as its API does.
 
-Recovery without state: a server built with ``fail_until_epoch_ms`` (command line:
-``--fail-for-seconds N``, counted from start) answers every tools-bearing request with
-a 429 whose ``retry-after`` and reset fields name exactly that instant, and follows its
-script once the instant has passed. This works with any script; ``recover-429`` is
+Recovery: a server built with ``fail_until_epoch_ms``, or with ``fail_for_seconds``
+(command line: ``--fail-for-seconds N``, a window that opens at the first tools-bearing
+request, so a client slow to start still meets it), answers every tools-bearing request
+with a 429 whose ``retry-after`` and reset fields name exactly the window's end, and
+follows its script once it has passed. This works with any script; ``recover-429`` is
 ``default`` with a 10 s window of its own when none is given.
 
 Base URLs: ``ModelServer.base_url`` for Claude Code (``ANTHROPIC_BASE_URL``) and Gemini

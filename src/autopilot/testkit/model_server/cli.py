@@ -7,7 +7,6 @@ import os
 import signal
 import tempfile
 import threading
-import time
 from collections.abc import Sequence
 
 from autopilot.testkit.model_server.scripts import SCRIPTS
@@ -45,19 +44,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--fail-for-seconds",
         type=float,
         metavar="N",
-        help="answer 429 (resetting at start+N) for N seconds, then follow the script",
+        help="answer 429 for N seconds from the first model request (resetting then), "
+        "then follow the script",
     )
     args = parser.parse_args(argv)
     if args.fail_for_seconds is not None and args.fail_for_seconds < 0:
         parser.error("--fail-for-seconds must not be negative")
-    fail_until = None
-    if args.fail_for_seconds is not None:
-        fail_until = time.time_ns() // 1_000_000 + round(args.fail_for_seconds * 1000)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     server = ModelServer(
-        args.script, host=args.host, port=args.port, log=args.log, fail_until_epoch_ms=fail_until
+        args.script,
+        host=args.host,
+        port=args.port,
+        log=args.log,
+        fail_for_seconds=args.fail_for_seconds,
     )
     with server:
         if args.port_file:

@@ -54,15 +54,33 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True  # a stalled answer must never hold up shutdown
 
     def __init__(
-        self, address: tuple[str, int], script: Script, fail_until_ms: int | None, log: bool
+        self,
+        address: tuple[str, int],
+        script: Script,
+        fail_until_ms: int | None,
+        log: bool,
+        fail_window_ms: int | None = None,
     ) -> None:
         super().__init__(address, _Handler)
         self.script = script
         self.fail_until_ms = fail_until_ms
+        self.fail_window_ms = fail_window_ms
         self.log = log
         self.stopping = threading.Event()
         self.lock = threading.Lock()
         self.recorded: list[RecordedRequest] = []
+
+    def window_end_ms(self, conversation_is_side_call: bool, now_ms: int) -> int | None:
+        """End of the 429 window; a window of ``fail_window_ms`` opens at the first
+        tools-bearing request, so a slow-starting client still meets it."""
+        with self.lock:
+            if (
+                self.fail_until_ms is None
+                and self.fail_window_ms is not None
+                and not conversation_is_side_call
+            ):
+                self.fail_until_ms = now_ms + self.fail_window_ms
+            return self.fail_until_ms
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Stay quiet when a client drops its connection; report anything else."""
@@ -124,7 +142,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _generate(self, route: Route, body: dict[str, Any]) -> None:
         conversation = route.wire.conversation(body)
         now_ms = _now_ms()
-        action = decide(self.server.script, conversation, now_ms, self.server.fail_until_ms)
+        fail_until = self.server.window_end_ms(conversation.is_side_call, now_ms)
+        action = decide(self.server.script, conversation, now_ms, fail_until)
         model = route.model or str(body.get("model") or route.default_model)
         stream = bool(body.get("stream")) if route.stream is None else route.stream
         request = Request(body, model, request_seed(body), stream)
@@ -236,8 +255,11 @@ class ModelServer:
         log: Log each request to stderr.
         fail_until_epoch_ms: Answer every tools-bearing request with a 429 that
             announces this instant (epoch ms) as its reset, until it passes; then
-            follow the script. None uses the script's ``fail_for_seconds`` counted from
-            :meth:`start`, if it has one.
+            follow the script.
+        fail_for_seconds: Instead of an instant, a window of this many seconds that
+            opens at the first tools-bearing request (so a client that is slow to start
+            still meets it). With neither, the script's ``fail_for_seconds`` is used
+            the same way, if it has one.
 
     Raises:
         KeyError: ``script`` names no built-in script.
@@ -251,11 +273,13 @@ class ModelServer:
         port: int = 0,
         log: bool = False,
         fail_until_epoch_ms: int | None = None,
+        fail_for_seconds: float | None = None,
     ) -> None:
         self.script = get_script(script) if isinstance(script, str) else script
         self._address = (host, port)
         self._log = log
         self._fail_until_ms = fail_until_epoch_ms
+        self._fail_for_seconds = fail_for_seconds
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -265,10 +289,13 @@ class ModelServer:
         Raises:
             OSError: The address could not be bound.
         """
-        fail_until = self._fail_until_ms
-        if fail_until is None and self.script.fail_for_seconds is not None:
-            fail_until = _now_ms() + round(self.script.fail_for_seconds * 1000)
-        self._server = _Server(self._address, self.script, fail_until, self._log)
+        window_seconds = self._fail_for_seconds
+        if window_seconds is None and self._fail_until_ms is None:
+            window_seconds = self.script.fail_for_seconds
+        window_ms = None if window_seconds is None else round(window_seconds * 1000)
+        self._server = _Server(
+            self._address, self.script, self._fail_until_ms, self._log, window_ms
+        )
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.05},  # shutdown() waits up to one poll
