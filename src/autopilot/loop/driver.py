@@ -71,11 +71,11 @@ from autopilot.loop.signals import Interrupts
 from autopilot.store.events import EventLog, EventType, excerpt
 from autopilot.store.paths import run_dir
 from autopilot.store.private import make_private_dir, write_private
+from autopilot.store.project_files import is_off
 from autopilot.store.state import RunStatus, StateStore
 
 _FLAG_POLL_SECONDS = 0.5
 _STATE_POLL_SECONDS = 1.0
-OFF_FILE = Path(".autopilot") / "OFF"
 
 
 @dataclass
@@ -228,7 +228,7 @@ class Driver:
             state = self._refresh()
             if self.interrupts.stop or state.get("stopRequested"):
                 return self._finish(EventType.ABORT, Reason.USER_STOPPED, self._stop_note())
-            off = (self.cwd / OFF_FILE).exists()
+            off = is_off(self.cwd)
             if not (state.get("paused") or off):
                 break
             self._hold_paused("OFF file present" if off and not state.get("paused") else None)
@@ -277,7 +277,7 @@ class Driver:
             state = self._refresh()
             if self.interrupts.stop or state.get("stopRequested"):
                 break
-            if not state.get("paused") and not (self.cwd / OFF_FILE).exists():
+            if not state.get("paused") and not is_off(self.cwd):
                 break
 
         def unmark(s: dict[str, Any]) -> None:

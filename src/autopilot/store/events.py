@@ -83,6 +83,7 @@ class EventType(StrEnum):
     DRIVER_START = "driver_start"
     WARNING = "warning"
     WORKITEM_RECORDED = "workitem_recorded"
+    MEMORY_RESTORED = "memory_restored"
 
 
 EVENT_TYPES: tuple[str, ...] = tuple(t.value for t in EventType)

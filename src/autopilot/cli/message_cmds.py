@@ -1,0 +1,132 @@
+"""``autopilot send [RUN] TEXT | --file F``, ``off``, ``on`` and ``memory [RUN]``."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from autopilot.control import driver_alive
+from autopilot.errors import UsageError
+from autopilot.loop.clock import SystemClock
+from autopilot.runtime.messages import queue_message
+from autopilot.store.memory import read_memory
+from autopilot.store.paths import list_run_ids, resolve_run, run_dir, runs_root
+from autopilot.store.project_files import off_path
+from autopilot.store.state import read_state, read_state_quietly
+
+_CTX = {"help_option_names": ["-h", "--help"]}
+
+
+def _read_text_file(name: str) -> str:
+    if name == "-":
+        return sys.stdin.read()
+    try:
+        return Path(name).expanduser().read_text(encoding="utf-8", errors="replace")
+    except OSError as error:
+        raise UsageError(f"cannot read {name}: {error.strerror or error}") from None
+
+
+@click.command(context_settings=_CTX)
+@click.option("--file", "file_name", metavar="F", help="Send the text of file F (- for stdin).")
+@click.argument("args", nargs=-1, metavar="[RUN] TEXT")
+def send(file_name: str | None, args: tuple[str, ...]) -> int:
+    """Message the agent of RUN at its next iteration; never lost.
+
+    Works whatever the run is doing (running, paused, waiting, its daemon dead): the
+    message is on disk when this returns, and the next iteration's prompt carries it.
+    RUN omitted: this directory's run.
+    """
+    if file_name is not None:
+        if len(args) > 1:
+            raise UsageError("with --file, give at most RUN")
+        run_ref = args[0] if args else None
+        text = _read_text_file(file_name)
+    elif len(args) == 1:
+        run_ref, text = None, args[0]
+    elif len(args) == 2:
+        run_ref, text = args
+    else:
+        raise UsageError("give the message as TEXT (or --file F), optionally after RUN")
+    root = runs_root(create=False)
+    run_id = resolve_run(root, run_ref, project=None if run_ref else Path.cwd().resolve())
+    folder = run_dir(root, run_id)
+    message = queue_message(folder, text, SystemClock())
+    click.echo(
+        f"autopilot: message {message.id} queued for {run_id}; "
+        "the agent gets it at its next iteration"
+    )
+    if driver_alive(read_state(folder / "state.json")) is not True:
+        click.echo(
+            f"autopilot: no driver is running {run_id}: it is delivered once the run "
+            f"goes on (autopilot start {run_id})"
+        )
+    return 0
+
+
+@click.command(context_settings=_CTX)
+def off() -> int:
+    """Switch autopilot OFF in this directory (.autopilot/OFF).
+
+    While OFF, no iteration starts, nothing is relaunched or retried; events, status,
+    notifications and messages still flow (messages stay queued).
+    """
+    path = off_path(Path.cwd())
+    if path.exists():
+        click.echo(f"autopilot: already OFF ({path})")
+        return 0
+    try:
+        path.parent.mkdir(exist_ok=True)
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S %z")
+        path.write_text(f"switched off with 'autopilot off' at {stamp}\n", encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"cannot write {path}: {error.strerror or error}") from None
+    click.echo(f"autopilot: OFF ({path}); runs here hold at their next boundary")
+    return 0
+
+
+@click.command(context_settings=_CTX)
+def on() -> int:
+    """Switch autopilot back ON in this directory (removes .autopilot/OFF)."""
+    path = off_path(Path.cwd())
+    if not path.exists():
+        click.echo("autopilot: already ON")
+        return 0
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        raise UsageError(f"cannot remove {path}: {error.strerror or error}") from None
+    click.echo("autopilot: ON; held runs here go on at their next check")
+    return 0
+
+
+@click.command(context_settings=_CTX)
+@click.argument("run_ref", metavar="[RUN]", required=False)
+def memory(run_ref: str | None) -> int:
+    """Print the memory file of RUN (.autopilot/memory.md of its directory).
+
+    RUN omitted: this directory's run, or this directory's memory file if it has no run.
+    """
+    root = runs_root(create=False)
+    cwd = Path.cwd().resolve()
+    folder: Path | None = None
+    project = cwd
+    if run_ref is not None or any(
+        (s := read_state_quietly(root / r / "state.json")) and s.get("cwd") == str(cwd)
+        for r in list_run_ids(root)
+    ):
+        run_id = resolve_run(root, run_ref, project=None if run_ref else cwd)
+        folder = run_dir(root, run_id)
+        project = Path(str(read_state(folder / "state.json").get("cwd") or cwd))
+    found = read_memory(project, folder)
+    if found is None:
+        click.echo(f"autopilot: no memory file yet ({project / '.autopilot' / 'memory.md'})")
+        return 0
+    path, text = found
+    click.echo(f"# {path}", err=True)
+    click.echo(text, nl=not text.endswith("\n"))
+    return 0

@@ -1,0 +1,133 @@
+"""Queueing a message for a run's agent: ``autopilot send``, gate answers and the
+driver's own notices all enter the run's inbox here (seed 004).
+
+Each queued message gets one ``message_queued`` event (``messageId``, ``source``,
+``kind``, ``excerpt``, ``chars``, ``autopilotOn``); its delivery is the driver's
+(``core.delivery``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from autopilot.core.delivery import MAX_MESSAGE_CHARS, Message, MessageKind, MessageSource
+from autopilot.errors import UsageError
+from autopilot.loop.clock import Clock
+from autopilot.store.events import EventLog, EventType, excerpt, read_events
+from autopilot.store.inbox import Inbox, new_message_id
+from autopilot.store.project_files import is_off
+from autopilot.store.state import read_state
+
+
+def queued_event_fields(message: Message, *, autopilot_on: bool) -> dict[str, Any]:
+    """The fields of a ``message_queued`` event for ``message``."""
+    return {
+        "messageId": message.id,
+        "source": message.source.value,
+        "kind": message.kind.value,
+        "excerpt": excerpt(message.text),
+        "chars": len(message.text),
+        "autopilotOn": autopilot_on,
+    }
+
+
+def ids_in_log(run_folder: Path, event_type: EventType) -> set[str]:
+    """The ``messageId`` of every ``event_type`` event in the run's log."""
+    return {
+        str(event["messageId"])
+        for event in read_events(run_folder / "events.jsonl")
+        if event.get("type") == event_type.value and isinstance(event.get("messageId"), str)
+    }
+
+
+def check_text(text: str) -> str:
+    """A message's text, checked.
+
+    Raises:
+        UsageError: empty, or longer than ``MAX_MESSAGE_CHARS`` characters.
+    """
+    if not text.strip():
+        raise UsageError("the message is empty")
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise UsageError(f"the message is {len(text)} characters long; at most {MAX_MESSAGE_CHARS}")
+    return text
+
+
+def queue_message(
+    run_folder: Path,
+    text: str,
+    clock: Clock,
+    *,
+    source: MessageSource = MessageSource.USER,
+    kind: MessageKind = MessageKind.MESSAGE,
+    log: EventLog | None = None,
+    project: Path | None = None,
+) -> Message:
+    """Queue ``text`` for the run's agent; durable when this returns.
+
+    Works whatever the run's state (running, paused, waiting, its daemon dead); the
+    driver hands it to the next attempt. A run that has ended takes no messages.
+
+    Args:
+        run_folder: The run's folder.
+        text: The message (at most ``MAX_MESSAGE_CHARS`` characters).
+        clock: For the message's ``queuedAt`` and the event's ``ts``.
+        source: Who it is from.
+        kind: What it is.
+        log: The run's event log, if the caller has one open (the driver).
+        project: The run's work tree (for the OFF switch); read from ``state.json``
+            when not given.
+
+    Returns:
+        The queued message.
+
+    Raises:
+        UsageError: the text is empty or too long, or the run has ended.
+        StateFileError: the run's state or inbox cannot be read or written.
+    """
+    check_text(text)
+    if project is None:
+        state = read_state(run_folder / "state.json")
+        if state.get("terminated"):
+            raise UsageError(
+                f"run {run_folder.name} has already ended "
+                f"({state.get('terminationReason') or state.get('status')}); "
+                "it takes no more messages"
+            )
+        project = Path(str(state.get("cwd") or "."))
+    now = clock.now_ms()
+    message = Message(new_message_id(now), source, kind, text, now)
+    autopilot_on = not is_off(project)
+    own_log = log is None
+    event_log = log or EventLog(run_folder / "events.jsonl", run_folder.name, clock.now_ms)
+
+    def record(queued: Message) -> None:
+        fields = queued_event_fields(queued, autopilot_on=autopilot_on)
+        event_log.emit(EventType.MESSAGE_QUEUED, **fields)
+        event_log.sync()
+
+    try:
+        Inbox(run_folder).put(message, record)
+    finally:
+        if own_log:
+            event_log.close()
+    return message
+
+
+def pending_messages(run_folder: Path) -> tuple[Message, ...]:
+    """Messages queued or taken and not yet retired, oldest first (for ``status``)."""
+    inbox = Inbox(run_folder)
+    seen: dict[str, Message] = {}
+    for message in (*inbox.taken(), *inbox.pending()):
+        seen.setdefault(message.id, message)
+    return tuple(sorted(seen.values(), key=lambda m: m.id))
+
+
+def describe(messages: Iterable[Message]) -> list[str]:
+    """One line per message, for people."""
+    return [
+        f"{m.id}  {m.source.value}/{m.kind.value}  {' '.join(m.text.split())[:80]}"
+        for m in messages
+    ]

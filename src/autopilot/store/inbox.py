@@ -1,0 +1,232 @@
+"""A run's inbox: one file per message, never lost across ``kill -9`` (seed 003, 004).
+
+Layout, in the run folder (the maildir pattern; claim by rename)::
+
+    inbox/.lock        fcntl lock, held while a message is queued or claimed
+    inbox/tmp/ID.json  being written by a sender
+    inbox/new/ID.json  queued: durable, ``message_queued`` logged
+    inbox/cur/ID.json  taken by the driver for the next attempt (``core.delivery``)
+    inbox/done/ID.json retired: its iteration was concluded
+    inbox/bad/NAME     a file that is not a message, put aside
+
+Queueing (``put``), under the lock: write ``tmp/ID.json`` and fsync it, append
+``message_queued``, rename into ``new/`` and fsync the folder. A file in ``new/`` thus
+always has its event. Under the lock, anything in ``tmp/`` was left by a sender that
+died; ``claim`` adopts it if it is whole (a message that was written but whose sender
+never returned), logging ``message_queued`` if the sender had not. A message is
+durable once ``put`` returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+import filelock
+
+from autopilot.core.delivery import Message, is_message_id, message_id
+from autopilot.errors import StateFileError
+
+INBOX_DIR = "inbox"
+LOCK_TIMEOUT_SECONDS = 30.0
+_SUFFIX = ".json"
+
+
+def new_message_id(now_ms: int) -> str:
+    """A fresh message id for a message queued at ``now_ms``."""
+    return message_id(now_ms, secrets.token_hex(4))
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class Inbox:
+    """The inbox of one run.
+
+    Args:
+        run_folder: The run's folder; ``inbox/`` is made inside it when first used.
+    """
+
+    def __init__(self, run_folder: Path) -> None:
+        self.root = run_folder / INBOX_DIR
+        self._lock = filelock.UnixFileLock(
+            str(self.root / ".lock"), timeout=LOCK_TIMEOUT_SECONDS, thread_local=False
+        )
+
+    def _dir(self, name: str) -> Path:
+        return self.root / name
+
+    def _ensure(self) -> None:
+        try:
+            self.root.mkdir(mode=0o700, exist_ok=True)
+            for name in ("tmp", "new", "cur", "done"):
+                self._dir(name).mkdir(mode=0o700, exist_ok=True)
+        except OSError as error:
+            raise StateFileError(f"cannot create {self.root}: {error.strerror or error}") from None
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self._ensure()
+        try:
+            self._lock.acquire()
+        except filelock.Timeout:
+            raise StateFileError(
+                f"{self.root} stayed locked for {LOCK_TIMEOUT_SECONDS:.0f} s"
+            ) from None
+        except OSError as error:
+            raise StateFileError(f"cannot lock {self.root}: {error.strerror or error}") from None
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    def put(self, message: Message, record: Callable[[Message], object]) -> None:
+        """Queue ``message`` durably; ``record`` appends its ``message_queued`` event.
+
+        Args:
+            message: The message (its id names the file).
+            record: Called once the file is on disk and before it becomes visible to
+                the driver, so every queued file has its event.
+
+        Raises:
+            StateFileError: the message cannot be written (a full disk, permissions).
+        """
+        with self._locked():
+            tmp = self._dir("tmp") / (message.id + _SUFFIX)
+            data = json.dumps(message.to_json(), ensure_ascii=False).encode("utf-8", "replace")
+            try:
+                with tmp.open("xb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            except OSError as error:
+                tmp.unlink(missing_ok=True)
+                raise StateFileError(
+                    f"cannot write message to {tmp}: {error.strerror or error}"
+                ) from None
+            record(message)
+            try:
+                os.replace(tmp, self._dir("new") / tmp.name)
+            except OSError as error:
+                raise StateFileError(
+                    f"cannot queue message {tmp}: {error.strerror or error}"
+                ) from None
+            _fsync_dir(self._dir("new"))
+
+    def claim(
+        self,
+        record_orphan: Callable[[Message], object],
+        queued_ids: Callable[[], set[str]],
+    ) -> tuple[Message, ...]:
+        """Take every queued message for the driver; returns all taken messages.
+
+        Messages left in ``tmp/`` by a sender that died are adopted first: if whole,
+        they are queued, with ``record_orphan`` called for those whose id is not in
+        ``queued_ids()`` (called only when there are such files); a partial one is
+        dropped (its sender never said it was sent).
+
+        Returns:
+            Every message in ``cur/``: those claimed now and those taken earlier
+            and not retired (a crash, a retried attempt), oldest first.
+
+        Raises:
+            StateFileError: the inbox cannot be locked or changed.
+        """
+        with self._locked():
+            orphans = sorted(self._dir("tmp").glob("*" + _SUFFIX))
+            if orphans:
+                known = queued_ids()
+                for path in orphans:
+                    message = self._load(path)
+                    if message is None:
+                        continue
+                    if message.id not in known:
+                        record_orphan(message)
+                    self._move(path, "new")
+            for path in sorted(self._dir("new").glob("*" + _SUFFIX)):
+                self._move(path, "cur")
+            _fsync_dir(self._dir("cur"))
+        return self.taken()
+
+    def _move(self, path: Path, folder: str) -> None:
+        try:
+            os.replace(path, self._dir(folder) / path.name)
+        except FileNotFoundError:
+            pass
+        except OSError as error:
+            raise StateFileError(f"cannot move {path}: {error.strerror or error}") from None
+
+    def _load(self, path: Path) -> Message | None:
+        """The message in ``path``; a file that is not one is put aside in ``bad/``."""
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError:
+            return None
+        try:
+            message = Message.from_json(json.loads(data))
+            if path.name != message.id + _SUFFIX:
+                raise ValueError("file name and id differ")
+        except (ValueError, RecursionError):
+            with contextlib.suppress(OSError):
+                self._dir("bad").mkdir(mode=0o700, exist_ok=True)
+                os.replace(path, self._dir("bad") / path.name)
+            return None
+        return message
+
+    def _read_folder(self, name: str) -> tuple[Message, ...]:
+        folder = self._dir(name)
+        if not folder.is_dir():
+            return ()
+        found = []
+        for path in sorted(folder.glob("*" + _SUFFIX)):
+            if not is_message_id(path.name[: -len(_SUFFIX)]):
+                continue
+            message = self._load(path)
+            if message is not None:
+                found.append(message)
+        return tuple(found)
+
+    def pending(self) -> tuple[Message, ...]:
+        """Queued messages not yet taken by the driver, oldest first (no lock)."""
+        return self._read_folder("new")
+
+    def taken(self) -> tuple[Message, ...]:
+        """Messages the driver has taken and not retired, oldest first (no lock)."""
+        return self._read_folder("cur")
+
+    def taken_ids(self) -> tuple[str, ...]:
+        """The ids of the files in ``cur/``."""
+        folder = self._dir("cur")
+        if not folder.is_dir():
+            return ()
+        return tuple(sorted(p.name[: -len(_SUFFIX)] for p in folder.glob("*" + _SUFFIX)))
+
+    def retire(self, ids: Iterable[str]) -> tuple[str, ...]:
+        """Move the files of ``ids`` from ``cur/`` to ``done/``; returns the ids no
+        longer in ``cur/`` (moved now or before).
+
+        Raises:
+            StateFileError: a file could not be moved.
+        """
+        gone = []
+        self._ensure()
+        for ident in ids:
+            if not is_message_id(ident):
+                continue
+            source = self._dir("cur") / (ident + _SUFFIX)
+            self._move(source, "done")
+            gone.append(ident)
+        _fsync_dir(self._dir("done"))
+        return tuple(gone)
