@@ -30,6 +30,7 @@ from autopilot.agents.base import (
 )
 from autopilot.agents.failures import needs_payment
 from autopilot.config import RunConfig
+from autopilot.core.delivery import DeliveryLedger, Handoff, conclude
 from autopilot.errors import StateFileError, UsageError
 from autopilot.loop import git
 from autopilot.loop.arming import (
@@ -68,6 +69,7 @@ from autopilot.loop.recovery import (
     remove_stale_temp_files,
 )
 from autopilot.loop.signals import Interrupts
+from autopilot.runtime.delivery import Delivery
 from autopilot.store.events import EventLog, EventType, excerpt
 from autopilot.store.paths import run_dir
 from autopilot.store.private import make_private_dir, write_private
@@ -85,6 +87,7 @@ class _Iteration:
     started_mono: float
     before: git.TreeMark
     folder: Path
+    handoff: Handoff | None = None
     agent_pid: int | None = None
     tool_calls: int = 0
     texts: list[str] = field(default_factory=list)
@@ -134,6 +137,7 @@ class Driver:
         self._last_state_read = 0.0
         self._parse_failures = 0
         self._locks = RunLocks(project_lock or ProjectLock(root, self.cwd), run_id, self.folder)
+        self.delivery = Delivery(self.folder, self.log, self.cwd, clock)
 
     # -- state ---------------------------------------------------------------
 
@@ -190,9 +194,12 @@ class Driver:
             end_process_group_of(leftover, self.state.get("agentStartTime"), self.run_id)
             self._recover_attempt()
 
+        ledger = self._repair_delivery()
+
         def attach(s: dict[str, Any]) -> None:
             s.update(pid=pid, pidStartTime=process_start_time(pid), host=socket.gethostname())
             s.update(agentPid=None, agentStartTime=None, status=RunStatus.RUNNING)
+            s["delivery"] = ledger.to_json()
 
         self._update(attach)
         self._emit(
@@ -214,6 +221,25 @@ class Driver:
             ended = self._one_iteration()
             if ended is not None:
                 return ended
+
+    def _ledger(self) -> DeliveryLedger:
+        return DeliveryLedger.from_json(self.state.get("delivery"))
+
+    def _repair_delivery(self) -> DeliveryLedger:
+        try:
+            return self.delivery.repair(self._ledger())
+        except StateFileError as error:
+            self._emit(EventType.WARNING, note=f"inbox: {error}")
+            return self._ledger()
+
+    def _deliver(self, base_prompt: str, number: int) -> tuple[str, Handoff | None]:
+        """The one way anything beyond the base prompt reaches the agent."""
+        try:
+            return self.delivery.deliver(base_prompt, self._ledger(), number)
+        except StateFileError as error:
+            # Messages stay queued on disk; this attempt goes without them.
+            self._emit(EventType.WARNING, iteration=number, note=f"inbox: {error}")
+            return base_prompt, None
 
     def _recover_attempt(self) -> None:
         """Charge the attempt a dead driver left running, then start a new iteration."""
@@ -314,7 +340,7 @@ class Driver:
     def _one_iteration(self) -> RunResult | None:
         state = self.state
         number = int(state.get("iter") or 0) + (0 if state.get("iterationOpen") else 1)
-        prompt = self._read_prompt()
+        prompt, handoff = self._deliver(self._read_prompt(), number)
         folder = self.folder / f"iter-{number:04d}"
         attempt = 1
         while folder.exists():
@@ -323,6 +349,7 @@ class Driver:
         make_private_dir(folder)
         write_private(folder / "prompt.md", prompt.encode("utf-8", "replace"))
         it = _Iteration(number, prompt, self.clock.monotonic(), git.mark(self.cwd), folder)
+        it.handoff = handoff
         self._emit(EventType.ITERATION_START, iteration=number)
         resume = (
             state.get("sessionId")
@@ -380,8 +407,10 @@ class Driver:
         def on_start(pid: int) -> None:
             it.agent_pid = pid
             started = process_start_time(pid)
-            self._update(
-                lambda s: s.update(
+            handoff = it.handoff
+
+            def open_attempt(s: dict[str, Any]) -> None:
+                s.update(
                     iter=it.number,
                     iterationOpen=True,
                     status=RunStatus.RUNNING,
@@ -390,7 +419,14 @@ class Driver:
                     agentStartTime=started,
                     attemptDir=str(it.folder),
                 )
-            )
+                if handoff is not None:
+                    s["delivery"] = handoff.ledger.to_json()
+
+            self._update(open_attempt)
+            if handoff is not None:
+                # At hand-off: the agent that received the messages has started.
+                self.delivery.handed(handoff, it.number)
+                it.handoff = Handoff(handoff.messages, (), handoff.ledger)
 
         result = run_agent_process(
             invocation.argv,
@@ -524,6 +560,8 @@ class Driver:
                 spend["iterations"] = int(spend.get("iterations") or 0) + 1
             s["iter"] = it.number
             s["iterationOpen"] = not spends
+            ledger = DeliveryLedger.from_json(s.get("delivery"))
+            s["delivery"] = conclude(ledger, outcome_stands=spends).to_json()
             s["agentPid"] = None
             s["agentStartTime"] = None
             s["attemptDir"] = None
@@ -574,6 +612,7 @@ class Driver:
 
         state = self._update(record_and_count)
         spend = state["spend"]
+        self._retire_messages()
         if session_id and session_id != previous_session and len(session_id) <= 64:
             self._emit(EventType.SESSION_ATTACHED, iteration=it.number, sessionId=session_id)
         if report.input_tokens is not None or report.cost_usd is not None:
@@ -605,6 +644,17 @@ class Driver:
             rawOutput=result.write_error or ("truncated" if result.raw_truncated else None),
         )
         return self._apply(decision, it)
+
+    def _retire_messages(self) -> None:
+        ledger = self._ledger()
+        if not ledger.retired:
+            return
+        try:
+            left = self.delivery.retire(ledger)
+        except StateFileError as error:
+            self._emit(EventType.WARNING, note=f"inbox: {error}")
+            return
+        self._update(lambda s: s.update(delivery=left.to_json()))
 
     def _apply(self, decision: Decision, it: _Iteration) -> RunResult | None:
         if decision.stagnation_streak:
