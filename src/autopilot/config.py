@@ -176,6 +176,7 @@ class RunConfig:
     context: str = "fresh"
     prompt_via: str = "stdin"
     env_exclude: tuple[str, ...] = ()
+    notify: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def policy(self) -> PolicyConfig:
@@ -198,6 +199,7 @@ class RunConfig:
         """The settings as a JSON object (``sources`` left out)."""
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sources"}
         values["env_exclude"] = list(self.env_exclude)
+        values["notify"] = list(self.notify)
         return values
 
     @classmethod
@@ -225,6 +227,9 @@ class RunConfig:
             if f.name == "sources" or f.name not in data:
                 continue
             try:
+                if f.name == "notify":
+                    values[f.name] = _json_urls(data[f.name])
+                    continue
                 values[f.name] = _json_value(data[f.name], f.name, parsers.get(f.name))
             except UsageError as error:
                 raise StateFileError(f"{source}: {error} (corrupt state file)") from None
@@ -257,6 +262,17 @@ _JSON_KINDS: dict[str, tuple[str, tuple[type, ...]]] = {
     "result_grace_seconds": ("a number of seconds", (int, float)),
 }
 """JSON types of the ``RunConfig`` fields that are not strings."""
+
+
+def _json_urls(value: Any) -> tuple[str, ...]:
+    """``config.notify`` from ``state.json``: a list of URLs.
+
+    Raises:
+        UsageError: not a list of URL strings.
+    """
+    if not isinstance(value, list) or not all(isinstance(url, str) for url in value):
+        raise UsageError("field 'config.notify' must be a list of URLs")
+    return _urls(" ".join(value), "field 'config.notify'")
 
 
 def _json_value(value: Any, name: str, parse: Callable[[str, str], Any] | None) -> Any:
@@ -317,6 +333,21 @@ def _env_patterns(text: str, name: str) -> tuple[str, ...]:
     return tuple(_env_pattern(item, name) for item in re.split(r"[,\s]+", text) if item)
 
 
+def _urls(text: str, name: str) -> tuple[str, ...]:
+    """Notification URLs, separated by whitespace (apprise's own list form).
+
+    Raises:
+        UsageError: a word that is not ``scheme://…``.
+    """
+    urls = tuple(text.split())
+    for url in urls:
+        scheme, sep, rest = url.partition("://")
+        if not sep or not scheme.isascii() or not scheme.isalnum() or not rest:
+            shown = url if len(url) <= 20 else url[:19] + "…"
+            raise UsageError(f"{name} must be notification URLs like ntfy://topic, got {shown!r}")
+    return urls
+
+
 SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "agent": ("agent", _text),
     "model": ("model", _text),
@@ -336,6 +367,7 @@ SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "context": ("context", parse_choice(("fresh", "continue"))),
     "prompt-via": ("prompt_via", parse_choice(("stdin", "arg", "file"))),
     "env-exclude": ("env_exclude", _env_patterns),
+    "notify": ("notify", _urls),
 }
 """Settable keys: the flag name (also the TOML key, ``-`` or ``_``) → field, parser."""
 
@@ -343,6 +375,10 @@ _UNION_SETTINGS = frozenset({"env-exclude"})
 """Settings whose values from every layer add up instead of the first one winning:
 a project's config can drop more variables from the agent's environment, never
 bring back one the user's config drops."""
+
+
+_LIST_SETTINGS = frozenset({"notify"})
+"""Settings that may be a TOML list of strings (``notify = ["ntfy://a", …]``)."""
 
 
 def user_config_path() -> Path:
@@ -385,10 +421,10 @@ def _load_toml(path: Path) -> _KeyedValues:
             raise UsageError(f"{path}: unknown setting {_shown(key)}")
         if flag in keys:
             raise UsageError(f"{path}: {keys[flag]} and {key} are the same setting")
-        if flag in _UNION_SETTINGS and isinstance(value, list):
+        if flag in _UNION_SETTINGS | _LIST_SETTINGS and isinstance(value, list):
             if not all(isinstance(item, str) for item in value):
                 raise UsageError(f"{path}: {key} must be a list of strings")
-            text = ",".join(value)
+            text = ("," if flag in _UNION_SETTINGS else " ").join(value)
         elif isinstance(value, bool) or not isinstance(value, str | int | float):
             raise UsageError(f"{path}: {key} must be a string or a number")
         elif isinstance(value, int):

@@ -34,22 +34,25 @@ class ControlResult:
     message: str
 
 
-def driver_alive(state: dict[str, Any]) -> bool | None:
-    """Is the run's driver process alive? Checked by pid **and** start time.
+def process_alive(pid: Any, started: Any, host: Any = None) -> bool | None:
+    """Is a recorded process alive? Checked by pid **and** start time (its identity),
+    so a pid a reboot handed to another program counts as dead (seed 003).
+
+    Args:
+        pid: The recorded pid.
+        started: Its recorded start time (epoch s), if any.
+        host: The host it was recorded on, if any.
 
     Returns:
-        True or False; None when no driver was recorded. A check that cannot
-        answer (permission denied) counts as alive.
+        True or False; None when no pid was recorded. A check that cannot answer
+        (permission denied, another host) counts as alive.
     """
-    pid = state.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
         return None
-    host = state.get("host")
     if isinstance(host, str) and host and host != socket.gethostname():
         return True  # another machine's process cannot be checked from here
     try:
         process = psutil.Process(pid)
-        started = state.get("pidStartTime")
         if isinstance(started, int | float) and abs(process.create_time() - started) > 1.0:
             return False
         return process.status() != psutil.STATUS_ZOMBIE
@@ -57,6 +60,18 @@ def driver_alive(state: dict[str, Any]) -> bool | None:
         return False
     except psutil.Error:
         return True
+
+
+def driver_alive(state: dict[str, Any]) -> bool | None:
+    """Is the run's driver (daemon) alive? ``process_alive`` of ``pid``."""
+    return process_alive(state.get("pid"), state.get("pidStartTime"), state.get("host"))
+
+
+def supervisor_alive(state: dict[str, Any]) -> bool | None:
+    """Is the run's supervisor alive? ``process_alive`` of ``supervisorPid``."""
+    return process_alive(
+        state.get("supervisorPid"), state.get("supervisorStartTime"), state.get("host")
+    )
 
 
 def _check_active(state: dict[str, Any], run_id: str) -> None:
@@ -146,7 +161,7 @@ def stop(
     return ControlResult(state, f"{run_dir.name}: stopped (no driver was running)")
 
 
-def _adapter_of(state: dict[str, Any]) -> Any:
+def adapter_of(state: dict[str, Any]) -> Any:
     """The adapter a run was armed with (for re-reading its saved output)."""
     from autopilot.agents.registry import make_adapter
     from autopilot.config import RunConfig
@@ -187,7 +202,7 @@ def _end_without_driver(
         leftover = state.get("agentPid")
         if isinstance(leftover, int):
             end_process_group_of(leftover, state.get("agentStartTime"), run_dir.name)
-            charge_interrupted_attempt(store, log, _adapter_of(state), state)
+            charge_interrupted_attempt(store, log, adapter_of(state), state)
         state = store.update(
             lambda s: s.update(
                 terminated=True,

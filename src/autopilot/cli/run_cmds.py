@@ -125,6 +125,10 @@ def _print_limits(run_id: str, config: RunConfig, folder: Path) -> None:
             "autopilot: agent environment without "
             f"{', '.join(config.env_exclude)} (except what the agent's CLI needs)"
         )
+    if config.notify:
+        from autopilot.runtime.notify import redact
+
+        say(f"autopilot: notify {', '.join(redact(url) for url in config.notify)}")
     say(f"autopilot: files in {folder}")
     if not config.max_iterations:
         say(
@@ -228,6 +232,13 @@ def drive(
     help="Drop environment variables matching this glob (e.g. 'AWS_*') from the agent's "
     "environment, except those its CLI needs; repeatable.",
 )
+@click.option(
+    "--notify",
+    "notify",
+    metavar="URL",
+    multiple=True,
+    help="Notify this apprise URL on completion, abort, gates, long limit waits (repeatable).",
+)
 @_limit_options
 def run(
     agent: str | None,
@@ -236,6 +247,7 @@ def run(
     context: str | None,
     plain: bool,
     env_exclude: tuple[str, ...],
+    notify: tuple[str, ...],
     **limits: str | None,
 ) -> int:
     """Start a run in this directory: iterate the agent until the run ends.
@@ -271,7 +283,12 @@ def run(
     flags["agent"] = agent
     flags["context"] = context
     flags["env-exclude"] = ",".join(env_exclude) if env_exclude else None
+    flags["notify"] = " ".join(notify) if notify else None
     config = build_config(flags, project=cwd)
+    if config.notify:
+        from autopilot.runtime.notify import check_urls
+
+        check_urls(config.notify)
     command = extra if config.agent == "command" else ()
     agent_args = () if config.agent == "command" else extra
     adapter = make_adapter(config.agent, command=command, prompt_via=config.prompt_via)

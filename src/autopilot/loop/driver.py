@@ -70,6 +70,7 @@ from autopilot.loop.recovery import (
 )
 from autopilot.loop.signals import Interrupts
 from autopilot.runtime.delivery import Delivery
+from autopilot.runtime.notify import Notifier, notification_for
 from autopilot.store.events import EventLog, EventType, excerpt
 from autopilot.store.paths import run_dir
 from autopilot.store.private import make_private_dir, write_private
@@ -138,6 +139,7 @@ class Driver:
         self._parse_failures = 0
         self._locks = RunLocks(project_lock or ProjectLock(root, self.cwd), run_id, self.folder)
         self.delivery = Delivery(self.folder, self.log, self.cwd, clock)
+        self.notifier = Notifier(self.config.notify) if self.config.notify else None
 
     # -- state ---------------------------------------------------------------
 
@@ -155,6 +157,10 @@ class Driver:
 
     def _emit(self, event_type: EventType, **fields: Any) -> None:
         event = self.log.emit(event_type, **fields)
+        if event is not None and self.notifier is not None:
+            notification = notification_for(event, self.run_id)
+            if notification is not None:
+                self.notifier.send(notification)
         if event is not None and self.on_event is not None:
             try:
                 self.on_event(event)
@@ -183,8 +189,16 @@ class Driver:
                 )
             return self._run()
         finally:
+            if self.notifier is not None:
+                self.notifier.close()
+                self._report_notify_failures()
             self.log.close()
             self._locks.release()
+
+    def _report_notify_failures(self) -> None:
+        if self.notifier is not None:
+            for failure in self.notifier.drain_failures():
+                self._emit(EventType.WARNING, note=failure)
 
     def _run(self) -> RunResult:
         pid = os.getpid()
@@ -250,6 +264,7 @@ class Driver:
 
     def _boundary(self) -> RunResult | None:
         """Honour stop and pause before starting an iteration; check budgets."""
+        self._report_notify_failures()
         while True:
             state = self._refresh()
             if self.interrupts.stop or state.get("stopRequested"):

@@ -15,9 +15,12 @@ Fields (seed names where they exist): ``runId``, ``label``, ``mode``,
 ``{input, output}``, ``activeMs``, ``iterations``), ``waitingUntil``,
 ``terminated``, ``terminationReason``, ``terminationNote``, ``config`` (what the
 run was armed with, so a restart applies the same limits) and ``version``; also
-``iterationOpen``, ``agentPid``, ``agentStartTime``, ``loop`` (the policy's streaks,
-see ``loop.counters``), ``prompt`` (``{text, path}``), ``extraArgs``, ``command`` and
-``usageBaseline`` (``{sessionId, input, output}``).
+``iterationOpen``, ``agentPid``, ``agentStartTime``, ``supervisorPid``,
+``supervisorStartTime`` and ``supervisorRestarts`` (epoch ms of the supervisor's
+restarts within its window), ``delivery`` (``core.delivery.DeliveryLedger``),
+``loop`` (the policy's streaks, see ``loop.counters``), ``prompt``
+(``{text, path}``), ``extraArgs``, ``command`` and ``usageBaseline``
+(``{sessionId, input, output}``).
 
 ``read_state`` checks the type of every field autopilot reads (``validate_state``):
 a file that is JSON but not of this shape is as corrupt as a torn one, and readers
@@ -79,6 +82,7 @@ _COUNT = "a whole number from 0 to 10^15"
 _NUMBER = "a number from 0 to 10^15"
 _OBJECT = "an object"
 _TEXTS = "a list of strings"
+_NUMBERS = "a list of numbers from 0 to 10^15"
 _MAX_NUMBER = 10**15
 """Bound of every number in the file: epoch ms, durations, pids, tokens, USD."""
 
@@ -108,6 +112,9 @@ _SHAPE: dict[str, str | dict[str, Any]] = {
     "host": _TEXT,
     "agentPid": _COUNT,
     "agentStartTime": _NUMBER,
+    "supervisorPid": _COUNT,
+    "supervisorStartTime": _NUMBER,
+    "supervisorRestarts": _NUMBERS,
     "spend": {
         "costUsd": _NUMBER,
         "tokens": {"input": _COUNT, "output": _COUNT},
@@ -142,6 +149,8 @@ def _fits(value: Any, kind: str) -> bool:
         return isinstance(value, bool)
     if kind == _TEXTS:
         return isinstance(value, list) and all(isinstance(item, str) for item in value)
+    if kind == _NUMBERS:
+        return isinstance(value, list) and all(_fits(item, _NUMBER) for item in value)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
     if kind == _COUNT and not isinstance(value, int):

@@ -1,0 +1,146 @@
+"""The supervisor's restart policy, as a pure function (SPEC §11, seed 003).
+
+The supervisor starts the daemon again when it exits with the run still active — which
+is what a crash, a ``kill -9`` or an OOM kill looks like — and never after a stop, a
+gate, a terminal event, or a daemon that left on purpose. More than ``RESTART_LIMIT``
+restarts within ``RESTART_WINDOW_MS`` is a daemon that cannot run: the supervisor gives
+up, and the run ends in ``error`` with one ``abort`` (reason ``supervisor_giveup``).
+With the project's OFF switch set nothing is restarted (an automatic relaunch is a
+proactive action, seed 004).
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+RESTART_LIMIT = 5
+"""Restarts allowed within the window; one more crash is a give-up."""
+
+RESTART_WINDOW_MS = 5 * 60 * 1000
+"""The window the restarts are counted in, in milliseconds."""
+
+_WAITING_FOR_USER = frozenset({"gated", "awaiting_user"})
+
+
+@dataclass(frozen=True)
+class DaemonExit:
+    """How the daemon process ended.
+
+    Attributes:
+        code: Its exit status, or None when a signal ended it.
+        signal: The signal that ended it, or None.
+    """
+
+    code: int | None
+    signal: int | None = None
+
+    @classmethod
+    def from_returncode(cls, returncode: int) -> DaemonExit:
+        """From ``Popen.returncode`` (negative: the signal that ended it)."""
+        if returncode < 0:
+            return cls(None, -returncode)
+        return cls(returncode)
+
+    def describe(self) -> str:
+        """``exit code 1``, ``signal SIGKILL`` or ``exit status unknown``."""
+        if self.code is None and self.signal is None:
+            return "exit status unknown"
+        if self.signal is not None:
+            try:
+                return f"signal {signal.Signals(self.signal).name}"
+            except ValueError:
+                return f"signal {self.signal}"
+        return f"exit code {self.code}"
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the supervisor knows about the run once its daemon has exited.
+
+    Attributes:
+        terminated: ``state.json`` or the log says the run ended.
+        stop_requested: A stop was asked for and not yet recorded as an ending.
+        status: ``state.json``'s status.
+        off: The project's OFF switch is set.
+        driven_elsewhere: Another process holds the run's ``driver.lock``.
+    """
+
+    terminated: bool
+    stop_requested: bool
+    status: str
+    off: bool
+    driven_elsewhere: bool
+
+
+class Verdict(StrEnum):
+    """What the supervisor does next."""
+
+    RESTART = "restart"
+    GIVE_UP = "give_up"
+    FINISH_STOP = "finish_stop"
+    LEAVE = "leave"
+    DONE = "done"
+
+
+@dataclass(frozen=True)
+class RestartDecision:
+    """The verdict, why, and the restart times (epoch ms) to keep in ``state.json``."""
+
+    verdict: Verdict
+    reason: str
+    restarts_ms: tuple[int, ...]
+
+
+def decide_restart(
+    ended: DaemonExit,
+    facts: RunFacts,
+    restarts_ms: Sequence[int],
+    now_ms: int,
+    *,
+    limit: int = RESTART_LIMIT,
+    window_ms: int = RESTART_WINDOW_MS,
+) -> RestartDecision:
+    """Decide what follows the daemon's exit.
+
+    Args:
+        ended: How the daemon ended.
+        facts: The run, read after the exit.
+        restarts_ms: When earlier restarts happened (epoch ms), oldest first.
+        now_ms: Now, epoch ms.
+        limit: Restarts allowed within ``window_ms``.
+        window_ms: The window, in milliseconds.
+
+    Returns:
+        ``DONE`` for a run that ended, ``LEAVE`` for one another driver holds, that
+        waits for the user, is OFF, or whose daemon left on purpose (exit 0),
+        ``FINISH_STOP`` for a stop that was asked for, ``GIVE_UP`` after more than
+        ``limit`` restarts within the window, else ``RESTART``.
+    """
+    recent = tuple(t for t in restarts_ms if 0 <= now_ms - t < window_ms)
+    if facts.terminated:
+        return RestartDecision(Verdict.DONE, "the run ended", recent)
+    if facts.driven_elsewhere:
+        return RestartDecision(Verdict.LEAVE, "another driver holds the run", recent)
+    if facts.stop_requested:
+        return RestartDecision(Verdict.FINISH_STOP, "a stop was requested", recent)
+    if facts.status in _WAITING_FOR_USER:
+        return RestartDecision(
+            Verdict.LEAVE, f"the run is {facts.status}: it waits for you", recent
+        )
+    if facts.off:
+        return RestartDecision(Verdict.LEAVE, "autopilot is OFF in this project", recent)
+    if ended.signal is None and ended.code == 0:
+        return RestartDecision(Verdict.LEAVE, "the daemon left on purpose", recent)
+    if len(recent) >= limit:
+        return RestartDecision(
+            Verdict.GIVE_UP,
+            f"the daemon ended {len(recent) + 1} times within "
+            f"{window_ms // 60000} minutes (last: {ended.describe()})",
+            recent,
+        )
+    return RestartDecision(
+        Verdict.RESTART, f"the daemon ended ({ended.describe()})", (*recent, now_ms)
+    )

@@ -1,0 +1,74 @@
+"""The daemon: drives one run with no terminal, under its supervisor (seed 003).
+
+``python -m autopilot.runtime.daemon RUNS_ROOT RUN_ID``, started by
+``runtime.supervisor`` in a session of its own with stdin ``/dev/null`` and its output
+in the run folder. It is the ordinary driver with no view: SIGTERM and SIGINT stop the
+run at the next boundary (a second one ends the agent now), SIGHUP is ignored. It
+holds the platform's sleep inhibitor for as long as it drives the run
+(``runtime.keepawake``). Its exit code is the run's (0 complete, 1 aborted, 3 a budget,
+130 stopped), or 2/4 for an error it reports on stderr in one line.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+from autopilot.errors import AutopilotError
+from autopilot.loop.arming import describe_ending
+from autopilot.loop.clock import SystemClock
+from autopilot.loop.signals import Interrupts
+
+
+def drive_detached(root: Path, run_id: str) -> int:
+    """Drive ``run_id`` to its end with no terminal; returns the exit code.
+
+    Raises:
+        AutopilotError: the run cannot be driven (ended, locked, agent missing, …).
+    """
+    from autopilot.control import adapter_of
+    from autopilot.loop.driver import Driver
+    from autopilot.runtime.keepawake import KeepAwake
+    from autopilot.store.events import EventLog, EventType
+    from autopilot.store.paths import run_dir
+    from autopilot.store.state import read_state
+
+    interrupts = Interrupts()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, interrupts.handle)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    folder = run_dir(root, run_id)
+    adapter = adapter_of(read_state(folder / "state.json"))
+    adapter.check_installed()
+    clock = SystemClock()
+    notes = EventLog(folder / "events.jsonl", run_id, clock.now_ms)
+    awake = KeepAwake(
+        f"autopilot run {run_id}", lambda line: notes.emit(EventType.WARNING, note=line)
+    )
+    awake.hold()
+    try:
+        result = Driver(root, run_id, adapter, clock, interrupts).run()
+    finally:
+        awake.release()
+        notes.close()
+    ending = describe_ending(result.reason, completed=result.terminal_type == "complete")
+    print(f"autopilot: run {run_id} {ending}", flush=True)
+    return result.exit_code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: ``RUNS_ROOT RUN_ID``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 2:
+        print("usage: daemon RUNS_ROOT RUN_ID", file=sys.stderr)
+        return 2
+    try:
+        return drive_detached(Path(args[0]), args[1])
+    except AutopilotError as error:
+        print(f"autopilot: error: {error}", file=sys.stderr, flush=True)
+        return error.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

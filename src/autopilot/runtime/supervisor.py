@@ -1,0 +1,365 @@
+"""The supervisor: a small process that starts a run's daemon and starts it again after
+a crash (SPEC §11, seed 003, "Who keeps running").
+
+``python -m autopilot.runtime.supervisor [--fork] [--adopt PID] RUNS_ROOT RUN_ID``
+
+* ``--fork``: print the supervisor's pid on stdout and go on in a child, so the
+  command that detached the run returns at once and leaves no zombie behind.
+* ``--adopt PID``: watch a daemon that is already running (its supervisor died)
+  instead of starting one; its exit status is then unknown.
+
+The daemon (``runtime.daemon``) runs in a session of its own, with stdin ``/dev/null``
+and its stdout and stderr appended to ``daemon.out`` and ``daemon.err`` in the run
+folder, so it outlives the supervisor. ``state.json`` holds ``supervisorPid`` and
+``supervisorStartTime`` (the daemon records ``pid`` and ``pidStartTime`` itself), and
+``supervisorRestarts``, so the restart window survives the supervisor too.
+
+When the daemon exits, ``core.restart.decide_restart`` says what follows: restart it
+(``supervisor_restart`` with the exit code or signal, and a notice for the agent when
+an attempt was cut short), end a run whose stop was requested, give up (one
+``supervisor_giveup``, status ``error``, one terminal ``abort`` with reason
+``supervisor_giveup``, and a notification), or leave the run as it is. SIGTERM or
+SIGINT make the supervisor leave and the daemon go on; SIGHUP is ignored. It waits
+on a pidfd where the platform has one, so it costs nothing while the daemon runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from autopilot.control import process_alive
+from autopilot.core.restart import DaemonExit, RestartDecision, RunFacts, Verdict, decide_restart
+from autopilot.loop.arming import process_start_time
+from autopilot.loop.clock import Clock, SystemClock
+from autopilot.store.events import EventLog, EventType
+from autopilot.store.paths import run_dir
+from autopilot.store.project_files import is_off
+from autopilot.store.state import RunStatus, StateStore, read_state_quietly
+
+DAEMON_OUT = "daemon.out"
+DAEMON_ERR = "daemon.err"
+SUPERVISOR_LOG = "supervisor.log"
+_POLL_SECONDS = 1.0
+
+CRASH_NOTICE = (
+    "autopilot's previous attempt at this iteration was cut short ({how}) and has been "
+    "started again. Files it wrote are still in the work tree: check what is there "
+    "before you go on."
+)
+
+
+def daemon_argv(root: Path, run_id: str) -> list[str]:
+    """The command that runs a run's daemon."""
+    return [sys.executable, "-m", "autopilot.runtime.daemon", str(root), run_id]
+
+
+class Supervisor:
+    """Supervises one run's daemon until the run no longer needs it.
+
+    Args:
+        root: The runs root.
+        run_id: The run.
+        clock: Wall time for the restart window and the events.
+        adopt: The pid of a daemon already running, to watch instead of starting one.
+    """
+
+    def __init__(
+        self, root: Path, run_id: str, clock: Clock | None = None, adopt: int | None = None
+    ) -> None:
+        self.root = root
+        self.run_id = run_id
+        self.folder = run_dir(root, run_id)
+        self.store = StateStore(self.folder / "state.json")
+        self.clock = clock or SystemClock()
+        self.log = EventLog(self.folder / "events.jsonl", run_id, self.clock.now_ms)
+        self._adopt = adopt
+        self._leaving = False
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+
+    # -- signals -----------------------------------------------------------------
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._leaving = True
+
+    def install_signals(self) -> None:
+        """SIGTERM and SIGINT: leave (the daemon goes on); SIGHUP: ignored."""
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._on_signal)
+        signal.set_wakeup_fd(self._wake_w)
+
+    # -- the loop ----------------------------------------------------------------
+
+    def run(self) -> int:
+        """Supervise until the run ends, gives up, or the supervisor is asked to leave.
+
+        Returns:
+            0, or 4 when ``state.json`` cannot be read at all.
+        """
+        me = os.getpid()
+        if read_state_quietly(self.store.path) is None:
+            print(f"autopilot: supervisor: cannot read {self.store.path}", file=sys.stderr)
+            return 4
+        self.store.update(
+            lambda s: s.update(
+                supervisorPid=me,
+                supervisorStartTime=process_start_time(me),
+                host=socket.gethostname(),
+            )
+        )
+        try:
+            pid, child = (self._adopt, None) if self._adopt else self._spawn()
+            while True:
+                ended = self._wait(pid, child)
+                if ended is None:
+                    return 0  # asked to leave: the daemon goes on without us
+                decision = self._decide(ended)
+                if decision.verdict is not Verdict.RESTART:
+                    self._conclude(ended, decision)
+                    return 0
+                self._restarted(ended, decision)
+                pid, child = self._spawn()
+        finally:
+            self._forget_self(me)
+            self.log.close()
+
+    def _forget_self(self, me: int) -> None:
+        def clear(s: dict[str, Any]) -> None:
+            if s.get("supervisorPid") == me:
+                s.update(supervisorPid=None, supervisorStartTime=None)
+
+        with contextlib.suppress(Exception):
+            self.store.update(clear)
+
+    def _spawn(self) -> tuple[int, subprocess.Popen[bytes]]:
+        with (
+            (self.folder / DAEMON_OUT).open("ab") as out,
+            (self.folder / DAEMON_ERR).open("ab") as err,
+        ):
+            child = subprocess.Popen(
+                daemon_argv(self.root, self.run_id),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                cwd=self.folder,
+                start_new_session=True,
+                close_fds=True,
+            )
+        return child.pid, child
+
+    def _wait(self, pid: int, child: subprocess.Popen[bytes] | None) -> DaemonExit | None:
+        """Block until the daemon exits (its exit) or we are asked to leave (None)."""
+        pidfd = None
+        with contextlib.suppress(AttributeError, OSError):
+            pidfd = os.pidfd_open(pid)  # type: ignore[attr-defined,unused-ignore]
+        try:
+            while not self._leaving:
+                watched = [self._wake_r] if pidfd is None else [self._wake_r, pidfd]
+                timeout = None if pidfd is not None else _POLL_SECONDS
+                try:
+                    readable, _, _ = select.select(watched, [], [], timeout)
+                except InterruptedError:
+                    continue
+                if self._wake_r in readable:
+                    with contextlib.suppress(BlockingIOError, OSError):
+                        os.read(self._wake_r, 512)
+                if child is not None:
+                    code = child.poll()
+                    if code is not None:
+                        return DaemonExit.from_returncode(code)
+                elif not process_alive(pid, None):
+                    return DaemonExit(None)
+            return None
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+
+    # -- deciding and acting -------------------------------------------------------
+
+    def _decide(self, ended: DaemonExit) -> RestartDecision:
+        from autopilot.manage.activity import driver_lock_held
+
+        state = read_state_quietly(self.store.path) or {}
+        restarts = [
+            int(t) for t in state.get("supervisorRestarts") or () if isinstance(t, int | float)
+        ]
+        facts = RunFacts(
+            terminated=bool(state.get("terminated")),
+            stop_requested=bool(state.get("stopRequested")),
+            status=str(state.get("status") or ""),
+            off=is_off(Path(str(state.get("cwd") or "."))),
+            driven_elsewhere=driver_lock_held(self.folder) is True,
+        )
+        return decide_restart(ended, facts, restarts, self.clock.now_ms())
+
+    def _autopilot_on(self) -> bool:
+        state = read_state_quietly(self.store.path) or {}
+        return not is_off(Path(str(state.get("cwd") or ".")))
+
+    def _restarted(self, ended: DaemonExit, decision: RestartDecision) -> None:
+        state = self.store.update(lambda s: s.update(supervisorRestarts=list(decision.restarts_ms)))
+        self.log.emit(
+            EventType.SUPERVISOR_RESTART,
+            exitCode=ended.code,
+            signal=ended.signal,
+            note=decision.reason,
+            restarts=len(decision.restarts_ms),
+            iteration=state.get("iter"),
+            autopilotOn=self._autopilot_on(),
+        )
+        if isinstance(state.get("agentPid"), int):
+            self._notice(CRASH_NOTICE.format(how=ended.describe()))
+
+    def _notice(self, text: str) -> None:
+        from autopilot.core.delivery import MessageKind, MessageSource
+        from autopilot.runtime.messages import queue_message
+
+        with contextlib.suppress(Exception):  # the notice is help, never a reason to stop
+            queue_message(
+                self.folder,
+                text,
+                self.clock,
+                source=MessageSource.DRIVER,
+                kind=MessageKind.SUPERVISOR_NOTICE,
+                log=self.log,
+            )
+
+    def _conclude(self, ended: DaemonExit, decision: RestartDecision) -> None:
+        if decision.verdict is Verdict.GIVE_UP:
+            self._give_up(ended, decision)
+        elif decision.verdict is Verdict.FINISH_STOP:
+            from autopilot import control
+
+            with contextlib.suppress(Exception):
+                state = read_state_quietly(self.store.path) or {}
+                control.stop(self.folder, self.clock, reason=str(state.get("stopReason") or ""))
+        elif decision.verdict is Verdict.LEAVE and (ended.signal is not None or ended.code):
+            self.log.emit(
+                EventType.WARNING,
+                note=f"the daemon ended ({ended.describe()}); not restarted: {decision.reason}",
+                autopilotOn=self._autopilot_on(),
+            )
+
+    def _give_up(self, ended: DaemonExit, decision: RestartDecision) -> None:
+        """End the run in ``error``: one ``supervisor_giveup``, one ``abort``."""
+        from autopilot.control import adapter_of
+        from autopilot.loop.process import end_process_group_of
+        from autopilot.loop.recovery import charge_interrupted_attempt, reconcile_terminal
+
+        lock = filelock.UnixFileLock(str(self.folder / "driver.lock"), timeout=0)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            return  # another driver took the run meanwhile: it is theirs now
+        try:
+            state = reconcile_terminal(self.folder, self.store, self.log)
+            if state.get("terminated"):
+                return
+            leftover = state.get("agentPid")
+            if isinstance(leftover, int):
+                end_process_group_of(leftover, state.get("agentStartTime"), self.run_id)
+                with contextlib.suppress(Exception):
+                    charge_interrupted_attempt(self.store, self.log, adapter_of(state), state)
+            giveup = self.log.emit(
+                EventType.SUPERVISOR_GIVEUP,
+                note=decision.reason,
+                restarts=len(decision.restarts_ms),
+                exitCode=ended.code,
+                signal=ended.signal,
+            )
+
+            def end(s: dict[str, Any]) -> None:
+                s.update(
+                    terminated=True,
+                    terminationReason="supervisor_giveup",
+                    terminationNote=decision.reason,
+                    status=RunStatus.ERROR,
+                    iterationOpen=False,
+                    waitingUntil=None,
+                    agentPid=None,
+                    pid=None,
+                )
+
+            state = self.store.update(end)
+            spend = state.get("spend") or {}
+            self.log.emit(
+                EventType.ABORT,
+                reason="supervisor_giveup",
+                note=decision.reason,
+                iteration=int(state.get("iter") or 0),
+                tokens=spend.get("tokens"),
+                costUsd=spend.get("costUsd"),
+            )
+            self.log.sync()
+        finally:
+            lock.release()
+        if giveup is not None:
+            self._notify(giveup, state)
+
+    def _notify(self, event: dict[str, Any], state: dict[str, Any]) -> None:
+        urls = (state.get("config") or {}).get("notify") or []
+        if not urls:
+            return
+        from autopilot.runtime.notify import Notifier, notification_for
+
+        notification = notification_for(event, self.run_id)
+        if notification is None:
+            return
+        notifier = Notifier(str(url) for url in urls)
+        notifier.send(notification)
+        notifier.close()
+        for failure in notifier.drain_failures():
+            self.log.emit(EventType.WARNING, note=failure)
+
+
+def _fork_and_report() -> None:
+    """Go on in a child; the parent prints the child's pid and exits at once."""
+    child = os.fork()
+    if child:
+        print(child, flush=True)
+        os._exit(0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; see the module docstring for the arguments."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    fork = "--fork" in args
+    if fork:
+        args.remove("--fork")
+    adopt: int | None = None
+    if "--adopt" in args:
+        at = args.index("--adopt")
+        adopt = int(args[at + 1])
+        del args[at : at + 2]
+    if len(args) != 2:
+        print("usage: supervisor [--fork] [--adopt PID] RUNS_ROOT RUN_ID", file=sys.stderr)
+        return 2
+    root, run_id = Path(args[0]), args[1]
+    if fork:
+        _fork_and_report()
+        log_path = run_dir(root, run_id) / SUPERVISOR_LOG
+        log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+    supervisor = Supervisor(root, run_id, adopt=adopt)
+    supervisor.install_signals()
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} supervisor {os.getpid()} for {run_id}")
+    sys.stdout.flush()
+    return supervisor.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

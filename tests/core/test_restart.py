@@ -1,0 +1,78 @@
+"""The supervisor's restart policy as a pure function."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from autopilot.core.restart import (
+    RESTART_WINDOW_MS,
+    DaemonExit,
+    RunFacts,
+    Verdict,
+    decide_restart,
+)
+
+KILLED = DaemonExit(None, signal.SIGKILL)
+ACTIVE = RunFacts(
+    terminated=False, stop_requested=False, status="running", off=False, driven_elsewhere=False
+)
+NOW = 10_000_000
+
+
+def _facts(**changes: object) -> RunFacts:
+    return RunFacts(**{**ACTIVE.__dict__, **changes})  # type: ignore[arg-type]
+
+
+def test_a_crash_of_an_active_run_is_restarted_and_remembered() -> None:
+    decision = decide_restart(KILLED, ACTIVE, [], NOW)
+    assert decision.verdict is Verdict.RESTART
+    assert decision.restarts_ms == (NOW,)
+    assert "SIGKILL" in decision.reason
+
+
+@pytest.mark.parametrize(
+    ("facts", "ended", "verdict"),
+    [
+        (_facts(terminated=True), KILLED, Verdict.DONE),
+        (_facts(stop_requested=True), KILLED, Verdict.FINISH_STOP),
+        (_facts(status="gated"), KILLED, Verdict.LEAVE),
+        (_facts(status="awaiting_user"), KILLED, Verdict.LEAVE),
+        (_facts(off=True), KILLED, Verdict.LEAVE),
+        (_facts(driven_elsewhere=True), KILLED, Verdict.LEAVE),
+        (ACTIVE, DaemonExit(0), Verdict.LEAVE),  # it left on purpose
+        (_facts(status="paused"), KILLED, Verdict.RESTART),  # a crash while paused
+        (_facts(status="rate_limited"), DaemonExit(1), Verdict.RESTART),
+        (ACTIVE, DaemonExit(None), Verdict.RESTART),  # an adopted daemon: status unknown
+    ],
+)
+def test_what_follows_an_exit(facts: RunFacts, ended: DaemonExit, verdict: Verdict) -> None:
+    assert decide_restart(ended, facts, [], NOW).verdict is verdict
+
+
+def test_more_than_five_restarts_in_five_minutes_is_a_give_up() -> None:
+    restarts: list[int] = []
+    now = NOW
+    verdicts = []
+    for _ in range(6):
+        decision = decide_restart(KILLED, ACTIVE, restarts, now)
+        verdicts.append(decision.verdict)
+        restarts = list(decision.restarts_ms)
+        now += 1000
+    assert verdicts == [Verdict.RESTART] * 5 + [Verdict.GIVE_UP]
+    assert "6 times within 5 minutes" in decide_restart(KILLED, ACTIVE, restarts, now).reason
+
+
+def test_restarts_older_than_the_window_do_not_count() -> None:
+    old = [NOW - RESTART_WINDOW_MS - 1] * 5
+    decision = decide_restart(KILLED, ACTIVE, old, NOW)
+    assert decision.verdict is Verdict.RESTART and decision.restarts_ms == (NOW,)
+    recent = [NOW - RESTART_WINDOW_MS + 1000] * 5
+    assert decide_restart(KILLED, ACTIVE, recent, NOW).verdict is Verdict.GIVE_UP
+
+
+def test_exits_are_described() -> None:
+    assert DaemonExit.from_returncode(-9).describe() == "signal SIGKILL"
+    assert DaemonExit.from_returncode(4).describe() == "exit code 4"
+    assert DaemonExit.from_returncode(-200).describe() == "signal 200"

@@ -1,0 +1,186 @@
+"""The detached daemon under its supervisor, with real processes and real signals:
+restarts after kill -9, a give-up after too many, a supervisor that dies, a stop."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from autopilot.config import RunConfig
+from autopilot.control import driver_alive, process_alive, supervisor_alive
+from autopilot.loop.arming import PromptSource, arm_run
+from autopilot.loop.clock import SystemClock
+from autopilot.runtime.detach import spawn_supervisor
+from autopilot.store.paths import runs_root
+from autopilot.store.state import read_state_quietly
+from tests.cli.test_control import _events, _terminals, _wait_for
+from tests.conftest import FakeAgent, run_cli
+from tests.runtime.webhook import serve
+
+TIMEOUT = 90.0
+
+
+def _wait_file(name: str) -> dict[str, str]:
+    return {"shell": f"while [ ! -f {name} ]; do sleep 0.05; done"}
+
+
+def _state(folder: Path) -> dict[str, Any]:
+    return read_state_quietly(folder / "state.json") or {}
+
+
+@pytest.fixture
+def detach(repo: Path, fake_agent: FakeAgent, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """Arm a run in ``repo`` with a scripted agent and detach it; kills what is left."""
+    folders: list[Path] = []
+
+    def start(steps: list[list[dict[str, Any]]], **config: Any) -> Path:
+        for key, value in fake_agent(steps).items():
+            monkeypatch.setenv(key, value)
+        root = runs_root()
+        run_id = arm_run(
+            root,
+            RunConfig(stagnation_limit=0, **config),
+            PromptSource(text="work"),
+            repo,
+            SystemClock(),
+        )
+        folder = root / run_id
+        folders.append(folder)
+        spawn_supervisor(root, run_id)
+        return folder
+
+    yield start
+    for folder in folders:
+        state = _state(folder)
+        for key, started in (("supervisorPid", "supervisorStartTime"), ("pid", "pidStartTime")):
+            if process_alive(state.get(key), state.get(started)):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(state[key]), signal.SIGKILL)
+
+
+def _alive_daemon(folder: Path) -> int:
+    _wait_for(lambda: driver_alive(_state(folder)) is True, TIMEOUT)
+    return int(_state(folder)["pid"])
+
+
+def _ended(folder: Path) -> bool:
+    return bool(_state(folder).get("terminated")) and not supervisor_alive(_state(folder))
+
+
+def _types(folder: Path, kind: str) -> list[dict[str, Any]]:
+    return [e for e in _events(folder) if e["type"] == kind]
+
+
+def test_a_detached_run_completes_with_nothing_left_behind(detach: Any, repo: Path) -> None:
+    folder = detach([[{"write_file": "a.txt"}, {"result": "step"}], [{"result": "COMPLETE"}]])
+    _wait_for(lambda: _ended(folder), TIMEOUT)
+    assert _terminals(folder) == [("complete", "completion_promise")]
+    state = _state(folder)
+    assert state["status"] == "completed" and state.get("supervisorPid") is None
+    assert "completed (completion_promise)" in (folder / "daemon.out").read_text()
+    assert (folder / "supervisor.log").read_text().count("supervisor") == 1
+
+
+def test_kill_9_of_the_daemon_mid_stream_is_restarted_and_the_agent_told(
+    detach: Any, repo: Path
+) -> None:
+    folder = detach(
+        [
+            [{"echo_prompt": True}, _wait_file("go1"), {"result": "first"}],
+            [{"echo_prompt": True}, {"result": "COMPLETE"}],
+        ]
+    )
+    first = _alive_daemon(folder)
+    _wait_for(lambda: isinstance(_state(folder).get("agentPid"), int), TIMEOUT)
+    os.kill(first, signal.SIGKILL)
+    _wait_for(lambda: _types(folder, "supervisor_restart") != [], TIMEOUT)
+    (repo / "go1").write_text("")
+    _wait_for(lambda: _ended(folder), TIMEOUT)
+    [restart] = _types(folder, "supervisor_restart")
+    assert restart["signal"] == signal.SIGKILL and restart.get("exitCode") is None
+    assert restart["restarts"] == 1
+    assert _terminals(folder) == [("complete", "completion_promise")]
+    # The restarted attempt was told that the previous one was cut short.
+    [notice] = [e for e in _types(folder, "message_delivered") if e["source"] == "driver"]
+    assert notice["kind"] == "supervisor_notice"
+    prompts = sorted(folder.glob("iter-*/prompt.md"))
+    assert "cut short (signal SIGKILL)" in prompts[-1].read_text()
+    ends = _types(folder, "iteration_end")
+    assert ends[0]["endedBy"] == "driver_died"  # charged, not lost
+
+
+def test_six_crashes_within_five_minutes_give_up_once_with_a_notification(
+    detach: Any, repo: Path
+) -> None:
+    with serve() as endpoint:
+        folder = detach([[_wait_file("never"), {"result": "x"}]], notify=(endpoint.url,))
+        killed: set[int] = set()
+        for _ in range(6):
+            _wait_for(
+                lambda: (
+                    driver_alive(_state(folder)) is True
+                    and int(_state(folder)["pid"]) not in killed
+                ),
+                TIMEOUT,
+            )
+            pid = int(_state(folder)["pid"])
+            killed.add(pid)
+            os.kill(pid, signal.SIGKILL)
+        _wait_for(lambda: _ended(folder), TIMEOUT)
+        assert len(_types(folder, "supervisor_restart")) == 5
+        [giveup] = _types(folder, "supervisor_giveup")
+        assert giveup["restarts"] == 5
+        assert _terminals(folder) == [("abort", "supervisor_giveup")]
+        state = _state(folder)
+        assert state["status"] == "error" and state["terminationReason"] == "supervisor_giveup"
+        assert state.get("agentPid") is None
+        _wait_for(lambda: bool(endpoint.bodies), TIMEOUT)
+        assert [b["type"] for b in endpoint.bodies] == ["failure"]
+
+
+def test_the_daemon_outlives_a_killed_supervisor_and_start_is_refused_meanwhile(
+    detach: Any, repo: Path
+) -> None:
+    folder = detach([[_wait_file("go"), {"result": "COMPLETE"}]])
+    daemon = _alive_daemon(folder)
+    _wait_for(lambda: supervisor_alive(_state(folder)) is True, TIMEOUT)
+    supervisor = int(_state(folder)["supervisorPid"])
+    os.kill(supervisor, signal.SIGKILL)
+    _wait_for(lambda: not psutil.pid_exists(supervisor), TIMEOUT)
+    assert driver_alive(_state(folder)) is True and supervisor_alive(_state(folder)) is False
+    refused = run_cli(["start", folder.name, "--plain"], cwd=repo)
+    assert refused.returncode == 4 and "still being driven" in refused.stderr
+    (repo / "go").write_text("")
+    _wait_for(lambda: bool(_state(folder).get("terminated")), TIMEOUT)
+    assert _terminals(folder) == [("complete", "completion_promise")]
+    with contextlib.suppress(psutil.NoSuchProcess):
+        psutil.Process(daemon).wait(TIMEOUT)  # the orphaned daemon exits by itself
+
+
+def test_a_stop_is_not_restarted(detach: Any, repo: Path) -> None:
+    folder = detach([[_wait_file("go"), {"result": "x"}]])
+    _alive_daemon(folder)
+    assert run_cli(["stop", folder.name, "--now"], cwd=repo).returncode == 0
+    _wait_for(lambda: _ended(folder), TIMEOUT)
+    assert _types(folder, "supervisor_restart") == []
+    assert _terminals(folder) == [("abort", "user_stopped")]
+
+
+def test_a_daemon_killed_after_a_stop_request_is_ended_not_restarted(
+    detach: Any, repo: Path
+) -> None:
+    folder = detach([[_wait_file("go"), {"result": "x"}]])
+    daemon = _alive_daemon(folder)
+    assert run_cli(["stop", folder.name], cwd=repo).returncode == 0  # at the boundary
+    os.kill(daemon, signal.SIGKILL)
+    _wait_for(lambda: _ended(folder), TIMEOUT)
+    assert _types(folder, "supervisor_restart") == []
+    assert _terminals(folder) == [("abort", "user_stopped")]
+    assert [e["endedBy"] for e in _types(folder, "iteration_end")] == ["driver_died"]
