@@ -230,10 +230,18 @@ class RunStatusReport:
     state: dict[str, Any]
     snapshot: Snapshot
     alive: bool | None
+    supervisor: bool | None = None
+    pending_messages: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """For ``status --json``."""
-        return {"state": self.state, "snapshot": self.snapshot.to_dict(), "driverAlive": self.alive}
+        return {
+            "state": self.state,
+            "snapshot": self.snapshot.to_dict(),
+            "driverAlive": self.alive,
+            "supervisorAlive": self.supervisor,
+            "pendingMessages": self.pending_messages,
+        }
 
 
 def status(run_dir: Path) -> RunStatusReport:
@@ -242,6 +250,14 @@ def status(run_dir: Path) -> RunStatusReport:
     Raises:
         StateFileError: state.json is unreadable or corrupt.
     """
+    from autopilot.runtime.messages import pending_messages
+
     state = read_state(run_dir / "state.json")
     snapshot = fold(read_events(run_dir / "events.jsonl"))
-    return RunStatusReport(state, snapshot, driver_alive(state))
+    return RunStatusReport(
+        state,
+        snapshot,
+        driver_alive(state),
+        supervisor_alive(state),
+        len(pending_messages(run_dir)),
+    )

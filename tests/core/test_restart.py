@@ -12,6 +12,7 @@ from autopilot.core.restart import (
     RunFacts,
     Verdict,
     decide_restart,
+    relaunch_verdict,
 )
 
 KILLED = DaemonExit(None, signal.SIGKILL)
@@ -76,3 +77,32 @@ def test_exits_are_described() -> None:
     assert DaemonExit.from_returncode(-9).describe() == "signal SIGKILL"
     assert DaemonExit.from_returncode(4).describe() == "exit code 4"
     assert DaemonExit.from_returncode(-200).describe() == "signal 200"
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        ({}, None),
+        ({"status": "planning"}, None),
+        ({"status": "waiting"}, None),
+        ({"status": "rate_limited"}, None),
+        ({"status": "paused"}, "it is paused: start it with autopilot start"),
+        ({"status": "gated"}, "it is gated: start it with autopilot start"),
+        ({"status": "awaiting_user"}, "it is awaiting_user: start it with autopilot start"),
+        ({"terminated": True, "status": "completed"}, "it has ended"),
+        ({"daemon_alive": True}, "its daemon is running"),
+        ({"supervisor_alive": True}, "its supervisor is running"),
+        ({"off": True}, "autopilot is OFF in its project"),
+        ({"daemon_alive": False, "supervisor_alive": False}, None),
+    ],
+)
+def test_which_runs_bare_autopilot_relaunches(changes: dict[str, object], why: str | None) -> None:
+    facts: dict[str, object] = {
+        "status": "running",
+        "terminated": False,
+        "daemon_alive": None,
+        "supervisor_alive": None,
+        "off": False,
+        **changes,
+    }
+    assert relaunch_verdict(**facts) == why  # type: ignore[arg-type]

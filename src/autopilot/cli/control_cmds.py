@@ -137,6 +137,11 @@ def status(as_json: bool, run_ref: str | None) -> int:
         ),
         f"directory  {_field(state.get('cwd'))}",
     ]
+    if state.get("supervisorPid") or report.supervisor is not None:
+        supervisor = {True: "alive", False: "gone", None: "none"}[report.supervisor]
+        lines.insert(-1, f"supervisor {supervisor} (pid {state.get('supervisorPid')})")
+    if report.pending_messages:
+        lines.append(f"messages   {report.pending_messages} waiting for the next iteration")
     if state.get("terminationNote"):
         lines.append(f"note       {_field(' '.join(str(state['terminationNote']).split()))}")
     if snap.lastExcerpt:

@@ -26,6 +26,7 @@ from autopilot.cli import (
     message_cmds,
     report_cmd,
     run_cmds,
+    service_cmds,
     tasks_cmds,
     view_cmds,
     watch_cmds,
@@ -50,6 +51,7 @@ def cli(ctx: click.Context) -> None:
 for command in (
     run_cmds.run,
     run_cmds.start,
+    run_cmds.relaunch,
     run_cmds.demo,
     control_cmds.pause,
     control_cmds.resume,
@@ -59,6 +61,7 @@ for command in (
     message_cmds.off,
     message_cmds.on,
     message_cmds.memory,
+    service_cmds.service,
     view_cmds.list_runs,
     view_cmds.replay,
     view_cmds.where,

@@ -233,6 +233,11 @@ def drive(
     "environment, except those its CLI needs; repeatable.",
 )
 @click.option(
+    "--detach",
+    is_flag=True,
+    help="Run in the background under a supervisor; return at once.",
+)
+@click.option(
     "--notify",
     "notify",
     metavar="URL",
@@ -247,6 +252,7 @@ def run(
     context: str | None,
     plain: bool,
     env_exclude: tuple[str, ...],
+    detach: bool,
     notify: tuple[str, ...],
     **limits: str | None,
 ) -> int:
@@ -309,9 +315,45 @@ def run(
             root, config, source, cwd, SystemClock(), extra_args=agent_args, command=command
         )
         _print_limits(run_id, config, run_dir(root, run_id))
-        return drive(root, run_id, adapter, plain=plain, project_lock=project_lock)
+        if not detach:
+            return drive(root, run_id, adapter, plain=plain, project_lock=project_lock)
     finally:
         project_lock.release()
+    return launch_detached(root, run_id)
+
+
+def launch_detached(root: Path, run_id: str, *, adopt: int | None = None) -> int:
+    """Start ``run_id``'s supervisor (which starts its daemon) and say how to follow it."""
+    from autopilot.runtime.detach import spawn_supervisor
+
+    supervisor = spawn_supervisor(root, run_id, adopt=adopt)
+    folder = run_dir(root, run_id)
+    daemon = _wait_for_daemon(folder) if adopt is None else adopt
+    shown = f"daemon pid {daemon}, " if daemon else ""
+    click.echo(
+        f"autopilot: run {run_id} goes on in the background ({shown}supervisor pid {supervisor})"
+    )
+    click.echo(f"autopilot: watch it:    autopilot watch {run_id}")
+    click.echo(f"autopilot: message it:  autopilot send {run_id} TEXT")
+    click.echo(f"autopilot: stop it:     autopilot stop {run_id}")
+    return 0
+
+
+_DAEMON_WAIT_SECONDS = 15.0
+
+
+def _wait_for_daemon(folder: Path) -> int | None:
+    """The daemon's pid once it has attached to the run (None if not within 15 s)."""
+    import time
+
+    deadline = time.monotonic() + _DAEMON_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        state = read_state_quietly(folder / "state.json") or {}
+        if state.get("terminated") or driver_alive(state):
+            pid = state.get("pid")
+            return pid if isinstance(pid, int) else None
+        time.sleep(0.1)
+    return None
 
 
 def _adapter_for_state(state: dict[str, Any]) -> Any:
@@ -346,19 +388,70 @@ def start(run_ref: str | None, plain: bool) -> int:
     return drive(root, run_id, adapter, plain=plain)
 
 
-def relaunch_active_run() -> int:
-    """Bare ``autopilot``: relaunch this project's run that was left active, if any."""
-    root = runs_root(create=False)
-    cwd = str(Path.cwd().resolve())
+def relaunchable_runs(root: Path, project: Path | None) -> list[tuple[str, str | None]]:
+    """Every run of ``project`` (None: every project) not ended, with why it must not
+    be relaunched automatically (None: it should be; ``core.restart.relaunch_verdict``)."""
+    from autopilot.control import supervisor_alive
+    from autopilot.core.restart import relaunch_verdict
+    from autopilot.store.project_files import is_off
+
+    found = []
     for run_id in list_run_ids(root):
         state = read_state_quietly(root / run_id / "state.json")
-        if (
-            state
-            and state.get("cwd") == cwd
-            and not state.get("terminated")
-            and driver_alive(state) is not True
-        ):
-            return int(start.callback(run_id, False))  # type: ignore[misc]
+        if not state or state.get("terminated"):
+            continue
+        if project is not None and state.get("cwd") != str(project):
+            continue
+        why = relaunch_verdict(
+            status=str(state.get("status") or ""),
+            terminated=False,
+            daemon_alive=driver_alive(state),
+            supervisor_alive=supervisor_alive(state),
+            off=is_off(Path(str(state.get("cwd") or "."))),
+        )
+        found.append((run_id, why))
+    return found
+
+
+def relaunch_runs(project: Path | None) -> int:
+    """Relaunch, detached, the runs left active in ``project`` (None: all); returns how
+    many were relaunched. Runs that are not relaunched are listed with the reason."""
+    root = runs_root(create=False)
+    launched = 0
+    for run_id, why in relaunchable_runs(root, project):
+        if why is not None:
+            click.echo(f"autopilot: not relaunching {run_id}: {why}")
+            continue
+        state = control.repair(run_dir(root, run_id), SystemClock())
+        if state.get("terminated"):
+            continue
+        click.echo(f"autopilot: relaunching {run_id} at iteration {state.get('iter')}")
+        launch_detached(root, run_id)
+        launched += 1
+    return launched
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--all", "all_projects", is_flag=True, help="Every project's runs, not this one's.")
+def relaunch(all_projects: bool) -> int:
+    """Relaunch runs left active (what bare `autopilot` does; the login service runs
+    `autopilot relaunch --all`).
+
+    A run whose status was running, planning, waiting or rate_limited goes on in the
+    background; a paused, gated or ended run, or one whose daemon or supervisor is
+    alive, is left alone, as is everything while autopilot is OFF in its project.
+    """
+    launched = relaunch_runs(None if all_projects else Path.cwd().resolve())
+    if not launched:
+        click.echo("autopilot: no run to relaunch")
+    return 0
+
+
+def relaunch_active_run() -> int:
+    """Bare ``autopilot``: relaunch this project's run that was left active, if any;
+    otherwise show the help."""
+    if relaunch_runs(Path.cwd().resolve()):
+        return 0
     click.echo(click.get_current_context().get_help())
     return 0
 

@@ -144,3 +144,39 @@ def decide_restart(
     return RestartDecision(
         Verdict.RESTART, f"the daemon ended ({ended.describe()})", (*recent, now_ms)
     )
+
+
+RELAUNCH_STATUSES = frozenset({"running", "planning", "waiting", "rate_limited"})
+"""Statuses a run left in is relaunched from by bare ``autopilot`` (seed 003, "After a
+reboot"); a paused, gated or ended run is not: the decision is the user's."""
+
+
+def relaunch_verdict(
+    *,
+    status: str,
+    terminated: bool,
+    daemon_alive: bool | None,
+    supervisor_alive: bool | None,
+    off: bool,
+) -> str | None:
+    """Why a run must not be relaunched automatically, or None when it should be.
+
+    Args:
+        status: ``state.json``'s status.
+        terminated: The run ended.
+        daemon_alive: The liveness of its recorded daemon (None: none recorded); a
+            check that cannot answer is True, so a live daemon is never doubled.
+        supervisor_alive: The same for its supervisor, which restarts the daemon itself.
+        off: The project's OFF switch is set (no automatic relaunch).
+    """
+    if terminated:
+        return "it has ended"
+    if daemon_alive:
+        return "its daemon is running"
+    if supervisor_alive:
+        return "its supervisor is running"
+    if off:
+        return "autopilot is OFF in its project"
+    if status not in RELAUNCH_STATUSES:
+        return f"it is {status or 'in no status'}: start it with autopilot start"
+    return None
