@@ -158,7 +158,7 @@ def test_the_daemon_outlives_a_killed_supervisor_and_start_is_refused_meanwhile(
     refused = run_cli(["start", folder.name, "--plain"], cwd=repo)
     assert refused.returncode == 4 and "still being driven" in refused.stderr
     (repo / "go").write_text("")
-    _wait_for(lambda: bool(_state(folder).get("terminated")), TIMEOUT)
+    _wait_for(lambda: _terminals(folder) != [], TIMEOUT)
     assert _terminals(folder) == [("complete", "completion_promise")]
     with contextlib.suppress(psutil.NoSuchProcess):
         psutil.Process(daemon).wait(TIMEOUT)  # the orphaned daemon exits by itself

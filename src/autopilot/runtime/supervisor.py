@@ -29,28 +29,20 @@ import contextlib
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import filelock
-
-from autopilot.control import process_alive
-from autopilot.core.restart import DaemonExit, RestartDecision, RunFacts, Verdict, decide_restart
-from autopilot.loop.arming import process_start_time
-from autopilot.loop.clock import Clock, SystemClock
-from autopilot.store.events import EventLog, EventType
-from autopilot.store.paths import run_dir
-from autopilot.store.project_files import is_off
-from autopilot.store.state import RunStatus, StateStore, read_state_quietly
+from autopilot.core.restart import DaemonExit, RestartDecision, Verdict
 
 DAEMON_OUT = "daemon.out"
 DAEMON_ERR = "daemon.err"
 SUPERVISOR_LOG = "supervisor.log"
 _POLL_SECONDS = 1.0
+_KEEP_GOING = 0
+_STOP = 10
 
 CRASH_NOTICE = (
     "autopilot's previous attempt at this iteration was cut short ({how}) and has been "
@@ -64,25 +56,47 @@ def daemon_argv(root: Path, run_id: str) -> list[str]:
     return [sys.executable, "-m", "autopilot.runtime.daemon", str(root), run_id]
 
 
+def _in_child(work: Any) -> int:
+    """Run ``work()`` in a forked child and return its exit code.
+
+    Everything that reads or writes the run's files happens this way, so what it
+    imports never grows the long-lived supervisor (its resident memory stays that of a
+    bare interpreter, plus a little).
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = int(work())
+        except BaseException as error:  # the child must never return into the loop
+            print(f"autopilot: supervisor: {type(error).__name__}: {error}", file=sys.stderr)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            return os.waitstatus_to_exitcode(status)
+        except InterruptedError:
+            continue
+
+
 class Supervisor:
     """Supervises one run's daemon until the run no longer needs it.
 
     Args:
         root: The runs root.
         run_id: The run.
-        clock: Wall time for the restart window and the events.
         adopt: The pid of a daemon already running, to watch instead of starting one.
     """
 
-    def __init__(
-        self, root: Path, run_id: str, clock: Clock | None = None, adopt: int | None = None
-    ) -> None:
+    def __init__(self, root: Path, run_id: str, adopt: int | None = None) -> None:
         self.root = root
         self.run_id = run_id
-        self.folder = run_dir(root, run_id)
-        self.store = StateStore(self.folder / "state.json")
-        self.clock = clock or SystemClock()
-        self.log = EventLog(self.folder / "events.jsonl", run_id, self.clock.now_ms)
+        self.folder = root / run_id
         self._adopt = adopt
         self._leaving = False
         self._wake_r, self._wake_w = os.pipe()
@@ -106,42 +120,23 @@ class Supervisor:
         """Supervise until the run ends, gives up, or the supervisor is asked to leave.
 
         Returns:
-            0, or 4 when ``state.json`` cannot be read at all.
+            0, or 4 when the run's ``state.json`` cannot be read or written.
         """
         me = os.getpid()
-        if read_state_quietly(self.store.path) is None:
-            print(f"autopilot: supervisor: cannot read {self.store.path}", file=sys.stderr)
+        if _in_child(lambda: _Acts(self).attach(me)) != 0:
             return 4
-        self.store.update(
-            lambda s: s.update(
-                supervisorPid=me,
-                supervisorStartTime=process_start_time(me),
-                host=socket.gethostname(),
-            )
-        )
         try:
             pid, child = (self._adopt, None) if self._adopt else self._spawn()
             while True:
                 ended = self._wait(pid, child)
                 if ended is None:
                     return 0  # asked to leave: the daemon goes on without us
-                decision = self._decide(ended)
-                if decision.verdict is not Verdict.RESTART:
-                    self._conclude(ended, decision)
+                verdict = _in_child(lambda ended=ended: _Acts(self).after_exit(ended))
+                if verdict != _KEEP_GOING or self._leaving:
                     return 0
-                self._restarted(ended, decision)
                 pid, child = self._spawn()
         finally:
-            self._forget_self(me)
-            self.log.close()
-
-    def _forget_self(self, me: int) -> None:
-        def clear(s: dict[str, Any]) -> None:
-            if s.get("supervisorPid") == me:
-                s.update(supervisorPid=None, supervisorStartTime=None)
-
-        with contextlib.suppress(Exception):
-            self.store.update(clear)
+            _in_child(lambda: _Acts(self).forget(me))
 
     def _spawn(self) -> tuple[int, subprocess.Popen[bytes]]:
         with (
@@ -179,19 +174,93 @@ class Supervisor:
                     code = child.poll()
                     if code is not None:
                         return DaemonExit.from_returncode(code)
-                elif not process_alive(pid, None):
+                elif (pidfd is not None and pidfd in readable) or not _exists(pid):
                     return DaemonExit(None)
             return None
         finally:
             if pidfd is not None:
                 os.close(pidfd)
 
-    # -- deciding and acting -------------------------------------------------------
+
+def _exists(pid: int) -> bool:
+    """Does ``pid`` still exist (a zombie counts as gone)?"""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat", "rb") as stat:
+        return stat.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    return True
+
+
+class _Acts:
+    """What the supervisor does to the run's files; only ever run in a forked child
+    (``_in_child``), where importing the store costs the supervisor nothing."""
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        from autopilot.loop.clock import SystemClock
+        from autopilot.store.events import EventLog
+        from autopilot.store.state import StateStore
+
+        self.supervisor = supervisor
+        self.folder = supervisor.folder
+        self.run_id = supervisor.run_id
+        self.clock = SystemClock()
+        self.store = StateStore(self.folder / "state.json")
+        self.log = EventLog(self.folder / "events.jsonl", self.run_id, self.clock.now_ms)
+
+    def _state(self) -> dict[str, Any]:
+        from autopilot.store.state import read_state_quietly
+
+        return read_state_quietly(self.store.path) or {}
+
+    def attach(self, me: int) -> int:
+        import socket
+
+        from autopilot.loop.arming import process_start_time
+
+        if not self._state():
+            print(f"autopilot: supervisor: cannot read {self.store.path}", file=sys.stderr)
+            return 4
+        self.store.update(
+            lambda s: s.update(
+                supervisorPid=me,
+                supervisorStartTime=process_start_time(me),
+                host=socket.gethostname(),
+            )
+        )
+        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} supervisor {me} for {self.run_id}")
+        return 0
+
+    def forget(self, me: int) -> int:
+        def clear(s: dict[str, Any]) -> None:
+            if s.get("supervisorPid") == me:
+                s.update(supervisorPid=None, supervisorStartTime=None)
+
+        self.store.update(clear)
+        return 0
+
+    def after_exit(self, ended: DaemonExit) -> int:
+        """Decide and act on the daemon's exit; ``_KEEP_GOING`` means start it again."""
+        decision = self._decide(ended)
+        print(
+            f"{time.strftime('%Y-%m-%d %H:%M:%S')} daemon ended ({ended.describe()}): "
+            f"{decision.verdict.value}, {decision.reason}"
+        )
+        if decision.verdict is Verdict.RESTART:
+            self._restarted(ended, decision)
+            return _KEEP_GOING
+        self._conclude(ended, decision)
+        return _STOP
 
     def _decide(self, ended: DaemonExit) -> RestartDecision:
+        from autopilot.core.restart import RunFacts, decide_restart
         from autopilot.manage.activity import driver_lock_held
+        from autopilot.store.project_files import is_off
 
-        state = read_state_quietly(self.store.path) or {}
+        state = self._state()
         restarts = [
             int(t) for t in state.get("supervisorRestarts") or () if isinstance(t, int | float)
         ]
@@ -205,10 +274,13 @@ class Supervisor:
         return decide_restart(ended, facts, restarts, self.clock.now_ms())
 
     def _autopilot_on(self) -> bool:
-        state = read_state_quietly(self.store.path) or {}
-        return not is_off(Path(str(state.get("cwd") or ".")))
+        from autopilot.store.project_files import is_off
+
+        return not is_off(Path(str(self._state().get("cwd") or ".")))
 
     def _restarted(self, ended: DaemonExit, decision: RestartDecision) -> None:
+        from autopilot.store.events import EventType
+
         state = self.store.update(lambda s: s.update(supervisorRestarts=list(decision.restarts_ms)))
         self.log.emit(
             EventType.SUPERVISOR_RESTART,
@@ -237,14 +309,15 @@ class Supervisor:
             )
 
     def _conclude(self, ended: DaemonExit, decision: RestartDecision) -> None:
+        from autopilot.store.events import EventType
+
         if decision.verdict is Verdict.GIVE_UP:
             self._give_up(ended, decision)
         elif decision.verdict is Verdict.FINISH_STOP:
             from autopilot import control
 
-            with contextlib.suppress(Exception):
-                state = read_state_quietly(self.store.path) or {}
-                control.stop(self.folder, self.clock, reason=str(state.get("stopReason") or ""))
+            state = self._state()
+            control.stop(self.folder, self.clock, reason=str(state.get("stopReason") or ""))
         elif decision.verdict is Verdict.LEAVE and (ended.signal is not None or ended.code):
             self.log.emit(
                 EventType.WARNING,
@@ -254,9 +327,13 @@ class Supervisor:
 
     def _give_up(self, ended: DaemonExit, decision: RestartDecision) -> None:
         """End the run in ``error``: one ``supervisor_giveup``, one ``abort``."""
+        import filelock
+
         from autopilot.control import adapter_of
         from autopilot.loop.process import end_process_group_of
         from autopilot.loop.recovery import charge_interrupted_attempt, reconcile_terminal
+        from autopilot.store.events import EventType
+        from autopilot.store.state import RunStatus
 
         lock = filelock.UnixFileLock(str(self.folder / "driver.lock"), timeout=0)
         try:
@@ -309,6 +386,8 @@ class Supervisor:
             self._notify(giveup, state)
 
     def _notify(self, event: dict[str, Any], state: dict[str, Any]) -> None:
+        from autopilot.store.events import EventType
+
         urls = (state.get("config") or {}).get("notify") or []
         if not urls:
             return
@@ -347,17 +426,18 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: supervisor [--fork] [--adopt PID] RUNS_ROOT RUN_ID", file=sys.stderr)
         return 2
     root, run_id = Path(args[0]), args[1]
+    if "/" in run_id or run_id in ("", ".", ".."):
+        print(f"invalid run id {run_id!r}", file=sys.stderr)
+        return 2
     if fork:
         _fork_and_report()
-        log_path = run_dir(root, run_id) / SUPERVISOR_LOG
+        log_path = root / run_id / SUPERVISOR_LOG
         log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.close(log)
     supervisor = Supervisor(root, run_id, adopt=adopt)
     supervisor.install_signals()
-    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} supervisor {os.getpid()} for {run_id}")
-    sys.stdout.flush()
     return supervisor.run()
 
 
