@@ -152,7 +152,7 @@ def test_kill_9_then_restart_keeps_budgets(
     assert spent_before >= 2
     status = run_cli(["status", folder.name], cwd=repo)
     assert "driver     gone" in status.stdout
-    done = run_cli(["start", folder.name], cwd=repo, env=env)
+    done = run_cli(["start", folder.name, "--foreground"], cwd=repo, env=env)
     assert done.returncode == 3, done.stdout + done.stderr
     state = _state(folder)
     assert state["spend"]["iterations"] == 5  # type: ignore[index]
@@ -351,7 +351,7 @@ def test_spend_budget_holds_across_kill_9(
     proc.wait()
     spent = _state(folder)["spend"]["iterations"]  # type: ignore[index]
     assert spent in (1, 2)
-    done = run_cli(["start", folder.name], cwd=repo, env=env)
+    done = run_cli(["start", folder.name, "--foreground"], cwd=repo, env=env)
     assert done.returncode == 3, done.stdout + done.stderr
     state = _state(folder)
     ends = [e for e in _events(folder) if e["type"] == "iteration_end"]
@@ -382,7 +382,7 @@ def test_duration_budget_excludes_paused_time_and_survives_restart(
     active = _state(folder)["spend"]["activeMs"]  # type: ignore[index]
     assert isinstance(active, int) and active < 4000
     assert run_cli(["resume", folder.name], cwd=repo).returncode == 0
-    done = run_cli(["start", folder.name], cwd=repo, env=env)
+    done = run_cli(["start", folder.name, "--foreground"], cwd=repo, env=env)
     assert done.returncode == 3, done.stdout + done.stderr
     state = _state(folder)
     assert _terminals(folder) == [("abort", "max_duration")]

@@ -10,7 +10,8 @@ from autopilot.loop.clock import SystemClock
 from autopilot.store.inbox import Inbox
 from autopilot.store.memory import ensure_memory, keep_copy
 from autopilot.store.paths import runs_root
-from tests.conftest import read_jsonl, run_cli
+from tests.cli.test_control import _terminals, _wait_for
+from tests.conftest import FakeAgent, read_jsonl, run_cli
 
 
 def _arm(repo: Path) -> Path:
@@ -22,11 +23,11 @@ def test_send_queues_a_message_for_a_run_with_no_driver(repo: Path) -> None:
     folder = _arm(repo)
     done = run_cli(["send", "please also update the docs"], cwd=repo)
     assert done.returncode == 0, done.stderr
-    assert "queued for" in done.stdout and "no driver is running" in done.stdout
+    assert "queued for" in done.stdout and "no daemon is running" in done.stdout
     [message] = Inbox(folder).pending()
     assert message.text == "please also update the docs"
     (repo / "note.md").write_text("from a file\n")
-    done = run_cli(["send", folder.name[:8], "--file", "note.md"], cwd=repo)
+    done = run_cli(["send", folder.name[:8], "--file", "note.md", "--no-start"], cwd=repo)
     assert done.returncode == 0, done.stderr
     assert [m.text for m in Inbox(folder).pending()] == [
         "please also update the docs",
@@ -73,3 +74,22 @@ def test_memory_prints_the_project_file_or_the_run_copy(repo: Path) -> None:
     done = run_cli(["memory", folder.name], cwd=repo)
     assert done.stdout == "- the API lives in src/api.py\n"
     assert str(folder / "memory.md") in done.stderr
+
+
+def test_send_relaunches_a_run_whose_daemon_is_dead_unless_off(
+    repo: Path, fake_agent: FakeAgent
+) -> None:
+    env = fake_agent([[{"echo_prompt": True}, {"result": "COMPLETE"}]])
+    folder = _arm(repo)
+    (repo / ".autopilot").mkdir()
+    (repo / ".autopilot" / "OFF").write_text("")
+    held = run_cli(["send", "first"], cwd=repo, env=env)
+    assert "autopilot is OFF" in held.stdout and "relaunching" not in held.stdout
+    (repo / ".autopilot" / "OFF").unlink()
+    done = run_cli(["send", "second"], cwd=repo, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "relaunching it to read the message" in done.stdout
+    _wait_for(lambda: _terminals(folder) != [], 90)
+    assert _terminals(folder) == [("complete", "completion_promise")]
+    prompt = (folder / "iter-0001" / "prompt.md").read_text()
+    assert prompt.index("first") < prompt.index("second")

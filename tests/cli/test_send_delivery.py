@@ -73,3 +73,24 @@ def test_a_message_handed_to_a_killed_attempt_is_handed_again_and_recorded_once(
     assert _terminals(folder) == [("complete", "completion_promise")]
     assert list((folder / "inbox" / "cur").iterdir()) == []
     assert _state(folder)["delivery"] == {"handed": {}, "retired": []}
+
+
+def test_a_budget_warning_reaches_the_next_iteration_after_the_users_messages(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    env = fake_agent(
+        [
+            [_wait_file("go"), {"result": "first", "cost_usd": 0.85}],
+            [{"echo_prompt": True}, {"result": "COMPLETE", "cost_usd": 0.01}],
+        ]
+    )
+    proc = _start(repo, env, "--max-cost", "1", "--stagnation-limit", "0")
+    folder = _run_dir(tmp_path)
+    _wait_for(lambda: isinstance(_state(folder).get("agentPid"), int))
+    assert run_cli(["send", "USER-NOTE"], cwd=repo).returncode == 0
+    (repo / "go").write_text("")
+    assert proc.wait(timeout=60) == 0
+    prompt = (folder / "iter-0002" / "prompt.md").read_text()
+    assert prompt.index("USER-NOTE") < prompt.index("85% of the cost budget is spent")
+    kinds = [(e["source"], e["kind"]) for e in _delivered(folder)]
+    assert kinds == [("user", "message"), ("driver", "budget_warning")]

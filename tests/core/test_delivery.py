@@ -165,3 +165,16 @@ def test_every_message_reaches_exactly_one_concluded_iteration(
     assert all(len(its) == 1 for its in concluded_in.values())
     assert set(concluded_in) == {m.id for m in messages}
     assert cur == {} and ledger == DeliveryLedger()
+
+
+def test_a_budget_is_warned_of_once_when_80_percent_is_crossed() -> None:
+    from autopilot.core.delivery import budget_warnings
+
+    limits = {"cost_usd": 10.0, "tokens": None}
+    [notice] = budget_warnings({"cost_usd": 7.0}, {"cost_usd": 8.5}, limits)
+    assert notice.startswith("85% of the cost budget is spent (8.50 of 10 USD)")
+    assert budget_warnings({"cost_usd": 8.5}, {"cost_usd": 9.0}, limits) == ()  # already
+    assert budget_warnings({"cost_usd": 1.0}, {"cost_usd": 2.0}, limits) == ()
+    assert budget_warnings({"cost_usd": 7.0}, {"cost_usd": 10.0}, limits) == ()  # reached
+    tokens = budget_warnings({"tokens": 0}, {"tokens": 900}, {"tokens": 1000})
+    assert tokens and "900 of 1000 tokens" in tokens[0]

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from autopilot.config import RunConfig
@@ -145,7 +144,7 @@ def test_six_crashes_within_five_minutes_give_up_once_with_a_notification(
         assert [b["type"] for b in endpoint.bodies] == ["failure"]
 
 
-def test_the_daemon_outlives_a_killed_supervisor_and_start_is_refused_meanwhile(
+def test_the_daemon_outlives_a_killed_supervisor_and_start_adopts_it(
     detach: Any, repo: Path
 ) -> None:
     folder = detach([[_wait_file("go"), {"result": "COMPLETE"}]])
@@ -153,15 +152,42 @@ def test_the_daemon_outlives_a_killed_supervisor_and_start_is_refused_meanwhile(
     _wait_for(lambda: supervisor_alive(_state(folder)) is True, TIMEOUT)
     supervisor = int(_state(folder)["supervisorPid"])
     os.kill(supervisor, signal.SIGKILL)
-    _wait_for(lambda: not psutil.pid_exists(supervisor), TIMEOUT)
-    assert driver_alive(_state(folder)) is True and supervisor_alive(_state(folder)) is False
-    refused = run_cli(["start", folder.name, "--plain"], cwd=repo)
+    _wait_for(lambda: supervisor_alive(_state(folder)) is False, TIMEOUT)
+    assert driver_alive(_state(folder)) is True
+    refused = run_cli(["start", folder.name, "--foreground"], cwd=repo)
     assert refused.returncode == 4 and "still being driven" in refused.stderr
+    adopted = run_cli(["start", folder.name], cwd=repo)
+    assert adopted.returncode == 0 and "adopting the running daemon" in adopted.stdout
+    _wait_for(lambda: supervisor_alive(_state(folder)) is True, TIMEOUT)
+    assert int(_state(folder)["pid"]) == daemon  # no second daemon
+    again = run_cli(["start", folder.name], cwd=repo)
+    assert "already running" in again.stdout
+    # The adopting supervisor restarts the daemon it did not start.
+    os.kill(daemon, signal.SIGKILL)
+    _wait_for(lambda: _types(folder, "supervisor_restart") != [], TIMEOUT)
+    assert (
+        _types(folder, "supervisor_restart")[0]["note"] == "the daemon ended (exit status unknown)"
+    )
     (repo / "go").write_text("")
-    _wait_for(lambda: _terminals(folder) != [], TIMEOUT)
+    _wait_for(lambda: _ended(folder), TIMEOUT)
     assert _terminals(folder) == [("complete", "completion_promise")]
-    with contextlib.suppress(psutil.NoSuchProcess):
-        psutil.Process(daemon).wait(TIMEOUT)  # the orphaned daemon exits by itself
+
+
+def test_both_killed_at_once_then_bare_autopilot_goes_on(detach: Any, repo: Path) -> None:
+    folder = detach([[_wait_file("go"), {"result": "COMPLETE"}]])
+    daemon = _alive_daemon(folder)
+    _wait_for(lambda: supervisor_alive(_state(folder)) is True, TIMEOUT)
+    os.kill(int(_state(folder)["supervisorPid"]), signal.SIGKILL)
+    os.kill(daemon, signal.SIGKILL)
+    _wait_for(
+        lambda: not driver_alive(_state(folder)) and not supervisor_alive(_state(folder)), TIMEOUT
+    )
+    (repo / "go").write_text("")
+    done = run_cli([], cwd=repo)
+    assert done.returncode == 0 and f"relaunching {folder.name}" in done.stdout
+    _wait_for(lambda: _ended(folder), TIMEOUT)
+    assert _terminals(folder) == [("complete", "completion_promise")]
+    assert next(e["endedBy"] for e in _types(folder, "iteration_end")) == "driver_died"
 
 
 def test_a_stop_is_not_restarted(detach: Any, repo: Path) -> None:

@@ -252,3 +252,18 @@ def test_drive_live_reraises(tmp_path: Path) -> None:
 
     with pytest.raises(RuntimeError, match="driver broke"):
         drive_live(drive, tmp_path, folder.name, headless=True)
+
+
+async def test_the_message_key_queues_in_the_runs_inbox(tmp_path: Path) -> None:
+    """m in the live view of a real run folder queues a durable message."""
+    from autopilot.runtime.messages import message_sender
+    from autopilot.store.inbox import Inbox
+
+    folder = write_run(tmp_path, base_state(iter=3, cwd=str(tmp_path)), running_log().events)
+    app = _app(folder, send_message=message_sender(folder, FrozenClock(T0)))
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: app.folded)
+        await pilot.press("m")
+        await pilot.press(*"use pathlib", "enter")
+        await pilot.pause()
+    assert [m.text for m in Inbox(folder).pending()] == ["use pathlib"]

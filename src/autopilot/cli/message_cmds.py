@@ -8,13 +8,13 @@ from pathlib import Path
 
 import click
 
-from autopilot.control import driver_alive
+from autopilot.control import driver_alive, supervisor_alive
 from autopilot.errors import UsageError
 from autopilot.loop.clock import SystemClock
 from autopilot.runtime.messages import queue_message
 from autopilot.store.memory import read_memory
 from autopilot.store.paths import list_run_ids, resolve_run, run_dir, runs_root
-from autopilot.store.project_files import off_path
+from autopilot.store.project_files import is_off, off_path
 from autopilot.store.state import read_state, read_state_quietly
 
 _CTX = {"help_option_names": ["-h", "--help"]}
@@ -31,12 +31,17 @@ def _read_text_file(name: str) -> str:
 
 @click.command(context_settings=_CTX)
 @click.option("--file", "file_name", metavar="F", help="Send the text of file F (- for stdin).")
+@click.option(
+    "--no-start", is_flag=True, help="Only queue it: do not relaunch a run whose daemon is dead."
+)
 @click.argument("args", nargs=-1, metavar="[RUN] TEXT")
-def send(file_name: str | None, args: tuple[str, ...]) -> int:
+def send(file_name: str | None, no_start: bool, args: tuple[str, ...]) -> int:
     """Message the agent of RUN at its next iteration; never lost.
 
     Works whatever the run is doing (running, paused, waiting, its daemon dead): the
     message is on disk when this returns, and the next iteration's prompt carries it.
+    A run whose daemon is dead is relaunched in the background to read it, unless
+    autopilot is OFF in its project or the run waits for your answer to a gate.
     RUN omitted: this directory's run.
     """
     if file_name is not None:
@@ -58,12 +63,38 @@ def send(file_name: str | None, args: tuple[str, ...]) -> int:
         f"autopilot: message {message.id} queued for {run_id}; "
         "the agent gets it at its next iteration"
     )
-    if driver_alive(read_state(folder / "state.json")) is not True:
+    state = read_state(folder / "state.json")
+    if driver_alive(state) or supervisor_alive(state):
+        return 0
+    why = _why_not_relaunched(state, no_start)
+    if why is not None:
         click.echo(
-            f"autopilot: no driver is running {run_id}: it is delivered once the run "
-            f"goes on (autopilot start {run_id})"
+            f"autopilot: no daemon is running {run_id} ({why}): the message is delivered "
+            f"once the run goes on (autopilot start {run_id})"
         )
-    return 0
+        return 0
+    from autopilot.cli.run_cmds import launch_detached
+
+    click.echo(f"autopilot: no daemon was running {run_id}: relaunching it to read the message")
+    return launch_detached(root, run_id)
+
+
+def _why_not_relaunched(state: dict[str, object], no_start: bool) -> str | None:
+    """Why ``send`` leaves a run with a dead daemon as it is, or None to relaunch it."""
+    from autopilot.control import adapter_of
+    from autopilot.errors import AgentNotFoundError
+
+    if no_start:
+        return "--no-start"
+    if is_off(Path(str(state.get("cwd") or "."))):
+        return "autopilot is OFF in its project"
+    if state.get("status") in ("gated", "awaiting_user"):
+        return f"it is {state.get('status')}: it waits for your answer"
+    try:
+        adapter_of(dict(state)).check_installed()
+    except AgentNotFoundError as error:
+        return str(error)
+    return None
 
 
 @click.command(context_settings=_CTX)

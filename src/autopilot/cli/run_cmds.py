@@ -365,27 +365,63 @@ def _adapter_for_state(state: dict[str, Any]) -> Any:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("run_ref", metavar="[RUN]", required=False)
-@click.option("--plain", is_flag=True, help="One line per event instead of the live view.")
-def start(run_ref: str | None, plain: bool) -> int:
-    """Relaunch a run whose driver is gone (after a crash or reboot).
+@click.option(
+    "--foreground",
+    is_flag=True,
+    help="Drive the run in this terminal (the live view) instead of in the background.",
+)
+@click.option(
+    "--plain", is_flag=True, help="Drive it in this terminal, one line per event (--foreground)."
+)
+def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
+    """Start RUN again: in the background, whatever its status (after a crash, a reboot,
+    a pause). Returns at once.
 
-    Budgets, spend, iteration count and session ids are restored from state.json;
-    an iteration that was running is started again.
+    A pause request left over is cleared. Budgets, spend, iteration count, session ids
+    and queued messages are restored; an iteration that was running is started again.
+    A daemon still running is never doubled: if only its supervisor died, a new
+    supervisor adopts it.
     """
+    from autopilot.control import supervisor_alive
+    from autopilot.store.project_files import is_off
+
+    foreground = foreground or plain
     root = runs_root()
     run_id = resolve_run(root, run_ref, project=None if run_ref else Path.cwd().resolve())
-    state = control.repair(run_dir(root, run_id), SystemClock())
+    folder = run_dir(root, run_id)
+    state = control.repair(folder, SystemClock())
     if state.get("terminated"):
         raise UsageError(f"run {run_id} has already ended ({state.get('terminationReason')})")
-    if driver_alive(state):
+    daemon_alive = driver_alive(state)
+    if daemon_alive and foreground:
         raise RunLockedError(f"run {run_id} is still being driven (pid {state.get('pid')})")
+    if state.get("paused"):
+        control.resume(folder, SystemClock())
+        click.echo(f"autopilot: {run_id}: the pause request left over is cleared")
+    if is_off(Path(str(state.get("cwd") or "."))):
+        click.echo(
+            "autopilot: autopilot is OFF in this project: the run holds at its next "
+            "boundary until `autopilot on`",
+            err=True,
+        )
+    if daemon_alive:
+        if supervisor_alive(state):
+            click.echo(
+                f"autopilot: run {run_id} is already running (daemon pid {state.get('pid')}, "
+                f"supervisor pid {state.get('supervisorPid')})"
+            )
+            return 0
+        click.echo(f"autopilot: adopting the running daemon of {run_id} (pid {state.get('pid')})")
+        return launch_detached(root, run_id, adopt=int(state["pid"]))
     adapter = _adapter_for_state(state)
     adapter.check_installed()
     say(
         f"autopilot: relaunching {run_id} at iteration {state.get('iter')} "
         f"({(state.get('spend') or {}).get('iterations', 0)} spent)"
     )
-    return drive(root, run_id, adapter, plain=plain)
+    if foreground:
+        return drive(root, run_id, adapter, plain=plain)
+    return launch_detached(root, run_id)
 
 
 def relaunchable_runs(root: Path, project: Path | None) -> list[tuple[str, str | None]]:

@@ -40,7 +40,9 @@ def watch(plain: bool, run_ref: str | None) -> int:
             return follow_plain(folder, _write_line)
         except KeyboardInterrupt:
             return 130
+    from autopilot.loop.clock import SystemClock
+    from autopilot.runtime.messages import message_sender
     from autopilot.view.live import run_watch
 
-    run_watch(folder)
+    run_watch(folder, send_message=message_sender(folder, SystemClock()))
     return 0

@@ -318,3 +318,41 @@ def compose_prompt(base_prompt: str, messages: Iterable[Message]) -> str:
     if not section:
         return base_prompt
     return f"{base_prompt.rstrip()}\n\n---\n\n{section}\n"
+
+
+BUDGET_WARNING_FRACTION = 0.8
+"""A spend budget this far used is worth a notice to the agent."""
+
+
+def budget_warnings(
+    before: Mapping[str, float], after: Mapping[str, float], limits: Mapping[str, float | None]
+) -> tuple[str, ...]:
+    """Notices for the budgets this iteration took past ``BUDGET_WARNING_FRACTION``.
+
+    Args:
+        before: Spend before the iteration, by budget name (``cost_usd``, ``tokens``).
+        after: Spend after it.
+        limits: The budgets (None: no such budget).
+
+    Returns:
+        One notice per budget crossed now (a budget is warned of once: when crossed).
+    """
+    words = {"cost_usd": ("the cost budget", "USD"), "tokens": ("the token budget", "tokens")}
+    notices = []
+    for name, limit in limits.items():
+        if not limit or name not in words:
+            continue
+        mark = BUDGET_WARNING_FRACTION * limit
+        spent_before, spent = before.get(name, 0.0), after.get(name, 0.0)
+        if spent_before < mark <= spent < limit:
+            what, unit = words[name]
+            shown = (
+                f"{spent:.2f} of {limit:g} {unit}"
+                if unit == "USD"
+                else f"{spent:.0f} of {limit:g} {unit}"
+            )
+            notices.append(
+                f"{round(100 * spent / limit)}% of {what} is spent ({shown}). Finish what you "
+                "are doing and leave the work in a state that a later run can pick up."
+            )
+    return tuple(notices)

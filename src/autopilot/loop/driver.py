@@ -30,7 +30,13 @@ from autopilot.agents.base import (
 )
 from autopilot.agents.failures import needs_payment
 from autopilot.config import RunConfig
-from autopilot.core.delivery import DeliveryLedger, Handoff, conclude
+from autopilot.core.delivery import (
+    DeliveryLedger,
+    Handoff,
+    MessageKind,
+    budget_warnings,
+    conclude,
+)
 from autopilot.errors import StateFileError, UsageError
 from autopilot.loop import git
 from autopilot.loop.arming import (
@@ -312,7 +318,7 @@ class Driver:
                 s["pausedAt"] = paused_at
 
         self._update(mark)
-        self._emit(EventType.PAUSE, note=why)
+        self._emit(EventType.PAUSE, note=why, autopilotOn=False if is_off(self.cwd) else None)
         while True:
             self.clock.sleep(_FLAG_POLL_SECONDS)
             state = self._refresh()
@@ -625,9 +631,11 @@ class Driver:
             record(s)
             counters(s)
 
+        before_spend = dict(self.state.get("spend") or {})
         state = self._update(record_and_count)
         spend = state["spend"]
         self._retire_messages()
+        self._warn_of_budgets(before_spend, spend)
         if session_id and session_id != previous_session and len(session_id) <= 64:
             self._emit(EventType.SESSION_ATTACHED, iteration=it.number, sessionId=session_id)
         if report.input_tokens is not None or report.cost_usd is not None:
@@ -659,6 +667,21 @@ class Driver:
             rawOutput=result.write_error or ("truncated" if result.raw_truncated else None),
         )
         return self._apply(decision, it)
+
+    def _warn_of_budgets(self, before: dict[str, Any], after: dict[str, Any]) -> None:
+        """A budget warning for the next iteration, through the one delivery path."""
+
+        def amounts(spend: dict[str, Any]) -> dict[str, float]:
+            tokens = spend.get("tokens") or {}
+            total = int(tokens.get("input") or 0) + int(tokens.get("output") or 0)
+            return {"cost_usd": float(spend.get("costUsd") or 0.0), "tokens": float(total)}
+
+        limits = {"cost_usd": self.policy.max_cost_usd, "tokens": self.policy.max_tokens}
+        for notice in budget_warnings(amounts(before), amounts(after), limits):
+            try:
+                self.delivery.notice(MessageKind.BUDGET_WARNING, notice)
+            except (StateFileError, UsageError) as error:
+                self._emit(EventType.WARNING, note=f"inbox: {error}")
 
     def _retire_messages(self) -> None:
         ledger = self._ledger()

@@ -8,7 +8,7 @@ Each queued message gets one ``message_queued`` event (``messageId``, ``source``
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +131,18 @@ def describe(messages: Iterable[Message]) -> list[str]:
         f"{m.id}  {m.source.value}/{m.kind.value}  {' '.join(m.text.split())[:80]}"
         for m in messages
     ]
+
+
+def message_sender(run_folder: Path, clock: Clock) -> Callable[[str], str]:
+    """A function that queues a user's message for the run and returns a line for them
+    (the live view's ``m`` key).
+
+    The function raises ``UsageError`` for an empty or too long text or an ended run,
+    and ``StateFileError`` when the inbox cannot be written.
+    """
+
+    def send(text: str) -> str:
+        message = queue_message(run_folder, text, clock)
+        return f"message {message.id} queued; the agent gets it at its next iteration"
+
+    return send

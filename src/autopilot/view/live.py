@@ -62,8 +62,17 @@ def run_live_view(
         write: Where plain lines go after the view is left.
         headless: Run the view without a terminal (for tests).
     """
+    from autopilot.loop.clock import SystemClock
+    from autopilot.runtime.messages import message_sender
+
     folder = run_folder(root, run_id)
-    app = WatchApp(folder, clock=clock, driver_thread=driver_thread, on_interrupt=on_interrupt)
+    app = WatchApp(
+        folder,
+        clock=clock,
+        driver_thread=driver_thread,
+        on_interrupt=on_interrupt,
+        send_message=message_sender(folder, clock or SystemClock()),
+    )
     app.run(headless=headless)
     if not driver_thread.is_alive():
         return
