@@ -71,6 +71,7 @@ from autopilot.loop.policy import (
 from autopilot.loop.process import EndedBy, ProcessLimits, end_process_group_of, run_agent_process
 from autopilot.loop.recovery import (
     charge_interrupted_attempt,
+    close_unrecorded_attempt,
     reconcile_terminal,
     remove_stale_temp_files,
 )
@@ -213,6 +214,13 @@ class Driver:
         if isinstance(leftover, int) and leftover != pid:
             end_process_group_of(leftover, self.state.get("agentStartTime"), self.run_id)
             self._recover_attempt()
+        else:
+            closed = close_unrecorded_attempt(
+                self.folder, self.store, self.log, self.adapter, self.run_id
+            )
+            self.state = self.store.read()
+            if closed is not None and self.on_event is not None:
+                self.on_event(closed)
 
         ledger = self._repair_delivery()
 

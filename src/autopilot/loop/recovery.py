@@ -167,3 +167,52 @@ def _count(value: int | None) -> int:
 
 def _sane_cost(value: float | None) -> bool:
     return isinstance(value, float | int) and math.isfinite(value) and 0 <= value < 10_000
+
+
+def _open_iteration(log_path: Path) -> int | None:
+    """The number of the last ``iteration_start`` with no ``iteration_end`` after it."""
+    open_number: int | None = None
+    for event in read_events(log_path):
+        if event["type"] == EventType.ITERATION_START.value:
+            number = event.get("iteration")
+            open_number = number if isinstance(number, int) else None
+        elif event["type"] == EventType.ITERATION_END.value:
+            open_number = None
+    return open_number
+
+
+def close_unrecorded_attempt(
+    folder: Path, store: StateStore, log: EventLog, adapter: AgentAdapter, run_id: str
+) -> dict[str, Any] | None:
+    """Close an iteration whose agent started but whose driver died before recording
+    it in ``state.json`` (a crash during the spawn): its agent processes, found by the
+    run's id and the iteration in their environment, are ended, and the attempt is
+    charged from its saved output like any interrupted attempt.
+
+    Call holding the run's ``driver.lock``, when ``state.json`` records no agent.
+
+    Returns:
+        The ``iteration_end`` written, or None when no iteration was left open.
+    """
+    state = store.read()
+    number = _open_iteration(folder / "events.jsonl")
+    if number is None or state.get("iterationOpen") or isinstance(state.get("agentPid"), int):
+        return None
+    for process in psutil.process_iter():
+        try:
+            env = process.environ()
+            if env.get("AUTOPILOT_RUN_ID") != run_id or env.get("AUTOPILOT_ITERATION") != str(
+                number
+            ):
+                continue
+            from autopilot.loop.process import end_process_group_of
+
+            end_process_group_of(process.pid, process.create_time(), run_id)
+        except (psutil.Error, OSError):
+            continue
+    attempts = sorted(
+        folder.glob(f"iter-{number:04d}*"), key=lambda p: p.stat().st_mtime if p.exists() else 0
+    )
+    state = store.update(lambda s: s.update(iter=number))
+    synthetic = dict(state, agentPid=0, attemptDir=str(attempts[-1]) if attempts else None)
+    return charge_interrupted_attempt(store, log, adapter, synthetic)

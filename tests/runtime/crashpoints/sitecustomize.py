@@ -1,0 +1,78 @@
+"""Fault injection for the reliability tests: a ``kill -9`` of the daemon at a named
+point, once. Put this folder on ``PYTHONPATH`` with ``CRASH_AT=<point>`` and
+``CRASH_MARKER=<file>``; only a process running ``autopilot.runtime.daemon`` is killed,
+and only while the marker file does not exist (it is written just before the kill, so
+the restarted daemon goes on).
+
+Points: ``spawn`` (the agent started, its pid not yet in state.json), ``mid_stream``
+(the agent's first tool call was logged), ``after_iteration_end`` (the iteration's
+``iteration_end`` was logged, before the next state write), ``state_write`` (the temp
+file of the write that concludes an iteration is on disk, not yet renamed into place),
+``limit_wait`` (``rate_limited`` was logged), ``paused`` (``pause`` was logged).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any
+
+_POINT = os.environ.get("CRASH_AT", "")
+_MARKER = os.environ.get("CRASH_MARKER", "")
+
+
+def _in_daemon() -> bool:
+    return bool(sys.argv) and sys.argv[0].replace("\\", "/").endswith("runtime/daemon.py")
+
+
+def _crash(point: str) -> None:
+    if point != _POINT or not _MARKER or os.path.exists(_MARKER) or not _in_daemon():
+        return
+    with open(_MARKER, "w") as marker:
+        marker.write(point)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _install() -> None:
+    import autopilot.store.events as events
+    import autopilot.store.state as state
+
+    emit = events.EventLog.emit
+
+    def emit_then_maybe_crash(self: Any, event_type: Any, **fields: Any) -> Any:
+        written = emit(self, event_type, **fields)
+        kind = str(event_type)
+        if kind == "substage":
+            _crash("mid_stream")
+        elif kind == "iteration_end":
+            _crash("after_iteration_end")
+        elif kind == "rate_limited":
+            _crash("limit_wait")
+        elif kind == "pause":
+            _crash("paused")
+        return written
+
+    events.EventLog.emit = emit_then_maybe_crash  # type: ignore[method-assign]
+
+    write = state.write_atomically
+
+    def write_then_maybe_crash(path: Any, data: bytes) -> None:
+        if b'"agentPid": ' in data and b'"agentPid": null' not in data:
+            _crash("spawn")
+        if (
+            _POINT == "state_write"
+            and b'"iterationOpen": false' in data
+            and b'"iterations": 1' in data
+        ):
+            tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}.crash")
+            with open(tmp, "wb") as handle:
+                handle.write(data)
+            _crash("state_write")
+        write(path, data)
+
+    state.write_atomically = write_then_maybe_crash
+
+
+if _POINT:
+    _install()
