@@ -35,8 +35,7 @@ def _crash(point: str) -> None:
 
 
 def _install() -> None:
-    import autopilot.store.events as events
-    import autopilot.store.state as state
+    from autopilot.store import events, state
 
     emit = events.EventLog.emit
 
