@@ -13,8 +13,8 @@ from autopilot import control
 from autopilot.cli.echo import say, say_json
 from autopilot.loop.arming import describe_ending
 from autopilot.loop.clock import SystemClock
-from autopilot.loop.driver import OFF_FILE
 from autopilot.store.paths import resolve_run, run_dir, runs_root
+from autopilot.store.project_files import off_path
 from autopilot.store.state import read_state_quietly
 from autopilot.view.plain import format_moment
 from autopilot.view.present import elapsed_ms, fmt_duration
@@ -85,10 +85,10 @@ def resume(run_ref: str | None) -> int:
 
 def resume_message(run_id: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
     """What ``resume`` did: resumed, nothing to resume, or held by the OFF file."""
-    off = Path(str(after.get("cwd") or "")) / OFF_FILE
+    off = off_path(Path(str(after.get("cwd") or "")))
     held_by_off = bool(after.get("cwd")) and off.exists()
     if held_by_off and (before.get("status") == "paused" or before.get("paused")):
-        return f"{run_id}: still paused by {off}; remove that file to resume"
+        return f"{run_id}: still paused by {off}; autopilot on (or remove that file) to resume"
     if not before.get("paused") and before.get("status") != "paused":
         return f"{run_id}: not paused; nothing to resume"
     return f"{run_id}: resumed"

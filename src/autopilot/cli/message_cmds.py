@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from autopilot.cli.echo import say
 from autopilot.control import driver_alive, supervisor_alive
 from autopilot.errors import UsageError
 from autopilot.loop.clock import SystemClock
@@ -59,7 +60,7 @@ def send(file_name: str | None, no_start: bool, args: tuple[str, ...]) -> int:
     run_id = resolve_run(root, run_ref, project=None if run_ref else Path.cwd().resolve())
     folder = run_dir(root, run_id)
     message = queue_message(folder, text, SystemClock())
-    click.echo(
+    say(
         f"autopilot: message {message.id} queued for {run_id}; "
         "the agent gets it at its next iteration"
     )
@@ -68,14 +69,14 @@ def send(file_name: str | None, no_start: bool, args: tuple[str, ...]) -> int:
         return 0
     why = _why_not_relaunched(state, no_start)
     if why is not None:
-        click.echo(
+        say(
             f"autopilot: no daemon is running {run_id} ({why}): the message is delivered "
             f"once the run goes on (autopilot start {run_id})"
         )
         return 0
     from autopilot.cli.run_cmds import launch_detached
 
-    click.echo(f"autopilot: no daemon was running {run_id}: relaunching it to read the message")
+    say(f"autopilot: no daemon was running {run_id}: relaunching it to read the message")
     return launch_detached(root, run_id)
 
 
@@ -106,7 +107,7 @@ def off() -> int:
     """
     path = off_path(Path.cwd())
     if path.exists():
-        click.echo(f"autopilot: already OFF ({path})")
+        say(f"autopilot: already OFF ({path})")
         return 0
     try:
         path.parent.mkdir(exist_ok=True)
@@ -114,7 +115,7 @@ def off() -> int:
         path.write_text(f"switched off with 'autopilot off' at {stamp}\n", encoding="utf-8")
     except OSError as error:
         raise UsageError(f"cannot write {path}: {error.strerror or error}") from None
-    click.echo(f"autopilot: OFF ({path}); runs here hold at their next boundary")
+    say(f"autopilot: OFF ({path}); runs here hold at their next boundary")
     return 0
 
 
@@ -123,7 +124,7 @@ def on() -> int:
     """Switch autopilot back ON in this directory (removes .autopilot/OFF)."""
     path = off_path(Path.cwd())
     if not path.exists():
-        click.echo("autopilot: already ON")
+        say("autopilot: already ON")
         return 0
     try:
         path.unlink()
@@ -131,7 +132,7 @@ def on() -> int:
         pass
     except OSError as error:
         raise UsageError(f"cannot remove {path}: {error.strerror or error}") from None
-    click.echo("autopilot: ON; held runs here go on at their next check")
+    say("autopilot: ON; held runs here go on at their next check")
     return 0
 
 
@@ -155,9 +156,9 @@ def memory(run_ref: str | None) -> int:
         project = Path(str(read_state(folder / "state.json").get("cwd") or cwd))
     found = read_memory(project, folder)
     if found is None:
-        click.echo(f"autopilot: no memory file yet ({project / '.autopilot' / 'memory.md'})")
+        say(f"autopilot: no memory file yet ({project / '.autopilot' / 'memory.md'})")
         return 0
     path, text = found
-    click.echo(f"# {path}", err=True)
-    click.echo(text, nl=not text.endswith("\n"))
+    say(f"# {path}", err=True)
+    say(text.removesuffix("\n"))
     return 0

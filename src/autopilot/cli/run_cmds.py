@@ -330,12 +330,10 @@ def launch_detached(root: Path, run_id: str, *, adopt: int | None = None) -> int
     folder = run_dir(root, run_id)
     daemon = _wait_for_daemon(folder) if adopt is None else adopt
     shown = f"daemon pid {daemon}, " if daemon else ""
-    click.echo(
-        f"autopilot: run {run_id} goes on in the background ({shown}supervisor pid {supervisor})"
-    )
-    click.echo(f"autopilot: watch it:    autopilot watch {run_id}")
-    click.echo(f"autopilot: message it:  autopilot send {run_id} TEXT")
-    click.echo(f"autopilot: stop it:     autopilot stop {run_id}")
+    say(f"autopilot: run {run_id} goes on in the background ({shown}supervisor pid {supervisor})")
+    say(f"autopilot: watch it:    autopilot watch {run_id}")
+    say(f"autopilot: message it:  autopilot send {run_id} TEXT")
+    say(f"autopilot: stop it:     autopilot stop {run_id}")
     return 0
 
 
@@ -397,21 +395,21 @@ def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
         raise RunLockedError(f"run {run_id} is still being driven (pid {state.get('pid')})")
     if state.get("paused"):
         control.resume(folder, SystemClock())
-        click.echo(f"autopilot: {run_id}: the pause request left over is cleared")
+        say(f"autopilot: {run_id}: the pause request left over is cleared")
     if is_off(Path(str(state.get("cwd") or "."))):
-        click.echo(
+        say(
             "autopilot: autopilot is OFF in this project: the run holds at its next "
             "boundary until `autopilot on`",
             err=True,
         )
     if daemon_alive:
         if supervisor_alive(state):
-            click.echo(
+            say(
                 f"autopilot: run {run_id} is already running (daemon pid {state.get('pid')}, "
                 f"supervisor pid {state.get('supervisorPid')})"
             )
             return 0
-        click.echo(f"autopilot: adopting the running daemon of {run_id} (pid {state.get('pid')})")
+        say(f"autopilot: adopting the running daemon of {run_id} (pid {state.get('pid')})")
         return launch_detached(root, run_id, adopt=int(state["pid"]))
     adapter = _adapter_for_state(state)
     adapter.check_installed()
@@ -456,12 +454,12 @@ def relaunch_runs(project: Path | None) -> int:
     launched = 0
     for run_id, why in relaunchable_runs(root, project):
         if why is not None:
-            click.echo(f"autopilot: not relaunching {run_id}: {why}")
+            say(f"autopilot: not relaunching {run_id}: {why}")
             continue
         state = control.repair(run_dir(root, run_id), SystemClock())
         if state.get("terminated"):
             continue
-        click.echo(f"autopilot: relaunching {run_id} at iteration {state.get('iter')}")
+        say(f"autopilot: relaunching {run_id} at iteration {state.get('iter')}")
         launch_detached(root, run_id)
         launched += 1
     return launched
@@ -479,7 +477,7 @@ def relaunch(all_projects: bool) -> int:
     """
     launched = relaunch_runs(None if all_projects else Path.cwd().resolve())
     if not launched:
-        click.echo("autopilot: no run to relaunch")
+        say("autopilot: no run to relaunch")
     return 0
 
 

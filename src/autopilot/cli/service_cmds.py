@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from autopilot.cli.echo import say
 from autopilot.runtime import service as login_service
 
 _CTX = {"help_option_names": ["-h", "--help"]}
@@ -28,12 +29,12 @@ def install() -> int:
     """Write the service and register it to run `autopilot relaunch --all` at login."""
     plan = _plan()
     problems = login_service.install(plan)
-    click.echo(f"autopilot: wrote {plan.path}")
-    click.echo(f"autopilot: at login it runs: {' '.join(login_service.relaunch_command())}")
+    say(f"autopilot: wrote {plan.path}")
+    say(f"autopilot: at login it runs: {' '.join(login_service.relaunch_command())}")
     for problem in problems:
-        click.echo(f"autopilot: warning: {problem}", err=True)
+        say(f"autopilot: warning: {problem}", err=True)
     if problems:
-        click.echo(
+        say(
             "autopilot: the file is in place; register it yourself with: "
             + " && ".join(" ".join(argv) for argv in plan.enable),
             err=True,
@@ -46,9 +47,9 @@ def uninstall() -> int:
     """Unregister the service and remove its file."""
     plan = _plan()
     if login_service.uninstall(plan):
-        click.echo(f"autopilot: removed {plan.path}")
+        say(f"autopilot: removed {plan.path}")
     else:
-        click.echo("autopilot: no service was installed")
+        say("autopilot: no service was installed")
     return 0
 
 
@@ -58,7 +59,7 @@ def status() -> int:
     plan = _plan()
     installed, said = login_service.status(plan)
     if installed:
-        click.echo(f"autopilot: installed ({plan.path}); {said}")
+        say(f"autopilot: installed ({plan.path}); {said}")
     else:
-        click.echo(f"autopilot: not installed (would be {plan.path})")
+        say(f"autopilot: not installed (would be {plan.path})")
     return 0
