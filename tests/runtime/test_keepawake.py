@@ -54,7 +54,7 @@ def fake_inhibit(tmp_path: Path) -> Path:
         'if [ "$1" = "--list" ]; then echo "no logind here" >&2; '
         'exit "${FAKE_LIST_RC:-0}"; fi\n'
         f'echo "$@" > {tmp_path}/inhibit.args\n'
-        "shift 5\n"
+        "shift 4\n"
         'exec "$@"\n'
     )
     path.chmod(0o755)
@@ -78,7 +78,7 @@ def test_held_while_asked_and_released_after(fake_inhibit: Path, tmp_path: Path)
         time.sleep(0.05)
     assert "--why=autopilot run r-1 --mode=block" in (tmp_path / "inhibit.args").read_text()
     process = awake._process
-    assert process is not None
+    assert process is not None and process.poll() is None  # tail --pid holds it
     awake.release()
     assert not awake.held and process.poll() is not None
     assert notes == []
@@ -122,6 +122,7 @@ def test_a_killed_holder_leaves_no_inhibitor_behind(fake_inhibit: Path) -> None:
     assert holder.stdout is not None
     with holder.stdout:
         inhibitor = psutil.Process(int(holder.stdout.readline()))
+    assert inhibitor.is_running() and inhibitor.status() != psutil.STATUS_ZOMBIE
     holder.kill()
     holder.wait()
     inhibitor.wait(timeout=30)  # tail --pid sees the holder gone and exits
