@@ -256,5 +256,5 @@ def test_prompt_file_replaced_by_a_fifo_uses_the_last_copy(
     done = run_cli(["run", "-f", "PROMPT.md", "--plain"], cwd=repo, env=env, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     folder = _run_dir(tmp_path)
-    assert (folder / "iter-0002" / "prompt.md").read_text() == "the prompt\n"
+    assert (folder / "iter-0002" / "prompt.md").read_text().startswith("the prompt\n\n---")
     assert any(e["type"] == "warning" and "PROMPT.md" in str(e["note"]) for e in _events(folder))

@@ -79,7 +79,8 @@ def test_completes_when_the_agent_says_the_token(
     }
     # The prompt reached the agent whole, through no shell (field report 23).
     folder = _run_dir(tmp_path)
-    assert (folder / "iter-0002" / "prompt.md").read_text() == METACHAR_PROMPT
+    sent = (folder / "iter-0002" / "prompt.md").read_text()
+    assert sent.startswith(METACHAR_PROMPT)  # then the memory file's paragraph
     stdout = (folder / "iter-0002" / "stdout.log").read_text()
     assert json.dumps(METACHAR_PROMPT, ensure_ascii=False)[1:-1] in stdout
     assert events[0]["type"] == "armed"

@@ -66,6 +66,12 @@ class E2ERun:
         return loaded
 
 
+def sent_prompt(run: E2ERun, iteration: int = 1) -> str:
+    """The prompt autopilot sent in ``iteration``: the run's prompt, then the memory
+    file's paragraph (and any messages)."""
+    return (run.run_dir / f"iter-{iteration:04d}" / "prompt.md").read_text()
+
+
 @pytest.fixture
 def e2e_repo(tmp_path: Path) -> Path:
     """A fresh git repository for the agent to work in."""

@@ -21,6 +21,7 @@ from tests.e2e.conftest import (
     iteration_ends,
     recorded_argvs,
     run_offline,
+    sent_prompt,
     terminal,
 )
 
@@ -97,7 +98,9 @@ def test_fresh_sessions_complete_at_iteration_two(tmp_path: Path, e2e_repo: Path
     argvs = recorded_argvs(argv_folder)
     assert len(argvs) == 2
     assert all("resume" not in argv for argv in argvs)
-    assert all(argv[:2] == ["exec", "--json"] and argv[-2:] == ["--", PROMPT] for argv in argvs)
+    sent = sent_prompt(run)
+    assert sent.startswith(PROMPT)
+    assert all(argv[:2] == ["exec", "--json"] and argv[-2:] == ["--", sent] for argv in argvs)
     assert_nothing_left_behind(e2e_repo)
 
 
@@ -122,7 +125,7 @@ def test_continue_resumes_the_first_session(tmp_path: Path, e2e_repo: Path) -> N
     first, second = recorded_argvs(argv_folder)
     assert "resume" not in first
     at = second.index("resume")
-    assert second[at : at + 4] == ["resume", session, "--", PROMPT]
+    assert second[at : at + 4] == ["resume", session, "--", sent_prompt(run, 2)]
     assert second.index('model_reasoning_effort="low"') < at
     # Codex reports the thread's cumulative usage; each iteration must count its own.
     assert [e["iterationTokens"] for e in ends] == [{"input": 200, "output": 40}] * 2

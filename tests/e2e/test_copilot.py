@@ -24,6 +24,7 @@ from tests.e2e.conftest import (
     cli_path,
     recorded_argvs,
     run_offline,
+    sent_prompt,
 )
 
 PROMPT = "Make sure hello.txt exists. When it does, say COMPLETE.\n"
@@ -33,9 +34,10 @@ WINDOW = 8
 LIMITS = ["--iteration-timeout", "120", "--idle-timeout", "60"]
 
 
-def _base_argv(repo: Path) -> list[str]:
+def _base_argv(repo: Path, prompt: str) -> list[str]:
+    assert prompt.startswith(PROMPT)  # then the memory file's paragraph
     return [
-        "-p", PROMPT, "--output-format", "json", "--allow-all-tools",
+        "-p", prompt, "--output-format", "json", "--allow-all-tools",
         "--no-ask-user", "--no-auto-update", "-C", str(repo),
     ]  # fmt: skip
 
@@ -84,7 +86,7 @@ def test_fresh_sessions_complete_at_iteration_two(tmp_path: Path, e2e_repo: Path
     assert_spend_agrees(run, per_call_usage=False, cost=False)
     assert run.state["spend"] == {**run.state["spend"], "tokens": {"input": 0, "output": 0}}
     assert_only_model_api(run, ["/v1/chat/completions"])
-    assert recorded_argvs(argv_folder) == [_base_argv(e2e_repo)] * 2
+    assert recorded_argvs(argv_folder) == [_base_argv(e2e_repo, sent_prompt(run))] * 2
     assert_nothing_left_behind(e2e_repo)
 
 
@@ -100,8 +102,8 @@ def test_continue_resumes_the_first_session(tmp_path: Path, e2e_repo: Path) -> N
         "second-turn",
     ]
     first, second = recorded_argvs(argv_folder)
-    assert first == _base_argv(e2e_repo)
-    assert second == [*_base_argv(e2e_repo), f"--resume={session}"]
+    assert first == _base_argv(e2e_repo, sent_prompt(run))
+    assert second == [*_base_argv(e2e_repo, sent_prompt(run, 2)), f"--resume={session}"]
     assert "not finished yet" in json.dumps(run.requests[-1]["body"])
     assert_nothing_left_behind(e2e_repo)
 

@@ -25,6 +25,7 @@ from tests.e2e.conftest import (
     iteration_ends,
     recorded_argvs,
     run_offline,
+    sent_prompt,
 )
 
 PROMPT = "Make sure hello.txt exists. When it does, say COMPLETE.\n"
@@ -103,7 +104,8 @@ def test_fresh_sessions_complete_at_iteration_two(tmp_path: Path, e2e_repo: Path
     assert ends[0]["sessionId"] and ends[0]["sessionId"] != ends[1]["sessionId"]
     assert_spend_agrees(run, per_call_usage=True, cost=False)
     assert_only_model_api(run, [f"/v1beta/models/{MODEL}:"])
-    assert recorded_argvs(argv_folder) == [[*BASE_ARGV, "-p", PROMPT]] * 2
+    assert sent_prompt(run).startswith(PROMPT)
+    assert recorded_argvs(argv_folder) == [[*BASE_ARGV, "-p", sent_prompt(run)]] * 2
     assert_nothing_left_behind(e2e_repo)
 
 
@@ -119,8 +121,8 @@ def test_continue_resumes_the_first_session(tmp_path: Path, e2e_repo: Path) -> N
         "second-turn",
     ]
     first, second = recorded_argvs(argv_folder)
-    assert first == [*BASE_ARGV, "-p", PROMPT]
-    assert second == [*BASE_ARGV, "--resume", session, "-p", PROMPT]
+    assert first == [*BASE_ARGV, "-p", sent_prompt(run)]
+    assert second == [*BASE_ARGV, "--resume", session, "-p", sent_prompt(run, 2)]
     assert "not finished yet" in json.dumps(run.requests[-1]["body"])
     assert_spend_agrees(run, per_call_usage=True, cost=False)
     assert_nothing_left_behind(e2e_repo)

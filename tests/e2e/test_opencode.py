@@ -26,6 +26,7 @@ from tests.e2e.conftest import (
     cli_path,
     recorded_argvs,
     run_offline,
+    sent_prompt,
 )
 
 # Quotes and spaces: the text must reach the model exactly as written.
@@ -140,7 +141,8 @@ def test_fresh_sessions_complete_at_iteration_two(tmp_path: Path, e2e_repo: Path
     assert_only_model_api(run, ["/v1/chat/completions"])
     # No message argument: the prompt went on stdin and arrived verbatim.
     assert recorded_argvs(argv_folder) == [_base_argv(e2e_repo)] * 2
-    assert PROMPT in _user_texts(run)
+    assert sent_prompt(run).startswith(PROMPT)
+    assert sent_prompt(run) in _user_texts(run)
     assert_nothing_left_behind(e2e_repo)
 
 

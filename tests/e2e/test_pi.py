@@ -23,6 +23,7 @@ from tests.e2e.conftest import (
     cli_path,
     recorded_argvs,
     run_offline,
+    sent_prompt,
 )
 
 PROMPT = "Make sure hello.txt exists. When it does, say COMPLETE.\n"
@@ -101,7 +102,8 @@ def test_fresh_sessions_complete_at_iteration_two(tmp_path: Path, e2e_repo: Path
     assert_spend_agrees(run, per_call_usage=True, cost=True)
     assert_only_model_api(run, ["/v1/chat/completions"])
     argvs = recorded_argvs(argv_folder)
-    assert argvs == [["--mode", "json", "--model", "fake/fake-model", PROMPT]] * 2
+    assert sent_prompt(run).startswith(PROMPT)
+    assert argvs == [["--mode", "json", "--model", "fake/fake-model", sent_prompt(run)]] * 2
     assert_nothing_left_behind(e2e_repo)
 
 
@@ -118,7 +120,9 @@ def test_continue_resumes_the_first_session(tmp_path: Path, e2e_repo: Path) -> N
     ]
     first, second = recorded_argvs(argv_folder)
     assert "--session" not in first
-    assert second == ["--mode", "json", "--model", "fake/fake-model", "--session", session, PROMPT]
+    assert second == [
+        "--mode", "json", "--model", "fake/fake-model", "--session", session, sent_prompt(run, 2)
+    ]  # fmt: skip
     assert "not finished yet" in json.dumps(run.requests[-1]["body"])
     assert_spend_agrees(run, per_call_usage=True, cost=True)
     assert_nothing_left_behind(e2e_repo)

@@ -312,12 +312,18 @@ def render(messages: Iterable[Message]) -> str:
     return "\n\n".join([intro, *parts])
 
 
-def compose_prompt(base_prompt: str, messages: Iterable[Message]) -> str:
-    """``base_prompt`` followed by the messages section, if there are messages."""
+def compose_prompt(
+    base_prompt: str, messages: Iterable[Message], standing: Iterable[str] = ()
+) -> str:
+    """``base_prompt``, then each standing section (e.g. the memory file's paragraph),
+    then the messages section if there are messages; separated by rules."""
+    sections = [text.strip() for text in standing if text.strip()]
     section = render(messages)
-    if not section:
+    if section:
+        sections.append(section)
+    if not sections:
         return base_prompt
-    return f"{base_prompt.rstrip()}\n\n---\n\n{section}\n"
+    return base_prompt.rstrip() + "".join(f"\n\n---\n\n{text}" for text in sections) + "\n"
 
 
 BUDGET_WARNING_FRACTION = 0.8

@@ -78,10 +78,11 @@ from autopilot.loop.recovery import (
 from autopilot.loop.signals import Interrupts
 from autopilot.runtime.delivery import Delivery
 from autopilot.runtime.notify import Notifier, notification_for
+from autopilot.store import memory
 from autopilot.store.events import EventLog, EventType, excerpt
 from autopilot.store.paths import run_dir
 from autopilot.store.private import make_private_dir, write_private
-from autopilot.store.project_files import is_off
+from autopilot.store.project_files import is_off, memory_path
 from autopilot.store.state import RunStatus, StateStore
 
 _FLAG_POLL_SECONDS = 0.5
@@ -145,7 +146,7 @@ class Driver:
         self._last_state_read = 0.0
         self._parse_failures = 0
         self._locks = RunLocks(project_lock or ProjectLock(root, self.cwd), run_id, self.folder)
-        self.delivery = Delivery(self.folder, self.log, self.cwd, clock)
+        self.delivery = Delivery(self.folder, self.log, self.cwd, clock, memory=True)
         self.notifier = Notifier(self.config.notify) if self.config.notify else None
 
     # -- state ---------------------------------------------------------------
@@ -223,6 +224,7 @@ class Driver:
                 self.on_event(closed)
 
         ledger = self._repair_delivery()
+        self._keep_memory(start=True)
 
         def attach(s: dict[str, Any]) -> None:
             s.update(pid=pid, pidStartTime=process_start_time(pid), host=socket.gethostname())
@@ -644,6 +646,7 @@ class Driver:
         spend = state["spend"]
         self._retire_messages()
         self._warn_of_budgets(before_spend, spend)
+        self._keep_memory()
         if session_id and session_id != previous_session and len(session_id) <= 64:
             self._emit(EventType.SESSION_ATTACHED, iteration=it.number, sessionId=session_id)
         if report.input_tokens is not None or report.cost_usd is not None:
@@ -675,6 +678,21 @@ class Driver:
             rawOutput=result.write_error or ("truncated" if result.raw_truncated else None),
         )
         return self._apply(decision, it)
+
+    def _keep_memory(self, *, start: bool = False) -> None:
+        """The memory file (seed 003): put back if the agent deleted it, created empty at
+        the run's start if there is none, and copied into the run folder."""
+        try:
+            if memory.restore_if_missing(self.cwd, self.folder):
+                self._emit(
+                    EventType.MEMORY_RESTORED,
+                    note=f"{memory_path(self.cwd)} was gone; restored from the run's copy",
+                )
+            if start:
+                memory.ensure_memory(self.cwd)
+            memory.keep_copy(self.cwd, self.folder)
+        except OSError as error:
+            self._emit(EventType.WARNING, note=f"memory file: {error.strerror or error}")
 
     def _warn_of_budgets(self, before: dict[str, Any], after: dict[str, Any]) -> None:
         """A budget warning for the next iteration, through the one delivery path."""

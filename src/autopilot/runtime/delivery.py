@@ -5,7 +5,8 @@ The driver uses it at four points of an attempt, and writes the ledger it return
 ``state.json`` (its ``delivery`` object) in the same write as the attempt's own record::
 
     repair(ledger)                      driver start: finish what a crash interrupted
-    deliver(prompt, ledger, iteration)  before the spawn: claim, order, compose
+    deliver(prompt, ledger, iteration)  before the spawn: claim, order, compose (the
+                                        memory file's paragraph, then the messages)
     handed(handoff, autopilot_on)       after the spawn and the ledger write:
                                         message_delivered for each first hand-off
     retire(ledger)                      after the conclusion's write: move files to done/
@@ -33,6 +34,7 @@ from autopilot.loop.clock import Clock
 from autopilot.runtime.messages import ids_in_log, queue_message, queued_event_fields
 from autopilot.store.events import EventLog, EventType
 from autopilot.store.inbox import Inbox
+from autopilot.store.memory import memory_paragraph
 from autopilot.store.project_files import is_off
 
 
@@ -44,10 +46,14 @@ class Delivery:
         log: The run's event log (the driver's).
         project: The run's work tree (for the OFF switch).
         clock: For the messages' times.
+        memory: Every prompt carries the memory file's paragraph (``store.memory``).
     """
 
-    def __init__(self, run_folder: Path, log: EventLog, project: Path, clock: Clock) -> None:
+    def __init__(
+        self, run_folder: Path, log: EventLog, project: Path, clock: Clock, *, memory: bool = False
+    ) -> None:
         self.run_folder = run_folder
+        self.memory = memory
         self.log = log
         self.project = project
         self.clock = clock
@@ -125,7 +131,8 @@ class Delivery:
             record_orphan, lambda: ids_in_log(self.run_folder, EventType.MESSAGE_QUEUED)
         )
         handoff = plan_handoff(taken, ledger, iteration)
-        return compose_prompt(base_prompt, handoff.messages), handoff
+        standing = (memory_paragraph(self.project),) if self.memory else ()
+        return compose_prompt(base_prompt, handoff.messages, standing), handoff
 
     def handed(self, handoff: Handoff, iteration: int) -> None:
         """Write ``message_delivered`` for each first hand-off of ``handoff``.
