@@ -177,6 +177,7 @@ def test_both_killed_at_once_then_bare_autopilot_goes_on(detach: Any, repo: Path
     folder = detach([[_wait_file("go"), {"result": "COMPLETE"}]])
     daemon = _alive_daemon(folder)
     _wait_for(lambda: supervisor_alive(_state(folder)) is True, TIMEOUT)
+    _wait_for(lambda: isinstance(_state(folder).get("agentPid"), int), TIMEOUT)
     os.kill(int(_state(folder)["supervisorPid"]), signal.SIGKILL)
     os.kill(daemon, signal.SIGKILL)
     _wait_for(

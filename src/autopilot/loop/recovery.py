@@ -169,7 +169,7 @@ def _sane_cost(value: float | None) -> bool:
     return isinstance(value, float | int) and math.isfinite(value) and 0 <= value < 10_000
 
 
-def _open_iteration(log_path: Path) -> int | None:
+def open_iteration(log_path: Path) -> int | None:
     """The number of the last ``iteration_start`` with no ``iteration_end`` after it."""
     open_number: int | None = None
     for event in read_events(log_path):
@@ -195,7 +195,7 @@ def close_unrecorded_attempt(
         The ``iteration_end`` written, or None when no iteration was left open.
     """
     state = store.read()
-    number = _open_iteration(folder / "events.jsonl")
+    number = open_iteration(folder / "events.jsonl")
     if number is None or state.get("iterationOpen") or isinstance(state.get("agentPid"), int):
         return None
     for process in psutil.process_iter():

@@ -291,7 +291,10 @@ class _Acts:
             iteration=state.get("iter"),
             autopilotOn=self._autopilot_on(),
         )
-        if isinstance(state.get("agentPid"), int):
+        from autopilot.loop.recovery import open_iteration
+
+        cut_short = isinstance(state.get("agentPid"), int) or state.get("iterationOpen")
+        if cut_short or open_iteration(self.folder / "events.jsonl") is not None:
             self._notice(CRASH_NOTICE.format(how=ended.describe()))
 
     def _notice(self, text: str) -> None:
