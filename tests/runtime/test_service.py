@@ -148,7 +148,7 @@ def test_the_service_command_relaunches_a_run_left_active(
     assert f"relaunching {run_id}" in done.stdout
     assert f"not relaunching {paused_id}: it is paused" in done.stdout
     folder = root / run_id
-    _wait_for(lambda: bool(read_state(folder / "state.json").get("terminated")), 90)
+    _wait_for(lambda: _terminals(folder) != [], 90)
     assert _terminals(folder) == [("complete", "completion_promise")]
     assert read_state(root / paused_id / "state.json")["status"] == "paused"
 

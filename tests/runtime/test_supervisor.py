@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from autopilot.control import driver_alive, process_alive, supervisor_alive
 from autopilot.loop.arming import PromptSource, arm_run
 from autopilot.loop.clock import SystemClock
 from autopilot.runtime.detach import spawn_supervisor
+from autopilot.runtime.messages import queue_message
 from autopilot.store.paths import runs_root
 from autopilot.store.state import read_state_quietly
 from tests.cli.test_control import _events, _terminals, _wait_for
@@ -78,9 +80,20 @@ def _types(folder: Path, kind: str) -> list[dict[str, Any]]:
 
 
 def test_a_detached_run_completes_with_nothing_left_behind(detach: Any, repo: Path) -> None:
-    folder = detach([[{"write_file": "a.txt"}, {"result": "step"}], [{"result": "COMPLETE"}]])
+    previous = os.umask(0)  # the modes must come from autopilot alone
+    try:
+        folder = detach([[{"write_file": "a.txt"}, {"result": "step"}], [{"result": "COMPLETE"}]])
+        queue_message(folder, "hello", SystemClock())
+    finally:
+        os.umask(previous)
     _wait_for(lambda: _ended(folder), TIMEOUT)
     assert _terminals(folder) == [("complete", "completion_promise")]
+    wrong = {
+        str(path.relative_to(folder)): oct(stat.S_IMODE(path.lstat().st_mode))
+        for path in folder.rglob("*")
+        if stat.S_IMODE(path.lstat().st_mode) != (0o700 if path.is_dir() else 0o600)
+    }
+    assert wrong == {}
     state = _state(folder)
     assert state["status"] == "completed" and state.get("supervisorPid") is None
     assert "completed (completion_promise)" in (folder / "daemon.out").read_text()

@@ -4,6 +4,7 @@ return at once (SPEC §11). The supervisor starts the daemon (``runtime.supervis
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 from autopilot.errors import EnvironmentProblem
 from autopilot.runtime.supervisor import SUPERVISOR_LOG
 from autopilot.store.paths import run_dir
+from autopilot.store.private import open_private
 
 
 def spawn_supervisor(root: Path, run_id: str, *, adopt: int | None = None) -> int:
@@ -34,7 +36,8 @@ def spawn_supervisor(root: Path, run_id: str, *, adopt: int | None = None) -> in
         argv += ["--adopt", str(adopt)]
     argv += [str(root), run_id]
     try:
-        with (folder / SUPERVISOR_LOG).open("ab") as log:
+        fd = open_private(folder / SUPERVISOR_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        with open(fd, "ab") as log:
             done = subprocess.run(
                 argv,
                 stdin=subprocess.DEVNULL,

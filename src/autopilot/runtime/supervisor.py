@@ -139,9 +139,12 @@ class Supervisor:
             _in_child(lambda: _Acts(self).forget(me))
 
     def _spawn(self) -> tuple[int, subprocess.Popen[bytes]]:
+        from autopilot.store.private import open_private
+
+        appending = os.O_WRONLY | os.O_APPEND | os.O_CREAT
         with (
-            (self.folder / DAEMON_OUT).open("ab") as out,
-            (self.folder / DAEMON_ERR).open("ab") as err,
+            open(open_private(self.folder / DAEMON_OUT, appending), "ab") as out,
+            open(open_private(self.folder / DAEMON_ERR, appending), "ab") as err,
         ):
             child = subprocess.Popen(
                 daemon_argv(self.root, self.run_id),
@@ -336,9 +339,12 @@ class _Acts:
         from autopilot.loop.process import end_process_group_of
         from autopilot.loop.recovery import charge_interrupted_attempt, reconcile_terminal
         from autopilot.store.events import EventType
+        from autopilot.store.private import PRIVATE_FILE_MODE
         from autopilot.store.state import RunStatus
 
-        lock = filelock.UnixFileLock(str(self.folder / "driver.lock"), timeout=0)
+        lock = filelock.UnixFileLock(
+            str(self.folder / "driver.lock"), timeout=0, mode=PRIVATE_FILE_MODE
+        )
         try:
             lock.acquire()
         except filelock.Timeout:
@@ -436,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         _fork_and_report()
         log_path = root / run_id / SUPERVISOR_LOG
         log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.fchmod(log, 0o600)
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.close(log)

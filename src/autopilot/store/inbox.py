@@ -30,6 +30,7 @@ import filelock
 
 from autopilot.core.delivery import Message, is_message_id, message_id
 from autopilot.errors import StateFileError
+from autopilot.store.private import PRIVATE_FILE_MODE, make_private_dir, open_private
 
 INBOX_DIR = "inbox"
 LOCK_TIMEOUT_SECONDS = 30.0
@@ -60,7 +61,10 @@ class Inbox:
     def __init__(self, run_folder: Path) -> None:
         self.root = run_folder / INBOX_DIR
         self._lock = filelock.UnixFileLock(
-            str(self.root / ".lock"), timeout=LOCK_TIMEOUT_SECONDS, thread_local=False
+            str(self.root / ".lock"),
+            timeout=LOCK_TIMEOUT_SECONDS,
+            thread_local=False,
+            mode=PRIVATE_FILE_MODE,
         )
 
     def _dir(self, name: str) -> Path:
@@ -68,9 +72,9 @@ class Inbox:
 
     def _ensure(self) -> None:
         try:
-            self.root.mkdir(mode=0o700, exist_ok=True)
+            make_private_dir(self.root, exist_ok=True)
             for name in ("tmp", "new", "cur", "done"):
-                self._dir(name).mkdir(mode=0o700, exist_ok=True)
+                make_private_dir(self._dir(name), exist_ok=True)
         except OSError as error:
             raise StateFileError(f"cannot create {self.root}: {error.strerror or error}") from None
 
@@ -105,7 +109,8 @@ class Inbox:
             tmp = self._dir("tmp") / (message.id + _SUFFIX)
             data = json.dumps(message.to_json(), ensure_ascii=False).encode("utf-8", "replace")
             try:
-                with tmp.open("xb") as handle:
+                fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+                with open(fd, "wb") as handle:
                     handle.write(data)
                     handle.flush()
                     os.fsync(handle.fileno())
@@ -180,7 +185,7 @@ class Inbox:
                 raise ValueError("file name and id differ")
         except (ValueError, RecursionError):
             with contextlib.suppress(OSError):
-                self._dir("bad").mkdir(mode=0o700, exist_ok=True)
+                make_private_dir(self._dir("bad"), exist_ok=True)
                 os.replace(path, self._dir("bad") / path.name)
             return None
         return message
