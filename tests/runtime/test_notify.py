@@ -129,7 +129,7 @@ def test_notify_comes_from_flags_environment_or_config_lists(tmp_path: Path) -> 
 def test_a_run_notifies_its_end_and_a_bad_url_is_a_usage_error(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent, endpoint: Endpoint
 ) -> None:
-    env = fake_agent([[{"result": "all done COMPLETE"}]])
+    env = fake_agent([[{"result": "All done.\nCOMPLETE"}]])
     bad = run_cli(["run", "-p", "x", "--notify", "nosuch://x", "--plain"], cwd=repo, env=env)
     assert bad.returncode == 2 and "apprise supports" in bad.stderr
     done = run_cli(["run", "-p", "x", "--notify", endpoint.url, "--plain"], cwd=repo, env=env)
