@@ -131,19 +131,19 @@ def stop(
 ) -> ControlResult:
     """Ask the run to stop at its next boundary, or at once with ``now``.
 
-    If no driver holds the run, it is ended here with an ``abort`` event
-    (reason ``user_stopped``).
+    If no driver is alive for the run, it is ended here with an ``abort`` event
+    (reason ``user_stopped``). Whether a driver is alive is asked of the recorded
+    driver process (pid and start time) as well as of ``driver.lock``, so a deleted
+    lock file never gets a live driver's agent killed.
 
     Raises:
         UsageError: the run has ended.
         StateFileError: state.json is corrupt or cannot be written.
     """
     store = StateStore(run_dir / "state.json")
-    lock = filelock.UnixFileLock(str(run_dir / "driver.lock"), timeout=0, mode=PRIVATE_FILE_MODE)
-    try:
-        lock.acquire()
-    except filelock.Timeout:
-        # A driver holds the run: it reads the flags at its boundary (or at once).
+
+    def request() -> ControlResult:
+        # A driver runs the run: it reads the flags at its boundary (or at once).
         def change(s: dict[str, Any]) -> None:
             _check_active(s, run_dir.name)
             s["stopRequested"] = True
@@ -154,7 +154,15 @@ def stop(
         state = store.update(change)
         when = "now" if now else "at the next boundary"
         return ControlResult(state, f"{run_dir.name}: stop requested; the run stops {when}")
+
+    lock = filelock.UnixFileLock(str(run_dir / "driver.lock"), timeout=0, mode=PRIVATE_FILE_MODE)
     try:
+        lock.acquire()
+    except filelock.Timeout:
+        return request()
+    try:
+        if driver_alive(read_state(run_dir / "state.json")):
+            return request()  # its driver.lock is gone, not its driver
         state = _end_without_driver(run_dir, store, clock, reason)
     finally:
         lock.release()
@@ -175,8 +183,8 @@ def adapter_of(state: dict[str, Any]) -> Any:
 
 
 def repair(run_dir: Path, clock: Clock) -> dict[str, Any]:
-    """If no driver holds the run, make its state and log agree that it ended (a
-    crash between the two writes); returns the state. A driver, if any, does this."""
+    """If no driver is alive for the run, make its state and log agree that it ended
+    (a crash between the two writes); returns the state. A driver, if any, does this."""
     store = StateStore(run_dir / "state.json")
     lock = filelock.UnixFileLock(str(run_dir / "driver.lock"), timeout=0, mode=PRIVATE_FILE_MODE)
     try:
@@ -185,6 +193,9 @@ def repair(run_dir: Path, clock: Clock) -> dict[str, Any]:
         return read_state(run_dir / "state.json")
     log = EventLog(run_dir / "events.jsonl", run_dir.name, clock.now_ms)
     try:
+        state = read_state(run_dir / "state.json")
+        if driver_alive(state):
+            return state  # its driver.lock is gone, not its driver
         return reconcile_terminal(run_dir, store, log)
     finally:
         log.close()

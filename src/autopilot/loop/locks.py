@@ -4,18 +4,27 @@ Both are ``fcntl`` locks (``filelock.UnixFileLock``), released by the OS when th
 driver dies, so a crash never leaves a run or a project locked (field report 17).
 ``run`` takes the project lock before it creates a run, so a refused second run
 leaves nothing behind.
+
+A lock file can be deleted (by an agent, by a clean-up script): a process then
+creates a new file and locks it although the first holder still runs. So a lock is
+never the only witness: each acquisition also asks the recorded drivers themselves
+(``control.driver_alive``: pid **and** start time). A live driver of the same run,
+or of another run in the same work tree, refuses the lock.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import filelock
 
 from autopilot.errors import RunLockedError
 from autopilot.loop.git import work_tree_root
+from autopilot.store.paths import list_run_ids
 from autopilot.store.private import PRIVATE_FILE_MODE, make_private_dir, write_private
+from autopilot.store.state import read_state_quietly
 
 
 class ProjectLock:
@@ -27,6 +36,7 @@ class ProjectLock:
     """
 
     def __init__(self, root: Path, cwd: Path) -> None:
+        self.root = root
         self.cwd = cwd
         key = hashlib.sha256(str(work_tree_root(cwd)).encode()).hexdigest()[:16]
         self._dir = root / ".locks"
@@ -42,8 +52,11 @@ class ProjectLock:
         """Whether this process holds it."""
         return bool(self._lock.is_locked)
 
-    def acquire(self) -> None:
+    def acquire(self, *, run_id: str | None = None) -> None:
         """Take the lock.
+
+        Args:
+            run_id: The run taking it (its own driver record is no rival).
 
         Raises:
             RunLockedError: another run is active in this work tree.
@@ -53,10 +66,32 @@ class ProjectLock:
             self._lock.acquire()
         except filelock.Timeout:
             owner = self._owner.read_text(errors="replace").strip() if self._owner.exists() else ""
-            raise RunLockedError(
-                f"another run ({owner or 'unknown'}) is active in {self.cwd}; "
-                "stop it first (autopilot stop)"
-            ) from None
+            raise RunLockedError(self._refusal(owner or "unknown")) from None
+        rival = self._live_rival(run_id)
+        if rival is not None:
+            self.release()
+            raise RunLockedError(self._refusal(rival))
+
+    def _refusal(self, owner: str) -> str:
+        return f"another run ({owner}) is active in {self.cwd}; stop it first (autopilot stop)"
+
+    def _live_rival(self, run_id: str | None) -> str | None:
+        """A run of this work tree, other than ``run_id``, whose driver is alive."""
+        from autopilot.control import driver_alive
+
+        mine = work_tree_root(self.cwd)
+        for other in list_run_ids(self.root):
+            if other == run_id:
+                continue
+            state = read_state_quietly(self.root / other / "state.json")
+            if state is None or state.get("terminated") or state.get("pid") == os.getpid():
+                continue
+            cwd = state.get("cwd")
+            if not isinstance(cwd, str) or not driver_alive(state):
+                continue
+            if work_tree_root(Path(cwd)) == mine:
+                return other
+        return None
 
     def set_owner(self, run_id: str) -> None:
         """Name the run holding the lock, for the message a refused run gets."""
@@ -81,6 +116,7 @@ class RunLocks:
     def __init__(self, project: ProjectLock, run_id: str, folder: Path) -> None:
         self.project = project
         self.run_id = run_id
+        self._folder = folder
         self._run_lock = filelock.UnixFileLock(
             str(folder / "driver.lock"), timeout=0, thread_local=False, mode=PRIVATE_FILE_MODE
         )
@@ -91,13 +127,22 @@ class RunLocks:
         Raises:
             RunLockedError: another driver holds the run, or another run the project.
         """
+        from autopilot.control import driver_alive
+
         try:
             self._run_lock.acquire()
         except filelock.Timeout:
             raise RunLockedError(f"run {self.run_id} is already being driven") from None
+        state = read_state_quietly(self._folder / "state.json")
+        if state is not None and state.get("pid") != os.getpid() and driver_alive(state) is True:
+            # Its driver.lock was deleted, but its driver lives on.
+            self._run_lock.release(force=True)
+            raise RunLockedError(
+                f"run {self.run_id} is already being driven (pid {state.get('pid')})"
+            )
         if not self.project.held:
             try:
-                self.project.acquire()
+                self.project.acquire(run_id=self.run_id)
             except RunLockedError:
                 self._run_lock.release()
                 raise
