@@ -3,9 +3,10 @@
 Precedence: command-line flag > ``AUTOPILOT_*`` environment variable >
 ``.autopilot/config.toml`` in the project > the user's ``config.toml``
 (``platformdirs.user_config_path("autopilot")``) > defaults. Config files are data
-(TOML, parsed with ``tomllib``), never executed (field report 22); an unknown key, a
-file that is not UTF-8 TOML or a bad value is a one-line ``UsageError`` naming the
-file and the key as written there.
+(TOML, parsed with ``tomllib``), never executed (field report 22), and read only as
+bounded regular files (``store.files``: a repository can plant a FIFO or a link to
+``/dev/zero`` there); an unknown key, a refused file, a file that is not UTF-8 TOML or
+a bad value is a one-line ``UsageError`` naming the file and the key as written there.
 
 Integers are ASCII digits only, base 10 (``08`` is eight, field report 9; ``+2``,
 ``1_0``, ``0x10`` are refused, also as TOML integers); durations are
@@ -31,6 +32,7 @@ from pytimeparse.timeparse import timeparse
 from autopilot.errors import StateFileError, UsageError
 from autopilot.loop.completion import MatchMode
 from autopilot.loop.policy import PolicyConfig
+from autopilot.store.files import MAX_CONFIG_FILE_BYTES, UnsafeFileError, read_bounded_file
 
 DEFAULT_MAX_ITERATIONS = 10
 """Iteration budget when none is given; unlimited needs ``--max-iterations 0``."""
@@ -390,19 +392,27 @@ _KeyedValues = dict[str, tuple[str, str]]
 """Flag name → (where it was given, for messages; the raw text)."""
 
 
-def _load_toml(path: Path) -> _KeyedValues:
+def _load_toml(path: Path, project: Path | None = None) -> _KeyedValues:
     """The settings in a config file, keyed by flag name.
 
+    Only a regular file of at most ``MAX_CONFIG_FILE_BYTES`` is read, and inside
+    ``project`` not through a symlink that leads out of it: a repository can plant a
+    link to ``/dev/zero`` or a FIFO where its config should be.
+
     Raises:
-        UsageError: the file cannot be read, is not UTF-8 TOML, nests too deeply,
-            names an unknown setting or the same one twice, or holds a value that is
-            not a string or a number; the message names the file and the key.
+        UsageError: the file cannot be read or is refused, is not UTF-8 TOML, nests
+            too deeply, names an unknown setting or the same one twice, or holds a
+            value that is not a string or a number; the message names the file and
+            the key.
     """
     try:
-        document = path.read_bytes().decode("utf-8")
+        raw = read_bounded_file(path, max_bytes=MAX_CONFIG_FILE_BYTES, project=project)
+        document = raw.decode("utf-8")
         data = tomllib.loads(document)
     except FileNotFoundError:
         return {}
+    except UnsafeFileError as error:
+        raise UsageError(f"{path} {error.strerror}") from None
     except UnicodeDecodeError as error:
         raise UsageError(
             f"{path}: not valid UTF-8 (byte {error.start + 1}); save it as UTF-8 TOML"
@@ -493,7 +503,7 @@ def build_config(
                 if (raw := environ.get(_env_var(flag))) is not None
             },
         ),
-        (str(project_file), _load_toml(project_file)),
+        (str(project_file), _load_toml(project_file, project)),
         (str(user_file), _load_toml(user_file)),
     ]
     changes: dict[str, Any] = {}

@@ -22,6 +22,7 @@ from autopilot.loop.driver import Driver
 from autopilot.loop.git import is_repository, work_tree_root
 from autopilot.loop.locks import ProjectLock
 from autopilot.loop.signals import Interrupts
+from autopilot.store.files import read_prompt_file
 from autopilot.store.paths import list_run_ids, resolve_run, run_dir, runs_root
 from autopilot.store.state import read_state_quietly
 from autopilot.view.plain import format_event
@@ -269,17 +270,17 @@ def run(
     if prompt_file is not None:
         given = Path(prompt_file).expanduser()
         try:
-            text = given.read_text(encoding="utf-8", errors="replace")
+            # A bounded regular file only: a repository can plant a FIFO or a link to
+            # /dev/zero under the name the user types.
+            text = read_prompt_file(given, project=cwd)
         except OSError as error:
             raise UsageError(
                 f"cannot read prompt file {prompt_file}: {error.strerror or error}"
             ) from None
         if not text.strip():
             raise UsageError(f"prompt file {prompt_file} is empty")
-        path = given.resolve()
-        # A regular file is re-read every iteration (edit it mid-run); anything else
-        # (a pipe, process substitution) is read once, now.
-        source = PromptSource(path=path) if path.is_file() else PromptSource(text=text)
+        # Re-read every iteration (edit it mid-run).
+        source = PromptSource(path=given.resolve())
     else:
         assert prompt_text is not None
         if not prompt_text.strip():

@@ -80,6 +80,7 @@ from autopilot.runtime.delivery import Delivery
 from autopilot.runtime.notify import Notifier, notification_for
 from autopilot.store import memory
 from autopilot.store.events import EventLog, EventType, excerpt
+from autopilot.store.files import read_prompt_file
 from autopilot.store.paths import run_dir
 from autopilot.store.private import make_private_dir, write_private
 from autopilot.store.project_files import is_off, memory_path
@@ -354,9 +355,7 @@ class Driver:
         if path is None:
             return self.prompt_source.text or ""
         try:
-            if not path.is_file():
-                raise IsADirectoryError(0, "not a regular file")  # a FIFO would block
-            text = path.read_text(encoding="utf-8", errors="replace")
+            text = read_prompt_file(path, project=self.cwd)  # a FIFO or /dev/zero is refused
         except OSError as error:
             if self._last_prompt is None:
                 raise UsageError(f"cannot read prompt file {path}: {error.strerror}") from None

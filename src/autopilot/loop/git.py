@@ -7,7 +7,10 @@ Plain ``git`` calls (argv lists, no shell). Dirty checks use ``git status
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,15 +118,29 @@ def mark(cwd: Path) -> TreeMark:
 
 
 def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
+    """A digest of a changed path's content, never blocking or leaving the tree: a
+    symlink is named by its target, a FIFO or device is not opened for reading."""
     try:
-        with path.open("rb") as handle:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as error:
+        if error.errno != errno.ELOOP:
+            return "missing"
+        try:
+            return "link:" + hashlib.sha256(os.fsencode(os.readlink(path))).hexdigest()
+        except OSError:
+            return "missing"
+    with os.fdopen(fd, "rb") as handle:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            return "dir"
+        if not stat.S_ISREG(mode):
+            return "special"
+        digest = hashlib.sha256()
+        try:
             while chunk := handle.read(1024 * 1024):
                 digest.update(chunk)
-    except IsADirectoryError:
-        return "dir"
-    except OSError:
-        return "missing"
+        except OSError:
+            return "unreadable"
     return digest.hexdigest()
 
 

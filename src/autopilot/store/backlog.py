@@ -18,7 +18,6 @@ import contextlib
 import hashlib
 import json
 import os
-import stat
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ import filelock
 
 from autopilot.core.workitems import ItemFormatError, WorkItem, backlog_problems, item_from_json
 from autopilot.errors import BacklogError
+from autopilot.store.files import UnsafeFileError, read_bounded_file
 
 TASKS_FILE = Path(".autopilot") / "tasks.jsonl"
 """The backlog's place in a project."""
@@ -181,25 +181,19 @@ def read_bounded_regular_file(path: Path, limit_bytes: int) -> bytes | None:
     """The bytes of ``path``, or None if it does not exist.
 
     Only a regular file is read (not a FIFO, device or directory, and not through a
-    symlink), and only up to ``limit_bytes``.
+    symlink), and only up to ``limit_bytes`` (``store.files.read_bounded_file``).
 
     Raises:
         BacklogError: not a regular file, larger than ``limit_bytes``, or unreadable.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        return read_bounded_file(path, max_bytes=limit_bytes, follow_symlinks=False)
     except FileNotFoundError:
         return None
+    except UnsafeFileError as error:
+        raise BacklogError(f"{path} {error.strerror}") from None
     except OSError as error:
         raise BacklogError(f"cannot read {path}: {error.strerror or error}") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise BacklogError(f"{path} is not a regular file")
-        data = handle.read(limit_bytes + 1)
-    if len(data) > limit_bytes:
-        raise BacklogError(f"{path} is larger than {limit_bytes // (1024 * 1024)} MiB")
-    return data
 
 
 class Backlog:
