@@ -94,3 +94,20 @@ def test_a_budget_warning_reaches_the_next_iteration_after_the_users_messages(
     assert prompt.index("USER-NOTE") < prompt.index("85% of the cost budget is spent")
     kinds = [(e["source"], e["kind"]) for e in _delivered(folder)]
     assert kinds == [("user", "message"), ("driver", "budget_warning")]
+
+
+def test_a_message_the_run_ended_before_is_said_to_be_undelivered(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    env = fake_agent([[_wait_file("go"), {"result": "COMPLETE"}]])
+    proc = _start(repo, env)
+    folder = _run_dir(tmp_path)
+    _wait_for(lambda: isinstance(_state(folder).get("agentPid"), int))
+    assert run_cli(["send", "--no-start", "too late"], cwd=repo).returncode == 0
+    (repo / "go").write_text("")
+    assert proc.wait(timeout=60) == 0
+    warnings = [e for e in _events(folder) if e["type"] == "warning"]
+    assert any("1 message(s) never reached the agent" in str(e["note"]) for e in warnings)
+    assert _delivered(folder) == []
+    status = run_cli(["status", folder.name], cwd=repo).stdout
+    assert "messages   1 never delivered (the run ended first)" in status

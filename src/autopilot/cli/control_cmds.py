@@ -141,7 +141,12 @@ def status(as_json: bool, run_ref: str | None) -> int:
         supervisor = {True: "alive", False: "gone", None: "none"}[report.supervisor]
         lines.insert(-1, f"supervisor {supervisor} (pid {state.get('supervisorPid')})")
     if report.pending_messages:
-        lines.append(f"messages   {report.pending_messages} waiting for the next iteration")
+        waiting = (
+            "never delivered (the run ended first)"
+            if state.get("terminated")
+            else "waiting for the next iteration"
+        )
+        lines.append(f"messages   {report.pending_messages} {waiting}")
     if state.get("terminationNote"):
         lines.append(f"note       {_field(' '.join(str(state['terminationNote']).split()))}")
     if snap.lastExcerpt:

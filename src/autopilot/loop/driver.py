@@ -708,6 +708,16 @@ class Driver:
             except (StateFileError, UsageError) as error:
                 self._emit(EventType.WARNING, note=f"inbox: {error}")
 
+    def _say_undelivered(self) -> None:
+        """Messages still queued when the run ends never reach the agent: say so."""
+        left = [*self.delivery.inbox.pending(), *self.delivery.inbox.taken()]
+        if left:
+            ids = ", ".join(m.id for m in left[:5]) + (", …" if len(left) > 5 else "")
+            self._emit(
+                EventType.WARNING,
+                note=f"{len(left)} message(s) never reached the agent: the run ended first ({ids})",
+            )
+
     def _retire_messages(self) -> None:
         ledger = self._ledger()
         if not ledger.retired:
@@ -786,6 +796,7 @@ class Driver:
     def _finish(self, terminal: EventType, reason: str, note: str | None) -> RunResult:
         reason_text = str(reason.value if isinstance(reason, Reason) else reason)
         status = status_for(terminal.value, reason_text)
+        self._say_undelivered()
 
         def end(s: dict[str, Any]) -> None:
             s.update(
