@@ -199,7 +199,9 @@ def test_second_run_in_the_same_project_is_refused(
 def test_concurrent_pause_and_stop_lose_nothing(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent
 ) -> None:
-    env = fake_agent([SLOW_ITERATION])
+    # The iteration lasts until every command has returned, however slow the machine.
+    held = [{"shell": "while [ ! -e release ]; do sleep 0.05; done"}, {"result": "step done"}]
+    env = fake_agent([held])
     proc = _start(repo, env, "--stagnation-limit", "0")
     folder = _run_dir(tmp_path)
     _wait_for(lambda: "iteration_start" in _types(folder))
@@ -213,7 +215,9 @@ def test_concurrent_pause_and_stop_lose_nothing(
         )
         for cmd in ("pause", "stop", "pause", "resume", "pause")
     ]
-    assert [p.wait(timeout=30) for p in others] == [0] * 5
+    codes = [p.wait(timeout=60) for p in others]
+    (repo / "release").touch()
+    assert codes == [0] * 5
     state = _state(folder)
     assert state["stopRequested"] is True
     assert isinstance(version, int) and isinstance(state["version"], int)
