@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 
 from tests.cli.test_control import _events, _run_dir, _start, _state, _terminals, _types, _wait_for
-from tests.conftest import FakeAgent, run_cli
+from tests.conftest import FakeAgent, read_jsonl, run_cli
 
 
 def test_agent_lingering_after_its_result_is_a_success(
@@ -258,3 +258,36 @@ def test_prompt_file_replaced_by_a_fifo_uses_the_last_copy(
     folder = _run_dir(tmp_path)
     assert (folder / "iter-0002" / "prompt.md").read_text().startswith("the prompt\n\n---")
     assert any(e["type"] == "warning" and "PROMPT.md" in str(e["note"]) for e in _events(folder))
+
+
+_RESET_SPEND = (
+    "import json, os, pathlib; "
+    "p = pathlib.Path(os.environ['AUTOPILOT_RUNS_DIR'], os.environ['AUTOPILOT_RUN_ID'], "
+    "'state.json'); s = json.loads(p.read_text()); "
+    "s['spend'] = {'iterations': 0, 'costUsd': 0, 'tokens': {'input': 0, 'output': 0}}; "
+    "s['iter'] = 0; p.write_text(json.dumps(s))"
+)
+
+
+def test_an_agent_that_resets_spend_in_state_json_still_stops_at_the_budget(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    step = [
+        {
+            "shell": f'env > ../agent-env.txt; date +%N >> p.txt; "{sys.executable}" -c "{_RESET_SPEND}"'
+        },
+        {"result": "step done"},
+    ]
+    env = fake_agent([step])
+    done = run_cli(["run", "-p", "x", "--max-iterations", "3", "--plain"], cwd=repo, env=env)
+    assert done.returncode == 3, done.stdout + done.stderr
+    folder = next((tmp_path / "runs").glob("repo-*"))
+    events = read_jsonl(folder / "events.jsonl")
+    assert [e["type"] for e in events].count("iteration_start") == 3
+    state = json.loads((folder / "state.json").read_text())
+    assert state["spend"]["iterations"] == 3 and state["terminationReason"] == "max_iterations"
+    assert any(e["type"] == "warning" and "spend" in e.get("outsideChange", []) for e in events)
+    # The agent is told its run and iteration, not its run folder.
+    agent_env = (repo.parent / "agent-env.txt").read_text().splitlines()
+    assert any(line.startswith("AUTOPILOT_RUN_ID=") for line in agent_env)
+    assert not [line for line in agent_env if line.startswith("AUTOPILOT_RUN_DIR=")]

@@ -87,6 +87,8 @@ from autopilot.store.project_files import is_off, memory_path
 from autopilot.store.state import RunStatus, StateStore
 
 _FLAG_POLL_SECONDS = 0.5
+_OWNED_FIELDS = ("spend", "loop", "iter", "iterationOpen", "sessionId", "usageBaseline", "config")
+"""Fields only the driver writes while it runs; an outside change is undone and logged."""
 _STATE_POLL_SECONDS = 1.0
 
 
@@ -138,6 +140,7 @@ class Driver:
         self.on_event = on_event
         self.base_env = dict(os.environ if base_env is None else base_env)
         self.state = self.store.read()
+        self._own: dict[str, Any] | None = None
         self.config = RunConfig.from_json(self.state.get("config") or {})
         self.policy = self.config.policy()
         self.prompt_source = PromptSource.from_json(self.state.get("prompt"))
@@ -153,16 +156,39 @@ class Driver:
     # -- state ---------------------------------------------------------------
 
     def _update(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-        self.state = self.store.update(change, fallback=self.state)
+        def guarded(s: dict[str, Any]) -> None:
+            self._keep_own(s)
+            change(s)
+
+        self.state = self.store.update(guarded, fallback=self.state)
+        self._own = {key: copy.deepcopy(self.state.get(key)) for key in _OWNED_FIELDS}
         return self.state
 
     def _refresh(self) -> dict[str, Any]:
         try:
-            self.state = self.store.read()
+            self.state = self._keep_own(self.store.read())
         except StateFileError as error:
             self._emit(EventType.WARNING, note=f"{error}; rewriting it from memory")
             self._update(lambda s: None)
         return self.state
+
+    def _keep_own(self, on_disk: dict[str, Any]) -> dict[str, Any]:
+        """While this driver runs, its own figures stand: what it last wrote of the
+        fields only it writes (spend, counters, iteration, session, config) replaces
+        whatever someone else (an agent) put in the file, and the change is logged."""
+        if self._own is None:
+            return on_disk
+        changed = [key for key in _OWNED_FIELDS if on_disk.get(key) != self._own.get(key)]
+        if changed:
+            self._emit(
+                EventType.WARNING,
+                note=f"state.json's {', '.join(changed)} changed outside the driver; "
+                "the driver's own figures stand",
+                outsideChange=changed,
+            )
+            for key in changed:
+                on_disk[key] = copy.deepcopy(self._own.get(key))
+        return on_disk
 
     def _emit(self, event_type: EventType, **fields: Any) -> None:
         event = self.log.emit(event_type, **fields)
@@ -404,7 +430,6 @@ class Driver:
             {
                 "AUTOPILOT_RUN_ID": self.run_id,
                 "AUTOPILOT_ITERATION": str(it.number),
-                "AUTOPILOT_RUN_DIR": str(self.folder),
             },
             needed=self.adapter.env_needed,
             exclude=self.config.env_exclude,
@@ -542,7 +567,7 @@ class Driver:
         if now - self._last_state_read >= _STATE_POLL_SECONDS:
             self._last_state_read = now
             try:
-                self.state = self.store.read()
+                self.state = self._keep_own(self.store.read())
             except StateFileError:
                 return False
         return bool(self.state.get("stopNow"))
