@@ -135,7 +135,7 @@ def status(as_json: bool, run_ref: str | None) -> int:
             if report.alive is False and not state.get("terminated")
             else ""
         ),
-        f"directory  {_field(state.get('cwd'))}",
+        f"directory  {_field(state.get('cwd') or 'unknown (written by another implementation)')}",
     ]
     if state.get("supervisorPid") or report.supervisor is not None:
         supervisor = {True: "alive", False: "gone", None: "none"}[report.supervisor]

@@ -391,6 +391,11 @@ def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
     state = control.repair(folder, SystemClock())
     if state.get("terminated"):
         raise UsageError(f"run {run_id} has already ended ({state.get('terminationReason')})")
+    if not state.get("cwd"):
+        raise UsageError(
+            f"run {run_id} was written by another implementation and records no work tree; "
+            "it cannot be relaunched"
+        )
     daemon_alive = driver_alive(state)
     if daemon_alive and foreground:
         raise RunLockedError(f"run {run_id} is still being driven (pid {state.get('pid')})")

@@ -93,7 +93,8 @@ def run_dir(root: Path, run_id: str) -> Path:
 
 
 def list_run_ids(root: Path) -> list[str]:
-    """Run ids that have a folder with a ``state.json``, newest first."""
+    """Run ids that have a folder with a ``state.json`` or an ``events.jsonl``, newest
+    first (a run folder with only its log still replays)."""
     if not root.is_dir():
         return []
     found = [
@@ -101,7 +102,10 @@ def list_run_ids(root: Path) -> list[str]:
         for entry in os.scandir(root)
         if entry.is_dir(follow_symlinks=False)
         and is_valid_run_id(entry.name)
-        and os.path.exists(os.path.join(entry.path, "state.json"))
+        and (
+            os.path.exists(os.path.join(entry.path, "state.json"))
+            or os.path.exists(os.path.join(entry.path, "events.jsonl"))
+        )
     ]
     return sorted(found, key=started_at_of, reverse=True)
 

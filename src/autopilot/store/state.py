@@ -225,7 +225,43 @@ def read_state(path: Path) -> dict[str, Any]:
             value = json.loads(_repair_surrogates(json.dumps(value, ensure_ascii=False)))
     except (ValueError, RecursionError):
         raise StateFileError(f"{path} is not valid JSON (corrupt state file)") from None
-    return validate_state(value, path)
+    return validate_state(from_node_implementation(value), path)
+
+
+NODE_AGENT = "copilot"
+"""The agent of a run written by the Node implementation (it drives Copilot CLI)."""
+
+
+def from_node_implementation(value: Any) -> Any:
+    """A ``state.json`` written by the Node implementation of the tool family, in ours.
+
+    It has ``iter`` but no ``status``, ``config``, ``spend`` or ``agent``: the status
+    is derived (``terminationReason`` ``complete`` means completed; ``error`` and
+    ``subprocess_failed`` an error; else stopped, or paused/running while not
+    terminated), the agent is ``copilot`` and ``iter`` iterations were spent. Any
+    other value is returned as it is.
+    """
+    if not isinstance(value, dict) or "iter" not in value:
+        return value
+    if {"status", "config", "spend"} & value.keys():
+        return value
+    state = dict(value)
+    reason = state.get("terminationReason")
+    if state.get("terminated"):
+        status = RunStatus.COMPLETED if reason == "complete" else RunStatus.STOPPED
+        if reason in ("error", "subprocess_failed"):
+            status = RunStatus.ERROR
+    else:
+        status = RunStatus.PAUSED if state.get("paused") else RunStatus.RUNNING
+    state["status"] = status
+    state.setdefault("agent", NODE_AGENT)
+    iterations = state.get("iter")
+    if isinstance(iterations, int) and not isinstance(iterations, bool):
+        state["spend"] = {"iterations": iterations}
+    run_id = state.get("runId")
+    if isinstance(run_id, str) and "-" in run_id:
+        state.setdefault("label", run_id.rsplit("-", 1)[0])
+    return state
 
 
 def read_state_quietly(path: Path) -> dict[str, Any] | None:

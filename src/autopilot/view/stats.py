@@ -80,6 +80,20 @@ def last_terminal_event(path: Path) -> dict[str, Any] | None:
     return None
 
 
+def last_logged_tokens(path: Path) -> Mapping[str, Any]:
+    """The cumulative ``tokens`` of the log's last row that has them (``{}``: none)."""
+    for raw in read_lines_backward(path, block_bytes=_SCAN_BLOCK_BYTES):
+        try:
+            row = json.loads(raw)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(row, dict) and isinstance(row.get("tokens"), Mapping):
+            return as_mapping(row["tokens"])
+        if isinstance(row, dict) and row.get("type") in _STOP_TYPES:
+            break
+    return {}
+
+
 def _int(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -109,6 +123,9 @@ def summarize_run(root: Path, row: Mapping[str, Any]) -> RunSummary:
     spend = data.get("spend") if isinstance(data.get("spend"), Mapping) else None
     source: Mapping[str, Any] = spend or terminal or {}
     tokens = as_mapping(source.get("tokens"))
+    if not any(_int(tokens.get(key)) for key in ("input", "output")) and valid:
+        # A run written by the Node implementation keeps its tokens only in its log.
+        tokens = last_logged_tokens(folder / "events.jsonl")
     iterations = _int(data.get("iter"))
     if iterations is None and terminal is not None:
         iterations = _int(terminal.get("iteration"))
