@@ -235,13 +235,15 @@ NODE_AGENT = "copilot"
 def from_node_implementation(value: Any) -> Any:
     """A ``state.json`` written by the Node implementation of the tool family, in ours.
 
-    It has ``iter`` but no ``status``, ``config``, ``spend`` or ``agent``: the status
+    It has ``iter`` and ``resetOn`` but no ``status``, ``config``, ``spend`` or
+    ``agent``: the status
     is derived (``terminationReason`` ``complete`` means completed; ``error`` and
     ``subprocess_failed`` an error; else stopped, or paused/running while not
     terminated), the agent is ``copilot`` and ``iter`` iterations were spent. Any
     other value is returned as it is.
     """
-    if not isinstance(value, dict) or "iter" not in value:
+    # Its writer always writes ``resetOn`` and ``iter``, and never ``status`` or ``config``.
+    if not isinstance(value, dict) or not {"iter", "resetOn"} <= value.keys():
         return value
     if {"status", "config", "spend"} & value.keys():
         return value
