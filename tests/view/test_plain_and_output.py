@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from autopilot.view.follow import follow_plain
 from autopilot.view.output import LineKind, OutputFollower, OutputRenderer, iteration_folder
 from autopilot.view.plain import format_event
@@ -73,6 +75,46 @@ def test_plain_gives_up_when_the_driver_is_gone(tmp_path: Path) -> None:
     code = follow_plain(folder, lambda _: None, quiet_seconds=0.3, warn=notes.append)
     assert code == 1
     assert "driver is gone" in notes[0] and f"autopilot start {folder.name}" in notes[0]
+
+
+def _log_driven_by(pid: int) -> list[dict[str, object]]:
+    log = EventWriter()
+    log.add("armed", label="demo", maxIterations=10, agent="claude")
+    log.add("driver_start", pid=pid, agent="claude")
+    log.add("iteration_start", iteration=1)
+    return log.events
+
+
+@pytest.mark.parametrize("content", ["{not json", "", None])
+def test_plain_ends_when_state_is_unreadable_and_no_driver_runs(
+    tmp_path: Path, content: str | None
+) -> None:
+    """state.json corrupt, empty or missing, no terminal event, no driver: exit 1, said why."""
+    folder = write_run(tmp_path, base_state(iter=1), _log_driven_by(999_999_999))
+    if content is None:
+        (folder / "state.json").unlink()
+    else:
+        (folder / "state.json").write_text(content)
+    notes: list[str] = []
+    code = follow_plain(folder, lambda _: None, quiet_seconds=0.2, warn=notes.append)
+    assert code == 1
+    assert notes == [
+        f"autopilot: run {folder.name}: state.json cannot be read and no driver is running "
+        f"it; see autopilot status {folder.name}"
+    ]
+
+
+def test_plain_keeps_following_an_unreadable_run_whose_driver_lives(tmp_path: Path) -> None:
+    """The log's driver is this very process: the follow goes on until told to stop."""
+    folder = write_run(tmp_path, base_state(iter=1), _log_driven_by(os.getpid()))
+    (folder / "state.json").write_text("{not json")
+    stop = threading.Event()
+    threading.Timer(1.0, stop.set).start()
+    notes: list[str] = []
+    assert (
+        follow_plain(folder, lambda _: None, stop=stop, quiet_seconds=0.2, warn=notes.append) == 0
+    )
+    assert notes == []
 
 
 def test_plain_stops_when_asked(tmp_path: Path) -> None:

@@ -5,7 +5,9 @@
 empty set after ``quiet_seconds`` without changes, which callers use for slow checks
 (is the driver still alive?) and as a safety net on file systems without
 notifications. ``follow_plain`` is ``watch --plain``: one line per event
-(``format_event``) until the run's terminal event.
+(``format_event``) until the run's terminal event, or until the run's driver is gone
+— told from ``state.json``, or, when that cannot be read, from the driver lock and
+the pid of the log's last ``driver_start``.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import psutil
 import watchfiles
 
-from autopilot.manage.activity import driver_running
+from autopilot.manage.activity import driver_lock_held, driver_running
 from autopilot.store.events import TERMINAL_EVENT_TYPES
 from autopilot.store.state import read_state_quietly
 from autopilot.view.plain import format_event
@@ -67,6 +70,21 @@ def watch_run_dir(
         yield frozenset(Path(path).name for _, path in changes)
 
 
+def _gone_without_state(run_dir: Path, driver_pid: int | None) -> bool:
+    """With ``state.json`` unreadable: no driver holds the run's lock and the process
+    the log last named as its driver (``driver_start``) is not running."""
+    if driver_lock_held(run_dir) is not False:
+        return False
+    if driver_pid is None:
+        return True
+    try:
+        return psutil.Process(driver_pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:
+        return False
+
+
 def follow_plain(
     run_dir: Path,
     write: Callable[[str], None],
@@ -91,14 +109,18 @@ def follow_plain(
 
     Returns:
         0 when the terminal event was printed (or ``stop`` was set); 1 when the
-        run's driver is gone and the run was left without a terminal event.
+        run's driver is gone and the run was left without a terminal event (also
+        when ``state.json`` cannot be read: no driver holds the run's lock and the
+        log's last ``driver_start`` names no running process).
     """
     say = warn or (lambda text: print(text, file=sys.stderr))
     path = run_dir / "events.jsonl"
     end = log_end(path) if from_end else None
     follower = LogFollower(path, end.offset, end.inode) if end else LogFollower(path)
+    driver_pid: int | None = None
 
     def drain() -> bool:
+        nonlocal driver_pid
         while True:
             result = follower.read_new(CATCH_UP_BYTES)
             if result.reset:
@@ -110,6 +132,9 @@ def follow_plain(
                 write(format_event(event))
                 if event.get("type") in TERMINAL_EVENT_TYPES:
                     return True
+                pid = event.get("pid")
+                if event.get("type") == "driver_start" and isinstance(pid, int) and pid > 0:
+                    driver_pid = pid
 
     if drain():
         return 0
@@ -123,10 +148,18 @@ def follow_plain(
         if state is not None and state.get("terminated") and not names:
             say(f"autopilot: run {run_dir.name} has ended but its log has no terminal event")
             return 0
-        if not names and liveness(run_dir, state) is False:
+        if names:
+            continue
+        if liveness(run_dir, state) is False:
             say(
                 f"autopilot: run {run_dir.name} is not running (its driver is gone); "
                 f"relaunch it with: autopilot start {run_dir.name}"
+            )
+            return 1
+        if state is None and _gone_without_state(run_dir, driver_pid):
+            say(
+                f"autopilot: run {run_dir.name}: state.json cannot be read and no driver is "
+                f"running it; see autopilot status {run_dir.name}"
             )
             return 1
     drain()  # stopped: what was written until now is still shown
