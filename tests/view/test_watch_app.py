@@ -228,6 +228,96 @@ async def test_finished_run_offers_no_controls(tmp_path: Path) -> None:
             assert app.check_action(action, ()) is False
 
 
+def _screen_lines(app: WatchApp) -> list[str]:
+    """The screen as text, one line per row (what a terminal would show)."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+def _plain_run_log() -> EventWriter:
+    """Two finished iterations of an agent that reports no stages and no work items."""
+    log = EventWriter()
+    log.add("armed", label="demo", maxIterations=10, agent="claude", model="claude-sonnet-4-5")
+    for n in (1, 2):
+        tokens = {"input": 12_000 * n, "output": 900 * n}
+        log.add("iteration_start", iteration=n)
+        log.add("substage", iteration=n, sub=1, verb="Bash", argsSummary="pytest -q")
+        log.add("iteration_end", iteration=n, outcome="ok", tokens=tokens, costUsd=0.01 * n)
+    log.add("iteration_start", iteration=3)
+    return log
+
+
+async def test_header_fits_80_columns_and_empty_panels_give_way(tmp_path: Path) -> None:
+    """At 80 columns every counter of the header is readable (no sparkline over it), and
+    an agent that reports no stages or work items leaves the room to the timeline."""
+    log = _plain_run_log()
+    state = base_state(iter=3, spend={"costUsd": 0.02, "tokens": {"input": 24_000, "output": 1800}})
+    folder = write_run(tmp_path, state, log.events)
+    app = _app(folder, clock=FrozenClock(log.ts + 16_000))
+    async with app.run_test(size=(80, 30)) as pilot:
+        await _until(pilot, lambda: app.folded)
+        await pilot.pause()
+        lines = _screen_lines(app)
+        assert lines[1].startswith(" iteration 3 of 10 · elapsed ")
+        assert lines[1].rstrip().endswith(" · tokens 24.0k in / 1800 out · $0.0200")
+        assert lines[0].endswith(" RUNNING ") and "…" in lines[0]
+        assert not app.query_one("#stages").display and not app.query_one("#left").display
+        assert app.query_one(Timeline).region.width == 80
+    app = _app(folder, clock=FrozenClock(log.ts + 16_000))
+    async with app.run_test(size=(160, 30)) as pilot:
+        await _until(pilot, lambda: app.folded)
+        await pilot.pause()
+        assert "tokens/iter" in _screen_lines(app)[1]  # wide enough for the sparkline
+
+
+async def test_stages_and_work_items_show_when_reported(tmp_path: Path) -> None:
+    folder = write_run(tmp_path, base_state(iter=3), running_log().events)
+    app = _app(folder)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: app.folded)
+        await pilot.pause()
+        for panel in ("#stages", "#left", "#stage", "#work"):
+            assert app.query_one(panel).display, panel
+
+
+async def test_an_ended_run_offers_close_not_leave(tmp_path: Path) -> None:
+    """ "Leave (run goes on)" is for a run that goes on; an ended run's view just closes."""
+    log = running_log()
+    log.add("complete", reason="completion_promise", iteration=3)
+    folder = write_run(tmp_path, base_state(iter=3, terminated=True), log.events)
+    app = _app(folder, liveness=lambda *_: None)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: app.folded)
+        await pilot.pause()
+        shown = {b.binding.description for b in app.screen.active_bindings.values()}
+        footer = _screen_lines(app)[-1]
+        assert "Close" in footer and "Leave" not in footer, footer
+        assert "Leave (run goes on)" not in shown or not app.check_action("leave", ())
+        await pilot.press("q")
+    assert app.return_code == 0 and not app.is_running
+
+
+async def test_ctrl_c_beside_the_driver_says_stopping_at_once(tmp_path: Path) -> None:
+    """After one ctrl+c the badge says STOPPING (not RUNNING) until the boundary."""
+    folder = write_run(tmp_path, base_state(iter=3), running_log().events)
+    presses: list[int] = []
+
+    def interrupt() -> str:
+        presses.append(1)
+        return "stopping at the next boundary; ctrl+c again ends the agent now"
+
+    app = _app(folder, on_interrupt=interrupt)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: app.folded)
+        assert "RUNNING" in _screen_lines(app)[0]
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        top = _screen_lines(app)[0]
+        assert "STOPPING" in top and "RUNNING" not in top
+        assert "stopping at the next boundary" in top
+        assert app.check_action("stop", ()) is False
+    assert presses == [1]
+
+
 def test_drive_live_returns_the_drivers_result(tmp_path: Path) -> None:
     """The hook for ``run``: the view closes by itself when the driver thread ends."""
     log = running_log()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from autopilot.cli.echo import say
 from autopilot.core.decisions import ItemDecision, ItemReport, validate_report
 from autopilot.errors import UsageError
 from autopilot.store.backlog import Backlog
@@ -95,4 +96,4 @@ def report(
         ItemDecision.ASK_USER_META: "the run waits for the user's answer after this iteration",
         ItemDecision.STOP: "the run stops when this iteration ends",
     }.get(chosen, "it is applied when this iteration ends")
-    click.echo(f"autopilot: recorded {chosen.value} for {item_id}: {what}")
+    say(f"autopilot: recorded {chosen.value} for {item_id}: {what}")

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from autopilot.cli.echo import say, say_json
 from autopilot.core.workitems import (
     Completion,
     CompletionState,
@@ -39,7 +40,7 @@ def project_backlog(project: Path | None = None) -> Backlog:
 def _read(backlog: Backlog) -> BacklogFile:
     current = backlog.read()
     for problem in current.problems():
-        click.echo(f"autopilot: warning: {problem}", err=True)
+        say(f"autopilot: warning: {problem}", err=True)
     return current
 
 
@@ -135,7 +136,7 @@ def add(
         return current.append([item])
 
     project_backlog().update(change)
-    click.echo(f"autopilot: added {added[0].id}")
+    say(f"autopilot: added {added[0].id}")
 
 
 _STATUS_ORDER = {status: n for n, status in enumerate(ItemStatus)}
@@ -147,17 +148,17 @@ def list_tasks(as_json: bool) -> None:
     """List the work items (the next one marked with >)."""
     current = _read(project_backlog())
     if as_json:
-        click.echo(json.dumps([item.to_json() for item in current.items], ensure_ascii=False))
+        say_json([item.to_json() for item in current.items])
         return
     if not current.items:
-        click.echo("no work items (autopilot tasks add PROMPT, or autopilot tasks import FILE)")
+        say("no work items (autopilot tasks add PROMPT, or autopilot tasks import FILE)")
         return
     upcoming = next_item(current.items)
     for item in current.items:
         mark = ">" if upcoming is not None and item is upcoming else " "
         attempt = f" (attempt {item.attempt})" if item.attempt else ""
         label = item.label().removeprefix(f"{item.id}: ")
-        click.echo(f"{mark} {item.id:<16} {item.status.value:<14} {label[:70]}{attempt}")
+        say(f"{mark} {item.id:<16} {item.status.value:<14} {label[:70]}{attempt}")
 
 
 @tasks.command(context_settings=_HELP)
@@ -167,37 +168,37 @@ def show(item_id: str) -> None:
     current = _read(project_backlog())
     item = _find(current, item_id)
     by_id = {i.id: i for i in current.items}
-    click.echo(f"{item.id}: {item.title or ''}".rstrip(": "))
-    click.echo(f"  status:      {item.status.value} (attempt {item.attempt})")
+    say(f"{item.id}: {item.title or ''}".rstrip(": "))
+    say(f"  status:      {item.status.value} (attempt {item.attempt})")
     if item.blocked_reason:
-        click.echo(f"  blocked:     {item.blocked_reason}")
-    click.echo(f"  focus layer: {item.focus_layer.value}")
+        say(f"  blocked:     {item.blocked_reason}")
+    say(f"  focus layer: {item.focus_layer.value}")
     if item.depends_on:
         deps = ", ".join(
             f"{d} ({by_id[d].status.value if d in by_id else 'missing'})" for d in item.depends_on
         )
-        click.echo(f"  depends on:  {deps}")
+        say(f"  depends on:  {deps}")
     if item.allowed_surface:
-        click.echo(f"  surface:     {', '.join(item.allowed_surface)}")
-    click.echo("  prompt:")
+        say(f"  surface:     {', '.join(item.allowed_surface)}")
+    say("  prompt:")
     for line in item.prompt.splitlines() or [""]:
-        click.echo(f"    {line}")
+        say(f"    {line}")
     if item.acceptance_criteria:
-        click.echo("  acceptance criteria:")
+        say("  acceptance criteria:")
         for criterion in item.acceptance_criteria:
             check = f"   [check: {criterion.check}]" if criterion.check else ""
-            click.echo(f"    {criterion.id}: {criterion.text}{check}")
+            say(f"    {criterion.id}: {criterion.text}{check}")
     completion = item.completion
     verdict = f", verdict {completion.verdict.value}" if completion.verdict else ""
-    click.echo(f"  completion:  {completion.state.value}{verdict}")
+    say(f"  completion:  {completion.state.value}{verdict}")
     if completion.completion_check_digest:
-        click.echo(f"  digest:      {completion.completion_check_digest}")
+        say(f"  digest:      {completion.completion_check_digest}")
     for line in completion.evidence:
-        click.echo(f"    evidence: {line}")
+        say(f"    evidence: {line}")
     if completion.feedback:
-        click.echo("  feedback for the next attempt:")
+        say("  feedback for the next attempt:")
         for line in completion.feedback.splitlines():
-            click.echo(f"    {line}")
+            say(f"    {line}")
 
 
 def _change_item(item_id: str, change: Any) -> WorkItem:
@@ -226,7 +227,7 @@ def block(item_id: str, reason: str) -> None:
         return item.with_status(ItemStatus.BLOCKED, blocked_reason=reason)
 
     _change_item(item_id, change)
-    click.echo(f"autopilot: {item_id} is blocked: {reason}")
+    say(f"autopilot: {item_id} is blocked: {reason}")
 
 
 @tasks.command(context_settings=_HELP)
@@ -244,7 +245,7 @@ def unblock(item_id: str) -> None:
         return item.with_status(status, blocked_reason=None, completion=completion)
 
     item = _change_item(item_id, change)
-    click.echo(f"autopilot: {item_id} is {item.status.value}")
+    say(f"autopilot: {item_id} is {item.status.value}")
 
 
 @tasks.command(context_settings=_HELP)
@@ -264,7 +265,7 @@ def reopen(item_id: str) -> None:
         return item.with_status(ItemStatus.REOPENED, blocked_reason=None, completion=completion)
 
     _change_item(item_id, change)
-    click.echo(f"autopilot: {item_id} is reopened")
+    say(f"autopilot: {item_id} is reopened")
 
 
 @tasks.command(context_settings=_HELP)
@@ -306,7 +307,7 @@ def edit(
         return replace(item, **changes)
 
     _change_item(item_id, change)
-    click.echo(f"autopilot: {item_id} changed")
+    say(f"autopilot: {item_id} changed")
 
 
 def _edit_in_editor(item: WorkItem) -> WorkItem:
@@ -343,7 +344,7 @@ def import_tasks(path: str) -> None:
 
     project_backlog().update(change)
     done = sum(1 for i in added if i.status is ItemStatus.COMPLETED)
-    click.echo(
+    say(
         f"autopilot: imported {len(added)} work items from {path} "
         f"({len(added) - done} open, {done} already done)"
     )

@@ -101,7 +101,13 @@ def _until(until: Any, now_ms: int) -> str:
     return f"until {format_time(moment)[:8]} (in {fmt_duration(max(0.0, moment - now_ms))})"
 
 
-def status_badge(state: State | None, snapshot: Snapshot, alive: bool | None, now_ms: int) -> Badge:
+def status_badge(
+    state: State | None,
+    snapshot: Snapshot,
+    alive: bool | None,
+    now_ms: int,
+    interrupted: str | None = None,
+) -> Badge:
     """The run's status as a badge.
 
     Args:
@@ -109,6 +115,8 @@ def status_badge(state: State | None, snapshot: Snapshot, alive: bool | None, no
         snapshot: The folded log.
         alive: Whether the driver process is alive (None: unknown).
         now_ms: Now, for waiting countdowns.
+        interrupted: What ctrl+c in the view did to the run driven beside it
+            (e.g. "stopping at the next boundary…"), until the run ends.
     """
     if snapshot.terminal:
         reason = str(snapshot.reason or "")
@@ -122,6 +130,8 @@ def status_badge(state: State | None, snapshot: Snapshot, alive: bool | None, no
     if state.get("terminated"):
         reason = str(state.get("terminationReason") or "")
         return Badge("COMPLETE" if status == "completed" else status.upper(), "bad", reason)
+    if interrupted:
+        return Badge("STOPPING", "warn", interrupted)
     if alive is False:
         return Badge("DRIVER GONE", "bad", "not running; `autopilot start` relaunches it")
     if state.get("stopRequested"):
@@ -280,6 +290,36 @@ def backlog_text(snapshot: Snapshot) -> str | None:
     if snapshot.closedByLoop:
         parts.append(f"{int(snapshot.closedByLoop)} closed by the loop")
     return " · ".join(parts) or None
+
+
+@dataclass(frozen=True)
+class Panels:
+    """Which of the live view's optional panels have something to show.
+
+    Attributes:
+        stages_row: A stage plan or a stage was reported.
+        stage: A stage is active or has ended this iteration.
+        work: Work items, a backlog, a task list or the project's tasks exist.
+    """
+
+    stages_row: bool
+    stage: bool
+    work: bool
+
+
+def panels(snapshot: Snapshot, project_tasks: Sequence[Mapping[str, Any]]) -> Panels:
+    """The panels worth their room: agents that report no stages or work items (most
+    do not) leave the screen to the timeline and the agent's output."""
+    return Panels(
+        stages_row=bool(stage_marks(snapshot)),
+        stage=bool(snapshot.activeStage or snapshot.recentStages),
+        work=bool(
+            work_item_lines(snapshot)
+            or backlog_text(snapshot)
+            or task_marks(snapshot)
+            or project_tasks
+        ),
+    )
 
 
 def project_task_lines(tasks: Sequence[Mapping[str, Any]], limit: int = 4) -> list[tuple[str, str]]:

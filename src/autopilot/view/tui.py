@@ -87,13 +87,14 @@ class WatchApp(App[None]):
         Binding("s", "stop", "Stop…"),
         Binding("m", "message", "Message"),
         Binding("q", "leave", "Leave (run goes on)"),
+        Binding("q", "close", "Close"),
         Binding("ctrl+c", "interrupt", show=False, priority=True),
     ]
     CSS = """
     #middle { height: 1fr; }
     #left { width: 46%; }
     StagePane, WorkPane { height: 1fr; border: round $primary-darken-1; padding: 0 1; }
-    Timeline { width: 1fr; border: round $primary-darken-1; }
+    Timeline { width: 1fr; border: round $primary-darken-1; overflow-x: hidden; }
     AgentOutput { height: 40%; border: round $accent-darken-1; }
     """
 
@@ -128,6 +129,9 @@ class WatchApp(App[None]):
         self._stop_watching = threading.Event()
         self._log_bytes = 0
         self._keys_shown: tuple[bool, bool, bool] | None = None
+        self._panels: present.Panels | None = None
+        self._interrupted: str | None = None
+        """What ctrl+c did to the run driven beside the view (None: not pressed)."""
         self.on_shown: Callable[[list[dict[str, Any]]], None] | None = None
         """Called with new events once the screen showing them has been refreshed
         (benchmarks measure latency with it)."""
@@ -234,9 +238,12 @@ class WatchApp(App[None]):
 
     def _key_state(self) -> tuple[bool, bool, bool]:
         state = self.state or {}
-        ended = bool(state.get("terminated")) or self.snapshot.terminal or self.state is None
+        ended = self._ended() or self.state is None
         paused = bool(state.get("paused")) or state.get("status") == "paused"
-        return ended, paused, bool(state.get("stopRequested"))
+        return ended, paused, bool(state.get("stopRequested")) or self._interrupted is not None
+
+    def _ended(self) -> bool:
+        return bool((self.state or {}).get("terminated")) or self.snapshot.terminal
 
     def _reload_project_tasks(self) -> None:
         cwd = (self.state or {}).get("cwd")
@@ -322,7 +329,8 @@ class WatchApp(App[None]):
 
     def _render_header(self) -> None:
         now = self.clock.now_ms()
-        badge = present.status_badge(self.state, self.snapshot, self.alive, now)
+        interrupted = None if self._ended() else self._interrupted
+        badge = present.status_badge(self.state, self.snapshot, self.alive, now, interrupted)
         note = None
         if not self.folded:
             note = f"reading the log ({self._log_bytes / 1_000_000:.1f} MB)…"
@@ -331,10 +339,22 @@ class WatchApp(App[None]):
     def _render_all(self) -> None:
         self._render_header()
         snapshot = self.snapshot
+        shown_panels = present.panels(snapshot, self.project_tasks)
+        if shown_panels != self._panels:
+            self._panels = shown_panels
+            self.query_one(StagesRow).display = shown_panels.stages_row
+            self.query_one(StagePane).display = shown_panels.stage
+            self.query_one(WorkPane).display = shown_panels.work
+            self.query_one("#left").display = shown_panels.stage or shown_panels.work
+            # The timeline's size changed: keep its newest line in sight.
+            self.call_after_refresh(self._timeline_to_end)
         self.query_one(StagesRow).show(snapshot)
         self.query_one(StagePane).show(snapshot, self.clock.now_ms())
         self.query_one(WorkPane).show(snapshot, self.project_tasks)
         self.query_one(LastCommit).show(snapshot)
+
+    def _timeline_to_end(self) -> None:
+        self.query_one(Timeline).scroll_end(animate=False, immediate=True)
 
     def _say(
         self,
@@ -359,6 +379,10 @@ class WatchApp(App[None]):
             return not ended and not stopping
         if action == "message":
             return self._send_message is not None and not ended
+        if action == "leave":
+            return not self._ended()
+        if action == "close":
+            return self._ended()
         return True
 
     def _control(self, act: Callable[[], control.ControlResult]) -> None:
@@ -407,9 +431,17 @@ class WatchApp(App[None]):
         """Close the view; the run goes on."""
         self.exit()
 
+    def action_close(self) -> None:
+        """Close the view of a run that has ended."""
+        self.exit()
+
     def action_interrupt(self) -> None:
         """ctrl+c: the run's own interrupt when driving it here, else leave."""
         if self._on_interrupt is None:
             self.exit()
             return
-        self._say(self._on_interrupt())
+        self._interrupted = self._on_interrupt()
+        self._say(self._interrupted)
+        self._render_header()
+        self._keys_shown = self._key_state()
+        self.refresh_bindings()

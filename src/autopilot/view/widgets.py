@@ -9,12 +9,14 @@ a well-known secret.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.events import Resize
 from textual.message import Message
 from textual.widgets import RichLog, Sparkline, Static
 
@@ -58,22 +60,35 @@ class TextPane(Static):
         return True
 
 
+SPARK_CELLS = 24
+"""Width of the tokens-per-iteration sparkline (as in ``RunHeader``'s CSS)."""
+
+SPARK_LABEL = "tokens/iter"
+
+
 class RunHeader(Vertical):
-    """Run id, label, agent and model, status badge; iteration, elapsed, spend, sparkline."""
+    """Run id, label, agent and model, status badge; iteration, elapsed, spend, sparkline.
+
+    Each row is one line whatever the width: text that does not fit ends in ``…``,
+    and the sparkline is shown only where it fits beside the counters.
+    """
 
     DEFAULT_CSS = """
     RunHeader { height: 2; background: $boost; }
     RunHeader Horizontal { height: 1; }
-    RunHeader #title { width: 1fr; }
+    RunHeader #title { width: 1fr; text-wrap: nowrap; text-overflow: ellipsis; }
     RunHeader #badge { width: auto; padding: 0 1; text-style: bold; }
     RunHeader #badge.-run { background: $primary-darken-2; color: $text; }
     RunHeader #badge.-ok { background: $success-darken-2; color: $text; }
     RunHeader #badge.-warn { background: $warning-darken-2; color: $text; }
     RunHeader #badge.-bad { background: $error-darken-2; color: $text; }
-    RunHeader #meta { width: 1fr; }
+    RunHeader #meta { width: 1fr; text-wrap: nowrap; text-overflow: ellipsis; }
     RunHeader #spark-label { width: auto; color: $text-muted; }
     RunHeader Sparkline { width: 24; height: 1; margin: 0 1; }
     """
+
+    _spark_wanted = False
+    _meta_cells = 0
 
     def compose(self) -> ComposeResult:
         """Two rows: identity + badge, then counters + sparkline."""
@@ -82,7 +97,7 @@ class RunHeader(Vertical):
             yield TextPane(id="badge")
         with Horizontal():
             yield TextPane(id="meta")
-            yield Static("tokens/iter", id="spark-label")
+            yield Static(SPARK_LABEL, id="spark-label")
             yield Sparkline([], id="spark")
 
     def show(
@@ -125,22 +140,35 @@ class RunHeader(Vertical):
         meta = Text(" ")
         meta.append(present.iteration_text(state, snapshot), style="bold")
         meta.append(
-            f"  ·  elapsed {present.fmt_duration(present.elapsed_ms(state, snapshot, now_ms))}"
+            f" · elapsed {present.fmt_duration(present.elapsed_ms(state, snapshot, now_ms))}"
         )
         meta.append(
-            f"  ·  tokens {present.fmt_count(in_tokens)} in / {present.fmt_count(out_tokens)} out"
+            f" · tokens {present.fmt_count(in_tokens)} in / {present.fmt_count(out_tokens)} out"
         )
-        meta.append(f"  ·  {present.fmt_cost(cost)}", style="bold")
+        meta.append(f" · {present.fmt_cost(cost)}", style="bold")
         if note:
-            meta.append(f"  ·  {note}", style="italic yellow")
+            meta.append(f" · {note}", style="italic yellow")
         self.query_one("#meta", TextPane).set_text(meta, layout=False)
+        self._meta_cells = meta.cell_len
         values = present.tokens_per_iteration(snapshot)[-48:]
         spark = self.query_one("#spark", Sparkline)
         if spark.data != values:
             spark.data = values
-            # One value would fill every bar: wait for a second to compare with.
-            spark.display = len(values) >= 2
-            self.query_one("#spark-label", Static).display = len(values) >= 2
+        # One value would fill every bar: wait for a second to compare with.
+        self._spark_wanted = len(values) >= 2
+        self._fit_spark()
+
+    def on_resize(self) -> None:
+        """Show the sparkline only where it fits."""
+        self._fit_spark()
+
+    def _fit_spark(self) -> None:
+        room = self.size.width - self._meta_cells - 1
+        visible = self._spark_wanted and room >= SPARK_CELLS + 2 + len(SPARK_LABEL)
+        spark = self.query_one("#spark", Sparkline)
+        if spark.display != visible:
+            spark.display = visible
+            self.query_one("#spark-label", Static).display = visible
 
 
 class StagesRow(TextPane):
@@ -170,10 +198,18 @@ def _marked(text: Text, rows: Sequence[tuple[str, str]]) -> None:
 
 
 class StagePane(TextPane):
-    """The active stage and its substages (tool steps)."""
+    """The active stage and its substages (tool steps), as many as its height holds."""
+
+    _last: tuple[Snapshot, int] | None = None
+
+    def on_resize(self) -> None:
+        """Show again for the new height (the pane may just have appeared)."""
+        if self._last is not None:
+            self.show(*self._last)
 
     def show(self, snapshot: Snapshot, now_ms: int) -> None:
         """Render the active stage, its newest substages and recent stages."""
+        self._last = (snapshot, now_ms)
         text = Text()
         stage = snapshot.activeStage
         if stage:
@@ -230,10 +266,36 @@ class WorkPane(TextPane):
 
 
 class Timeline(RichLog):
-    """The event timeline: one line per event, newest at the bottom."""
+    """The event timeline: one line per event, newest at the bottom.
+
+    Lines are cut to the timeline's width; when the width changes (panels beside it
+    come or go), they are drawn again for the new width.
+    """
+
+    _texts: deque[Text] | None = None
+    _width = 0
+
+    def clear(self) -> Self:
+        """Remove every line."""
+        if self._texts is not None:
+            self._texts.clear()
+        return super().clear()
+
+    def on_resize(self, event: Resize) -> None:
+        """Draw the lines again for a new width."""
+        width = event.size.width
+        if self._width and width != self._width and self._texts:
+            RichLog.clear(self)
+            for line in self._texts:
+                self.write(line, expand=True, scroll_end=False)
+            if self.auto_scroll:
+                self.scroll_end(animate=False, immediate=True)
+        self._width = width
 
     def add_events(self, events: Sequence[Mapping[str, Any]]) -> None:
         """Append events as ``HH:MM:SS type summary`` lines."""
+        if self._texts is None:
+            self._texts = deque(maxlen=self.max_lines)
         for event in events:
             kind = str(event.get("type"))
             line = Text(no_wrap=True, overflow="ellipsis")
@@ -241,7 +303,10 @@ class Timeline(RichLog):
             style = TONE_STYLES.get(EVENT_TONES.get(kind, ""), "")
             line.append(f"{shown(kind):<17}", style=style)
             line.append(" " + shown(describe_event(event)))
-            self.write(line)
+            self._texts.append(line)
+            # Expanded to the timeline's width: measured alone, a line is capped at
+            # the console's width, which may be narrower than the timeline.
+            self.write(line, expand=True)
 
 
 OUTPUT_STYLES = {
