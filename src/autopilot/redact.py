@@ -70,8 +70,7 @@ _PREFIXED: tuple[re.Pattern[str], ...] = tuple(
 _URL_PASSWORD = re.compile(r"(://[^/\s:@]+:)[^/\s@]+@")
 
 _ASSIGNMENT = re.compile(
-    r"\b([A-Z][A-Z0-9_]*_KEY"
-    r"|(?i:[A-Za-z0-9_.-]*(?:api[_-]?key|secret|token|password|passwd|credentials?)))"
+    r"((?<=[A-Z0-9])_KEY|(?i:api[_-]?key|secret|token|password|passwd|credentials?))"
     r"([\"']?\s*[=:]\s*[\"']?)[^\s\"',;]{8,}"
 )
 """``NAME=value`` / ``name: value`` where the name says it holds a secret

@@ -92,7 +92,9 @@ def test_resume_says_when_there_is_nothing_to_resume(tmp_path: Path) -> None:
     (project / ".autopilot" / "OFF").write_text("")
     done = run_cli(["resume", RUN_ID], cwd=tmp_path)
     off = project / ".autopilot" / "OFF"
-    assert done.stdout.strip() == f"{RUN_ID}: still paused by {off}; remove that file to resume"
+    assert done.stdout.strip() == (
+        f"{RUN_ID}: still paused by {off}; autopilot on (or remove that file) to resume"
+    )
     off.unlink()
     write_run(tmp_path / "runs", dict(state, paused=True, status="paused"), None)
     assert run_cli(["resume", RUN_ID], cwd=tmp_path).stdout.strip() == f"{RUN_ID}: resumed"

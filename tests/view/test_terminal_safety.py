@@ -106,6 +106,19 @@ def test_every_command_shows_agent_text_escaped(tmp_path: Path, args: list[str])
     )
 
 
+def test_work_items_are_shown_escaped(tmp_path: Path) -> None:
+    """``tasks`` shows what anyone (an agent too) wrote in .autopilot/tasks.jsonl."""
+    project = tmp_path / "project"
+    project.mkdir()
+    added = run_cli(["tasks", "add", BAD, "--title", BAD, "--criterion", BAD], cwd=project)
+    assert added.returncode == 0, added.stderr
+    for args in (["tasks", "list"], ["tasks", "list", "--json"], ["tasks", "show", "task-1"]):
+        done = run_cli(args, cwd=project)
+        assert done.returncode == 0, done.stderr
+        assert_safe(done.stdout)
+        assert "owned" in done.stdout
+
+
 def test_json_outputs_still_decode_to_the_redacted_text(tmp_path: Path) -> None:
     _ended_run(tmp_path / "runs")
     done = run_cli(["status", "--json", RUN_ID], cwd=tmp_path)
