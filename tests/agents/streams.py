@@ -1,17 +1,20 @@
 """The real captured CLI outputs, read at test time.
 
-They are the project's copy (``tests/data/captured-streams/``) of the captures in
-``shared/reference/streams/``: the real programs' output from runs against a local
-scripted model server, kept with the tests so a clone tests on its own. ``run`` feeds one capture through an adapter's parser line by
-line, as the driver does, then classifies it with the exit status the CLI gives in
-that case (``reference/agent-clis.md``) and the capture's stderr, if saved.
+``tests/data/captured-streams/`` holds the real programs' output from runs against a
+local scripted model server, kept with the tests so a clone tests on its own. ``run``
+feeds one capture through an adapter's parser line by line, as the driver does, then
+classifies it with the exit status the CLI gives in that case and the capture's
+stderr, if saved; ``run_lines`` does the same for lines written in a test.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,13 +71,26 @@ class Run:
 def run(adapter: AgentAdapter, name: str, exit_code: int = 0) -> Run:
     """Parse the capture ``name`` with ``adapter`` and classify it."""
     path = STREAMS / name
-    parser = adapter.new_parser()
-    events: list[AgentEvent] = []
     with path.open(encoding="utf-8", newline="") as handle:
-        for line in handle:
-            events.extend(parser.feed(line.rstrip("\n")))
+        lines = [line.rstrip("\n") for line in handle]
     stderr_path = path.with_suffix(".err")
     stderr = stderr_path.read_text(encoding="utf-8") if stderr_path.exists() else ""
+    return run_lines(adapter, lines, exit_code, stderr)
+
+
+def run_lines(
+    adapter: AgentAdapter,
+    lines: Iterable[str | dict[str, Any]],
+    exit_code: int = 0,
+    stderr: str = "",
+) -> Run:
+    """Feed ``lines`` (text, or objects written as compact JSON lines) to a parser of
+    ``adapter``, as the driver does, then classify the run."""
+    parser = adapter.new_parser()
+    events: list[AgentEvent] = []
+    for line in lines:
+        text = line if isinstance(line, str) else json.dumps(line, ensure_ascii=False)
+        events.extend(parser.feed(text))
     report = parser.report()
     verdict = adapter.classify(report, exit_code, stderr)
     return Run(report, verdict, events)

@@ -25,8 +25,9 @@ CASES = {
     "errors-and-more/claude_stop.jsonl": Want(
         0, "DONE", "f3087397-0bfe-46de-bb16-164086ded675", (36, 15), 1, cost=0.000555
     ),
+    # modelUsage counts the subagent's tokens too (48/20); usage only the main thread's.
     "errors-and-more/claude_sub.jsonl": Want(
-        0, "DONE", "c64e7213-b731-4e70-a007-7b77a68853fb", (24, 10), 2, cost=0.00074
+        0, "DONE", "c64e7213-b731-4e70-a007-7b77a68853fb", (48, 20), 2, cost=0.00074
     ),
     "errors-and-more/claude_401.jsonl": Want(
         1,
@@ -60,14 +61,15 @@ CASES = {
         "— try again in a moment. If it persists, check your inference gateway "
         "(127.0.0.1:18080).",
     ),
-    # The CLI's own assistant error says server_error for a refused connection.
+    # The assistant error says server_error for a refused connection; the words say
+    # what it was.
     "errors-and-more/claude_net.jsonl": Want(
         1,
         None,
         "02cf8cd8-3838-4430-9f01-3f9e7446e914",
         ZERO,
         0,
-        ErrorKind.SERVER,
+        ErrorKind.NETWORK,
         cost=0.0,
         error="API Error: Unable to connect to API (ConnectionRefused)",
     ),

@@ -189,7 +189,7 @@ def test_invocation_fresh_and_resume() -> None:
         "--skip-git-repo-check",
         "--disable",
         "unbounded_connection_retries",
-        "-m",
+        "--model",
         "gpt-x",
         "-C",
         "/repo",
@@ -198,9 +198,9 @@ def test_invocation_fresh_and_resume() -> None:
     ]
     assert invocation.stdin is None  # /dev/null: Codex appends piped stdin to the prompt
     resumed = adapter.build_invocation(
-        InvocationRequest("again", Path("/tmp/p.md"), Path("/repo"), resume_session_id="t-1")
+        InvocationRequest("again", Path("/tmp/p.md"), Path("/repo"), resume_session_id=S2)
     )
-    assert resumed.argv[-5:] == ["/repo", "resume", "t-1", "--", "again"]
+    assert resumed.argv[-5:] == ["/repo", "resume", S2, "--", "again"]
 
 
 def test_huge_prompt_goes_on_stdin() -> None:

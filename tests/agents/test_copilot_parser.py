@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
-from autopilot.agents.base import MAX_ARG_BYTES, ErrorKind, InvocationRequest
+from autopilot.agents.base import (
+    MAX_ARG_BYTES,
+    ErrorKind,
+    InvocationRequest,
+    SessionUsage,
+    apply_usage_baseline,
+)
 from autopilot.agents.copilot import CopilotAdapter
 from autopilot.errors import UsageError
-from tests.agents.streams import STREAMS, Want, captures, check, fixed_clock, run
+from tests.agents.streams import STREAMS, Want, captures, check, fixed_clock, run, run_lines
 
-# stdout carries no token counts (only --usage-output-file does) and no cost.
+# stdout carries no input token counts (--usage-output-file does) and no cost.
 NONE = (None, None)
 RETRIED = "Failed to get response from the AI model; retried 5 times (total retry wait time: "
 CASES = {
@@ -98,22 +105,90 @@ def test_subagent_text_is_kept_out_of_the_final_message() -> None:
     assert report.tool_calls == 2
 
 
+SESSION = "e6739824-5de1-4a07-8999-d8f01633c04b"
+
+
 def _request(prompt: str, resume: str | None = None) -> InvocationRequest:
-    return InvocationRequest(prompt, Path("/tmp/p.md"), Path("/repo"), "gpt-5", resume)
+    return InvocationRequest(prompt, Path("/iter-0001/p.md"), Path("/repo"), "gpt-5", resume)
 
 
 def test_invocation() -> None:
     adapter = CopilotAdapter("/usr/bin/env")
     fresh = adapter.build_invocation(_request("go"))
+    usage = ["--usage-output-file", "/iter-0001/copilot-usage.json"]
     assert fresh.argv[1:] == [
-        "-p", "go", "--output-format", "json", "--allow-all-tools",
-        "--no-ask-user", "--no-auto-update", "--model", "gpt-5", "-C", "/repo",
+        "--output-format", "json", "--allow-all-tools", "--no-ask-user", "--no-auto-update",
+        "--model", "gpt-5", "-C", "/repo", *usage, "-p", "go",
     ]  # fmt: skip
     assert fresh.stdin is None
-    resumed = adapter.build_invocation(_request("go", resume="e673"))
-    assert resumed.argv[-1] == "--resume=e673"
+    resumed = adapter.build_invocation(_request("- [ ] go", resume=SESSION))
+    assert resumed.argv[-5:] == [f"--resume={SESSION}", *usage, "-p", "- [ ] go"]
 
 
 def test_huge_prompt_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match=str(MAX_ARG_BYTES)):
         CopilotAdapter("/usr/bin/env").build_invocation(_request("x" * (MAX_ARG_BYTES + 1)))
+
+
+# `--usage-output-file` of Copilot CLI 1.0.102 after three model calls (trimmed).
+USAGE_FILE = {
+    "totalPremiumRequestCost": 0,
+    "totalUserRequests": 1,
+    "modelMetrics": {
+        "fake-model": {
+            "requests": {"count": 3, "cost": 0},
+            "usage": {
+                "inputTokens": 300,
+                "outputTokens": 60,
+                "cacheReadTokens": 0,
+                "cacheWriteTokens": 0,
+            },
+        },
+        "fake-small": {"usage": {"inputTokens": 25, "outputTokens": 5}},
+    },
+    "currentModel": "fake-model",
+    "lastCallInputTokens": 100,
+    "lastCallOutputTokens": 20,
+}
+
+
+def test_tokens_come_from_the_usage_file(tmp_path: Path) -> None:
+    adapter = CopilotAdapter("/usr/bin/env")
+    prompt_path = tmp_path / "iter-0001" / "prompt.md"
+    prompt_path.parent.mkdir()
+    usage_file = prompt_path.with_name("copilot-usage.json")
+    usage_file.write_text("stale from an earlier attempt")
+    request = InvocationRequest("go", prompt_path, Path("/repo"))
+    argv = adapter.build_invocation(request).argv
+    assert argv[argv.index("--usage-output-file") + 1] == str(usage_file)
+    assert not usage_file.exists()
+    usage_file.write_text(json.dumps(USAGE_FILE))
+    lines = [
+        {"type": "assistant.message", "data": {"content": "done", "outputTokens": 7}},
+        {"type": "result", "sessionId": SESSION, "exitCode": 0},
+    ]
+    result = run_lines(adapter, lines)
+    assert result.verdict.ok
+    assert (result.report.input_tokens, result.report.output_tokens) == (325, 65)
+    # The session's totals: a resumed session's next iteration counts only its share.
+    assert result.report.session_usage == SessionUsage(SESSION, 325, 65)
+    later = dataclasses.replace(result.report, session_usage=SessionUsage(SESSION, 425, 85))
+    delta = apply_usage_baseline(later, result.report.session_usage)
+    assert (delta.input_tokens, delta.output_tokens) == (100, 20)
+
+
+@pytest.mark.parametrize("content", [None, "", "{not json", '{"modelMetrics": 3}', "x" * 2**21])
+def test_a_missing_or_odd_usage_file_leaves_the_stream_counts(
+    tmp_path: Path, content: str | None
+) -> None:
+    adapter = CopilotAdapter("/usr/bin/env")
+    prompt_path = tmp_path / "prompt.md"
+    adapter.build_invocation(InvocationRequest("go", prompt_path, Path("/repo")))
+    if content is not None:
+        prompt_path.with_name("copilot-usage.json").write_text(content)
+    lines = [
+        {"type": "assistant.message", "data": {"content": "done", "outputTokens": 7}},
+        {"type": "result", "sessionId": SESSION, "exitCode": 0},
+    ]
+    result = run_lines(adapter, lines)
+    assert (result.report.input_tokens, result.report.output_tokens) == (0, 7)

@@ -140,11 +140,12 @@ def test_invocation() -> None:
     adapter = GeminiAdapter("/usr/bin/env")
     fresh = adapter.build_invocation(_request("go"))
     assert fresh.argv[1:] == [
-        "--output-format", "stream-json", "--yolo", "-m", "gemini-2.5-flash", "-p", "go",
+        "--output-format", "stream-json", "--yolo", "--model", "gemini-2.5-flash", "-p", "go",
     ]  # fmt: skip
     assert fresh.stdin is None  # Gemini adds piped stdin to the prompt
-    resumed = adapter.build_invocation(_request("go", resume="b3fd"))
-    assert resumed.argv[-4:] == ["--resume", "b3fd", "-p", "go"]
+    session = "b3fdf468-c312-4448-8df7-95099b95bca6"
+    resumed = adapter.build_invocation(_request("go", resume=session))
+    assert resumed.argv[-4:] == ["--resume", session, "-p", "go"]
     dashed = adapter.build_invocation(_request("- [ ] item"))
     assert dashed.argv[-1] == "--prompt=- [ ] item"
 

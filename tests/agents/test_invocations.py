@@ -77,26 +77,41 @@ def test_prompt_with_shell_metacharacters_arrives_unchanged(name: str, echo_agen
         assert before in ("-p", "--message", "--") or argv[-1] == PROMPT
 
 
+UUID = "eab24a57-a0dc-4669-98eb-2837131cf8d3"
+OPENCODE_SESSION = "ses_dd47b8f11ffei6FPhEN6YmJz3N"
 RESUME = {
-    "claude": ["--resume", "S-1"],
-    "codex": ["resume", "S-1"],
-    "pi": ["--session", "S-1"],
-    "gemini": ["--resume", "S-1"],
-    "copilot": ["--resume=S-1"],
-    "opencode": ["--session", "S-1"],
+    "claude": ["--resume", UUID],
+    "codex": ["resume", UUID],
+    "pi": ["--session", UUID],
+    "gemini": ["--resume", UUID],
+    "copilot": [f"--resume={UUID}"],
+    "opencode": ["--session", OPENCODE_SESSION],
 }
 
 
+def _resume_request(tmp_path: Path, session: str) -> InvocationRequest:
+    return InvocationRequest("go on", tmp_path / "p.md", Path("/repo"), resume_session_id=session)
+
+
 @pytest.mark.parametrize("name", sorted(RESUME))
-def test_resume_argv(name: str, echo_agent: Path) -> None:
-    request = InvocationRequest(
-        "go on", Path("/tmp/prompt.md"), Path("/repo"), resume_session_id="S-1"
-    )
+def test_resume_argv(name: str, echo_agent: Path, tmp_path: Path) -> None:
+    session = OPENCODE_SESSION if name == "opencode" else UUID
     adapter = _adapter(name, echo_agent)
     assert adapter.supports_sessions is True
-    argv = adapter.build_invocation(request).argv
+    argv = adapter.build_invocation(_resume_request(tmp_path, session)).argv
     flag = RESUME[name]
     assert any(argv[i : i + len(flag)] == flag for i in range(len(argv)))
+
+
+@pytest.mark.parametrize("name", sorted(RESUME))
+@pytest.mark.parametrize("session", ["--help", "-c", "x; rm -rf ~", UUID + "\n", "latest"])
+def test_a_session_id_of_another_shape_never_reaches_argv(
+    name: str, session: str, echo_agent: Path, tmp_path: Path
+) -> None:
+    adapter = _adapter(name, echo_agent)
+    argv = adapter.build_invocation(_resume_request(tmp_path, session)).argv
+    assert session not in argv and not any(arg.endswith(session) for arg in argv), argv
+    assert not any(arg.startswith("--resume") or arg in ("resume", "--session") for arg in argv)
 
 
 @pytest.mark.parametrize("name", CLIS)

@@ -94,15 +94,18 @@ def test_unknown_session_on_resume() -> None:
     assert verdict.error_kind is ErrorKind.SESSION_NOT_FOUND
 
 
+SESSION = "ses_dd47b8f11ffei6FPhEN6YmJz3N"
+
+
 def test_prompt_goes_verbatim_on_stdin() -> None:
     # `run` would wrap an argv message holding a space in quotes and escape its quotes.
     prompt = 'Fix "the" bug\nin $(hostname)'
     adapter = OpencodeAdapter("/usr/bin/env")
     invocation = adapter.build_invocation(
-        InvocationRequest(prompt, Path("/tmp/p.md"), Path("/repo"), "fake/fake-model", "ses_1")
+        InvocationRequest(prompt, Path("/tmp/p.md"), Path("/repo"), "fake/fake-model", SESSION)
     )
     assert invocation.argv[1:] == [
-        "run", "--format", "json", "--auto", "-m", "fake/fake-model",
-        "--dir", "/repo", "--session", "ses_1",
+        "run", "--format", "json", "--auto", "--model", "fake/fake-model",
+        "--dir", "/repo", "--session", SESSION,
     ]  # fmt: skip
     assert invocation.stdin == prompt.encode()

@@ -166,8 +166,9 @@ def test_invocation() -> None:
     fresh = adapter.build_invocation(_request("make it", model="fake/fake-model"))
     assert fresh.argv[1:] == ["--mode", "json", "--model", "fake/fake-model", "make it"]
     assert fresh.stdin is None
-    resumed = adapter.build_invocation(_request("again", resume_session_id="s-1"))
-    assert resumed.argv[1:] == ["--mode", "json", "--session", "s-1", "again"]
+    session = "01a22b86-0290-774a-9785-93c3a1411c9c"
+    resumed = adapter.build_invocation(_request("again", resume_session_id=session))
+    assert resumed.argv[1:] == ["--mode", "json", "--session", session, "again"]
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,8 @@
 
 Copilot takes a custom provider (BYOK) entirely from the environment, and
 ``COPILOT_OFFLINE=true`` skips GitHub auth, telemetry and auto-update. The key is long
-because Copilot masks the key's text wherever it appears in its output. stdout has no
-token counts and no cost, so both stay 0. A 429 with ``retry-after`` is waited out by
+because Copilot masks the key's text wherever it appears in its output. Tokens come from
+``--usage-output-file``; there is no cost. A 429 with ``retry-after`` is waited out by
 Copilot itself.
 """
 
@@ -34,11 +34,13 @@ WINDOW = 8
 LIMITS = ["--iteration-timeout", "120", "--idle-timeout", "60"]
 
 
-def _base_argv(repo: Path, prompt: str) -> list[str]:
+def _argv(run: E2ERun, repo: Path, iteration: int, *resume: str) -> list[str]:
+    usage_file = run.run_dir / f"iter-{iteration:04d}" / "copilot-usage.json"
+    prompt = sent_prompt(run, iteration)
     assert prompt.startswith(PROMPT)  # then the memory file's paragraph
     return [
-        "-p", prompt, "--output-format", "json", "--allow-all-tools",
-        "--no-ask-user", "--no-auto-update", "-C", str(repo),
+        "--output-format", "json", "--allow-all-tools", "--no-ask-user", "--no-auto-update",
+        "-C", str(repo), *resume, "--usage-output-file", str(usage_file), "-p", prompt,
     ]  # fmt: skip
 
 
@@ -83,10 +85,9 @@ def test_fresh_sessions_complete_at_iteration_two(tmp_path: Path, e2e_repo: Path
     assert "<promise>COMPLETE</promise>" in str(ends[1]["excerpt"])
     assert ends[0]["sessionId"] and ends[0]["sessionId"] != ends[1]["sessionId"]
     assert [e["toolCalls"] for e in ends] == [2, 1]
-    assert_spend_agrees(run, per_call_usage=False, cost=False)
-    assert run.state["spend"] == {**run.state["spend"], "tokens": {"input": 0, "output": 0}}
+    assert_spend_agrees(run, per_call_usage=True, cost=False)  # from --usage-output-file
     assert_only_model_api(run, ["/v1/chat/completions"])
-    assert recorded_argvs(argv_folder) == [_base_argv(e2e_repo, sent_prompt(run))] * 2
+    assert recorded_argvs(argv_folder) == [_argv(run, e2e_repo, 1), _argv(run, e2e_repo, 2)]
     assert_nothing_left_behind(e2e_repo)
 
 
@@ -102,9 +103,10 @@ def test_continue_resumes_the_first_session(tmp_path: Path, e2e_repo: Path) -> N
         "second-turn",
     ]
     first, second = recorded_argvs(argv_folder)
-    assert first == _base_argv(e2e_repo, sent_prompt(run))
-    assert second == [*_base_argv(e2e_repo, sent_prompt(run, 2)), f"--resume={session}"]
+    assert first == _argv(run, e2e_repo, 1)
+    assert second == _argv(run, e2e_repo, 2, f"--resume={session}")
     assert "not finished yet" in json.dumps(run.requests[-1]["body"])
+    assert_spend_agrees(run, per_call_usage=True, cost=False)
     assert_nothing_left_behind(e2e_repo)
 
 

@@ -46,7 +46,7 @@ SETTINGS = {
 # falls inside it on a slow machine (Gemini CLI takes ~2 s to make its first call).
 WINDOW = 8
 LIMITS = ["--iteration-timeout", "120", "--idle-timeout", "60"]
-BASE_ARGV = ["--output-format", "stream-json", "--yolo", "-m", MODEL]
+BASE_ARGV = ["--output-format", "stream-json", "--yolo", "--model", MODEL]
 
 
 def _run(

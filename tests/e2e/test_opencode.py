@@ -73,7 +73,7 @@ LIMITS = ["--iteration-timeout", "120", "--idle-timeout", "60"]
 
 
 def _base_argv(repo: Path) -> list[str]:
-    return ["run", "--format", "json", "--auto", "-m", MODEL, "--dir", str(repo)]
+    return ["run", "--format", "json", "--auto", "--model", MODEL, "--dir", str(repo)]
 
 
 def _run(

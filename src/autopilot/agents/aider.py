@@ -1,7 +1,7 @@
 """aider (``aider-chat``), one message per iteration, plain-text output.
 
-Verified against aider 0.86.2 (``reference/agent-clis.md`` §7 and the real outputs
-``aider*.out`` in ``reference/streams/errors-and-more/``). Invocation::
+Verified against aider 0.86.2 (its real output is in
+``tests/data/captured-streams/errors-and-more/``). Invocation::
 
     aider --yes-always --no-pretty --no-stream --no-auto-commits --no-check-update
           --analytics-disable --no-show-model-warnings --no-show-release-notes
@@ -31,22 +31,22 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from typing import TYPE_CHECKING
 
 from autopilot.agents import failures
+from autopilot.agents.adapter import CliAgent, CliFacts
 from autopilot.agents.base import (
-    MAX_ARG_BYTES,
     AgentEvent,
     AgentEventKind,
     Classification,
-    CliAgent,
     ErrorKind,
     Invocation,
-    InvocationRequest,
-    IterationReport,
-    argv_bytes,
-    find_executable,
     shorten,
 )
+from autopilot.agents.parser import AgentParser
+
+if TYPE_CHECKING:
+    from autopilot.agents.base import InvocationRequest, IterationReport, WallClock
 
 _TAIL_LINES = 400
 _TOKENS = re.compile(
@@ -85,25 +85,26 @@ def _amount(number: str, suffix: str) -> int:
     return int(float(number.replace(",", "")) * scale)
 
 
-class AiderOutputParser:
+class AiderOutputParser(AgentParser):
     """Reads aider's plain-text output: reply, token counts, API errors.
 
     An API error block (a ``litellm.<Class>:`` line and the lines up to a blank line
     or ``Retrying in …``) sets ``is_error`` on the report; a later ``Tokens:`` line
     (a reply) clears it.
+
+    Args:
+        clock: The wall clock, for reset times.
     """
 
-    def __init__(self) -> None:
-        self._report = IterationReport(tool_calls=None)
+    session_id_shape = None
+
+    def __init__(self, clock: WallClock | None = None) -> None:
+        super().__init__(clock)
+        self._report.tool_calls = None
         self._segment: deque[str] = deque(maxlen=_TAIL_LINES)
         self._error_class: str | None = None
         self._error_lines: list[str] = []
         self._in_block = False
-        self._cost = 0.0
-
-    def report(self) -> IterationReport:
-        """What the output so far said; see ``IterationReport``."""
-        return self._report
 
     def feed(self, line: str) -> list[AgentEvent]:
         """Record one output line; the reply's lines are root text."""
@@ -141,29 +142,22 @@ class AiderOutputParser:
         return []
 
     def _record_error(self) -> None:
-        report = self._report
         words = " ".join(line.strip() for line in self._error_lines if line.strip())
-        report.is_error = True
-        report.final_message = None
-        report.error_text = shorten(words, 1000)
-        report.error_kind = _CLASS_KINDS.get(self._error_class or "") or (
-            failures.classify_error_text(words)
-        )
+        kind = _CLASS_KINDS.get(self._error_class or "") or failures.classify_error_text(words)
+        self.fail(shorten(words, 1000), kind)
 
     def _answered(self, tokens: re.Match[str]) -> list[AgentEvent]:
         report = self._report
         reply = "\n".join(self._segment).strip()
         report.final_message = reply or None
         report.last_root_text = reply or report.last_root_text
-        report.input_tokens = (report.input_tokens or 0) + _amount(tokens["sent"], tokens["sk"])
-        report.output_tokens = (report.output_tokens or 0) + _amount(
-            tokens["received"], tokens["rk"]
+        self.add_tokens(
+            _amount(tokens["sent"], tokens["sk"]), _amount(tokens["received"], tokens["rk"])
         )
         if tokens["cost"]:
-            self._cost += float(tokens["cost"].replace(",", ""))
-            report.cost_usd = round(self._cost, 10)
-        report.is_error = False
-        report.error_kind = report.error_text = report.last_warning = None
+            self.add_cost(float(tokens["cost"].replace(",", "")))
+        self.clear_failure()
+        report.last_warning = None
         self._error_class = None
         self._in_block = False
         self._segment.clear()
@@ -171,21 +165,12 @@ class AiderOutputParser:
 
 
 class AiderAdapter(CliAgent):
-    """Drives ``aider --message``; see the module docstring for the invocation.
+    """Drives ``aider --message``; see the module docstring for the invocation."""
 
-    Args:
-        executable: The ``aider`` program (name on PATH or a path); the
-            ``AUTOPILOT_AIDER_BIN`` variable overrides the default.
-        clock: The wall clock, for reset times.
-    """
-
-    name = "aider"
-    verified_version = "0.86.2"
+    facts = CliFacts("aider", "0.86.2", "python -m pip install aider-chat")
     supports_sessions = False
-    session_id_shape = None
-    install_hint = "install aider: python -m pip install aider-chat"
-    default_executable = "aider"
-    env_needed: tuple[str, ...] = (
+    parser_class = AiderOutputParser
+    env_needed = (
         "AIDER_*",
         "OPENAI_*",
         "ANTHROPIC_*",
@@ -194,32 +179,18 @@ class AiderAdapter(CliAgent):
         "DEEPSEEK_API_KEY",
         "GROQ_API_KEY",
     )
-    """Environment variables this CLI reads (globs); ``env_exclude`` never drops them."""
+    fixed_args = (
+        "--yes-always --no-pretty --no-stream --no-auto-commits --no-check-update "
+        "--analytics-disable --no-show-model-warnings --no-show-release-notes"
+    )
 
     def build_invocation(self, request: InvocationRequest) -> Invocation:
         """``aider … --message PROMPT`` (or ``--message-file``), stdin ``/dev/null``."""
-        argv = [
-            find_executable(self.executable, self.install_hint),
-            "--yes-always",
-            "--no-pretty",
-            "--no-stream",
-            "--no-auto-commits",
-            "--no-check-update",
-            "--analytics-disable",
-            "--no-show-model-warnings",
-            "--no-show-release-notes",
-        ]
-        if request.model:
-            argv += ["--model", request.model]
-        argv += list(request.extra_args)
+        argv = self.argv(request)
         prompt = request.prompt
-        if prompt.startswith("-") or argv_bytes(prompt) > MAX_ARG_BYTES:
+        if prompt.startswith("-") or not self.argv_can_carry(prompt):
             return Invocation(argv=[*argv, "--message-file", str(request.prompt_path)])
         return Invocation(argv=[*argv, "--message", prompt])
-
-    def new_parser(self) -> AiderOutputParser:
-        """A parser for one iteration's text output."""
-        return AiderOutputParser()
 
     def classify(self, report: IterationReport, exit_code: int, stderr_tail: str) -> Classification:
         """Success is a reply (a ``Tokens:`` line) with no API error after it.
@@ -228,9 +199,7 @@ class AiderAdapter(CliAgent):
         the failure. The verdict is also recorded on ``report``.
         """
         if report.is_error or exit_code != 0:
-            return failures.conclude(
-                report, exit_code, stderr_tail, program="aider", now=self.clock()
-            )
+            return super().classify(report, exit_code, stderr_tail)
         if report.final_message is None:
             report.error_kind = ErrorKind.UNKNOWN
             report.error_text = "aider printed no reply"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import json
 import os
 import re
 import shutil
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, TypeGuard
 
 from autopilot.errors import AgentNotFoundError
 
@@ -285,13 +284,28 @@ class Classification:
 
 
 class AgentAdapter(Protocol):
-    """One agent CLI. See ``ClaudeAdapter`` and ``CommandAdapter``."""
+    """One agent CLI. See ``adapter.CliAgent`` and ``CommandAdapter``."""
 
-    name: str
-    verified_version: str
-    supports_sessions: bool
-    env_needed: tuple[str, ...]
-    """Environment variables the CLI reads (globs), kept whatever ``env_exclude`` says."""
+    @property
+    def name(self) -> str:
+        """The ``--agent`` name."""
+        ...
+
+    @property
+    def verified_version(self) -> str:
+        """The CLI version the adapter was verified against (``any`` for a program)."""
+        ...
+
+    @property
+    def supports_sessions(self) -> bool:
+        """Whether ``--continue`` can resume the agent's session."""
+        ...
+
+    @property
+    def env_needed(self) -> tuple[str, ...]:
+        """Environment variables the CLI reads (globs), kept whatever ``env_exclude``
+        says."""
+        ...
 
     def check_installed(self) -> None:
         """Raise ``AgentNotFoundError`` naming what to install, if missing."""
@@ -344,7 +358,7 @@ def apply_usage_baseline(report: IterationReport, baseline: SessionUsage | None)
     )
 
 
-def session_id_fits(text: object, shape: re.Pattern[str] | None) -> bool:
+def session_id_fits(text: object, shape: re.Pattern[str] | None) -> TypeGuard[str]:
     """Whether ``text`` may be stored and passed to the CLI as a session id.
 
     It must be a string of 1 to ``SESSION_ID_MAX_CHARS`` characters, must not begin
@@ -368,64 +382,6 @@ def local_now() -> datetime:
 def argv_bytes(text: str) -> int:
     """Bytes ``text`` takes as one argv element, encoded as UTF-8."""
     return len(text.encode("utf-8", "surrogatepass"))
-
-
-def load_json_line(report: IterationReport, line: str) -> dict[str, Any] | None:
-    """Count ``line`` on ``report`` and decode it as one JSON object.
-
-    Returns:
-        The object; None for a blank line, and for anything else that is not a JSON
-        object (counted in ``report.bad_lines``: a CLI's stray text, a torn last line).
-    """
-    report.lines += 1
-    text = line.strip()
-    if not text:
-        return None
-    try:
-        value = loads_agent_json(text)
-    except (ValueError, RecursionError):
-        report.bad_lines += 1
-        return None
-    if not isinstance(value, dict):
-        report.bad_lines += 1
-        return None
-    return value
-
-
-_LONE_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def loads_agent_json(text: str) -> Any:
-    """``json.loads`` for agent output, with lone surrogates made U+FFFD.
-
-    JavaScript CLIs can cut a string inside a surrogate pair and print ``"\\ud83d"``;
-    Python decodes that to a lone surrogate, which cannot be printed or written as
-    UTF-8. Pairs that are whole come out as their character.
-
-    Raises:
-        ValueError: not JSON.
-        RecursionError: nested too deeply.
-    """
-    value = json.loads(text)
-    if _LONE_SURROGATE_ESCAPE.search(text) is None:
-        return value
-    return _repair(value)
-
-
-def _repair(value: Any) -> Any:
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
-    if isinstance(value, list):
-        return [_repair(item) for item in value]
-    if isinstance(value, dict):
-        return {_repair(key): _repair(item) for key, item in value.items()}
-    return value
-
-
-def as_object(value: Any) -> dict[str, Any]:
-    """``value`` if it is a JSON object, else an empty one (for optional fields)."""
-    return value if isinstance(value, dict) else {}
 
 
 def find_executable(program: str, install_hint: str) -> str:
@@ -492,76 +448,3 @@ def shorten(text: str, limit: int = 200) -> str:
     """One line of at most ``limit`` characters, for summaries."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def summarize_tool_input(tool_input: Any) -> str:
-    """A short human summary of a tool call's arguments."""
-    if isinstance(tool_input, Mapping):
-        for key in ("command", "cmd", "file_path", "path", "pattern", "url", "description"):
-            value = tool_input.get(key)
-            if isinstance(value, str) and value:
-                return shorten(value, 160)
-        return shorten(", ".join(f"{k}={v}" for k, v in list(tool_input.items())[:3]), 160)
-    if isinstance(tool_input, Sequence) and not isinstance(tool_input, str):
-        return shorten(" ".join(str(item) for item in tool_input), 160)
-    return shorten(str(tool_input), 160)
-
-
-_DENIAL_ARGUMENTS = ("command", "cmd", "file_path", "filePath", "path", "url", "pattern")
-_DENIAL_COMMAND_CHARS = 2000
-
-
-def permission_denial(tool: object, tool_input: object) -> PermissionDenial:
-    """A ``PermissionDenial`` for a refused call of ``tool`` with ``tool_input``.
-
-    Args:
-        tool: The tool's name (``"tool"`` when it is not a non-empty string).
-        tool_input: The call's arguments as the CLI printed them; the command is
-            the first string among ``command``, ``cmd``, ``file_path``, ``filePath``,
-            ``path``, ``url`` and ``pattern``, kept verbatim up to 2,000 characters.
-    """
-    name = tool if isinstance(tool, str) and tool else "tool"
-    command = None
-    if isinstance(tool_input, Mapping):
-        for key in _DENIAL_ARGUMENTS:
-            value = tool_input.get(key)
-            if isinstance(value, str) and value:
-                command = value[:_DENIAL_COMMAND_CHARS]
-                break
-    return PermissionDenial(name, command)
-
-
-class CliAgent:
-    """What every agent CLI adapter shares: its executable and the install check.
-
-    The executable is the constructor's, else ``AUTOPILOT_<NAME>_BIN``, else
-    ``default_executable`` on PATH. Subclasses set ``name``, ``verified_version``,
-    ``install_hint`` and ``default_executable``.
-
-    Args:
-        executable: The program (a name on PATH or a path).
-        clock: The wall clock, for reset times.
-    """
-
-    name = "agent"
-    verified_version = ""
-    supports_sessions = True
-    install_hint = ""
-    default_executable = ""
-    env_needed: tuple[str, ...] = ()
-    """Environment variables this CLI reads (globs); ``env_exclude`` never drops them."""
-    session_id_shape: re.Pattern[str] | None = UUID_SHAPE
-    """What this CLI's session ids look like (None: it has none)."""
-
-    def __init__(self, executable: str | None = None, *, clock: WallClock | None = None) -> None:
-        env_name = f"AUTOPILOT_{self.name.upper()}_BIN"
-        self.executable = executable or os.environ.get(env_name) or self.default_executable
-        self.clock = clock or local_now
-
-    def check_installed(self) -> None:
-        """Raises ``AgentNotFoundError`` naming what to install, if missing."""
-        find_executable(self.executable, self.install_hint)
-
-    def valid_session_id(self, text: str) -> bool:
-        """Whether ``text`` has the shape of this CLI's session ids."""
-        return session_id_fits(text, self.session_id_shape)

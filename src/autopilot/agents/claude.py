@@ -1,7 +1,9 @@
 """Claude Code (``@anthropic-ai/claude-code``), headless with stream-json output.
 
-Verified against Claude Code 2.1.197 (``reference/agent-clis.md`` §1 and the real
-streams in ``reference/streams/``). Invocation::
+Verified against Claude Code 2.1.197 (its real output is in
+``tests/data/captured-streams/``; the format is the ``SDKMessage`` union of
+``@anthropic-ai/claude-agent-sdk``, https://code.claude.com/docs/en/headless).
+Invocation::
 
     claude -p --output-format stream-json --verbose --dangerously-skip-permissions
            [--model M] [--resume SESSION] [extra args]      (prompt on stdin)
@@ -12,243 +14,203 @@ Facts the parser relies on:
 * one ``assistant`` line per content block; lines inside a subagent carry a
   non-null ``parent_tool_use_id`` and are kept out of the final message;
 * ``result.result`` is the final message; failure is ``is_error`` or a non-zero
-  exit, never ``subtype`` (an API failure has ``subtype: "success"``);
-* ``session_id`` is on every line; usage and ``total_cost_usd`` are on ``result``;
+  exit, not ``subtype`` (an API failure has ``subtype: "success"``), except that
+  Claude Code 1.0.x ends a failed turn with ``subtype: "error_during_execution"``,
+  ``is_error: false`` and no ``result``;
+* ``session_id`` (a UUID) is on every line; ``result.usage`` counts the main
+  thread's tokens of one query, while ``modelUsage`` and ``total_cost_usd`` are the
+  process's totals (subagents included). Background agents (2.1.198) make one
+  process print several ``init`` … ``result`` cycles, so tokens are the larger of
+  the summed ``usage`` and the last ``modelUsage``, and the cost is the last total;
 * the assistant line's ``error`` (``rate_limit``, ``authentication_failed``,
-  ``server_error``, ``billing_error``, …) and ``result.api_error_status`` classify
-  a failure; ``rate_limit_event.rate_limit_info.resetsAt`` (epoch s) gives a reset;
-* a subscription limit ends in a failed ``result`` whose text is the user-facing
-  notice (``You've hit your limit · resets 7pm (Area/City)``, or the older
-  ``Claude AI usage limit reached|<epoch>``): a usage limit, with the reset parsed
-  from that text by ``limits.parse_reset_time`` when no ``rate_limit_event`` gave one.
+  ``server_error``, ``billing_error``, …), ``result.api_error_status`` and the
+  result's own words classify a failure; words that name a usage limit or a network
+  failure refine the assistant's generic kind;
+* ``result.permission_denials`` (``tool_name``, ``tool_input``) lists the tool calls
+  a permission rule refused;
+* subscription logins print ``rate_limit_event``; ``status: "rejected"`` means the
+  plan's usage limit was hit (``resetsAt`` in epoch seconds). The failed ``result``
+  that follows holds the user-facing notice (``You've hit your limit · resets 7pm
+  (Area/City)``, ``You're out of extra usage · resets Apr 24, 4am (Asia/Tokyo)``,
+  the older ``Claude AI usage limit reached|<epoch>``); some versions print that
+  notice as a bare text line instead, with no ``result``.
 
-Only the ``result`` event, the assistant ``error`` field and (after a failed exit)
-stderr classify an iteration; tool results and the model's prose never do.
+Only the ``result`` event, the assistant ``error`` field, a rejected
+``rate_limit_event`` and (after a failed exit) stderr classify an iteration; tool
+results and the model's prose never do.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
-from autopilot.agents import failures, limits
-from autopilot.agents.base import (
-    AgentEvent,
-    AgentEventKind,
-    Classification,
-    CliAgent,
-    ErrorKind,
-    Invocation,
-    InvocationRequest,
-    IterationReport,
-    WallClock,
-    find_executable,
-    loads_agent_json,
-    local_now,
-    permission_denial,
-    shorten,
-    summarize_tool_input,
-)
+from autopilot.agents import failures, fields
+from autopilot.agents.adapter import CliAgent, CliFacts
+from autopilot.agents.base import AgentEvent, AgentEventKind, ErrorKind, shorten
+from autopilot.agents.parser import JsonLinesParser
+
+if TYPE_CHECKING:
+    from autopilot.agents.base import Invocation, InvocationRequest, WallClock
 
 _ASSISTANT_ERRORS = {
+    **dict.fromkeys(("server_error", "overloaded"), ErrorKind.SERVER),
     "rate_limit": ErrorKind.RATE_LIMIT,
     "authentication_failed": ErrorKind.AUTH,
     "billing_error": ErrorKind.USAGE_LIMIT,
-    "server_error": ErrorKind.SERVER,
-    "overloaded": ErrorKind.SERVER,
     "invalid_request": ErrorKind.INVALID_REQUEST,
 }
+_REFINABLE = frozenset({ErrorKind.RATE_LIMIT, ErrorKind.SERVER, ErrorKind.UNKNOWN})
+_REFINING = frozenset({ErrorKind.USAGE_LIMIT, ErrorKind.NETWORK})
+_INPUT_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+_MODEL_INPUT_KEYS = ("inputTokens", "cacheCreationInputTokens", "cacheReadInputTokens")
 
 
-def _status_kind(status: Any) -> ErrorKind | None:
-    if not isinstance(status, int):
-        return None
-    if status in (401, 403):
-        return ErrorKind.AUTH
-    if status == 429:
-        return ErrorKind.RATE_LIMIT
-    if status >= 500:
-        return ErrorKind.SERVER
-    if status >= 400:
-        return ErrorKind.INVALID_REQUEST
-    return None
-
-
-class ClaudeStreamParser:
+class ClaudeStreamParser(JsonLinesParser):
     """Parses Claude Code's ``--output-format stream-json`` lines.
 
-    Also accepts the single-object and JSON-array shapes of ``--output-format json``
-    (field report 18): every element is parsed as a line of its own.
+    Also accepts the single-object and JSON-array shapes of ``--output-format json``:
+    every element is parsed as a line of its own.
 
     Args:
         clock: The wall clock, for reset times given as a clock time
             (``resets 7pm``); ``local_now`` by default.
     """
 
+    accepts_arrays = True
+
     def __init__(self, clock: WallClock | None = None) -> None:
-        self._report = IterationReport()
+        super().__init__(clock)
         self._assistant_error: ErrorKind | None = None
-        self._clock = clock or local_now
+        self._limit_reset_ms: int | None = None
+        self._limit_rejected = False
+        self._summed = (0, 0)
 
-    def report(self) -> IterationReport:
-        """What the stream so far said; see ``IterationReport``."""
-        return self._report
+    def on_event(self, event: dict[str, Any]) -> list[AgentEvent]:
+        """The session id every line carries, then the message's own events."""
+        return self.attach_session(event.get("session_id")) + super().on_event(event)
 
-    def feed(self, line: str) -> list[AgentEvent]:
-        """Parse one stdout line; unknown or malformed lines give no events."""
-        report = self._report
-        report.lines += 1
-        text = line.strip()
-        if not text:
-            return []
-        try:
-            value = loads_agent_json(text)
-        except (ValueError, RecursionError):
-            report.bad_lines += 1
-            return []
-        items = value if isinstance(value, list) else [value]
-        events: list[AgentEvent] = []
-        for item in items:
-            if isinstance(item, dict):
-                events.extend(self._message(item))
-            else:
-                report.bad_lines += 1
-        return events
+    def on_text(self, text: str) -> list[AgentEvent]:
+        """After a rejected ``rate_limit_event`` and before any result, a bare text
+        line is the CLI's own notice of the limit; otherwise it is not understood."""
+        if not self._limit_rejected or self._report.result_seen:
+            return super().on_text(text)
+        kind = failures.classify_error_text(text)
+        limit = kind if kind in failures.LIMIT_KINDS else ErrorKind.USAGE_LIMIT
+        return self.fail(shorten(text, 1000), limit, reset_at_ms=self._limit_reset_ms)
 
-    def _message(self, msg: dict[str, Any]) -> list[AgentEvent]:
-        report = self._report
-        session = msg.get("session_id")
-        if isinstance(session, str) and session and report.session_id != session:
-            report.session_id = session
-        kind = msg.get("type")
-        if kind == "system":
-            return self._system(msg)
-        if kind == "assistant":
-            return self._assistant(msg)
-        if kind == "user":
-            return self._user(msg)
-        if kind == "result":
-            return self._result(msg)
-        if kind == "rate_limit_event":
-            return self._rate_limit(msg)
-        return []
-
-    def _system(self, msg: dict[str, Any]) -> list[AgentEvent]:
-        subtype = msg.get("subtype")
+    def handle_system(self, event: dict[str, Any]) -> list[AgentEvent]:
+        """``init`` (a cycle begins) and ``api_retry``."""
+        subtype = event.get("subtype")
         if subtype == "init":
-            if isinstance(msg.get("model"), str):
-                self._report.model = msg["model"]
-            return [AgentEvent(AgentEventKind.SESSION, self._report.session_id or "")]
+            self._report.model = fields.text(event.get("model")) or self._report.model
+            # A new cycle (a background agent woke the session): its result is to come.
+            self._report.result_seen = False
+            self._assistant_error = None
+            return []
         if subtype == "api_retry":
-            status = msg.get("error_status")
-            detail = msg.get("error") or status or "error"
-            attempt = msg.get("attempt")
-            return [AgentEvent(AgentEventKind.RETRY, f"API retry {attempt}: {detail}")]
+            detail = event.get("error") or event.get("error_status") or "error"
+            return [AgentEvent(AgentEventKind.RETRY, f"API retry {event.get('attempt')}: {detail}")]
         return []
 
-    def _assistant(self, msg: dict[str, Any]) -> list[AgentEvent]:
-        subagent = msg.get("parent_tool_use_id") is not None
-        error = msg.get("error")
+    def handle_assistant(self, event: dict[str, Any]) -> list[AgentEvent]:
+        """Assistant text and tool calls; an ``error`` field classifies a failure."""
+        subagent = event.get("parent_tool_use_id") is not None
+        error = event.get("error")
         if isinstance(error, str) and not subagent:
             self._assistant_error = _ASSISTANT_ERRORS.get(error, ErrorKind.UNKNOWN)
-        message = msg.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(content, list):
-            return []
         events: list[AgentEvent] = []
-        for block in content:
-            if not isinstance(block, dict):
-                continue
+        for block in _content(event):
             if block.get("type") == "text" and isinstance(block.get("text"), str):
-                if not subagent:
-                    self._report.last_root_text = block["text"]
-                events.append(AgentEvent(AgentEventKind.TEXT, block["text"], subagent))
+                events.append(self.text(block["text"], subagent))
             elif block.get("type") == "tool_use":
-                name = block.get("name") if isinstance(block.get("name"), str) else "tool"
-                self._report.tool_calls = (self._report.tool_calls or 0) + 1
-                summary = summarize_tool_input(block.get("input"))
-                events.append(AgentEvent(AgentEventKind.TOOL_CALL, summary, subagent, name))
+                events.append(self.tool_call(block.get("name"), block.get("input"), subagent))
         return events
 
-    def _user(self, msg: dict[str, Any]) -> list[AgentEvent]:
-        subagent = msg.get("parent_tool_use_id") is not None
-        message = msg.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(content, list):
-            return []
-        events = []
-        for block in content:
-            if isinstance(block, dict) and block.get("type") == "tool_result":
-                events.append(
-                    AgentEvent(
-                        AgentEventKind.TOOL_RESULT, shorten(_result_text(block), 300), subagent
-                    )
-                )
-        return events
+    def handle_user(self, event: dict[str, Any]) -> list[AgentEvent]:
+        """Tool results."""
+        subagent = event.get("parent_tool_use_id") is not None
+        return [
+            self.tool_result(_result_text(block), subagent)
+            for block in _content(event)
+            if block.get("type") == "tool_result"
+        ]
 
-    def _result(self, msg: dict[str, Any]) -> list[AgentEvent]:
+    def handle_result(self, event: dict[str, Any]) -> list[AgentEvent]:
+        """The end of a cycle: tokens, cost, denials, and success or failure."""
+        self._count_usage(event)
+        denials = event.get("permission_denials")
+        for denial in denials if isinstance(denials, list) else []:
+            if isinstance(denial, dict):
+                self.deny(denial.get("tool_name"), denial.get("tool_input"))
+        text = fields.text(event.get("result"))
+        subtype = fields.text(event.get("subtype")) or ""
+        self.clear_failure()
+        if event.get("is_error") is True or (text is None and subtype.startswith("error")):
+            self._report.result_seen = True
+            message = (
+                text or _first_error(event) or f"Claude Code ended with {subtype or 'an error'}"
+            )
+            return self.fail(message, self._kind(event, message), reset_at_ms=self._limit_reset_ms)
+        return self.finish(text)
+
+    def _count_usage(self, event: dict[str, Any]) -> None:
+        usage = fields.as_object(event.get("usage"))
+        summed_in = self._summed[0] + fields.sum_counts(usage, *_INPUT_KEYS)
+        summed_out = self._summed[1] + fields.count(usage.get("output_tokens"))
+        self._summed = (summed_in, summed_out)
+        models = [fields.as_object(m) for m in fields.as_object(event.get("modelUsage")).values()]
+        total_in = sum(fields.sum_counts(model, *_MODEL_INPUT_KEYS) for model in models)
+        total_out = sum(fields.count(model.get("outputTokens")) for model in models)
         report = self._report
-        report.result_seen = True
-        result_text = msg.get("result") if isinstance(msg.get("result"), str) else None
-        report.is_error = msg.get("is_error") is True
-        usage = msg.get("usage")
-        if isinstance(usage, dict):
-            report.input_tokens = sum(
-                _int(usage.get(key))
-                for key in (
-                    "input_tokens",
-                    "cache_creation_input_tokens",
-                    "cache_read_input_tokens",
-                )
-            )
-            report.output_tokens = _int(usage.get("output_tokens"))
-        denials = msg.get("permission_denials")
-        if isinstance(denials, list):
-            report.permission_denials = tuple(
-                permission_denial(item.get("tool_name"), item.get("tool_input"))
-                for item in denials
-                if isinstance(item, dict)
-            )
-        cost = msg.get("total_cost_usd")
-        if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
-            report.cost_usd = float(cost)
-        if report.is_error:
-            report.error_text = result_text or _first_error(msg) or "Claude Code reported an error"
-            report.error_kind = (
-                self._assistant_error
-                or _status_kind(msg.get("api_error_status"))
-                or _subtype_kind(msg.get("subtype"), report.error_text)
-            )
-            if report.error_kind in (ErrorKind.RATE_LIMIT, ErrorKind.UNKNOWN):
-                # The subscription notice ("You've hit your limit · resets 7pm") is a
-                # usage limit whatever the assistant line called it.
-                refined = failures.classify_error_text(report.error_text)
-                if refined is ErrorKind.USAGE_LIMIT:
-                    report.error_kind = refined
-            if report.error_kind in failures.LIMIT_KINDS and report.reset_at_ms is None:
-                report.reset_at_ms = limits.parse_reset_time(report.error_text, self._clock())
-            report.final_message = None
-            return [AgentEvent(AgentEventKind.ERROR, report.error_text)]
-        report.final_message = result_text
-        events = [AgentEvent(AgentEventKind.RESULT, result_text or "")]
-        if report.input_tokens is not None:
-            events.append(AgentEvent(AgentEventKind.USAGE, ""))
-        return events
+        report.input_tokens = max(summed_in, total_in)
+        report.output_tokens = max(summed_out, total_out)
+        cost = fields.usd(event.get("total_cost_usd"))
+        report.cost_usd = cost if cost is not None else report.cost_usd
 
-    def _rate_limit(self, msg: dict[str, Any]) -> list[AgentEvent]:
-        info = msg.get("rate_limit_info")
-        if not isinstance(info, dict) or info.get("status") != "rejected":
+    def _kind(self, event: dict[str, Any], message: str) -> ErrorKind:
+        found = failures.classify_error_text(message)
+        kind = self._assistant_error
+        if kind in (None, ErrorKind.UNKNOWN):
+            status = event.get("api_error_status")
+            kind = failures.kind_for_status(status, message) if _is_status(status) else found
+        if kind in _REFINABLE and found in _REFINING:
+            # "You've hit your limit", "Unable to connect": the words are more precise
+            # than the assistant's generic rate_limit or server_error.
+            return found
+        return kind or ErrorKind.UNKNOWN
+
+    def handle_rate_limit_event(self, event: dict[str, Any]) -> list[AgentEvent]:
+        """A subscription's limit; ``rejected`` fails the iteration until a result
+        says otherwise."""
+        info = fields.as_object(event.get("rate_limit_info"))
+        if info.get("status") != "rejected":
             return []
-        resets = info.get("resetsAt")
-        if isinstance(resets, int | float) and not isinstance(resets, bool) and resets > 0:
+        resets = fields.usd(info.get("resetsAt"))
+        if resets:
             # Epoch seconds in 2.1.x; tolerate milliseconds.
-            self._report.reset_at_ms = int(resets if resets > 10**11 else resets * 1000)
-        kind = str(info.get("rateLimitType") or "usage")
-        return [AgentEvent(AgentEventKind.RATE_LIMIT, f"{kind} limit reached")]
+            self._limit_reset_ms = int(resets if resets > 10**11 else resets * 1000)
+            self._report.reset_at_ms = self._limit_reset_ms
+        self._limit_rejected = True
+        if self._report.result_seen:
+            return []
+        window = fields.text(info.get("rateLimitType")) or "usage"
+        # Failed until a result says otherwise: the CLI may exit with no result line.
+        return self.fail(
+            f"{window} limit reached", ErrorKind.USAGE_LIMIT, reset_at_ms=self._limit_reset_ms
+        )
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+def _is_status(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and 400 <= value <= 599
+
+
+def _content(event: dict[str, Any]) -> list[dict[str, Any]]:
+    content = fields.as_object(event.get("message")).get("content")
+    return (
+        [block for block in content if isinstance(block, dict)] if isinstance(content, list) else []
+    )
 
 
 def _result_text(block: dict[str, Any]) -> str:
@@ -264,36 +226,19 @@ def _result_text(block: dict[str, Any]) -> str:
     return ""
 
 
-def _first_error(msg: dict[str, Any]) -> str | None:
-    errors = msg.get("errors")
+def _first_error(event: dict[str, Any]) -> str | None:
+    errors = event.get("errors")
     if isinstance(errors, list) and errors:
         return str(errors[0])
     return None
 
 
-def _subtype_kind(subtype: Any, text: str) -> ErrorKind:
-    if "No conversation found with session ID" in text:
-        return ErrorKind.SESSION_NOT_FOUND
-    if isinstance(subtype, str) and subtype.startswith("error_"):
-        return ErrorKind.UNKNOWN
-    return ErrorKind.UNKNOWN
-
-
 class ClaudeAdapter(CliAgent):
-    """Drives Claude Code; see the module docstring for the invocation.
+    """Drives Claude Code; see the module docstring for the invocation."""
 
-    Args:
-        executable: The ``claude`` program (name on PATH or a path); the
-            ``AUTOPILOT_CLAUDE_BIN`` variable overrides the default.
-        clock: The wall clock, for reset times given as a clock time.
-    """
-
-    name = "claude"
-    verified_version = "2.1.197"
-    supports_sessions = True
-    install_hint = "install Claude Code: npm install -g @anthropic-ai/claude-code"
-    default_executable = "claude"
-    env_needed: tuple[str, ...] = (
+    facts = CliFacts("claude", "2.1.197", "npm install -g @anthropic-ai/claude-code")
+    parser_class = ClaudeStreamParser
+    env_needed = (
         "ANTHROPIC_*",
         "CLAUDE_*",
         "DISABLE_*",
@@ -304,38 +249,13 @@ class ClaudeAdapter(CliAgent):
         "CLOUD_ML_REGION",
         "VERTEX_REGION_*",
     )
-    """Environment variables this CLI reads (globs); ``env_exclude`` never drops them."""
+    fixed_args = "-p --output-format stream-json --verbose --dangerously-skip-permissions"
 
     def build_invocation(self, request: InvocationRequest) -> Invocation:
-        """``claude -p … --output-format stream-json --verbose``; prompt on stdin."""
-        argv = [
-            find_executable(self.executable, self.install_hint),
-            "-p",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--dangerously-skip-permissions",
-        ]
-        if request.model:
-            argv += ["--model", request.model]
-        if request.resume_session_id:
-            argv += ["--resume", request.resume_session_id]
-        argv += list(request.extra_args)
-        env: dict[str, str] = {}
+        """``claude -p … --output-format stream-json --verbose``, the prompt on stdin;
+        as root with ``IS_SANDBOX=1``, without which ``--dangerously-skip-permissions``
+        refuses to run (2.1.197)."""
+        invocation = super().build_invocation(request)
         if hasattr(os, "geteuid") and os.geteuid() == 0:
-            # As root, --dangerously-skip-permissions refuses to run without it (2.1.197).
-            env["IS_SANDBOX"] = "1"
-        return Invocation(argv=argv, env_set=env, stdin=request.prompt.encode("utf-8"))
-
-    def new_parser(self) -> ClaudeStreamParser:
-        """A parser for one iteration's stream-json."""
-        return ClaudeStreamParser(self.clock)
-
-    def classify(self, report: IterationReport, exit_code: int, stderr_tail: str) -> Classification:
-        """Success is exit 0, a ``result`` event and ``is_error`` false.
-
-        A failed exit without an error result is classified from stderr (the CLI's
-        own words), never from the stream's tool results or prose (field report 3).
-        The verdict is also recorded on ``report``.
-        """
-        return failures.conclude(report, exit_code, stderr_tail, program="claude", now=self.clock())
+            return dataclasses.replace(invocation, env_set={"IS_SANDBOX": "1"})
+        return invocation

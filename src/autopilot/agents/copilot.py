@@ -1,27 +1,34 @@
 """GitHub Copilot CLI (``@github/copilot``), headless with ``--output-format json``.
 
-Verified against Copilot CLI 1.0.102 (``reference/agent-clis.md`` §3 and the real
-streams ``copilot*.jsonl`` in ``reference/streams/errors-and-more/``). Invocation::
+Verified against Copilot CLI 1.0.102 (its real output is in
+``tests/data/captured-streams/errors-and-more/``; the format is
+``copilot-sdk/generated/session-events.d.ts``). Invocation::
 
     copilot -p PROMPT --output-format json --allow-all-tools --no-ask-user
-            --no-auto-update [--model M] -C CWD
-            [--resume=SESSION] [extra args]                 (stdin: /dev/null)
+            --no-auto-update [--model M] -C CWD [--resume=SESSION]
+            --usage-output-file ITERATION/copilot-usage.json [extra args]
+                                                            (stdin: /dev/null)
 
 ``--allow-all-tools`` is required in ``-p`` mode. The prompt is one argv element
 (commander takes the value after ``-p`` whatever it starts with). Copilot has no
 documented way to read a prompt from stdin or a file, so a prompt over
 ``MAX_ARG_BYTES`` is a ``UsageError``.
 
-Facts the parser relies on (``copilot-sdk/generated/session-events.d.ts``):
+Facts the parser relies on:
 
 * every line has ``type`` and ``data``; lines produced inside a subagent carry a
   top-level ``agentId`` (bracketed by ``subagent.started``/``subagent.completed``)
   and are kept out of the final message;
-* ``assistant.message`` (``content``, ``toolRequests``) is assistant text;
-  ``tool.execution_start``/``_complete`` are tool calls; ``*_delta`` lines repeat
-  partial output and are ignored;
-* ``result`` is the final line: ``sessionId``, ``exitCode``; stdout has **no token
-  counts** (those are only in ``--usage-output-file``) and no cost;
+* ``assistant.message`` (``content``, ``toolRequests``) is assistant text; some
+  builds add ``outputTokens`` to it. ``tool.execution_start``/``_complete`` are
+  tool calls (``success: false`` with ``error.code: "denied"`` when a permission rule
+  such as ``--deny-tool`` refused it); ``*_delta`` lines repeat partial output and
+  are ignored;
+* ``result`` is the final line: ``sessionId`` (a UUID), ``exitCode``; stdout has no
+  input token counts and no cost. ``--usage-output-file F`` writes, before the
+  ``result`` line, ``modelMetrics`` with each model's ``usage.inputTokens`` and
+  ``outputTokens`` (cache reads and writes apart) for the whole *session*: after a
+  resume they include earlier iterations, as Codex's do;
 * failures end with ``session.error``: ``errorType`` authentication, authorization,
   policy, quota, rate_limit, context_limit or query, plus ``statusCode`` and the
   agent's ``message``; each failed model call before it is a ``model.call_failure``
@@ -33,42 +40,40 @@ Facts the parser relies on (``copilot-sdk/generated/session-events.d.ts``):
 
 from __future__ import annotations
 
+import contextlib
 import json
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from autopilot.agents import failures, limits
+from autopilot.agents import failures, fields, limits
+from autopilot.agents.adapter import CliAgent, CliFacts
 from autopilot.agents.base import (
     MAX_ARG_BYTES,
     AgentEvent,
     AgentEventKind,
-    Classification,
-    CliAgent,
     ErrorKind,
     Invocation,
-    InvocationRequest,
-    IterationReport,
-    WallClock,
+    SessionUsage,
     argv_bytes,
-    as_object,
-    find_executable,
-    load_json_line,
-    local_now,
-    shorten,
-    summarize_tool_input,
 )
+from autopilot.agents.parser import JsonLinesParser, loads_agent_json
 from autopilot.errors import UsageError
 
+if TYPE_CHECKING:
+    from autopilot.agents.base import Classification, InvocationRequest, IterationReport, WallClock
+
 _ERROR_TYPES = {
-    "authentication": ErrorKind.AUTH,
-    "authorization": ErrorKind.AUTH,
-    "policy": ErrorKind.AUTH,
+    **dict.fromkeys(("authentication", "authorization", "policy"), ErrorKind.AUTH),
     "quota": ErrorKind.USAGE_LIMIT,
     "rate_limit": ErrorKind.RATE_LIMIT,
     "context_limit": ErrorKind.INVALID_REQUEST,
 }
+USAGE_FILE_NAME = "copilot-usage.json"
+"""The ``--usage-output-file`` of an iteration, beside its saved prompt."""
+_USAGE_FILE_MAX_BYTES = 1024 * 1024
 
 
-class CopilotStreamParser:
+class CopilotStreamParser(JsonLinesParser):
     """Parses ``copilot -p … --output-format json`` lines.
 
     Args:
@@ -76,108 +81,96 @@ class CopilotStreamParser:
     """
 
     def __init__(self, clock: WallClock | None = None) -> None:
-        self._report = IterationReport()
-        self._clock = clock or local_now
+        super().__init__(clock)
         self._last_text: str | None = None
         self._failure: dict[str, Any] | None = None
         self._failure_at: object = None
+        self._calls: dict[str, tuple[object, object]] = {}
 
-    def report(self) -> IterationReport:
-        """What the stream so far said; see ``IterationReport``."""
-        return self._report
-
-    def feed(self, line: str) -> list[AgentEvent]:
-        """Parse one stdout line; unknown or malformed lines give no events."""
-        event = load_json_line(self._report, line)
-        if event is None:
+    def handle_assistant_message(self, event: dict[str, Any]) -> list[AgentEvent]:
+        """Assistant text (a subagent's is kept apart); some builds add tokens."""
+        data, subagent = _data(event)
+        if "outputTokens" in data or "inputTokens" in data:
+            # Spend, wherever it was made (subagents too); the usage file supersedes it.
+            self.add_tokens(
+                fields.count(data.get("inputTokens")), fields.count(data.get("outputTokens"))
+            )
+        content = fields.text(data.get("content"))
+        if content is None:
             return []
-        report = self._report
-        kind = event.get("type")
-        data = as_object(event.get("data"))
-        subagent = event.get("agentId") is not None
-        if kind == "assistant.message":
-            content = data.get("content")
-            if isinstance(content, str) and content:
-                if not subagent:
-                    report.last_root_text = self._last_text = content
-                return [AgentEvent(AgentEventKind.TEXT, content, subagent)]
-            return []
-        if kind == "tool.execution_start":
-            name = str(data.get("toolName") or "tool")
-            report.tool_calls = (report.tool_calls or 0) + 1
-            summary = summarize_tool_input(data.get("arguments"))
-            return [AgentEvent(AgentEventKind.TOOL_CALL, summary, subagent, name)]
-        if kind == "tool.execution_complete":
-            result = data.get("result")
-            text = result.get("content") if isinstance(result, dict) else None
-            return [AgentEvent(AgentEventKind.TOOL_RESULT, shorten(str(text or ""), 300), subagent)]
-        if kind == "model.call_failure" and not subagent:
-            self._failure = data
-            self._failure_at = event.get("timestamp")
-            message = f"model call failed ({data.get('statusCode')}): {data.get('errorType')}"
-            return [AgentEvent(AgentEventKind.RETRY, message)]
-        if kind == "session.error" and not subagent:
-            return self._error(data, event.get("timestamp"))
-        if kind == "result":
-            return self._result(event)
-        return []
+        if not subagent:
+            self._last_text = content
+        return [self.text(content, subagent)]
 
-    def _error(self, data: dict[str, Any], timestamp: object) -> list[AgentEvent]:
-        report = self._report
-        message = data.get("message")
-        text = message if isinstance(message, str) and message else "copilot reported an error"
+    def handle_tool_execution_start(self, event: dict[str, Any]) -> list[AgentEvent]:
+        """A tool call (remembered by id, for a denial when it completes)."""
+        data, subagent = _data(event)
+        name, arguments = data.get("toolName"), data.get("arguments")
+        self._calls[str(data.get("toolCallId"))] = (name, arguments)
+        return [self.tool_call(name, arguments, subagent)]
+
+    def handle_tool_execution_complete(self, event: dict[str, Any]) -> list[AgentEvent]:
+        """A tool's result; ``error.code: "denied"`` is a permission denial."""
+        data, subagent = _data(event)
+        error = fields.as_object(data.get("error"))
+        if data.get("success") is False and error.get("code") == "denied":
+            self.deny(*self._calls.get(str(data.get("toolCallId")), ("tool", None)))
+        text = fields.as_object(data.get("result")).get("content") or error.get("message")
+        return [self.tool_result(text, subagent)]
+
+    def handle_model_call_failure(self, event: dict[str, Any]) -> list[AgentEvent]:
+        """A failed model call that Copilot may retry; its body tells limits apart."""
+        data, subagent = _data(event)
+        if subagent:
+            return []
+        self._failure = data
+        self._failure_at = event.get("timestamp")
+        message = f"model call failed ({data.get('statusCode')}): {data.get('errorType')}"
+        return [AgentEvent(AgentEventKind.RETRY, message)]
+
+    def handle_session_error(self, event: dict[str, Any]) -> list[AgentEvent]:
+        """The session failed: the agent's own words are the error."""
+        data, subagent = _data(event)
+        if subagent:
+            return []
+        text = fields.text(data.get("message")) or "copilot reported an error"
         status = data.get("statusCode") if isinstance(data.get("statusCode"), int) else None
-        error_type = str(data.get("errorType") or "")
-        failure_words = _failure_words(self._failure)
-        kind = _ERROR_TYPES.get(error_type) or failures.classify_error_text(text, status)
+        kind = _ERROR_TYPES.get(str(data.get("errorType"))) or failures.classify_error_text(
+            text, status
+        )
         if kind is ErrorKind.RATE_LIMIT:
             # The provider's own body tells a usage limit from a rate limit.
-            detail = " ".join([str(data.get("errorCode") or ""), failure_words, text])
-            kind = failures.classify_error_text(detail, 429)
-        report.is_error = True
-        report.final_message = None
-        report.error_text = text
-        report.error_kind = kind
-        if kind in failures.LIMIT_KINDS:
-            now = self._clock()
-            report.reset_at_ms = self._failure_reset(now) or limits.parse_reset_time(
-                text, limits.moment_of(timestamp, now.tzinfo) or now
+            detail = " ".join(
+                [str(data.get("errorCode") or ""), _failure_words(self._failure), text]
             )
-            return [AgentEvent(AgentEventKind.RATE_LIMIT, text)]
-        return [AgentEvent(AgentEventKind.ERROR, text)]
+            kind = failures.classify_error_text(detail, 429)
+        return self.fail(text, kind, at=event.get("timestamp"), reset_at_ms=self._failure_reset())
 
-    def _failure_reset(self, now: Any) -> int | None:
+    def _failure_reset(self) -> int | None:
         if self._failure is None:
             return None
-        when = limits.moment_of(self._failure_at, now.tzinfo) or now
+        when = self.moment(self._failure_at)
         body = self._failure.get("errorMessage")
-        if isinstance(body, str):
-            try:
-                decoded = json.loads(body)
-            except (ValueError, RecursionError):
-                return limits.parse_reset_time(body, when)
-            if isinstance(decoded, dict):
-                return limits.reset_from_fields(decoded, when)
-        return None
+        if not isinstance(body, str):
+            return None
+        try:
+            decoded = json.loads(body)
+        except (ValueError, RecursionError):
+            return limits.parse_reset_time(body, when)
+        return limits.reset_from_fields(decoded, when) if isinstance(decoded, dict) else None
 
-    def _result(self, event: dict[str, Any]) -> list[AgentEvent]:
-        report = self._report
-        report.result_seen = True
-        session = event.get("sessionId")
-        if isinstance(session, str) and session:
-            report.session_id = session
+    def handle_result(self, event: dict[str, Any]) -> list[AgentEvent]:
+        """The last line: the session id and the exit code."""
+        events = self.attach_session(event.get("sessionId"))
         exit_code = event.get("exitCode")
-        if not report.is_error:
-            if isinstance(exit_code, int) and exit_code != 0:
-                report.is_error = True
-                report.error_text = f"copilot result exitCode {exit_code}"
-                report.error_kind = ErrorKind.UNKNOWN
-            else:
-                report.final_message = self._last_text
-        events = [AgentEvent(AgentEventKind.SESSION, report.session_id or "")]
-        if not report.is_error:
-            events.append(AgentEvent(AgentEventKind.RESULT, report.final_message or ""))
-        return events
+        if not self._report.is_error and isinstance(exit_code, int) and exit_code != 0:
+            events += self.fail(f"copilot result exitCode {exit_code}", ErrorKind.UNKNOWN)
+        return events + self.finish(self._last_text)
+
+
+def _data(event: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """A line's ``data``, and whether a subagent produced it (top-level ``agentId``)."""
+    return fields.as_object(event.get("data")), event.get("agentId") is not None
 
 
 def _failure_words(failure: dict[str, Any] | None) -> str:
@@ -186,63 +179,79 @@ def _failure_words(failure: dict[str, Any] | None) -> str:
     return " ".join(str(failure.get(key) or "") for key in ("errorType", "errorMessage"))
 
 
-class CopilotAdapter(CliAgent):
-    """Drives ``copilot -p … --output-format json``; see the module docstring.
+def read_usage_file(path: Path) -> tuple[int, int] | None:
+    """The (input, output) tokens a ``--usage-output-file`` holds, summed over its
+    ``modelMetrics``; None when the file is missing, too large (1 MiB) or not that
+    shape."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(_USAGE_FILE_MAX_BYTES + 1)
+        if len(raw) > _USAGE_FILE_MAX_BYTES:
+            return None
+        value = loads_agent_json(raw.decode("utf-8", "replace"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    metrics = fields.as_object(value).get("modelMetrics")
+    if not isinstance(metrics, dict):
+        return None
+    usages = [fields.as_object(fields.as_object(m).get("usage")) for m in metrics.values()]
+    return (
+        sum(fields.count(usage.get("inputTokens")) for usage in usages),
+        sum(fields.count(usage.get("outputTokens")) for usage in usages),
+    )
 
-    Args:
-        executable: The ``copilot`` program (name on PATH or a path); the
-            ``AUTOPILOT_COPILOT_BIN`` variable overrides the default.
-        clock: The wall clock, for reset times.
+
+class CopilotAdapter(CliAgent):
+    """Drives ``copilot … --output-format json -p PROMPT``; see the module docstring.
+
+    The adapter remembers the usage file it asked the last invocation for, and reads
+    it when that iteration is classified: one iteration at a time per adapter.
     """
 
-    name = "copilot"
-    verified_version = "1.0.102"
-    supports_sessions = True
-    install_hint = "install Copilot CLI: npm install -g @github/copilot"
-    default_executable = "copilot"
-    env_needed: tuple[str, ...] = ("COPILOT_*", "GH_TOKEN", "GH_HOST", "GITHUB_TOKEN")
-    """Environment variables this CLI reads (globs); ``env_exclude`` never drops them."""
+    facts = CliFacts("copilot", "1.0.102", "npm install -g @github/copilot")
+    parser_class = CopilotStreamParser
+    env_needed = ("COPILOT_*", "GH_TOKEN", "GH_HOST", "GITHUB_TOKEN")
+    # Unattended: never stop to ask the user, never update itself mid-run.
+    fixed_args = "--output-format json --allow-all-tools --no-ask-user --no-auto-update"
+    cwd_flag = "-C"
+    resume_flag = "--resume="
+
+    def __init__(self, executable: str | None = None, *, clock: WallClock | None = None) -> None:
+        super().__init__(executable, clock=clock)
+        self._usage_file: Path | None = None
 
     def build_invocation(self, request: InvocationRequest) -> Invocation:
-        """``copilot -p PROMPT --output-format json --allow-all-tools …``, stdin ``/dev/null``.
+        """``copilot --output-format json --allow-all-tools … -p PROMPT``, stdin
+        ``/dev/null``.
+
+        Its tokens are asked for in ``copilot-usage.json`` beside the iteration's
+        saved prompt (a file left there by an earlier attempt is removed first).
 
         Raises:
             UsageError: the prompt is longer than one argv element may be.
         """
-        size = argv_bytes(request.prompt)
-        if size > MAX_ARG_BYTES:
+        if not self.argv_can_carry(request.prompt):
             raise UsageError(
-                f"the prompt is {size} bytes; Copilot CLI takes it as one argument, "
-                f"which Linux limits to {MAX_ARG_BYTES} bytes"
+                f"the prompt is {argv_bytes(request.prompt)} bytes; Copilot CLI takes it as "
+                f"one argument, which Linux limits to {MAX_ARG_BYTES} bytes"
             )
-        argv = [
-            find_executable(self.executable, self.install_hint),
-            "-p",
-            request.prompt,
-            "--output-format",
-            "json",
-            "--allow-all-tools",
-            # Unattended: never stop to ask the user, never update itself mid-run.
-            "--no-ask-user",
-            "--no-auto-update",
-        ]
-        if request.model:
-            argv += ["--model", request.model]
-        argv += ["-C", str(request.cwd)]
-        if request.resume_session_id:
-            argv.append(f"--resume={request.resume_session_id}")
-        argv += list(request.extra_args)
-        return Invocation(argv=argv)
-
-    def new_parser(self) -> CopilotStreamParser:
-        """A parser for one iteration's JSON lines."""
-        return CopilotStreamParser(self.clock)
+        self._usage_file = request.prompt_path.with_name(USAGE_FILE_NAME)
+        with contextlib.suppress(OSError):
+            self._usage_file.unlink(missing_ok=True)
+        usage = ["--usage-output-file", str(self._usage_file)]
+        return Invocation(argv=[*self.argv(request), *usage, "-p", request.prompt])
 
     def classify(self, report: IterationReport, exit_code: int, stderr_tail: str) -> Classification:
         """Success is exit 0, a ``result`` line and no ``session.error``.
 
-        The verdict is also recorded on ``report``.
+        The tokens of the usage file, when Copilot wrote one, replace those counted
+        from the stream; they are the session's totals, so they are also the report's
+        ``session_usage`` (see ``apply_usage_baseline``). The verdict is also recorded
+        on ``report``.
         """
-        return failures.conclude(
-            report, exit_code, stderr_tail, program="copilot", now=self.clock()
-        )
+        usage = read_usage_file(self._usage_file) if self._usage_file is not None else None
+        if usage is not None:
+            report.input_tokens, report.output_tokens = usage
+            if report.session_id:
+                report.session_usage = SessionUsage(report.session_id, *usage)
+        return super().classify(report, exit_code, stderr_tail)

@@ -49,6 +49,7 @@ _USAGE = _any(
     r"\bTerminalQuotaError\b",
     r"\bdaily quota\b",
     r"\buser_weekly_rate_limited\b",
+    r"\bout of extra usage\b",
 )
 _RATE = _any(
     r"\brate[ _-]limit(?:ed|s)?\b",
@@ -91,6 +92,12 @@ _NETWORK = _any(
     r"\bnetwork is unreachable\b",
     r"\bfetch failed\b",
     r"\bAPIConnectionError\b",
+    r"^\W{0,3}reconnecting\.\.\.",
+)
+_INVALID = _any(
+    r"\bmodel[ _]not[ _]found\b",
+    r"\bnot_found_error\b",
+    r"\bunknown model\b",
 )
 _SESSION_NOT_FOUND = _any(
     r"\bno conversation found with session id\b",
@@ -121,6 +128,7 @@ _PAYMENT = _any(
     r"\binsufficient_quota\b",
     r"\bcheck your plan and billing\b",
     r"\bpayment required\b",
+    r"\bout of extra usage\b",
 )
 
 
@@ -155,6 +163,10 @@ def kind_for_status(status: int, text: str = "") -> ErrorKind:
         return ErrorKind.AUTH
     if status == 429:
         return _limit_kind(text) or ErrorKind.RATE_LIMIT
+    if status < 500 and (status == 402 or _limit_kind(text) is ErrorKind.USAGE_LIMIT):
+        # A plan's usage credit refused with a 400 (pi: ``400 … You're out of extra
+        # usage``) or a 402 is a usage limit, not a bad request.
+        return ErrorKind.USAGE_LIMIT
     if status >= 500:
         return ErrorKind.SERVER
     if status == 404 and _SESSION_NOT_FOUND.search(text):
@@ -164,18 +176,33 @@ def kind_for_status(status: int, text: str = "") -> ErrorKind:
     return ErrorKind.INVALID_REQUEST
 
 
-def _limit_kind(text: str) -> ErrorKind | None:
+_LIMIT_PATTERNS = (
     # An explicit error code decides; a rate-limit code wins when a body carries both
     # (the fake server's 429s say ``"type":"insufficient_quota","code":"rate_limit_exceeded"``).
-    if _RATE_CODE.search(text):
-        return ErrorKind.RATE_LIMIT
-    if _USAGE_CODE.search(text):
-        return ErrorKind.USAGE_LIMIT
-    if _USAGE.search(text):
-        return ErrorKind.USAGE_LIMIT
-    if _RATE.search(text):
-        return ErrorKind.RATE_LIMIT
-    return None
+    (_RATE_CODE, ErrorKind.RATE_LIMIT),
+    (_USAGE_CODE, ErrorKind.USAGE_LIMIT),
+    (_USAGE, ErrorKind.USAGE_LIMIT),
+    (_RATE, ErrorKind.RATE_LIMIT),
+)
+_TEXT_PATTERNS = (
+    (_SESSION_NOT_FOUND, ErrorKind.SESSION_NOT_FOUND),
+    *_LIMIT_PATTERNS,
+    (_AUTH, ErrorKind.AUTH),
+    (_NETWORK, ErrorKind.NETWORK),
+    (_SERVER, ErrorKind.SERVER),
+    (_INVALID, ErrorKind.INVALID_REQUEST),
+)
+"""What an error's words mean, the first pattern that matches deciding."""
+
+
+def _first_kind(
+    text: str, patterns: tuple[tuple[re.Pattern[str], ErrorKind], ...]
+) -> ErrorKind | None:
+    return next((kind for pattern, kind in patterns if pattern.search(text)), None)
+
+
+def _limit_kind(text: str) -> ErrorKind | None:
+    return _first_kind(text, _LIMIT_PATTERNS)
 
 
 def classify_error_text(text: str, status: int | None = None) -> ErrorKind:
@@ -195,18 +222,7 @@ def classify_error_text(text: str, status: int | None = None) -> ErrorKind:
     status = status if status is not None and 400 <= status <= 599 else status_from_text(text)
     if status is not None:
         return kind_for_status(status, text)
-    if _SESSION_NOT_FOUND.search(text):
-        return ErrorKind.SESSION_NOT_FOUND
-    limit = _limit_kind(text)
-    if limit is not None:
-        return limit
-    if _AUTH.search(text):
-        return ErrorKind.AUTH
-    if _NETWORK.search(text):
-        return ErrorKind.NETWORK
-    if _SERVER.search(text):
-        return ErrorKind.SERVER
-    return ErrorKind.UNKNOWN
+    return _first_kind(text, _TEXT_PATTERNS) or ErrorKind.UNKNOWN
 
 
 def last_line(text: str) -> str | None:

@@ -1,7 +1,8 @@
 """Gemini CLI (``@google/gemini-cli``), headless with ``--output-format stream-json``.
 
-Verified against Gemini CLI 0.61.0 (``reference/agent-clis.md`` §4 and the real streams
-``gemini*.jsonl``/``.err`` in ``reference/streams/errors-and-more/``). Invocation::
+Verified against Gemini CLI 0.61.0 (its real output is in
+``tests/data/captured-streams/errors-and-more/``; the format is google-gemini/gemini-cli
+``packages/core/src/output/types.ts``). Invocation::
 
     gemini --output-format stream-json --yolo [-m MODEL] [--resume SESSION]
            [extra args] -p PROMPT       (stdin: /dev/null; GEMINI_CLI_TRUST_WORKSPACE=true)
@@ -19,13 +20,20 @@ at once (``Gemini CLI is not running in a trusted directory. To proceed, either 
 the adapter sets it (unless the user's environment already says otherwise), as
 ``--yolo`` already trusts the repository.
 
-Facts the parser relies on (``packages/core/src/output/types.ts``):
+Facts the parser relies on:
 
-* events ``init`` (``session_id``, ``model``), ``message`` (``role``, ``content``,
-  ``delta:true`` for streamed chunks, concatenated here), ``tool_use``,
-  ``tool_result`` (``status`` success/error), ``error`` (a warning: it does not end
-  the run) and ``result`` (``status`` success/error, ``error.message``, ``stats``
-  with ``input_tokens``/``output_tokens``); no cost, no subagent marker;
+* events ``init`` (``session_id``, a UUID; ``model``), ``message`` (``role``,
+  ``content``, ``delta:true`` for streamed chunks, concatenated here), ``tool_use``,
+  ``tool_result`` (``status`` success/error; ``error.type`` ``policy_violation`` when
+  a policy rule denied the call), ``error`` (a warning: it does not end the run) and
+  ``result`` (``status`` success/error, ``error.message``, ``stats`` with
+  ``input_tokens``/``output_tokens``); no cost, no subagent marker;
+* the model's text since the last tool result is its answer; a tool call after it
+  that never ran does not take it back. A model turn that ends in an invalid stream
+  (``error`` ``Invalid stream: The model returned an empty response or malformed
+  tool call.``) ends with a ``result`` of ``status: "error"`` and *no* ``error``
+  field, and exit 0: a finished answer before it is the final message and the error
+  a warning; with no answer the error is the failure;
 * API errors exit with the HTTP status mod 256 (429 → 173, 401 → 145, 500 → 244);
   41 is an auth error, 42 bad input, 52 config, 53 turn limit, 130 cancelled;
 * a run can also end with exit 0 and no ``result`` after ``Error when talking to
@@ -38,28 +46,16 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from autopilot.agents import failures, limits
-from autopilot.agents.base import (
-    MAX_ARG_BYTES,
-    AgentEvent,
-    AgentEventKind,
-    Classification,
-    CliAgent,
-    ErrorKind,
-    Invocation,
-    InvocationRequest,
-    IterationReport,
-    WallClock,
-    argv_bytes,
-    find_executable,
-    load_json_line,
-    local_now,
-    shorten,
-    summarize_tool_input,
-)
+from autopilot.agents import failures, fields
+from autopilot.agents.adapter import CliAgent, CliFacts
+from autopilot.agents.base import AgentEvent, AgentEventKind, ErrorKind, Invocation, argv_bytes
+from autopilot.agents.parser import JsonLinesParser
 from autopilot.errors import UsageError
+
+if TYPE_CHECKING:
+    from autopilot.agents.base import Classification, InvocationRequest, IterationReport, WallClock
 
 _STDIN_LIMIT_BYTES = 8 * 1024 * 1024
 _TRUST_ENV = "GEMINI_CLI_TRUST_WORKSPACE"
@@ -78,7 +74,7 @@ def exit_kind(exit_code: int) -> ErrorKind | None:
     return None
 
 
-class GeminiStreamParser:
+class GeminiStreamParser(JsonLinesParser):
     """Parses ``gemini --output-format stream-json`` lines.
 
     Args:
@@ -86,88 +82,70 @@ class GeminiStreamParser:
     """
 
     def __init__(self, clock: WallClock | None = None) -> None:
-        self._report = IterationReport()
-        self._clock = clock or local_now
+        super().__init__(clock)
         self._text: list[str] = []
+        self._turn_over = False
+        self._calls: dict[str, tuple[object, object]] = {}
 
-    def report(self) -> IterationReport:
-        """What the stream so far said; see ``IterationReport``."""
-        return self._report
+    def handle_init(self, event: dict[str, Any]) -> list[AgentEvent]:
+        """The session id and the model."""
+        self._report.model = fields.text(event.get("model")) or self._report.model
+        return self.attach_session(event.get("session_id"))
 
-    def feed(self, line: str) -> list[AgentEvent]:
-        """Parse one stdout line; unknown or malformed lines give no events."""
-        event = load_json_line(self._report, line)
-        if event is None:
+    def handle_tool_use(self, event: dict[str, Any]) -> list[AgentEvent]:
+        """A tool call (remembered by id, for a denial in its result)."""
+        name, parameters = event.get("tool_name"), event.get("parameters")
+        self._calls[str(event.get("tool_id"))] = (name, parameters)
+        return [self.tool_call(name, parameters)]
+
+    def handle_error(self, event: dict[str, Any]) -> list[AgentEvent]:
+        """An error that does not end the run: a warning."""
+        return [self.warn(str(event.get("message") or "error"), AgentEventKind.ERROR)]
+
+    def handle_message(self, event: dict[str, Any]) -> list[AgentEvent]:
+        """A message; the assistant's chunks make up its answer."""
+        content = event.get("content")
+        if event.get("role") != "assistant" or not isinstance(content, str):
             return []
-        report = self._report
-        kind = event.get("type")
-        if kind == "init":
-            if isinstance(event.get("model"), str):
-                report.model = event["model"]
-            if isinstance(event.get("session_id"), str) and event["session_id"]:
-                report.session_id = event["session_id"]
-                return [AgentEvent(AgentEventKind.SESSION, event["session_id"])]
-            return []
-        if kind == "message":
-            content = event.get("content")
-            if event.get("role") != "assistant" or not isinstance(content, str):
-                return []
-            if event.get("delta") is not True:
-                self._text = []
-            self._text.append(content)
-            report.last_root_text = "".join(self._text)
-            return [AgentEvent(AgentEventKind.TEXT, content)]
-        if kind == "tool_use":
+        if event.get("delta") is not True or self._turn_over:
             self._text = []
-            name = str(event.get("tool_name") or "tool")
-            report.tool_calls = (report.tool_calls or 0) + 1
-            summary = summarize_tool_input(event.get("parameters"))
-            return [AgentEvent(AgentEventKind.TOOL_CALL, summary, tool_name=name)]
-        if kind == "tool_result":
-            output = event.get("output")
-            error = event.get("error")
-            text = output if isinstance(output, str) else ""
-            if event.get("status") == "error" and isinstance(error, dict):
-                text = str(error.get("message") or text)
-            return [AgentEvent(AgentEventKind.TOOL_RESULT, shorten(text, 300))]
-        if kind == "error":
-            message = str(event.get("message") or "error")
-            report.last_warning = shorten(message, 1000)
-            return [AgentEvent(AgentEventKind.ERROR, message)]
-        if kind == "result":
-            return self._result(event)
-        return []
+            self._turn_over = False
+        self._text.append(content)
+        self._report.last_root_text = "".join(self._text)
+        return [AgentEvent(AgentEventKind.TEXT, content)]
 
-    def _result(self, event: dict[str, Any]) -> list[AgentEvent]:
+    def handle_tool_result(self, event: dict[str, Any]) -> list[AgentEvent]:
+        """A tool's result; a policy's denial is recorded."""
+        # The model answered the tool calls before it; its next text is a new answer.
+        self._turn_over = True
+        error = fields.as_object(event.get("error"))
+        output = event.get("output")
+        text = output if isinstance(output, str) else ""
+        if event.get("status") == "error" and error:
+            text = str(error.get("message") or text)
+            if error.get("type") == "policy_violation":
+                self.deny(*self._calls.get(str(event.get("tool_id")), ("tool", None)))
+        return [self.tool_result(text)]
+
+    def handle_result(self, event: dict[str, Any]) -> list[AgentEvent]:
+        """The run's end: tokens, and success or failure."""
         report = self._report
         report.result_seen = True
         stats = event.get("stats")
         if isinstance(stats, dict):
-            report.input_tokens = _count(stats.get("input_tokens"))
-            report.output_tokens = _count(stats.get("output_tokens"))
-        if event.get("status") == "error":
-            error = event.get("error")
-            message = error.get("message") if isinstance(error, dict) else None
-            text = message if isinstance(message, str) and message else "gemini reported an error"
-            report.is_error = True
-            report.final_message = None
-            report.error_text = text
-            report.error_kind = failures.classify_error_text(text)
-            if report.error_kind in failures.LIMIT_KINDS:
-                now = self._clock()
-                when = limits.moment_of(event.get("timestamp"), now.tzinfo) or now
-                report.reset_at_ms = limits.parse_reset_time(text, when)
-                return [AgentEvent(AgentEventKind.RATE_LIMIT, text)]
-            return [AgentEvent(AgentEventKind.ERROR, text)]
-        report.final_message = "".join(self._text) if self._text else None
-        return [
-            AgentEvent(AgentEventKind.RESULT, report.final_message or ""),
-            AgentEvent(AgentEventKind.USAGE, ""),
-        ]
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+            self.add_tokens(
+                fields.count(stats.get("input_tokens")), fields.count(stats.get("output_tokens"))
+            )
+        answer = "".join(self._text) if self._text and not self._turn_over else None
+        if event.get("status") != "error":
+            return self.finish(answer)
+        message = fields.text(fields.as_object(event.get("error")).get("message"))
+        if message is None and answer is not None:
+            # An invalid stream after a finished answer: the error stays a warning.
+            return self.finish(answer)
+        return self.fail(
+            message or report.last_warning or "gemini reported an error", at=event.get("timestamp")
+        )
 
 
 def _error_report_text(stderr_tail: str) -> str:
@@ -183,21 +161,12 @@ def _error_report_text(stderr_tail: str) -> str:
 
 
 class GeminiAdapter(CliAgent):
-    """Drives ``gemini -p … --output-format stream-json``; see the module docstring.
+    """Drives ``gemini -p … --output-format stream-json``; see the module docstring."""
 
-    Args:
-        executable: The ``gemini`` program (name on PATH or a path); the
-            ``AUTOPILOT_GEMINI_BIN`` variable overrides the default.
-        clock: The wall clock, for reset times.
-    """
-
-    name = "gemini"
-    verified_version = "0.61.0"
-    supports_sessions = True
-    install_hint = "install Gemini CLI: npm install -g @google/gemini-cli"
-    default_executable = "gemini"
-    env_needed: tuple[str, ...] = ("GEMINI_*", "GOOGLE_*")
-    """Environment variables this CLI reads (globs); ``env_exclude`` never drops them."""
+    facts = CliFacts("gemini", "0.61.0", "npm install -g @google/gemini-cli")
+    parser_class = GeminiStreamParser
+    env_needed = ("GEMINI_*", "GOOGLE_*")
+    fixed_args = "--output-format stream-json --yolo"
 
     def build_invocation(self, request: InvocationRequest) -> Invocation:
         """``gemini --output-format stream-json --yolo … -p PROMPT``, stdin ``/dev/null``.
@@ -208,17 +177,7 @@ class GeminiAdapter(CliAgent):
         Raises:
             UsageError: the prompt is over 8 MiB, more than Gemini reads from stdin.
         """
-        argv = [
-            find_executable(self.executable, self.install_hint),
-            "--output-format",
-            "stream-json",
-            "--yolo",
-        ]
-        if request.model:
-            argv += ["-m", request.model]
-        if request.resume_session_id:
-            argv += ["--resume", request.resume_session_id]
-        argv += list(request.extra_args)
+        argv = self.argv(request)
         env = {} if _TRUST_ENV in os.environ else {_TRUST_ENV: "true"}
         prompt = request.prompt
         size = argv_bytes(prompt)
@@ -226,18 +185,14 @@ class GeminiAdapter(CliAgent):
             raise UsageError(
                 f"the prompt is {size} bytes; Gemini CLI reads at most {_STDIN_LIMIT_BYTES}"
             )
-        if size + len("--prompt=") > MAX_ARG_BYTES:
+        if not self.argv_can_carry(prompt, "--prompt="):
             return Invocation(argv=argv, env_set=env, stdin=prompt.encode("utf-8"))
         if prompt.startswith("-"):
             return Invocation(argv=[*argv, f"--prompt={prompt}"], env_set=env)
         return Invocation(argv=[*argv, "-p", prompt], env_set=env)
 
-    def new_parser(self) -> GeminiStreamParser:
-        """A parser for one iteration's stream-json."""
-        return GeminiStreamParser(self.clock)
-
     def classify(self, report: IterationReport, exit_code: int, stderr_tail: str) -> Classification:
-        """Success is exit 0 and ``result.status`` ``success``.
+        """Success is exit 0 and a ``result`` that is not a failure.
 
         The exit status carries the HTTP status of an API error; without a
         ``result`` the error report file named on stderr is read too. The verdict is
@@ -249,5 +204,5 @@ class GeminiAdapter(CliAgent):
             found = failures.classify_error_text(extra) if extra else ErrorKind.UNKNOWN
             kind = found if found is not ErrorKind.UNKNOWN else None
         return failures.conclude(
-            report, exit_code, stderr_tail, program="gemini", now=self.clock(), exit_kind=kind
+            report, exit_code, stderr_tail, program=self.name, now=self.clock(), exit_kind=kind
         )

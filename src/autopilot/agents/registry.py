@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from autopilot.agents.adapter import CliFacts
 from autopilot.agents.aider import AiderAdapter
 from autopilot.agents.base import AgentAdapter
 from autopilot.agents.claude import ClaudeAdapter
@@ -43,8 +44,7 @@ class DemoAdapter(ClaudeAdapter):
     """The built-in scripted agent of ``autopilot demo``: speaks Claude Code's
     stream-json, so the demo runs the real parser, loop and files."""
 
-    name = "demo"
-    verified_version = "built-in"
+    facts = CliFacts("demo", "built-in", "it is part of autopilot")
 
     def __init__(self) -> None:
         super().__init__(sys.executable)
