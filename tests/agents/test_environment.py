@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from autopilot.agents.base import Invocation, agent_environment
+from autopilot.agents.base import Invocation
+from autopilot.agents.environment import agent_environment
 from autopilot.agents.registry import make_adapter
 from autopilot.config import RunConfig, build_config
 from autopilot.errors import UsageError

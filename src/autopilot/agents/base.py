@@ -3,74 +3,24 @@
 An adapter builds the argv and environment for one iteration, turns each line of
 the agent's stdout into normalised ``AgentEvent`` values through a ``StreamParser``,
 and classifies how the iteration ended. The loop never sees a vendor format; it
-sees ``AgentEvent`` and ``IterationReport`` only (SPEC §8).
+sees ``AgentEvent`` and ``IterationReport`` only.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import os
 import re
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol, TypeGuard
 
+from autopilot.agents import environment
 from autopilot.errors import AgentNotFoundError
-
-NESTING_MARKERS: tuple[str, ...] = (
-    "CLAUDECODE",
-    "CLAUDE_CODE_ENTRYPOINT",
-    "CLAUDE_CODE_SSE_PORT",
-    "CODEX_SANDBOX",
-    "CODEX_SANDBOX_NETWORK_DISABLED",
-    "CODEX_THREAD_ID",
-    "GEMINI_CLI",
-    "OPENCODE",
-    "OPENCODE_PID",
-)
-"""Variables that make an agent refuse to start, or behave as a nested session,
-when the driver itself runs inside an agent (field report 15). Removed from every
-agent's environment."""
-
-COMMON_ENV: tuple[str, ...] = (
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "SHELL",
-    "PWD",
-    "LANG",
-    "LANGUAGE",
-    "LC_*",
-    "TERM",
-    "COLORTERM",
-    "TZ",
-    "TMPDIR",
-    "TMP",
-    "TEMP",
-    "XDG_*",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "NODE_EXTRA_CA_CERTS",
-    "REQUESTS_CA_BUNDLE",
-    "CURL_CA_BUNDLE",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-    "all_proxy",
-)
-"""Variables every agent keeps whatever ``env_exclude`` says (globs): what any program
-needs to run, find its files, speak the user's language, trust certificates and
-reach the network through a proxy."""
 
 MAX_ARG_BYTES = 131_071
 """The longest single argv element Linux accepts, in bytes: ``MAX_ARG_STRLEN``
@@ -82,6 +32,10 @@ SESSION_ID_MAX_CHARS = 128
 UUID_SHAPE = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 """A UUID in its canonical text form: the session ids of Claude Code, Codex,
 pi, Gemini CLI and Copilot CLI."""
+
+agent_environment = environment.agent_environment
+"""The child's environment (defined in ``agents/environment.py``; named here too
+for the loop, which imports it from this module)."""
 
 WallClock = Callable[[], datetime]
 """A function returning the current time as an aware ``datetime`` (local zone)."""
@@ -398,50 +352,6 @@ def find_executable(program: str, install_hint: str) -> str:
     if found is None:
         raise AgentNotFoundError(f"{program} not found on PATH; {install_hint}")
     return found
-
-
-def env_matches(name: str, patterns: Sequence[str]) -> bool:
-    """Whether a variable ``name`` matches one of the glob ``patterns`` (case-sensitive)."""
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
-
-
-def agent_environment(
-    base: Mapping[str, str],
-    invocation: Invocation,
-    extra: Mapping[str, str],
-    *,
-    needed: Sequence[str] = (),
-    exclude: Sequence[str] = (),
-) -> dict[str, str]:
-    """The child's environment.
-
-    ``base`` less the nesting markers, less every variable an ``exclude`` glob
-    matches unless the agent needs it (its ``needed`` globs, or ``COMMON_ENV``);
-    then ``extra`` (the run's own variables) and the invocation's changes.
-
-    Args:
-        base: The environment the agent would inherit (the driver's).
-        invocation: The adapter's invocation (``env_set``, ``env_unset``).
-        extra: Variables autopilot sets for the agent (``AUTOPILOT_RUN_ID``, …).
-        needed: The adapter's ``env_needed`` globs.
-        exclude: The run's ``env_exclude`` globs.
-    """
-    env = {
-        k: v
-        for k, v in base.items()
-        if k not in NESTING_MARKERS
-        and not (
-            exclude
-            and env_matches(k, exclude)
-            and not env_matches(k, needed)
-            and not env_matches(k, COMMON_ENV)
-        )
-    }
-    for key in invocation.env_unset:
-        env.pop(key, None)
-    env.update(extra)
-    env.update(invocation.env_set)
-    return env
 
 
 def shorten(text: str, limit: int = 200) -> str:

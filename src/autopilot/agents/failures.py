@@ -1,14 +1,15 @@
-"""Why an agent's iteration failed, from the agent's own words (SPEC §7.4).
+"""Why an agent's iteration failed, from the agent's own words.
 
 Pure functions shared by every adapter:
 
 * ``classify_error_text`` maps an agent's *own* error words to an ``ErrorKind``.
   Adapters pass it only text the CLI printed as an error: a structured error or
   result event, or stderr after the process failed. Never tool output, file
-  contents or the model's prose (field reports 3 and 4), and every pattern has word
-  boundaries or is a CLI's own phrase: ``rate limiting``, ``@upstash/ratelimit``,
-  ``rateLimit`` and ``respect the 5-hour limit`` match nothing. An HTTP status in the
-  text outranks words (``401 … exceeded your current quota`` is an auth failure).
+  contents or the model's prose (a review that discusses rate limits is no limit),
+  and every pattern has word boundaries or is a CLI's own phrase: ``rate limiting``,
+  ``@upstash/ratelimit``, ``rateLimit`` and ``respect the 5-hour limit`` match
+  nothing. An HTTP status in the text outranks words (``401 … exceeded your current
+  quota`` is an auth failure).
 * ``conclude`` turns a parser's report and the exit status into a ``Classification``
   and records the verdict (kind, the agent's words, the reset time) on the report.
 

@@ -38,7 +38,7 @@ Facts the parser relies on:
   41 is an auth error, 42 bad input, 52 config, 53 turn limit, 130 cancelled;
 * a run can also end with exit 0 and no ``result`` after ``Error when talking to
   Gemini API Full report available at: /tmp/gemini-client-error-….json`` on stderr
-  (field report 21): a failure, classified from stderr and that report file.
+  (seen with 0.x releases): a failure, classified from stderr and that report file.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""When a rate or usage limit resets, in every form the agent CLIs print (SPEC §7.4).
+"""When a rate or usage limit resets, in every form the agent CLIs print.
 
 Pure functions shared by every adapter; none of them reads the clock (``now`` is an
 argument: an aware ``datetime`` whose zone is used for clock times without one).
 
-* ``parse_reset_time`` reads an agent's error text. Forms seen in the captured streams
-  (``reference/streams/``) and field reports 5-6: epoch seconds or milliseconds
+* ``parse_reset_time`` reads an agent's error text. Forms seen in the CLIs' real output
+  (``tests/data/captured-streams/`` and users' runs): epoch seconds or milliseconds
   (``"resets_at":1777936568``, Claude's ``usage limit reached|1750000000``),
   ``"resets_in_seconds":13872``, ``retry-after: 30``, Google's ``"retryDelay":"23s"``,
   ``try again in 2 days 17 hours 14 minutes``, ``Please retry in 23.5s``, and clock
@@ -221,7 +221,7 @@ def parse_reset_time(text: str, now: datetime) -> int | None:
 
     A clock time without a date that has already passed today (in its zone, or in
     ``now``'s zone when none is named) means tomorrow. An epoch already in the past is
-    returned as it is: the loop then falls back to its minimum backoff (field report 5).
+    returned as it is: the loop then falls back to its minimum backoff.
 
     Args:
         text: The agent's own error text.

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from autopilot.agents.base import COMMON_ENV, NESTING_MARKERS, env_matches
+from autopilot.agents.environment import COMMON_ENV, NESTING_MARKERS, env_matches
 from autopilot.agents.registry import AGENT_NAMES, make_adapter
 from autopilot.config import build_config
 from autopilot.errors import RunsRootError, UsageError

@@ -1,0 +1,110 @@
+"""The environment an agent CLI runs with.
+
+The driver's environment, less the variables that make a CLI behave as a nested
+session, less what the run's ``env_exclude`` globs drop (never what the CLI itself
+reads, its adapter's ``env_needed``, nor what any program needs, ``COMMON_ENV``),
+plus the run's own variables and the invocation's.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from autopilot.agents.base import Invocation
+
+NESTING_MARKERS: tuple[str, ...] = (
+    "CLAUDECODE",
+    "CLAUDE_CODE_ENTRYPOINT",
+    "CLAUDE_CODE_SSE_PORT",
+    "CODEX_SANDBOX",
+    "CODEX_SANDBOX_NETWORK_DISABLED",
+    "CODEX_THREAD_ID",
+    "GEMINI_CLI",
+    "OPENCODE",
+    "OPENCODE_PID",
+)
+"""Variables that make an agent refuse to start, or behave as a nested session,
+when the driver itself runs inside an agent (as when autopilot is started from a
+Claude Code session). Removed from every agent's environment."""
+
+COMMON_ENV: tuple[str, ...] = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "PWD",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TERM",
+    "COLORTERM",
+    "TZ",
+    "TMPDIR",
+    "TMP",
+    "TEMP",
+    "XDG_*",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+)
+"""Variables every agent keeps whatever ``env_exclude`` says (globs): what any program
+needs to run, find its files, speak the user's language, trust certificates and
+reach the network through a proxy."""
+
+
+def env_matches(name: str, patterns: Sequence[str]) -> bool:
+    """Whether a variable ``name`` matches one of the glob ``patterns`` (case-sensitive)."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def agent_environment(
+    base: Mapping[str, str],
+    invocation: Invocation,
+    extra: Mapping[str, str],
+    *,
+    needed: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+) -> dict[str, str]:
+    """The child's environment.
+
+    ``base`` less the nesting markers, less every variable an ``exclude`` glob
+    matches unless the agent needs it (its ``needed`` globs, or ``COMMON_ENV``);
+    then ``extra`` (the run's own variables) and the invocation's changes.
+
+    Args:
+        base: The environment the agent would inherit (the driver's).
+        invocation: The adapter's invocation (``env_set``, ``env_unset``).
+        extra: Variables autopilot sets for the agent (``AUTOPILOT_RUN_ID``, …).
+        needed: The adapter's ``env_needed`` globs.
+        exclude: The run's ``env_exclude`` globs.
+    """
+    env = {
+        k: v
+        for k, v in base.items()
+        if k not in NESTING_MARKERS
+        and not (
+            exclude
+            and env_matches(k, exclude)
+            and not env_matches(k, needed)
+            and not env_matches(k, COMMON_ENV)
+        )
+    }
+    for key in invocation.env_unset:
+        env.pop(key, None)
+    env.update(extra)
+    env.update(invocation.env_set)
+    return env
