@@ -350,7 +350,16 @@ class Checkpoints:
             done = self.repo.run(
                 "add", "--all", "--ignore-errors", "--", ".", env=self._index_env()
             )
-        warning = first_line(done.stderr) if done.returncode != 0 else None
+        warning = None
+        if done.returncode != 0:
+            fatal = [
+                line
+                for line in done.stderr.decode("utf-8", "replace").splitlines()
+                if line.startswith("fatal: ") and line != "fatal: adding files failed"
+            ]
+            if fatal:
+                raise GitCommandError(f"git add failed in {self.repo.top}: {fatal[0][7:]}")
+            warning = first_line(done.stderr)  # unreadable files were left out
         tree = self.repo.text("write-tree", env=self._index_env())
         return tree, warning
 

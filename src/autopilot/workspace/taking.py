@@ -1,0 +1,130 @@
+"""Checkpoints as a driver takes them: a baseline at the start, one after each
+iteration, off outside a git repository, and never an error that ends a run.
+
+``RunCheckpointer`` wraps ``Checkpoints`` for the loop: it decides once whether the
+work tree is a repository (outside one there are none, said once), turns a git failure
+into a warning (said once per distinct failure; the next iteration tries again), and
+gives each checkpoint as ``CheckpointFacts``, the fields of a ``checkpoint`` event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autopilot.errors import AutopilotError
+from autopilot.workspace.checkpoints import Checkpoints, Taken
+from autopilot.workspace.repo import open_repository
+from autopilot.workspace.run_workspace import CHECKPOINT_INDEX
+
+MAX_FILES_IN_EVENT = 50
+"""A ``checkpoint`` event names at most this many changed paths (all are counted)."""
+
+
+@dataclass(frozen=True)
+class CheckpointFacts:
+    """One checkpoint just taken.
+
+    Attributes:
+        name: ``baseline`` or ``iter-NNNN``.
+        iteration: 0 for the baseline, else the iteration it follows.
+        sha: The checkpoint commit.
+        files_changed: Paths changed since the previous checkpoint.
+        files: The first ``MAX_FILES_IN_EVENT`` of them, each ``A``/``M``/``D``/``T``
+            and the path (``"M src/a.py"``).
+        warning: git's words when some files could not be read.
+    """
+
+    name: str
+    iteration: int
+    sha: str
+    files_changed: int
+    files: tuple[str, ...]
+    warning: str | None = None
+
+    def event_fields(self) -> dict[str, Any]:
+        """The fields of its ``checkpoint`` event (``docs/formats.md``)."""
+        fields: dict[str, Any] = {
+            "iteration": self.iteration,
+            "name": self.name,
+            "sha": self.sha,
+            "filesChanged": self.files_changed,
+            "files": list(self.files),
+        }
+        if self.warning:
+            fields["note"] = self.warning
+        return fields
+
+    @classmethod
+    def of(cls, taken: Taken, iteration: int) -> CheckpointFacts:
+        """From a checkpoint just taken."""
+        files = tuple(f"{c.status} {c.path}" for c in taken.changes[:MAX_FILES_IN_EVENT])
+        checkpoint = taken.checkpoint
+        return cls(
+            checkpoint.name, iteration, checkpoint.sha, len(taken.changes), files, taken.warning
+        )
+
+
+class RunCheckpointer:
+    """The checkpoints one run takes.
+
+    Args:
+        cwd: The work tree the agent runs in.
+        run_dir: The run's folder (its ``checkpoint.index`` lives there).
+        enabled: False for ``--no-checkpoints``.
+    """
+
+    def __init__(self, cwd: Path, run_dir: Path, *, enabled: bool = True) -> None:
+        self._store: Checkpoints | None = None
+        self._said: str | None = None
+        self._unsaid: str | None = None
+        if not enabled:
+            return
+        try:
+            repo = open_repository(cwd)
+        except AutopilotError as error:
+            self._unsaid = f"no checkpoints: {error}"
+            return
+        self._store = Checkpoints(repo, run_dir.name, run_dir / CHECKPOINT_INDEX)
+
+    def warning(self) -> str | None:
+        """A problem not yet reported (each distinct one once), or None."""
+        unsaid, self._unsaid = self._unsaid, None
+        return unsaid
+
+    @property
+    def active(self) -> bool:
+        """Whether checkpoints are being taken."""
+        return self._store is not None
+
+    def baseline(self) -> CheckpointFacts | None:
+        """The working tree as the run finds it, unless the run already has a
+        baseline (a relaunch). None when checkpoints are off or git failed."""
+        store = self._store
+        if store is None:
+            return None
+        try:
+            if any(c.name == "baseline" for c in store.history()):
+                return None
+            return CheckpointFacts.of(store.take_baseline(), 0)
+        except AutopilotError as error:
+            self._fail(error)
+            return None
+
+    def after_iteration(self, iteration: int) -> CheckpointFacts | None:
+        """The working tree after ``iteration``. None when off or git failed."""
+        store = self._store
+        if store is None:
+            return None
+        try:
+            return CheckpointFacts.of(store.take_iteration(iteration), iteration)
+        except AutopilotError as error:
+            self._fail(error)
+            return None
+
+    def _fail(self, error: AutopilotError) -> None:
+        """Remember the failure for ``warning`` unless it was said already."""
+        message = f"checkpoint failed: {error}"
+        if message != self._said:
+            self._said = self._unsaid = message
