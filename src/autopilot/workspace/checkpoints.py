@@ -26,11 +26,12 @@ from enum import StrEnum
 from pathlib import Path
 
 from autopilot.errors import GitCommandError, RepositoryError, UsageError
+from autopilot.store.project_files import MEMORY_NAME, OFF_NAME, PROJECT_DIR
 from autopilot.workspace.repo import AUTOPILOT_IDENTITY, Repository, first_line, split_z
 
 REF_ROOT = "refs/autopilot"
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-NOT_REWOUND = (".autopilot/memory.md", ".autopilot/OFF")
+NOT_REWOUND = (f"{PROJECT_DIR}/{MEMORY_NAME}", f"{PROJECT_DIR}/{OFF_NAME}")
 """Paths a restore leaves as they are (the run's memory, the pause file)."""
 
 _DAMAGED_INDEX = re.compile(
