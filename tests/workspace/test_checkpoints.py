@@ -272,3 +272,20 @@ def test_restore_across_a_file_that_became_a_folder(tmp_path: Path) -> None:
     with pytest.raises(RepositoryError, match=r"ignored files are where it has files \(build\)"):
         store.restore(store.find_iteration(3))
     assert (repo / "build/out.bin").read_text() == "ignored output, again\n"
+
+
+def test_the_run_index_stays_private_whatever_the_umask(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    store = checkpoints_in(repo, tmp_path)
+    old_umask = os.umask(0o022)
+    try:
+        store.take_baseline()
+        assert store.index_path.stat().st_mode & 0o777 == 0o600
+        (repo / "new.txt").write_text("new\n")
+        store.take_iteration(1)
+        assert store.index_path.stat().st_mode & 0o777 == 0o600
+        store.restore(store.find("baseline"))
+        assert store.index_path.stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(old_umask)
+    assert not (repo / "new.txt").exists()

@@ -26,6 +26,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from autopilot.errors import GitCommandError, RepositoryError, UsageError
+from autopilot.store.private import PRIVATE_FILE_MODE
 from autopilot.store.project_files import MEMORY_NAME, OFF_NAME, PROJECT_DIR
 from autopilot.workspace.repo import AUTOPILOT_IDENTITY, Repository, first_line, split_z
 
@@ -309,14 +310,8 @@ class Checkpoints:
                 f"cannot restore {target.name}: ignored files are where it has files "
                 f"({shown}); move them away first; nothing was changed"
             )
-        done = self.repo.run(
-            "read-tree",
-            "-m",
-            "-u",
-            safety.tree,
-            effective,
-            env=self._index_env(),
-        )
+        done = self.repo.run("read-tree", "-m", "-u", safety.tree, effective, env=self._index_env())
+        _keep_private(self.index_path)
         if done.returncode != 0:
             why = first_line(done.stderr) or "git read-tree failed"
             raise RepositoryError(
@@ -362,6 +357,7 @@ class Checkpoints:
                 raise GitCommandError(f"git add failed in {self.repo.top}: {fatal[0][7:]}")
             warning = first_line(done.stderr)  # unreadable files were left out
         tree = self.repo.text("write-tree", env=self._index_env())
+        _keep_private(self.index_path)
         return tree, warning
 
     def _seed_index(self) -> None:
@@ -370,6 +366,7 @@ class Checkpoints:
         source = self.repo.index_path()
         try:
             shutil.copyfile(source, self.index_path)
+            _keep_private(self.index_path)
         except FileNotFoundError:
             return  # no index yet (a new repository): add builds one
         except OSError as error:
@@ -470,7 +467,9 @@ class Checkpoints:
                     self.repo.out(
                         "update-index", "--add", "--cacheinfo", f"{mode},{sha},{path}", env=env
                     )
-            return self.repo.text("write-tree", env=env), tuple(differing)
+            tree = self.repo.text("write-tree", env=env)
+            _keep_private(scratch)
+            return tree, tuple(differing)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 scratch.unlink()
@@ -484,6 +483,13 @@ class Checkpoints:
             if found == path and len(parts) == 3 and parts[1] == "blob":
                 return parts[0], parts[2]
         return None
+
+
+def _keep_private(index: Path) -> None:
+    """Mode 0600 for a run's index, as for every run file (git writes an index anew,
+    through a lock file, with the umask's mode, on every update)."""
+    with contextlib.suppress(OSError):
+        os.chmod(index, PRIVATE_FILE_MODE)
 
 
 def _trailers(body: str) -> dict[str, str]:
