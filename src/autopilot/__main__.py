@@ -1,6 +1,6 @@
-"""``python -m autopilot`` runs the command line."""
+"""``python -m autopilot`` runs the command line (an idle Stop hook answered first)."""
 
-from autopilot.cli.main import main
+from autopilot.launch import main
 
 if __name__ == "__main__":
     main()

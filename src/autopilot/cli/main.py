@@ -22,6 +22,7 @@ from autopilot import __version__
 from autopilot.cli import (
     control_cmds,
     git_cmds,
+    hook_cmds,
     manage_cmds,
     message_cmds,
     report_cmd,
@@ -75,6 +76,7 @@ for command in (
     git_cmds.merge,
     tasks_cmds.tasks,
     report_cmd.report,
+    hook_cmds.hook,
 ):
     cli.add_command(command)
 

@@ -1,0 +1,60 @@
+"""The ``autopilot`` console entry: a Stop hook with nothing armed is answered here,
+before the command line (click and every command) is imported.
+
+``autopilot hook claude-stop`` and ``autopilot hook codex-stop`` run on every stop of
+every session in a project where the hook is installed; with no run armed they must
+answer in about the time Python takes to start (docs/hooks.md, "Answer time"). Every
+other command goes to ``autopilot.cli.main``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+HOOK_COMMANDS = ("claude-stop", "codex-stop")
+
+
+def _stop_hook_agent(args: list[str]) -> str | None:
+    """``claude`` or ``codex`` when ``args`` is exactly ``hook <agent>-stop``."""
+    if len(args) == 2 and args[0] == "hook" and args[1] in HOOK_COMMANDS:
+        return args[1].removesuffix("-stop")
+    return None
+
+
+_STDIN_CAP_BYTES = 4 << 20
+
+
+def _drain_stdin() -> None:
+    """Read stdin to its end (at most 4 MiB) and drop it."""
+    try:
+        fd = sys.stdin.fileno()
+        read = 0
+        while read < _STDIN_CAP_BYTES:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return
+            read += len(chunk)
+    except (OSError, ValueError, AttributeError):
+        return
+
+
+def main() -> None:
+    """Run the command line; answer an idle Stop hook at once.
+
+    Raises:
+        SystemExit: always, with the exit code.
+    """
+    agent = _stop_hook_agent(sys.argv[1:])
+    if agent is not None:
+        from autopilot.hook.armed import anything_armed, runs_root_quick
+
+        root = runs_root_quick()
+        if root is not None and not anything_armed(root):
+            # Nothing armed: let the stop through (no output). Reading stdin first
+            # spares the CLI a broken pipe while it is still writing the input.
+            _drain_stdin()
+            sys.exit(0)
+    from autopilot.cli.main import main as cli_main
+
+    cli_main()
