@@ -7,11 +7,11 @@ import os
 import stat
 from pathlib import Path
 
-import filelock
 import pytest
 
 from autopilot.manage import prune as prune_module
 from autopilot.manage.prune import apply_prune, plan_prune, rewrite_index
+from autopilot.store.flock import FileLock
 from autopilot.store.index import INDEX_FILE
 from tests.conftest import run_cli
 from tests.manage.runs import DAY_MS, alive_driver, dead_driver, make_run, now_ms, tree
@@ -50,8 +50,9 @@ def test_prune_removes_only_old_inactive_runs(tmp_path: Path, runs: dict[str, st
         for line in (root / INDEX_FILE).read_text().splitlines()
         if json.loads(line)["runId"] not in (runs["old_ended"], runs["old_gone"])
     }
-    lock = filelock.UnixFileLock(str(root / runs["old_locked"] / "driver.lock"), timeout=0)
-    with lock:
+    lock = FileLock(root / runs["old_locked"] / "driver.lock")
+    assert lock.acquire()
+    try:
         plan = plan_prune(root, 30 * DAY_MS, now_ms())
         assert plan.remove == [runs["old_ended"], runs["old_gone"], runs["old_orphan_row"]]
         assert plan.kept == {
@@ -61,6 +62,8 @@ def test_prune_removes_only_old_inactive_runs(tmp_path: Path, runs: dict[str, st
             runs["old_unknown"]: "driver state unknown",
         }
         result = apply_prune(root, plan)
+    finally:
+        lock.release()
     assert result.removed == plan.remove and not result.failed
     assert result.rows_dropped == 3
     for run_id in plan.remove:
@@ -144,8 +147,12 @@ def test_a_run_that_became_active_is_left_alone(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     run_id = make_run(root, "ended", now_ms() - 40 * DAY_MS, terminal=("abort", "x"))
     plan = plan_prune(root, 30 * DAY_MS, now_ms())
-    with filelock.UnixFileLock(str(root / run_id / "driver.lock"), timeout=0):
+    lock = FileLock(root / run_id / "driver.lock")
+    assert lock.acquire()
+    try:
         result = apply_prune(root, plan)
+    finally:
+        lock.release()
     assert result.failed == {run_id: "kept: a driver holds it"}
     assert (root / run_id / "state.json").exists() and run_id in _rows(root)
 

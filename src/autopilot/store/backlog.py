@@ -6,7 +6,7 @@ at every iteration boundary, and never loses a line it cannot understand: a malf
 line (not JSON, not a work item, over ``MAX_ITEM_LINE_BYTES``, not UTF-8) is reported
 with its line number and written back byte for byte.
 
-Writes take an ``fcntl`` lock (``filelock``; the OS releases it when its holder dies)
+Writes take an ``fcntl`` lock (``store.flock``; the OS releases it when its holder dies)
 kept outside the work tree, in ``<runs-root>/.locks/``, so that the lock file is not a
 change an agent or ``git status`` sees; then read, change, write a temp file beside
 the original, fsync, rename into place.
@@ -23,11 +23,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import filelock
-
 from autopilot.core.workitems import ItemFormatError, WorkItem, backlog_problems, item_from_json
 from autopilot.errors import BacklogError
 from autopilot.store.files import UnsafeFileError, read_bounded_file
+from autopilot.store.flock import FileLock
 
 TASKS_FILE = Path(".autopilot") / "tasks.jsonl"
 """The backlog's place in a project."""
@@ -210,9 +209,7 @@ class Backlog:
         self.path = project / TASKS_FILE
         key = hashlib.sha256(str(project.resolve()).encode()).hexdigest()[:16]
         self._lock_dir = lock_dir
-        self._lock = filelock.UnixFileLock(
-            str(lock_dir / f"tasks-{key}.lock"), timeout=LOCK_TIMEOUT_SECONDS, thread_local=False
-        )
+        self._lock = FileLock(lock_dir / f"tasks-{key}.lock", timeout_seconds=LOCK_TIMEOUT_SECONDS)
 
     def read(self) -> BacklogFile:
         """The file as it is now (no lock: a rename is atomic).
@@ -233,9 +230,7 @@ class Backlog:
             BacklogError: another process held it for ``LOCK_TIMEOUT_SECONDS``.
         """
         self._lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        try:
-            self._lock.acquire()
-        except filelock.Timeout:
+        if not self._lock.acquire():
             raise BacklogError(f"{self.path} is locked by another process; try again") from None
         try:
             yield

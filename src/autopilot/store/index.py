@@ -14,11 +14,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import filelock
-
 from autopilot.errors import EnvironmentProblem
 from autopilot.store.events import iter_event_lines, serialize_event
-from autopilot.store.private import PRIVATE_FILE_MODE, open_private
+from autopilot.store.flock import FileLock
+from autopilot.store.private import open_private
 
 INDEX_FILE = "index.jsonl"
 INDEX_LOCK = INDEX_FILE + ".lock"
@@ -34,12 +33,8 @@ def index_lock(root: Path) -> Iterator[None]:
     Raises:
         EnvironmentProblem: the lock stayed taken for 30 seconds.
     """
-    lock = filelock.UnixFileLock(
-        str(root / INDEX_LOCK), timeout=_LOCK_TIMEOUT_SECONDS, mode=PRIVATE_FILE_MODE
-    )
-    try:
-        lock.acquire()
-    except filelock.Timeout:
+    lock = FileLock(root / INDEX_LOCK, timeout_seconds=_LOCK_TIMEOUT_SECONDS)
+    if not lock.acquire():
         raise EnvironmentProblem(f"{root / INDEX_LOCK} stayed locked for 30 s") from None
     try:
         yield
