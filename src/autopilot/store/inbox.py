@@ -22,15 +22,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-import filelock
-
 from autopilot.core.delivery import Message, is_message_id, message_id
 from autopilot.errors import StateFileError
-from autopilot.store.private import PRIVATE_FILE_MODE, make_private_dir, open_private
+from autopilot.store.flock import FileLock
+from autopilot.store.private import make_private_dir, open_private
 
 INBOX_DIR = "inbox"
 LOCK_TIMEOUT_SECONDS = 30.0
@@ -39,7 +37,7 @@ _SUFFIX = ".json"
 
 def new_message_id(now_ms: int) -> str:
     """A fresh message id for a message queued at ``now_ms``."""
-    return message_id(now_ms, secrets.token_hex(4))
+    return message_id(now_ms, os.urandom(4).hex())  # what secrets.token_hex(4) does
 
 
 def _fsync_dir(path: Path) -> None:
@@ -60,12 +58,7 @@ class Inbox:
 
     def __init__(self, run_folder: Path) -> None:
         self.root = run_folder / INBOX_DIR
-        self._lock = filelock.UnixFileLock(
-            str(self.root / ".lock"),
-            timeout=LOCK_TIMEOUT_SECONDS,
-            thread_local=False,
-            mode=PRIVATE_FILE_MODE,
-        )
+        self._lock = FileLock(self.root / ".lock", timeout_seconds=LOCK_TIMEOUT_SECONDS)
 
     def _dir(self, name: str) -> Path:
         return self.root / name
@@ -82,13 +75,11 @@ class Inbox:
     def _locked(self) -> Iterator[None]:
         self._ensure()
         try:
-            self._lock.acquire()
-        except filelock.Timeout:
-            raise StateFileError(
-                f"{self.root} stayed locked for {LOCK_TIMEOUT_SECONDS:.0f} s"
-            ) from None
+            taken = self._lock.acquire()
         except OSError as error:
             raise StateFileError(f"cannot lock {self.root}: {error.strerror or error}") from None
+        if not taken:
+            raise StateFileError(f"{self.root} stayed locked for {LOCK_TIMEOUT_SECONDS:.0f} s")
         try:
             yield
         finally:
@@ -158,9 +149,11 @@ class Inbox:
                     if message.id not in known:
                         record_orphan(message)
                     self._move(path, "new")
-            for path in sorted(self._dir("new").glob("*" + _SUFFIX)):
+            claimed = sorted(self._dir("new").glob("*" + _SUFFIX))
+            for path in claimed:
                 self._move(path, "cur")
-            _fsync_dir(self._dir("cur"))
+            if claimed:  # nothing moved, nothing to make durable
+                _fsync_dir(self._dir("cur"))
         return self.taken()
 
     def _move(self, path: Path, folder: str) -> None:
