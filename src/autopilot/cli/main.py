@@ -12,6 +12,7 @@ with exit 1, and ``AUTOPILOT_DEBUG=1`` shows its traceback instead.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -19,26 +20,62 @@ from collections.abc import Sequence
 import click
 
 from autopilot import __version__
-from autopilot.cli import (
-    control_cmds,
-    git_cmds,
-    hook_cmds,
-    manage_cmds,
-    message_cmds,
-    report_cmd,
-    run_cmds,
-    service_cmds,
-    tasks_cmds,
-    view_cmds,
-    watch_cmds,
-)
 from autopilot.errors import AutopilotError, EnvironmentProblem
-from autopilot.view.safe import shown
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-@click.group(context_settings=CONTEXT_SETTINGS, invoke_without_command=True)
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("run_cmds", "run"),
+    "start": ("run_cmds", "start"),
+    "relaunch": ("run_cmds", "relaunch"),
+    "demo": ("run_cmds", "demo"),
+    "pause": ("control_cmds", "pause"),
+    "resume": ("control_cmds", "resume"),
+    "stop": ("control_cmds", "stop"),
+    "status": ("control_cmds", "status"),
+    "send": ("message_cmds", "send"),
+    "off": ("message_cmds", "off"),
+    "on": ("message_cmds", "on"),
+    "memory": ("message_cmds", "memory"),
+    "service": ("service_cmds", "service"),
+    "list": ("view_cmds", "list_runs"),
+    "replay": ("view_cmds", "replay"),
+    "where": ("view_cmds", "where"),
+    "watch": ("watch_cmds", "watch"),
+    "stats": ("manage_cmds", "stats"),
+    "prune": ("manage_cmds", "prune"),
+    "doctor": ("manage_cmds", "doctor"),
+    "checkpoints": ("git_cmds", "checkpoints"),
+    "diff": ("git_cmds", "diff"),
+    "restore": ("git_cmds", "restore"),
+    "merge": ("git_cmds", "merge"),
+    "tasks": ("tasks_cmds", "tasks"),
+    "report": ("report_cmd", "report"),
+    "hook": ("hook_cmds", "hook"),
+}
+"""Each command's name → (module in ``autopilot.cli``, attribute). A command's module
+is imported only when that command runs (or ``--help`` lists them all), so
+``autopilot status`` never pays for the driver, the adapters or the live view."""
+
+
+class _LazyGroup(click.Group):
+    """A click group whose commands are imported on first use (``_COMMANDS``)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*_COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = self.commands.get(cmd_name)
+        if command is None and cmd_name in _COMMANDS:
+            module_name, attribute = _COMMANDS[cmd_name]
+            module = importlib.import_module(f"autopilot.cli.{module_name}")
+            command = getattr(module, attribute)
+            self.add_command(command, cmd_name)
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings=CONTEXT_SETTINGS, invoke_without_command=True)
 @click.version_option(
     __version__, "--version", prog_name="autopilot", message="%(prog)s %(version)s"
 )
@@ -46,39 +83,9 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 def cli(ctx: click.Context) -> None:
     """Run coding agents unattended, with durable state and honest stopping."""
     if ctx.invoked_subcommand is None:
-        ctx.exit(run_cmds.relaunch_active_run())
+        from autopilot.cli.run_cmds import relaunch_active_run
 
-
-for command in (
-    run_cmds.run,
-    run_cmds.start,
-    run_cmds.relaunch,
-    run_cmds.demo,
-    control_cmds.pause,
-    control_cmds.resume,
-    control_cmds.stop,
-    control_cmds.status,
-    message_cmds.send,
-    message_cmds.off,
-    message_cmds.on,
-    message_cmds.memory,
-    service_cmds.service,
-    view_cmds.list_runs,
-    view_cmds.replay,
-    view_cmds.where,
-    watch_cmds.watch,
-    manage_cmds.stats,
-    manage_cmds.prune,
-    manage_cmds.doctor,
-    git_cmds.checkpoints,
-    git_cmds.diff,
-    git_cmds.restore,
-    git_cmds.merge,
-    tasks_cmds.tasks,
-    report_cmd.report,
-    hook_cmds.hook,
-):
-    cli.add_command(command)
+        ctx.exit(relaunch_active_run())
 
 
 def _split_extra(argv: list[str]) -> tuple[list[str], tuple[str, ...]]:
@@ -100,6 +107,8 @@ def _one_line(text: str) -> str:
 
 
 def _error(message: str) -> None:
+    from autopilot.view.safe import shown
+
     click.echo(shown(_one_line(message)), err=True)
 
 
