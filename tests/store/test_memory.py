@@ -32,6 +32,14 @@ def test_a_deleted_memory_file_is_restored_from_the_run_copy(tmp_path: Path) -> 
     ensure_memory(project)
     (project / ".autopilot" / "memory.md").write_text("dead end: pydantic v1\n")
     assert keep_copy(project, run) is True
+    copied = (run / "memory.md").stat()
+    assert keep_copy(project, run) is True  # unchanged: the copy is not written again
+    assert (run / "memory.md").stat().st_ino == copied.st_ino
+    (project / ".autopilot" / "memory.md").write_text("dead end: pydantic v1 and v2\n")
+    assert keep_copy(project, run) is True
+    assert (run / "memory.md").read_text() == "dead end: pydantic v1 and v2\n"
+    (project / ".autopilot" / "memory.md").write_text("dead end: pydantic v1\n")
+    assert keep_copy(project, run) is True
     assert restore_if_missing(project, run) is False  # still there
     (project / ".autopilot" / "memory.md").unlink()
     (project / ".autopilot").rmdir()

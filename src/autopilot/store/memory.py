@@ -65,11 +65,12 @@ def _regular_file(path: Path) -> bool:
 
 
 def keep_copy(project: Path, run_folder: Path) -> bool:
-    """Copy the project's memory file into the run folder (atomically).
+    """Copy the project's memory file into the run folder (atomically), unless the
+    folder already holds the same bytes (the common case: no fsync every iteration).
 
     Returns:
-        True if a copy was written; False when there is no regular memory file, it is
-        over ``MAX_MEMORY_BYTES``, or it cannot be read.
+        True if the run folder now holds a copy of it; False when there is no regular
+        memory file, it is over ``MAX_MEMORY_BYTES``, or it cannot be read.
 
     Raises:
         OSError: the copy cannot be written.
@@ -83,7 +84,13 @@ def keep_copy(project: Path, run_folder: Path) -> bool:
         data = source.read_bytes()
     except OSError:
         return False
-    write_atomically(run_folder / RUN_COPY_NAME, data)
+    target = run_folder / RUN_COPY_NAME
+    try:
+        if _regular_file(target) and target.read_bytes() == data:
+            return True
+    except OSError:
+        pass
+    write_atomically(target, data)
     return True
 
 
