@@ -72,12 +72,16 @@ def _env(tmp: Path, state_home: str = "state") -> dict[str, str]:
 
 
 def _launcher(tmp: Path) -> Path:
-    """An ``autopilot`` script like the one pip installs (same template)."""
+    """An ``autopilot`` script like the one pip installs (same template), calling the
+    console entry of the code measured (``autopilot.launch``, or ``autopilot.cli.main``
+    in code from before the entry answered Stop hooks itself)."""
     path = tmp / "bin" / "autopilot"
     path.parent.mkdir(exist_ok=True)
     path.write_text(
         f"#!{sys.executable}\n"
-        "import re\nimport sys\nfrom autopilot.cli.main import main\n"
+        "import re\nimport sys\n"
+        "try:\n    from autopilot.launch import main\n"
+        "except ImportError:\n    from autopilot.cli.main import main\n"
         "if __name__ == '__main__':\n"
         "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
         "    sys.exit(main())\n"
