@@ -1,4 +1,4 @@
-"""Control a run from any terminal: pause, resume, stop, status (seed 000).
+"""Control a run from any terminal: pause, resume, stop, status.
 
 Each command is a locked read-modify-write of the run's ``state.json``; the driver
 reads the flags at its next boundary (a stop with ``now`` ends the agent within a
@@ -8,77 +8,38 @@ terminal event, so no run is left "running" forever.
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import filelock
-import psutil
 
+from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.errors import UsageError
 from autopilot.loop.clock import Clock
-from autopilot.loop.process import end_process_group_of
-from autopilot.loop.recovery import charge_interrupted_attempt, reconcile_terminal
-from autopilot.store.events import EventLog, EventType, read_events
+from autopilot.loop.recovery import reconcile_terminal, settle_open_attempt
+from autopilot.runtime.agents import adapter_for_state
+from autopilot.runtime.liveness import driver_alive, supervisor_alive
+from autopilot.store.events import EventLog, read_events
 from autopilot.store.fold import Snapshot, fold
 from autopilot.store.private import PRIVATE_FILE_MODE
-from autopilot.store.state import RunStatus, StateStore, read_state
+from autopilot.store.run_state import RunState
+from autopilot.store.rundir import RunDir
+from autopilot.store.state import StateStore, read_state
 
 
 @dataclass(frozen=True)
 class ControlResult:
     """What a control command did: the new state and a line for the user."""
 
-    state: dict[str, Any]
+    state: RunState
     message: str
 
 
-def process_alive(pid: Any, started: Any, host: Any = None) -> bool | None:
-    """Is a recorded process alive? Checked by pid **and** start time (its identity),
-    so a pid a reboot handed to another program counts as dead (seed 003).
-
-    Args:
-        pid: The recorded pid.
-        started: Its recorded start time (epoch s), if any.
-        host: The host it was recorded on, if any.
-
-    Returns:
-        True or False; None when no pid was recorded. A check that cannot answer
-        (permission denied, another host) counts as alive.
-    """
-    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
-        return None
-    if isinstance(host, str) and host and host != socket.gethostname():
-        return True  # another machine's process cannot be checked from here
-    try:
-        process = psutil.Process(pid)
-        if isinstance(started, int | float) and abs(process.create_time() - started) > 1.0:
-            return False
-        return process.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.Error:
-        return True
-
-
-def driver_alive(state: dict[str, Any]) -> bool | None:
-    """Is the run's driver (daemon) alive? ``process_alive`` of ``pid``."""
-    return process_alive(state.get("pid"), state.get("pidStartTime"), state.get("host"))
-
-
-def supervisor_alive(state: dict[str, Any]) -> bool | None:
-    """Is the run's supervisor alive? ``process_alive`` of ``supervisorPid``."""
-    return process_alive(
-        state.get("supervisorPid"), state.get("supervisorStartTime"), state.get("host")
-    )
-
-
-def _check_active(state: dict[str, Any], run_id: str) -> None:
-    if state.get("terminated"):
+def _check_active(state: RunState, run_id: str) -> None:
+    if state.terminated:
         raise UsageError(
-            f"run {run_id} has already ended "
-            f"({state.get('terminationReason') or state.get('status')})"
+            f"run {run_id} has already ended ({state.termination_reason or state.status})"
         )
 
 
@@ -89,13 +50,13 @@ def pause(run_dir: Path, clock: Clock) -> ControlResult:
         UsageError: the run has ended.
         StateFileError: state.json is corrupt or cannot be written.
     """
-    store = StateStore(run_dir / "state.json")
+    store = StateStore(RunDir(run_dir).state)
 
-    def change(s: dict[str, Any]) -> None:
+    def change(s: RunState) -> None:
         _check_active(s, run_dir.name)
         # ``pausedAt`` is set by the driver when it actually pauses at the boundary,
         # so the rest of a running iteration is not counted as paused time.
-        s["paused"] = True
+        s.paused = True
 
     state = store.update(change)
     return ControlResult(
@@ -110,17 +71,16 @@ def resume(run_dir: Path, clock: Clock) -> ControlResult:
         UsageError: the run has ended.
         StateFileError: state.json is corrupt or cannot be written.
     """
-    store = StateStore(run_dir / "state.json")
+    store = StateStore(RunDir(run_dir).state)
     now = clock.now_ms()
 
-    def change(s: dict[str, Any]) -> None:
+    def change(s: RunState) -> None:
         _check_active(s, run_dir.name)
-        if s.get("paused"):
-            paused_at = s.get("pausedAt")
-            if isinstance(paused_at, int):
-                s["totalPausedMs"] = int(s.get("totalPausedMs") or 0) + max(0, now - paused_at)
-            s["paused"] = False
-            s["pausedAt"] = None
+        if s.paused:
+            if s.paused_at_ms is not None:
+                s.total_paused_ms += max(0, now - s.paused_at_ms)
+            s.paused = False
+            s.paused_at_ms = None
 
     state = store.update(change)
     return ControlResult(state, f"{run_dir.name}: resumed")
@@ -133,35 +93,37 @@ def stop(
 
     If no driver is alive for the run, it is ended here with an ``abort`` event
     (reason ``user_stopped``). Whether a driver is alive is asked of the recorded
-    driver process (pid and start time) as well as of ``driver.lock``, so a deleted
+    driver process (pid and identity) as well as of ``driver.lock``, so a deleted
     lock file never gets a live driver's agent killed.
 
     Raises:
         UsageError: the run has ended.
         StateFileError: state.json is corrupt or cannot be written.
     """
-    store = StateStore(run_dir / "state.json")
+    store = StateStore(RunDir(run_dir).state)
 
     def request() -> ControlResult:
         # A driver runs the run: it reads the flags at its boundary (or at once).
-        def change(s: dict[str, Any]) -> None:
+        def change(s: RunState) -> None:
             _check_active(s, run_dir.name)
-            s["stopRequested"] = True
-            s["stopReason"] = reason
+            s.stop_requested = True
+            s.stop_reason = reason
             if now:
-                s["stopNow"] = True
+                s.stop_now = True
 
         state = store.update(change)
         when = "now" if now else "at the next boundary"
         return ControlResult(state, f"{run_dir.name}: stop requested; the run stops {when}")
 
-    lock = filelock.UnixFileLock(str(run_dir / "driver.lock"), timeout=0, mode=PRIVATE_FILE_MODE)
+    lock = filelock.UnixFileLock(
+        str(RunDir(run_dir).driver_lock), timeout=0, mode=PRIVATE_FILE_MODE
+    )
     try:
         lock.acquire()
     except filelock.Timeout:
         return request()
     try:
-        if driver_alive(read_state(run_dir / "state.json")):
+        if driver_alive(read_state(store.path)):
             return request()  # its driver.lock is gone, not its driver
         state = _end_without_driver(run_dir, store, clock, reason)
     finally:
@@ -169,65 +131,54 @@ def stop(
     return ControlResult(state, f"{run_dir.name}: stopped (no driver was running)")
 
 
-def adapter_of(state: dict[str, Any]) -> Any:
-    """The adapter a run was armed with (for re-reading its saved output)."""
-    from autopilot.agents.registry import make_adapter
-    from autopilot.config import RunConfig
-
-    config = RunConfig.from_json(state.get("config") or {})
-    return make_adapter(
-        config.agent,
-        command=tuple(state.get("command") or ()) or ("true",),
-        prompt_via=config.prompt_via,
-    )
-
-
-def repair(run_dir: Path, clock: Clock) -> dict[str, Any]:
+def repair(run_dir: Path, clock: Clock) -> RunState:
     """If no driver is alive for the run, make its state and log agree that it ended
-    (a crash between the two writes); returns the state. A driver, if any, does this."""
-    store = StateStore(run_dir / "state.json")
-    lock = filelock.UnixFileLock(str(run_dir / "driver.lock"), timeout=0, mode=PRIVATE_FILE_MODE)
+    (a crash between the two writes); returns the state. A driver, if any, does this.
+
+    Raises:
+        StateFileError: the state cannot be read or written.
+    """
+    folder = RunDir(run_dir)
+    store = StateStore(folder.state)
+    lock = filelock.UnixFileLock(str(folder.driver_lock), timeout=0, mode=PRIVATE_FILE_MODE)
     try:
         lock.acquire()
     except filelock.Timeout:
-        return read_state(run_dir / "state.json")
-    log = EventLog(run_dir / "events.jsonl", run_dir.name, clock.now_ms)
+        return read_state(folder.state)
+    log = EventLog(folder.events, run_dir.name, clock.now_ms)
     try:
-        state = read_state(run_dir / "state.json")
+        state = read_state(folder.state)
         if driver_alive(state):
             return state  # its driver.lock is gone, not its driver
-        return reconcile_terminal(run_dir, store, log)
+        return reconcile_terminal(folder, store, log)
     finally:
         log.close()
         lock.release()
 
 
-def _end_without_driver(
-    run_dir: Path, store: StateStore, clock: Clock, note: str
-) -> dict[str, Any]:
+def _end_without_driver(run_dir: Path, store: StateStore, clock: Clock, note: str) -> RunState:
     """End a run nobody drives: its leftover agent processes, then its records."""
-    log = EventLog(run_dir / "events.jsonl", run_dir.name, clock.now_ms)
+    folder = RunDir(run_dir)
+    log = EventLog(folder.events, run_dir.name, clock.now_ms)
     try:
-        state = reconcile_terminal(run_dir, store, log)
+        state = reconcile_terminal(folder, store, log)
         _check_active(state, run_dir.name)
-        leftover = state.get("agentPid")
-        if isinstance(leftover, int):
-            end_process_group_of(leftover, state.get("agentStartTime"), run_dir.name)
-            charge_interrupted_attempt(store, log, adapter_of(state), state)
-        state = store.update(
-            lambda s: s.update(
-                terminated=True,
-                terminationReason="user_stopped",
-                terminationNote=note,
-                status=RunStatus.STOPPED,
-                stopRequested=True,
-                stopReason=note,
-                iterationOpen=False,
-                pid=None,
-                agentPid=None,
-            )
-        )
-        log.emit(EventType.ABORT, reason="user_stopped", note=note, iteration=state.get("iter"))
+        if state.agent_pid is not None:
+            # The interrupted attempt is charged, and recorded as stopped by the user.
+            adapter = adapter_for_state(state)
+            state = settle_open_attempt(folder, store, log, adapter, clock.now_ms(), stop_note=note)
+            if state.terminated:
+                return state
+
+        def end(s: RunState) -> None:
+            s.terminated, s.termination_reason = True, "user_stopped"
+            s.termination_note, s.status = note, RunStatus.STOPPED
+            s.stop_requested, s.stop_reason = True, note
+            s.iteration_open = False
+            s.pid = s.agent_pid = None
+
+        state = store.update(end)
+        log.emit(EventType.ABORT, reason="user_stopped", note=note, iteration=state.iteration)
         log.sync()
     finally:
         log.close()
@@ -238,7 +189,7 @@ def _end_without_driver(
 class RunStatusReport:
     """``status``: the state file, the folded log and the driver's liveness."""
 
-    state: dict[str, Any]
+    state: RunState
     snapshot: Snapshot
     alive: bool | None
     supervisor: bool | None = None
@@ -247,7 +198,7 @@ class RunStatusReport:
     def to_json(self) -> dict[str, Any]:
         """For ``status --json``."""
         return {
-            "state": self.state,
+            "state": self.state.to_json(),
             "snapshot": self.snapshot.to_dict(),
             "driverAlive": self.alive,
             "supervisorAlive": self.supervisor,
@@ -263,8 +214,9 @@ def status(run_dir: Path) -> RunStatusReport:
     """
     from autopilot.runtime.messages import pending_messages
 
-    state = read_state(run_dir / "state.json")
-    snapshot = fold(read_events(run_dir / "events.jsonl"))
+    folder = RunDir(run_dir)
+    state = read_state(folder.state)
+    snapshot = fold(read_events(folder.events))
     return RunStatusReport(
         state,
         snapshot,

@@ -16,12 +16,14 @@ from pathlib import Path
 import click
 
 from autopilot.agents.registry import make_adapter
-from autopilot.cli.run_cmds import drive
 from autopilot.config import RunConfig
 from autopilot.errors import EnvironmentProblem
-from autopilot.loop.arming import PromptSource, arm_run
+from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
+from autopilot.runtime.drive import drive, ending_line
 from autopilot.store.paths import run_dir, runs_root
+from autopilot.store.run_state import PromptSource
+from autopilot.view.safe import shown
 
 BACKLOG = """# Backlog
 
@@ -92,9 +94,16 @@ def run_demo(directory: Path | None, *, plain: bool = False) -> int:
     cwd = Path.cwd()
     os.chdir(repo)
     try:
-        code = drive(root, run_id, make_adapter("demo"), plain=plain, replay_hint=False)
+        result = drive(
+            root,
+            run_id,
+            make_adapter("demo"),
+            echo=lambda line: click.echo(shown(line, newlines=True)),
+            plain=plain,
+        )
     finally:
         os.chdir(cwd)
+    click.echo(ending_line(result))
     folder = run_dir(root, run_id)
     click.echo("")
     click.echo(f"The run's files:      {folder}")
@@ -106,4 +115,4 @@ def run_demo(directory: Path | None, *, plain: bool = False) -> int:
     click.echo(f"  autopilot replay {run_id}")
     click.echo(f"  autopilot status {run_id}")
     click.echo("  autopilot list")
-    return code
+    return result.exit_code

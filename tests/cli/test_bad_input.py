@@ -13,13 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import filelock
 import pytest
 
 from autopilot.cli import main as cli_main
 from autopilot.cli import view_cmds
 from autopilot.config import parse_duration_seconds, parse_float, parse_int
 from autopilot.errors import UsageError
-from autopilot.store.state import StateStore, read_state
+from autopilot.store.state import encode_state, read_state, read_state_json, write_atomically
 from tests.conftest import FakeAgent, read_jsonl, run_cli
 
 Files = dict[str, bytes | None]
@@ -165,7 +166,7 @@ def _finished_run(tmp_path: Path, repo: Path, fake_agent: FakeAgent) -> Path:
 
 def _as_if_crashed(folder: Path, **changes: Any) -> None:
     """The run's state as a driver that died mid-run leaves it, with ``changes``."""
-    state = read_state(folder / "state.json")
+    state = read_state_json(folder / "state.json")
     state.update(terminated=False, status="running", pid=None, terminationReason=None)
     for key, value in changes.items():
         if isinstance(value, dict) and isinstance(state.get(key), dict):
@@ -228,9 +229,12 @@ def test_a_state_broken_under_a_running_driver_is_rewritten_from_memory(
         runs = tmp_path / "runs"
         _wait_for(lambda: runs.exists() and any(runs.glob("repo-*/state.json")))
         path = next(runs.glob("repo-*/state.json"))
-        _wait_for(lambda: read_state(path).get("iterationOpen") is True)
-        # Under the state lock, as another autopilot process would write it.
-        StateStore(path).update(lambda s: s.update(changes))
+        _wait_for(lambda: read_state(path).iteration_open is True)
+        # Under the state lock, as another writer would write it.
+        with filelock.UnixFileLock(str(path.with_name("state.json.lock"))):
+            data = read_state_json(path)
+            data.update(changes)
+            write_atomically(path, encode_state(data))
         stdout, stderr = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -243,7 +247,7 @@ def test_a_state_broken_under_a_running_driver_is_rewritten_from_memory(
     assert len(kept) == 1
     assert json.loads(kept[0].read_text()).items() >= changes.items()
     state = read_state(path)
-    assert state["terminated"] is True and state["spend"]["iterations"] == 2
+    assert state.terminated is True and state.spend.iterations == 2
 
 
 # -- strings that are not UTF-8 ----------------------------------------------------------
@@ -256,7 +260,7 @@ def test_lone_surrogates_in_state_json_are_shown_and_written_as_u_fffd(
     # escape is valid JSON, but the lone surrogate cannot be printed or encoded.
     folder = _finished_run(tmp_path, repo, fake_agent)
     path = folder / "state.json"
-    state = read_state(path)
+    state = read_state_json(path)
     state.update(terminated=False, status="running", pid=None)
     text = json.dumps(state, indent=2).replace('"sessionId": null', '"sessionId": "\\ud83d"')
     text = text.replace('"model": null', '"model": "m\\udc00"', 1)
@@ -268,8 +272,8 @@ def test_lone_surrogates_in_state_json_are_shown_and_written_as_u_fffd(
     assert done.returncode == 0, done.stderr
     assert not done.stderr
     written = read_state(path)
-    assert written["paused"] is True
-    assert (written["sessionId"], written["model"]) == ("\ufffd", "m\ufffd")
+    assert written.paused is True
+    assert (written.session_id, written.model) == ("\ufffd", "m\ufffd")
 
 
 def test_replay_of_damaged_events_prints_one_line_each(

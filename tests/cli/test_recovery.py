@@ -260,6 +260,27 @@ def test_prompt_file_replaced_by_a_fifo_uses_the_last_copy(
     assert any(e["type"] == "warning" and "PROMPT.md" in str(e["note"]) for e in _events(folder))
 
 
+def test_bare_autopilot_repairs_a_half_written_ending(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    # A crash after the terminal event, before state.json said so.
+    env = fake_agent([[{"result": "COMPLETE"}]])
+    assert run_cli(["run", "-p", "x", "--plain"], cwd=repo, env=env).returncode == 0
+    folder = next((tmp_path / "runs").glob("repo-*"))
+    state = json.loads((folder / "state.json").read_text())
+    state.update(terminated=False, status="running", terminationReason=None, pid=None)
+    (folder / "state.json").write_text(json.dumps(state))
+    done = run_cli([], cwd=repo, env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"run {folder.name} had ended" in done.stdout
+    repaired = json.loads((folder / "state.json").read_text())
+    assert (repaired["terminated"], repaired["status"]) == (True, "completed")
+    assert repaired["terminationReason"] == "completion_promise"
+    events = read_jsonl(folder / "events.jsonl")
+    assert [e["type"] for e in events].count("complete") == 1
+    assert [e["type"] for e in events].count("iteration_start") == 1  # nothing ran again
+
+
 _RESET_SPEND = (
     "import json, os, pathlib; "
     "p = pathlib.Path(os.environ['AUTOPILOT_RUNS_DIR'], os.environ['AUTOPILOT_RUN_ID'], "

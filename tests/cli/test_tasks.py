@@ -14,6 +14,7 @@ from autopilot.loop.arming import PromptSource, arm_run
 from autopilot.loop.clock import SystemClock
 from autopilot.store.paths import run_dir, runs_root
 from autopilot.store.reports import claim_reports
+from autopilot.store.run_state import RunState
 from autopilot.store.state import StateStore
 
 TASKS = Path(".autopilot/tasks.jsonl")
@@ -334,8 +335,9 @@ def test_report_outside_any_run(project: Path, capsys: pytest.CaptureFixture[str
 
 
 def test_report_to_an_ended_run(run: str, capsys: pytest.CaptureFixture[str]) -> None:
-    StateStore(run_dir(runs_root(), run) / "state.json").update(
-        lambda s: s.update(terminated=True, terminationReason="user_stopped")
-    )
+    def end(state: RunState) -> None:
+        state.terminated, state.termination_reason = True, "user_stopped"
+
+    StateStore(run_dir(runs_root(), run) / "state.json").update(end)
     code, _, err = autopilot(capsys, "report", "stop", "--item", "unit-1")
     assert code == 2 and "has ended (user_stopped)" in err

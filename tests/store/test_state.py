@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
+from autopilot.core.vocabulary import TERMINAL_STATUSES, RunStatus
 from autopilot.errors import EnvironmentProblem, StateFileError
+from autopilot.store.run_state import RunState, decode_state
 from autopilot.store.state import (
-    RunStatus,
     StateStore,
     encode_state,
     read_state,
@@ -27,7 +28,7 @@ from autopilot.store.state import (
     write_atomically,
 )
 
-INITIAL = {
+INITIAL_JSON = {
     "runId": "demo-1700000000000",
     "mode": "prompt",
     "max": 10,
@@ -39,80 +40,81 @@ INITIAL = {
     "terminationReason": None,
     "label": "démo",
 }
+INITIAL = decode_state(INITIAL_JSON)
+
+
+def _json(state: RunState, **changes: Any) -> dict[str, Any]:
+    return {**state.to_json(), **changes}
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> StateStore:
     store = StateStore(tmp_path / "state.json")
-    store.create(dict(INITIAL))
+    store.create(INITIAL)
     return store
 
 
 def test_create_writes_version_1_in_the_seed_layout(tmp_path: Path) -> None:
     store = StateStore(tmp_path / "state.json")
-    written = store.create(dict(INITIAL))
-    assert written == {**INITIAL, "version": 1}
+    written = store.create(INITIAL)
+    assert written.to_json() == _json(INITIAL, version=1)
     text = (tmp_path / "state.json").read_text(encoding="utf-8")
-    assert text == json.dumps({**INITIAL, "version": 1}, indent=2, ensure_ascii=False) + "\n"
+    assert text == json.dumps(_json(INITIAL, version=1), indent=2, ensure_ascii=False) + "\n"
     assert text.startswith('{\n  "runId": "demo-1700000000000",\n')
     assert '"label": "démo"' in text
-    assert store.read() == {**INITIAL, "version": 1}
+    assert store.read() == written
 
 
 def test_create_refuses_an_existing_file(store: StateStore) -> None:
     with pytest.raises(StateFileError, match="already exists"):
-        store.create({"runId": "other"})
-    assert store.read()["runId"] == INITIAL["runId"]
+        store.create(RunState(run_id="other"))
+    assert store.read().run_id == INITIAL.run_id
 
 
 def test_update_applies_the_change_and_bumps_the_version(store: StateStore) -> None:
-    def pause(state: dict[str, Any]) -> None:
-        state["paused"] = True
-        state["pausedAt"] = 1234
+    def pause(state: RunState) -> None:
+        state.paused = True
+        state.paused_at_ms = 1234
 
     written = store.update(pause)
-    assert written == {**INITIAL, "paused": True, "pausedAt": 1234, "version": 2}
+    assert written.to_json() == _json(INITIAL, paused=True, pausedAt=1234, version=2)
     assert store.read() == written
-    written = store.update(lambda state: state.update(paused=False))
-    assert (written["version"], written["paused"]) == (3, False)
+    written = store.update(lambda state: setattr(state, "paused", False))
+    assert (written.version, written.paused) == (3, False)
     assert store.read() == written
     text = store.path.read_text(encoding="utf-8")
-    assert text == json.dumps(written, indent=2, ensure_ascii=False) + "\n"
+    assert text == json.dumps(written.to_json(), indent=2, ensure_ascii=False) + "\n"
 
 
 def test_update_sees_writes_from_another_store_object(store: StateStore) -> None:
     other = StateStore(store.path)
-    other.update(lambda state: state.update(stopRequested=True))
-    assert store.update(lambda state: state.update(iter=1)) == {
-        **INITIAL,
-        "stopRequested": True,
-        "iter": 1,
-        "version": 3,
-    }
+    other.update(lambda state: setattr(state, "stop_requested", True))
+    written = store.update(lambda state: setattr(state, "iteration", 1))
+    assert written.to_json() == _json(INITIAL, stopRequested=True, iter=1, version=3)
 
 
 def test_update_leaves_no_temp_files(store: StateStore) -> None:
     for i in range(5):
-        store.update(lambda state, i=i: state.update(iter=i))
+        store.update(lambda state, i=i: setattr(state, "iteration", i))
     assert sorted(p.name for p in store.path.parent.iterdir()) == ["state.json", "state.json.lock"]
 
 
 def test_a_change_that_raises_writes_nothing(store: StateStore) -> None:
-    def broken(state: dict[str, Any]) -> None:
-        state["paused"] = True
+    def broken(state: RunState) -> None:
+        state.paused = True
         raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError, match="boom"):
         store.update(broken)
-    assert store.read() == {**INITIAL, "version": 1}
+    assert store.read().to_json() == _json(INITIAL, version=1)
     # The lock was released: the next update goes through.
-    assert store.update(lambda state: None)["version"] == 2
+    assert store.update(lambda state: None).version == 2
 
 
 def test_a_state_json_cannot_hold_nan(store: StateStore) -> None:
     with pytest.raises(StateFileError, match="cannot write"):
-        store.update(lambda state: state.update(cost=float("nan")))
-    assert store.read() == {**INITIAL, "version": 1}
+        store.update(lambda state: state.extra.update(cost=float("nan")))
+    assert store.read().to_json() == _json(INITIAL, version=1)
 
 
 def test_update_of_a_missing_file_is_an_error(tmp_path: Path) -> None:
@@ -152,16 +154,17 @@ def test_a_corrupt_state_json_raises_a_one_line_state_file_error(
 
 def test_update_with_a_fallback_keeps_the_corrupt_file_aside(store: StateStore) -> None:
     store.path.write_bytes(b'{"runId": "demo-17')
-    fallback = {**INITIAL, "iter": 4, "version": 7}
-    written = store.update(lambda state: state.update(paused=True), fallback=fallback)
-    assert written == {**INITIAL, "iter": 4, "paused": True, "version": 8}
+    fallback = decode_state({**INITIAL_JSON, "iter": 4, "version": 7})
+    written = store.update(lambda state: setattr(state, "paused", True), fallback=fallback)
+    assert written.to_json() == _json(fallback, paused=True, version=8)
     assert store.read() == written
     assert (store.path.parent / "state.json.corrupt-7").read_bytes() == b'{"runId": "demo-17'
+    assert fallback.paused is False  # the caller's copy is left as it was
 
 
 def test_update_with_a_fallback_uses_the_file_when_it_is_fine(store: StateStore) -> None:
-    written = store.update(lambda state: None, fallback={"runId": "other", "version": 50})
-    assert written == {**INITIAL, "version": 2}
+    written = store.update(lambda state: None, fallback=RunState(run_id="other", version=50))
+    assert written.to_json() == _json(INITIAL, version=2)
     assert not list(store.path.parent.glob("*.corrupt-*"))
 
 
@@ -198,7 +201,7 @@ def test_encode_state_is_two_space_indented_with_a_newline() -> None:
 
 
 def test_terminal_statuses() -> None:
-    assert frozenset({"completed", "stopped", "error"}) == RunStatus.TERMINAL
+    assert frozenset({"completed", "stopped", "error"}) == TERMINAL_STATUSES
     assert RunStatus.RATE_LIMITED == "rate_limited"
 
 
@@ -219,16 +222,17 @@ _UPDATER = textwrap.dedent(
             # pause / resume / stop as two terminals would, plus a counter and a token.
             kind = (worker + i) % 3
             if kind == 0:
-                state["paused"] = True
-                state["pausedAt"] = i
+                state.paused = True
+                state.paused_at_ms = i
             elif kind == 1:
-                state["paused"] = False
-                state.pop("pausedAt", None)
+                state.paused = False
+                state.paused_at_ms = None
             else:
-                state["stopRequested"] = True
-                state["stopReason"] = "worker %d" % worker
-            state["updates"] = state.get("updates", 0) + 1
-            state.setdefault("tokens", []).append("%d:%d" % (worker, i))
+                state.stop_requested = True
+                state.stop_reason = "worker %d" % worker
+            # Fields this version does not know survive every update.
+            state.extra["updates"] = state.extra.get("updates", 0) + 1
+            state.extra.setdefault("tokens", []).append("%d:%d" % (worker, i))
         store.update(change)
     """
 )
@@ -246,15 +250,16 @@ def test_concurrent_updates_from_many_processes_lose_nothing(store: StateStore) 
     state = store.read()
     total = workers * per_worker
     expected = [f"{w}:{i}" for w in range(workers) for i in range(per_worker)]
-    assert sorted(state["tokens"]) == sorted(expected)
-    assert len(state["tokens"]) == total
-    assert state["updates"] == total
-    assert state["version"] == total + 1
+    tokens = state.extra["tokens"]
+    assert sorted(tokens) == sorted(expected)
+    assert len(tokens) == total
+    assert state.extra["updates"] == total
+    assert state.version == total + 1
     # Each process's own updates landed in its order.
     for w in range(workers):
-        mine = [t for t in state["tokens"] if t.startswith(f"{w}:")]
+        mine = [t for t in tokens if t.startswith(f"{w}:")]
         assert mine == [f"{w}:{i}" for i in range(per_worker)]
-    assert state["stopRequested"] is True
+    assert state.stop_requested is True
     assert set(os.listdir(store.path.parent)) == {"state.json", "state.json.lock", "go"}
 
 
@@ -265,7 +270,7 @@ _HOLDER = textwrap.dedent(
     from autopilot.store.state import StateStore
     path = Path(sys.argv[1])
     def hold(state):
-        state["holder"] = True
+        state.extra["holder"] = True
         path.with_name("holding").touch()
         time.sleep(600)
     StateStore(path).update(hold)
@@ -316,7 +321,7 @@ def test_a_killed_lock_holder_leaves_the_run_unlocked(
             "-c",
             "import sys; from pathlib import Path; from autopilot.store.state import StateStore;"
             "import autopilot.store.state as s; s.LOCK_TIMEOUT_SECONDS = 1.0;"
-            "st = StateStore(Path(sys.argv[1])); print(st.update(lambda d: d.update(after=True))['version'])",
+            "st = StateStore(Path(sys.argv[1])); print(st.update(lambda d: d.extra.update(after=True)).version)",
             str(store.path),
         ],
         capture_output=True,
@@ -325,17 +330,17 @@ def test_a_killed_lock_holder_leaves_the_run_unlocked(
         check=False,
     )
     assert (probe.returncode, probe.stdout.strip()) == (0, "2"), probe.stderr
-    assert store.read() == {**INITIAL, "after": True, "version": 2}
+    assert store.read().to_json() == _json(INITIAL, after=True, version=2)
 
 
 def test_readers_do_not_block_while_another_process_holds_the_lock(
     store: StateStore, lock_holder: subprocess.Popen[bytes]
 ) -> None:
     assert not _lock_is_free(store)
-    result: list[dict[str, Any]] = []
+    result: list[RunState] = []
     reader = threading.Thread(target=lambda: result.append(StateStore(store.path).read()))
     reader.start()
     reader.join(timeout=5)
     assert not reader.is_alive(), "read() waited for the lock"
-    assert result == [{**INITIAL, "version": 1}]
+    assert [state.to_json() for state in result] == [_json(INITIAL, version=1)]
     assert lock_holder.poll() is None

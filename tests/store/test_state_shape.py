@@ -9,15 +9,17 @@ from typing import Any
 import pytest
 
 from autopilot.config import RunConfig
+from autopilot.core.vocabulary import RunStatus
 from autopilot.errors import EnvironmentProblem, StateFileError
-from autopilot.loop.arming import PromptSource, arm_run
+from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
+from autopilot.store.run_state import PromptSource, RunState, decode_state
 from autopilot.store.state import (
     StateStore,
     encode_state,
     read_state,
+    read_state_json,
     read_state_quietly,
-    validate_state,
 )
 
 
@@ -52,10 +54,11 @@ def _rewrite(path: Path, change: dict[str, Any]) -> bytes:
 
 def test_an_armed_state_has_the_shape_autopilot_reads(armed: Path) -> None:
     state = read_state(armed)
-    assert validate_state(state, armed) is state
-    assert RunConfig.from_json(state["config"]) == RunConfig(
-        max_cost_usd=2.5, max_duration_seconds=3600
-    )
+    assert state.config == RunConfig(max_cost_usd=2.5, max_duration_seconds=3600)
+    assert state.extra_args == ("--verbose",)
+    # One decode, one encode: the file is exactly what the typed state writes.
+    assert read_state_json(armed) == state.to_json()
+    assert decode_state(state.to_json()) == state
 
 
 @pytest.mark.parametrize(
@@ -121,13 +124,51 @@ def test_missing_and_null_fields_are_fine(tmp_path: Path) -> None:
     path = tmp_path / "state.json"
     state = {"spend": None, "iter": None, "config": None, "loop": {}, "prompt": {"path": None}}
     path.write_text(json.dumps(state))
-    assert read_state(path) == state
-    assert validate_state({}) == {}
+    read = read_state(path)
+    assert (read.iteration, read.spend.iterations, read.config) == (0, 0, RunConfig())
+    assert read.prompt == PromptSource()
+    assert decode_state({}) == RunState()
 
 
-def test_unknown_fields_are_left_alone(tmp_path: Path) -> None:
-    state = {"iter": 2, "futureField": {"anything": [1, "x"]}, "config": {"future_key": 1}}
-    assert validate_state(state, tmp_path / "state.json") == state
+def test_unknown_fields_survive_a_round_trip(tmp_path: Path) -> None:
+    data = {"iter": 2, "futureField": {"anything": [1, "x"]}, "config": {"future_key": 1}}
+    state = decode_state(data, tmp_path / "state.json")
+    assert state.iteration == 2
+    assert state.extra == {"futureField": {"anything": [1, "x"]}}
+    assert decode_state(state.to_json()).to_json()["futureField"] == {"anything": [1, "x"]}
+
+
+def test_a_state_json_written_by_the_node_implementation_decodes() -> None:
+    # What the Node implementation of seeds 000/001 writes (no status, config, spend).
+    node = {
+        "version": 14,
+        "runId": "ralph-tui-prompt-1714600000000",
+        "mode": "prompt",
+        "contextMode": "fresh",
+        "resetOn": "iter",
+        "startedAt": 1714600000000,
+        "max": 5,
+        "min": 1,
+        "iter": 3,
+        "paused": False,
+        "stopRequested": False,
+        "terminated": True,
+        "terminationReason": "complete",
+        "sessionId": None,
+        "totalPausedMs": 0,
+    }
+    state = decode_state(node)
+    assert state.status is RunStatus.COMPLETED and state.completed
+    assert (state.agent, state.label, state.iteration) == ("copilot", "ralph-tui-prompt", 3)
+    assert (state.max_iterations, state.config.max_iterations, state.spend.iterations) == (5, 5, 3)
+    assert state.cwd is None
+    assert state.extra == {"resetOn": "iter"}
+    stopped = decode_state({**node, "terminationReason": "stopped"})
+    assert (stopped.status, stopped.completed) == (RunStatus.STOPPED, False)
+    failed = decode_state({**node, "terminationReason": "subprocess_failed"})
+    assert failed.status is RunStatus.ERROR
+    running = decode_state({**node, "terminated": False, "paused": True})
+    assert running.status is RunStatus.PAUSED
 
 
 def test_a_state_nested_too_deeply_is_corrupt(tmp_path: Path) -> None:
@@ -141,8 +182,8 @@ def test_a_wrong_shape_with_a_fallback_is_kept_aside(armed: Path) -> None:
     # The driver passes the state it holds in memory as the fallback.
     fallback = read_state(armed)
     content = _rewrite(armed, {"spend": "x"})
-    written = StateStore(armed).update(lambda s: s.update(paused=True), fallback=fallback)
-    assert written == {**fallback, "paused": True, "version": 2}
+    written = StateStore(armed).update(lambda s: setattr(s, "paused", True), fallback=fallback)
+    assert written.to_json() == {**fallback.to_json(), "paused": True, "version": 2}
     assert read_state(armed) == written
     assert (armed.parent / "state.json.corrupt-1").read_bytes() == content
 
@@ -186,9 +227,9 @@ def test_encode_state_repairs_lone_surrogates() -> None:
 
 def test_a_lone_surrogate_from_an_agent_is_stored_as_u_fffd(armed: Path) -> None:
     store = StateStore(armed)
-    written = store.update(lambda s: s.update(sessionId="\ud83d"))
-    assert written["version"] == 2
-    assert read_state(armed)["sessionId"] == "\ufffd"
+    written = store.update(lambda s: setattr(s, "session_id", "\ud83d"))
+    assert written.version == 2
+    assert read_state(armed).session_id == "\ufffd"
     assert "\ufffd" in armed.read_text(encoding="utf-8")
 
 
@@ -196,5 +237,5 @@ def test_read_state_repairs_escaped_lone_surrogates(tmp_path: Path) -> None:
     path = tmp_path / "state.json"
     path.write_bytes(b'{"model": "m\\ud83d", "label": "\\ud83d\\ude00", "host": "\\\\ud83d"}')
     state = read_state(path)
-    assert state == {"model": "m\ufffd", "label": "😀", "host": "\\ud83d"}
+    assert (state.model, state.label, state.host) == ("m\ufffd", "😀", "\\ud83d")
     assert encode_state(state)

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from autopilot.control import driver_alive
+from autopilot.runtime.liveness import driver_alive
+from autopilot.store.run_state import decode_state
 from tests.conftest import FakeAgent, run_cli
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
@@ -101,7 +102,7 @@ def test_watch_pauses_and_leaves_a_live_run(
         _wait_for(lambda: "WATCH-EXITED-0" in screen(), "the view to exit")
         state = _state(folder)
         assert run.poll() is None, "leaving the view must not stop the run"
-        assert driver_alive(state) is True and not state.get("terminated")
+        assert driver_alive(decode_state(state)) is True and not state.get("terminated")
         resumed = run_cli(["resume", folder.name], cwd=repo, env={"AUTOPILOT_RUNS_DIR": str(runs)})
         assert resumed.returncode == 0, resumed.stderr
         assert run.wait(timeout=90) == 0

@@ -15,11 +15,13 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Protocol, TypeGuard
 
 from autopilot.agents import environment
+# The vocabulary adapters share lives in the core; adapters import it from here.
+from autopilot.core.vocabulary import AgentEventKind as AgentEventKind
+from autopilot.core.vocabulary import ErrorKind as ErrorKind
 from autopilot.errors import AgentNotFoundError
 
 MAX_ARG_BYTES = 131_071
@@ -39,20 +41,6 @@ for the loop, which imports it from this module)."""
 
 WallClock = Callable[[], datetime]
 """A function returning the current time as an aware ``datetime`` (local zone)."""
-
-
-class AgentEventKind(StrEnum):
-    """Kinds of normalised agent events."""
-
-    TEXT = "text"
-    TOOL_CALL = "tool_call"
-    TOOL_RESULT = "tool_result"
-    USAGE = "usage"
-    SESSION = "session"
-    RESULT = "result"
-    ERROR = "error"
-    RETRY = "retry"
-    RATE_LIMIT = "rate_limit"
 
 
 @dataclass(frozen=True)
@@ -105,19 +93,6 @@ class PermissionDenial:
 
     tool: str
     command: str | None = None
-
-
-class ErrorKind(StrEnum):
-    """Why an agent's iteration failed, as far as its structured output tells."""
-
-    AUTH = "auth"
-    RATE_LIMIT = "rate_limit"
-    USAGE_LIMIT = "usage_limit"
-    SERVER = "server"
-    NETWORK = "network"
-    INVALID_REQUEST = "invalid_request"
-    SESSION_NOT_FOUND = "session_not_found"
-    UNKNOWN = "unknown"
 
 
 @dataclass

@@ -16,15 +16,14 @@ from enum import StrEnum
 
 from autopilot.agents.base import (
     AgentEvent,
-    AgentEventKind,
     Classification,
-    ErrorKind,
     Invocation,
     InvocationRequest,
     IterationReport,
     find_executable,
     shorten,
 )
+from autopilot.core.vocabulary import AgentEventKind, ErrorKind
 from autopilot.errors import UsageError
 
 _TAIL_LINES = 400

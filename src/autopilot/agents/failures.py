@@ -21,8 +21,9 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from autopilot.agents.base import Classification, ErrorKind, IterationReport, shorten
+from autopilot.agents.base import Classification, IterationReport, shorten
 from autopilot.agents.limits import parse_reset_time
+from autopilot.core.vocabulary import ErrorKind
 
 LIMIT_KINDS = frozenset({ErrorKind.RATE_LIMIT, ErrorKind.USAGE_LIMIT})
 """Error kinds that make the loop wait and retry the same iteration."""

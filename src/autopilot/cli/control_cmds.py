@@ -3,48 +3,46 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import click
 
 from autopilot import control
 from autopilot.cli.echo import say, say_json
-from autopilot.loop.arming import describe_ending
+from autopilot.core.ending import describe_ending
+from autopilot.core.vocabulary import RunStatus
 from autopilot.loop.clock import SystemClock
 from autopilot.store.paths import resolve_run, run_dir, runs_root
 from autopilot.store.project_files import off_path
+from autopilot.store.run_state import RunState
+from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly
 from autopilot.view.plain import format_moment
 from autopilot.view.present import elapsed_ms, fmt_duration
 from autopilot.view.safe import shown
 
 
-def ending_of(state: Mapping[str, object]) -> str:
+def ending_of(state: RunState) -> str:
     """``describe_ending`` for a terminated run's state."""
-    reason = state.get("terminationReason")
-    return describe_ending(
-        reason if isinstance(reason, str) else None, completed=state.get("status") == "completed"
-    )
+    return describe_ending(state.termination_reason, completed=state.completed)
 
 
-def status_text(state: Mapping[str, Any], now_ms: int) -> str:
+def status_text(state: RunState, now_ms: int) -> str:
     """The run's status in words: how it ended, or its status with what is pending.
 
     ``completed (completion_promise)``, ``stopped by the user``; ``running (stop
     requested)``, ``running (pause requested)``, ``paused``, ``rate_limited until
     19:00:00``.
     """
-    if state.get("terminated"):
+    if state.terminated:
         return ending_of(state)
-    status = str(state.get("status") or "unknown")
-    until = state.get("waitingUntil")
-    if status in ("rate_limited", "waiting") and isinstance(until, int | float):
+    status = state.status.value
+    until = state.waiting_until_ms
+    if state.status in (RunStatus.RATE_LIMITED, RunStatus.WAITING) and until is not None:
         status += f" until {format_moment(until, day_of_ms=now_ms)}"
-    if state.get("stopRequested") or state.get("stopNow"):
-        return status + (" (stop --now requested)" if state.get("stopNow") else " (stop requested)")
-    if state.get("paused") and status != "paused":
+    if state.stop_requested or state.stop_now:
+        return status + (" (stop --now requested)" if state.stop_now else " (stop requested)")
+    if state.paused and state.status is not RunStatus.PAUSED:
         return status + " (pause requested)"
     return status
 
@@ -77,19 +75,20 @@ def pause(run_ref: str | None) -> int:
 def resume(run_ref: str | None) -> int:
     """Resume a paused RUN."""
     folder = _run_dir(run_ref)
-    before = read_state_quietly(folder / "state.json") or {}
+    before = read_state_quietly(RunDir(folder).state) or RunState()
     result = control.resume(folder, SystemClock())
     say(resume_message(folder.name, before, result.state))
     return 0
 
 
-def resume_message(run_id: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+def resume_message(run_id: str, before: RunState, after: RunState) -> str:
     """What ``resume`` did: resumed, nothing to resume, or held by the OFF file."""
-    off = off_path(Path(str(after.get("cwd") or "")))
-    held_by_off = bool(after.get("cwd")) and off.exists()
-    if held_by_off and (before.get("status") == "paused" or before.get("paused")):
+    off = off_path(Path(after.cwd or ""))
+    held_by_off = bool(after.cwd) and off.exists()
+    was_paused = before.status is RunStatus.PAUSED or before.paused
+    if held_by_off and was_paused:
         return f"{run_id}: still paused by {off}; autopilot on (or remove that file) to resume"
-    if not before.get("paused") and before.get("status") != "paused":
+    if not was_paused:
         return f"{run_id}: not paused; nothing to resume"
     return f"{run_id}: resumed"
 
@@ -114,41 +113,39 @@ def status(as_json: bool, run_ref: str | None) -> int:
         return 0
     state, snap = report.state, report.snapshot
     now_ms = int(time.time() * 1000)
-    spend = state.get("spend") or {}
-    tokens = spend.get("tokens") or {}
-    maximum = state.get("max") or "∞"
+    spend = state.spend
+    maximum = state.max_iterations or "∞"
     alive = {True: "alive", False: "gone", None: "none"}[report.alive]
+    directory = state.cwd or "unknown (written by another implementation)"
     lines = [
-        f"run        {_field(state.get('runId'))}",
+        f"run        {_field(state.run_id)}",
         f"status     {status_text(state, now_ms)}",
-        f"agent      {_field(state.get('agent'))}"
-        + (f" ({_field(state.get('model'))})" if state.get("model") else ""),
-        f"iteration  {state.get('iter')} of {maximum} ({spend.get('iterations', 0)} spent)",
-        f"elapsed    {fmt_duration(elapsed_ms(state, snap, now_ms))}",
-        f"tokens     {tokens.get('input', 0)} in / {tokens.get('output', 0)} out",
-        f"cost       ${float(spend.get('costUsd') or 0):.4f}",
+        f"agent      {_field(state.agent)}" + (f" ({_field(state.model)})" if state.model else ""),
+        f"iteration  {state.iteration} of {maximum} ({spend.iterations} spent)",
+        f"elapsed    {fmt_duration(elapsed_ms(state.to_json(), snap, now_ms))}",
+        f"tokens     {spend.tokens.input} in / {spend.tokens.output} out",
+        f"cost       ${spend.cost_usd:.4f}",
         f"driver     {alive}"
-        + (f" (pid {state.get('pid')})" if state.get("pid") else "")
+        + (f" (pid {state.pid})" if state.pid else "")
         + (
-            f" — relaunch: autopilot start {state.get('runId')}; "
-            f"end it: autopilot stop {state.get('runId')}"
-            if report.alive is False and not state.get("terminated")
+            f" — relaunch: autopilot start {state.run_id}; end it: autopilot stop {state.run_id}"
+            if report.alive is False and not state.terminated
             else ""
         ),
-        f"directory  {_field(state.get('cwd') or 'unknown (written by another implementation)')}",
+        f"directory  {_field(directory)}",
     ]
-    if state.get("supervisorPid") or report.supervisor is not None:
+    if state.supervisor_pid or report.supervisor is not None:
         supervisor = {True: "alive", False: "gone", None: "none"}[report.supervisor]
-        lines.insert(-1, f"supervisor {supervisor} (pid {state.get('supervisorPid')})")
+        lines.insert(-1, f"supervisor {supervisor} (pid {state.supervisor_pid})")
     if report.pending_messages:
         waiting = (
             "never delivered (the run ended first)"
-            if state.get("terminated")
+            if state.terminated
             else "waiting for the next iteration"
         )
         lines.append(f"messages   {report.pending_messages} {waiting}")
-    if state.get("terminationNote"):
-        lines.append(f"note       {_field(' '.join(str(state['terminationNote']).split()))}")
+    if state.termination_note:
+        lines.append(f"note       {_field(' '.join(state.termination_note.split()))}")
     if snap.lastExcerpt:
         lines.append(f"last       {' '.join(snap.lastExcerpt.split())[:200]}")
     say("\n".join(lines))

@@ -11,9 +11,11 @@ import filelock
 
 from autopilot.cli.echo import say, say_json
 from autopilot.config import parse_int
-from autopilot.control import driver_alive
 from autopilot.errors import RepositoryError, RunLockedError, UsageError
+from autopilot.runtime.liveness import driver_alive
 from autopilot.store.paths import resolve_run, run_dir, runs_root
+from autopilot.store.run_state import RunState
+from autopilot.store.rundir import RunDir
 from autopilot.store.state import StateStore, read_state
 from autopilot.view.safe import shown
 from autopilot.workspace.checkpoints import Checkpoint, FileChange
@@ -25,20 +27,20 @@ _RUN_ARG = click.argument("run_ref", metavar="[RUN]", required=False)
 _CTX = {"help_option_names": ["-h", "--help"]}
 
 
-def _open(run_ref: str | None) -> tuple[Path, dict[str, object], RunWorkspace]:
+def _open(run_ref: str | None) -> tuple[Path, RunState, RunWorkspace]:
     root = runs_root(create=False)
     run_id = resolve_run(root, run_ref, project=None if run_ref else Path.cwd().resolve())
     folder = run_dir(root, run_id)
-    state = read_state(folder / "state.json")
-    return folder, state, open_run_workspace(folder, RunPlace.from_state_json(state))
+    state = read_state(RunDir(folder).state)
+    return folder, state, open_run_workspace(folder, RunPlace.from_state_json(state.to_json()))
 
 
-def _hold(folder: Path, state: dict[str, object]) -> filelock.UnixFileLock:
+def _hold(folder: Path, state: RunState) -> filelock.UnixFileLock:
     """The run's ``driver.lock``, so no driver starts while files change under it."""
     busy = RunLockedError(f"run {folder.name} is running; stop it first (autopilot stop)")
-    if driver_alive(state) and not state.get("terminated"):
+    if driver_alive(state) and not state.terminated:
         raise busy
-    lock = filelock.UnixFileLock(str(folder / "driver.lock"), timeout=0, thread_local=False)
+    lock = filelock.UnixFileLock(str(RunDir(folder).driver_lock), timeout=0, thread_local=False)
     try:
         lock.acquire()
     except filelock.Timeout:
@@ -246,7 +248,7 @@ def _record_merge(folder: Path, result: MergeResult) -> None:
         "after": result.after,
         "mode": result.mode.value,
     }
-    StateStore(folder / "state.json").update(lambda state: state.update(merge=record))
+    StateStore(RunDir(folder).state).update(lambda state: state.extra.update(merge=record))
 
 
 def _checkout_for(workspace: RunWorkspace, origin: Path) -> Repository:

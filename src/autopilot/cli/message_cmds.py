@@ -9,13 +9,16 @@ from pathlib import Path
 import click
 
 from autopilot.cli.echo import say
-from autopilot.control import driver_alive, supervisor_alive
+from autopilot.core.vocabulary import RunStatus
 from autopilot.errors import UsageError
 from autopilot.loop.clock import SystemClock
+from autopilot.runtime.liveness import driver_alive, supervisor_alive
 from autopilot.runtime.messages import queue_message
 from autopilot.store.memory import read_memory
 from autopilot.store.paths import list_run_ids, resolve_run, run_dir, runs_root
-from autopilot.store.project_files import is_off, off_path
+from autopilot.store.project_files import is_off, memory_path, off_path
+from autopilot.store.run_state import RunState
+from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state, read_state_quietly
 
 _CTX = {"help_option_names": ["-h", "--help"]}
@@ -64,7 +67,7 @@ def send(file_name: str | None, no_start: bool, args: tuple[str, ...]) -> int:
         f"autopilot: message {message.id} queued for {run_id}; "
         "the agent gets it at its next iteration"
     )
-    state = read_state(folder / "state.json")
+    state = read_state(RunDir(folder).state)
     if driver_alive(state) or supervisor_alive(state):
         return 0
     why = _why_not_relaunched(state, no_start)
@@ -80,19 +83,19 @@ def send(file_name: str | None, no_start: bool, args: tuple[str, ...]) -> int:
     return launch_detached(root, run_id)
 
 
-def _why_not_relaunched(state: dict[str, object], no_start: bool) -> str | None:
+def _why_not_relaunched(state: RunState, no_start: bool) -> str | None:
     """Why ``send`` leaves a run with a dead daemon as it is, or None to relaunch it."""
-    from autopilot.control import adapter_of
     from autopilot.errors import AgentNotFoundError
+    from autopilot.runtime.agents import adapter_for_state
 
     if no_start:
         return "--no-start"
-    if is_off(Path(str(state.get("cwd") or "."))):
+    if is_off(Path(state.cwd or ".")):
         return "autopilot is OFF in its project"
-    if state.get("status") in ("gated", "awaiting_user"):
-        return f"it is {state.get('status')}: it waits for your answer"
+    if state.status in (RunStatus.GATED, RunStatus.AWAITING_USER):
+        return f"it is {state.status.value}: it waits for your answer"
     try:
-        adapter_of(dict(state)).check_installed()
+        adapter_for_state(state).check_installed()
     except AgentNotFoundError as error:
         return str(error)
     return None
@@ -148,15 +151,15 @@ def memory(run_ref: str | None) -> int:
     folder: Path | None = None
     project = cwd
     if run_ref is not None or any(
-        (s := read_state_quietly(root / r / "state.json")) and s.get("cwd") == str(cwd)
+        (s := read_state_quietly(RunDir(root / r).state)) and s.cwd == str(cwd)
         for r in list_run_ids(root)
     ):
         run_id = resolve_run(root, run_ref, project=None if run_ref else cwd)
         folder = run_dir(root, run_id)
-        project = Path(str(read_state(folder / "state.json").get("cwd") or cwd))
+        project = Path(read_state(RunDir(folder).state).cwd or cwd)
     found = read_memory(project, folder)
     if found is None:
-        say(f"autopilot: no memory file yet ({project / '.autopilot' / 'memory.md'})")
+        say(f"autopilot: no memory file yet ({memory_path(project)})")
         return 0
     path, text = found
     say(f"# {path}", err=True)

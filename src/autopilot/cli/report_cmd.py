@@ -21,6 +21,7 @@ from autopilot.errors import UsageError
 from autopilot.store.backlog import Backlog
 from autopilot.store.paths import resolve_run, run_dir, runs_root
 from autopilot.store.reports import write_report
+from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state
 
 RUN_ID_ENV = "AUTOPILOT_RUN_ID"
@@ -78,10 +79,10 @@ def report(
     root = runs_root(create=False)
     run_id = resolve_run(root, ref)
     folder = run_dir(root, run_id)
-    state = read_state(folder / "state.json")
-    if state.get("terminated"):
-        raise UsageError(f"run {run_id} has ended ({state.get('terminationReason')})")
-    project = Path(str(state.get("cwd") or "."))
+    state = read_state(RunDir(folder).state)
+    if state.terminated:
+        raise UsageError(f"run {run_id} has ended ({state.termination_reason})")
+    project = Path(state.cwd or ".")
     items = Backlog(project, root / ".locks").read().items
     claimed = ItemReport(item_id, chosen, _criteria(criteria), tuple(evidence))
     problems = validate_report(items, claimed)

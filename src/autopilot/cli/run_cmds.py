@@ -2,30 +2,32 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
 from autopilot import control
+from autopilot.agents.base import AgentAdapter
 from autopilot.agents.registry import AGENT_NAMES, make_adapter
 from autopilot.cli.echo import say
 from autopilot.config import RunConfig, build_config
-from autopilot.control import driver_alive
+from autopilot.core.ending import RunResult
 from autopilot.errors import RunLockedError, UsageError
-from autopilot.loop.arming import PromptSource, RunResult, arm_run, describe_ending
+from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
-from autopilot.loop.driver import Driver
-from autopilot.loop.git import is_repository, work_tree_root
-from autopilot.loop.locks import ProjectLock
-from autopilot.loop.signals import Interrupts
+from autopilot.runtime.agents import adapter_for_state
+from autopilot.runtime.drive import drive as runtime_drive
+from autopilot.runtime.drive import ending_line, result_of
+from autopilot.runtime.liveness import driver_alive, supervisor_alive
+from autopilot.runtime.locks import ProjectLock
 from autopilot.store.files import read_prompt_file
 from autopilot.store.paths import list_run_ids, resolve_run, run_dir, runs_root
-from autopilot.store.state import read_state_quietly
-from autopilot.view.plain import format_event
+from autopilot.store.project_files import is_off
+from autopilot.store.run_state import PromptSource
+from autopilot.store.rundir import RunDir
+from autopilot.store.state import read_state, read_state_quietly
+from autopilot.workspace.git import is_repository, work_tree_root
 
 _LIMIT_OPTIONS = (
     "max-iterations",
@@ -140,9 +142,7 @@ def _print_limits(run_id: str, config: RunConfig, folder: Path) -> None:
 
 
 def _print_result(result: RunResult, *, replay_hint: bool = True) -> None:
-    note = f" — {result.note}" if result.note else ""
-    ending = describe_ending(result.reason, completed=result.terminal_type == "complete")
-    say(f"autopilot: run {result.run_id} {ending}{note}")
+    say(ending_line(result))
     if replay_hint:
         say(f"autopilot: replay with: autopilot replay {result.run_id}")
 
@@ -150,53 +150,14 @@ def _print_result(result: RunResult, *, replay_hint: bool = True) -> None:
 def drive(
     root: Path,
     run_id: str,
-    adapter: Any,
+    adapter: AgentAdapter,
     *,
     plain: bool = True,
     replay_hint: bool = True,
     project_lock: ProjectLock | None = None,
 ) -> int:
-    """Drive a run in this process with signal handling; returns the exit code.
-
-    With ``plain`` False and a terminal on stdin and stdout, the live view is in
-    front while the driver works in a thread; otherwise one line per event.
-    """
-    interrupts = Interrupts()
-    interrupts.install()
-    live = not plain and sys.stdout.isatty() and sys.stdin.isatty()
-
-    def on_event(event: dict[str, Any]) -> None:
-        say(format_event(event))
-
-    driver = Driver(
-        root,
-        run_id,
-        adapter,
-        SystemClock(),
-        interrupts,
-        on_event=None if live else on_event,
-        project_lock=project_lock,
-    )
-    if live:
-        from autopilot.view.live import drive_live
-
-        def interrupt() -> str:
-            interrupts.handle(signal.SIGINT, None)
-            if interrupts.kill_now:
-                return "ending the agent now"
-            return "stopping at the next boundary; ctrl+c again ends the agent now"
-
-        def run_then_leave_if_hung_up() -> RunResult:
-            result = driver.run()
-            if interrupts.hangup:
-                # The terminal is gone and the view cannot draw or close on it; the
-                # run is recorded, so leave now rather than hang on a dead terminal.
-                os._exit(result.exit_code)
-            return result
-
-        result = drive_live(run_then_leave_if_hung_up, root, run_id, on_interrupt=interrupt)
-    else:
-        result = driver.run()
+    """Drive a run here (``runtime.drive``), print how it ended; returns the exit code."""
+    result = runtime_drive(root, run_id, adapter, echo=say, plain=plain, project_lock=project_lock)
     _print_result(result, replay_hint=replay_hint)
     return result.exit_code
 
@@ -347,19 +308,11 @@ def _wait_for_daemon(folder: Path) -> int | None:
 
     deadline = time.monotonic() + _DAEMON_WAIT_SECONDS
     while time.monotonic() < deadline:
-        state = read_state_quietly(folder / "state.json") or {}
-        if state.get("terminated") or driver_alive(state):
-            pid = state.get("pid")
-            return pid if isinstance(pid, int) else None
+        state = read_state_quietly(RunDir(folder).state)
+        if state is not None and (state.terminated or driver_alive(state)):
+            return state.pid
         time.sleep(0.1)
     return None
-
-
-def _adapter_for_state(state: dict[str, Any]) -> Any:
-    config = RunConfig.from_json(state.get("config") or {})
-    return make_adapter(
-        config.agent, command=tuple(state.get("command") or ()), prompt_via=config.prompt_via
-    )
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -381,47 +334,50 @@ def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
     A daemon still running is never doubled: if only its supervisor died, a new
     supervisor adopts it.
     """
-    from autopilot.control import supervisor_alive
-    from autopilot.store.project_files import is_off
-
     foreground = foreground or plain
     root = runs_root()
     run_id = resolve_run(root, run_ref, project=None if run_ref else Path.cwd().resolve())
     folder = run_dir(root, run_id)
+    before = read_state(RunDir(folder).state)
     state = control.repair(folder, SystemClock())
-    if state.get("terminated"):
-        raise UsageError(f"run {run_id} has already ended ({state.get('terminationReason')})")
-    if not state.get("cwd"):
+    if state.terminated and not before.terminated:
+        # It had ended: the crash came after its last decision was logged.
+        result = result_of(state)
+        say(ending_line(result) + " (repaired from the event log)")
+        return result.exit_code
+    if state.terminated:
+        raise UsageError(f"run {run_id} has already ended ({state.termination_reason})")
+    if state.cwd is None:
         raise UsageError(
             f"run {run_id} was written by another implementation and records no work tree; "
             "it cannot be relaunched"
         )
     daemon_alive = driver_alive(state)
     if daemon_alive and foreground:
-        raise RunLockedError(f"run {run_id} is still being driven (pid {state.get('pid')})")
-    if state.get("paused"):
+        raise RunLockedError(f"run {run_id} is still being driven (pid {state.pid})")
+    if state.paused:
         control.resume(folder, SystemClock())
         say(f"autopilot: {run_id}: the pause request left over is cleared")
-    if is_off(Path(str(state.get("cwd") or "."))):
+    if is_off(Path(state.cwd)):
         say(
             "autopilot: autopilot is OFF in this project: the run holds at its next "
             "boundary until `autopilot on`",
             err=True,
         )
-    if daemon_alive:
+    if daemon_alive and state.pid is not None:
         if supervisor_alive(state):
             say(
-                f"autopilot: run {run_id} is already running (daemon pid {state.get('pid')}, "
-                f"supervisor pid {state.get('supervisorPid')})"
+                f"autopilot: run {run_id} is already running (daemon pid {state.pid}, "
+                f"supervisor pid {state.supervisor_pid})"
             )
             return 0
-        say(f"autopilot: adopting the running daemon of {run_id} (pid {state.get('pid')})")
-        return launch_detached(root, run_id, adopt=int(state["pid"]))
-    adapter = _adapter_for_state(state)
+        say(f"autopilot: adopting the running daemon of {run_id} (pid {state.pid})")
+        return launch_detached(root, run_id, adopt=state.pid)
+    adapter = adapter_for_state(state)
     adapter.check_installed()
     say(
-        f"autopilot: relaunching {run_id} at iteration {state.get('iter')} "
-        f"({(state.get('spend') or {}).get('iterations', 0)} spent)"
+        f"autopilot: relaunching {run_id} at iteration {state.iteration} "
+        f"({state.spend.iterations} spent)"
     )
     if foreground:
         return drive(root, run_id, adapter, plain=plain)
@@ -431,23 +387,21 @@ def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
 def relaunchable_runs(root: Path, project: Path | None) -> list[tuple[str, str | None]]:
     """Every run of ``project`` (None: every project) not ended, with why it must not
     be relaunched automatically (None: it should be; ``core.restart.relaunch_verdict``)."""
-    from autopilot.control import supervisor_alive
     from autopilot.core.restart import relaunch_verdict
-    from autopilot.store.project_files import is_off
 
     found = []
     for run_id in list_run_ids(root):
-        state = read_state_quietly(root / run_id / "state.json")
-        if not state or state.get("terminated"):
+        state = read_state_quietly(RunDir(root / run_id).state)
+        if state is None or state.terminated:
             continue
-        if project is not None and state.get("cwd") != str(project):
+        if project is not None and state.cwd != str(project):
             continue
         why = relaunch_verdict(
-            status=str(state.get("status") or ""),
+            status=state.status.value,
             terminated=False,
             daemon_alive=driver_alive(state),
             supervisor_alive=supervisor_alive(state),
-            off=is_off(Path(str(state.get("cwd") or "."))),
+            off=is_off(Path(state.cwd or ".")),
         )
         found.append((run_id, why))
     return found
@@ -463,9 +417,11 @@ def relaunch_runs(project: Path | None) -> int:
             say(f"autopilot: not relaunching {run_id}: {why}")
             continue
         state = control.repair(run_dir(root, run_id), SystemClock())
-        if state.get("terminated"):
+        if state.terminated:
+            # A crash between the log's terminal event and state.json: repaired, not rerun.
+            say(f"autopilot: run {run_id} had ended; its state.json now says so")
             continue
-        say(f"autopilot: relaunching {run_id} at iteration {state.get('iter')}")
+        say(f"autopilot: relaunching {run_id} at iteration {state.iteration}")
         launch_detached(root, run_id)
         launched += 1
     return launched

@@ -15,6 +15,7 @@ from autopilot.config import parse_int
 from autopilot.manage.activity import Activity, run_activity
 from autopilot.store.index import read_index
 from autopilot.store.paths import resolve_run, run_dir, runs_root
+from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly
 from autopilot.view.plain import format_event
 from autopilot.view.safe import shown
@@ -38,20 +39,20 @@ def list_runs(as_json: bool, limit: str | None) -> int:
     now_ms = int(time.time() * 1000)
     for row in rows:
         folder = root / str(row["runId"])
-        state = read_state_quietly(folder / "state.json") or {}
+        state = read_state_quietly(RunDir(folder).state)
         if as_json:
             say_json(
                 dict(
                     row,
-                    status=state.get("status"),
-                    reason=state.get("terminationReason"),
-                    iterations=state.get("iter"),
+                    status=state.status if state else None,
+                    reason=state.termination_reason if state else None,
+                    iterations=state.iteration if state else None,
                 )
             )
             continue
-        if not state:
+        if state is None:
             shown_status = "missing"
-        elif not state.get("terminated") and run_activity(folder, state) is Activity.GONE:
+        elif not state.terminated and run_activity(folder, state) is Activity.GONE:
             shown_status = f"driver gone (autopilot start {folder.name} relaunches it)"
         else:
             shown_status = status_text(state, now_ms)
@@ -62,7 +63,7 @@ def list_runs(as_json: bool, limit: str | None) -> int:
             else "????-??-?? ??:??"
         )
         say(
-            f"{when}  {shown(str(row['runId'])):<40} iter {state.get('iter', '?')}/"
+            f"{when}  {shown(str(row['runId'])):<40} iter {state.iteration if state else '?'}/"
             f"{shown(str(row.get('maxIterations') or '∞')):<4} {shown(shown_status)}"
         )
     return 0
@@ -75,7 +76,7 @@ def replay(as_json: bool, run_ref: str) -> int:
     """Print RUN's events, one line each, then its final picture."""
     root = runs_root(create=False)
     run_id = resolve_run(root, run_ref)
-    path = run_dir(root, run_id) / "events.jsonl"
+    path = RunDir(run_dir(root, run_id)).events
     if as_json:
         snapshot, _ = fold_log(path)
         say_json(snapshot.to_dict(), indent=2)

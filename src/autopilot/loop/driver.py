@@ -1,108 +1,56 @@
-"""The driver: iterate an armed run (see ``arming``) until the policy ends it.
+"""The driver: iterate an armed run (see ``arming``) until it ends.
 
-One iteration (SPEC §6): read the stop/pause flags, write ``iteration_start``, mark
-git, save the prompt, start the agent in its own process group, stream its stdout
-through the adapter's parser, mark git again, write ``commit_observed`` for each new
-commit and one ``iteration_end``, store spend and counters in ``state.json``, then ask
-``policy.decide`` what follows. Everything a restart needs is in ``state.json``; the
-log is for people and ``fold``. Signal handlers only set flags (``Interrupts``).
+Each iteration is one visible sequence (``Driver._run``): **boundary** (stop, pause,
+budgets, a usage-limit wait), **start** (``iteration_start``, the prompt saved, the
+work tree marked), **agent** (the runner starts the adapter's argv and streams its
+output through the adapter's parser), **conclude** (``core.step.conclude``: pure,
+from the run before and the attempt's facts to the decision, the new counters and
+the events) and **apply** (``RunRecord.apply``: events appended and fsynced, then
+``state.json``). What the agent is told beyond its prompt — queued messages, the
+memory file, budget warnings — goes through ``Briefing``. Signal handlers only set
+flags (``Interrupts``). The agent runner, the workspace (git) and the clock are
+injected, so every path runs in-process in tests.
 """
 
 from __future__ import annotations
 
-import copy
-import os
-import socket
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autopilot.agents.base import (
-    AgentAdapter,
-    AgentEventKind,
-    ErrorKind,
-    InvocationRequest,
-    SessionUsage,
-    agent_environment,
-    apply_usage_baseline,
-)
-from autopilot.agents.failures import needs_payment
-from autopilot.config import RunConfig
-from autopilot.core.delivery import (
-    DeliveryLedger,
-    Handoff,
-    MessageKind,
-    budget_warnings,
-    conclude,
-)
+from autopilot.agents.base import AgentAdapter
+from autopilot.core.change import LoopState
+from autopilot.core.ending import RunResult
+from autopilot.core.step import Step, conclude, spend_counters
+from autopilot.core.vocabulary import Action, EventType, Reason
 from autopilot.errors import StateFileError, UsageError
-from autopilot.loop import git
-from autopilot.loop.arming import (
-    PromptSource,
-    RunResult,
-    exit_code_for,
-    process_start_time,
-    status_for,
-)
+from autopilot.loop.briefing import Briefing
 from autopilot.loop.clock import Clock
-from autopilot.loop.counters import counter_change, counters_from_state
-from autopilot.loop.locks import ProjectLock, RunLocks
-from autopilot.loop.outcome import (
-    digest_of,
-    error_text_of,
-    failure_signature,
-    outcome_of,
-    progress_of,
-    response_of,
-    sane_report,
-)
-from autopilot.loop.policy import (
-    Action,
-    Decision,
-    IterationFacts,
-    Outcome,
-    Reason,
-    budget_note,
-    budget_reached,
-    decide,
-)
-from autopilot.loop.process import EndedBy, ProcessLimits, end_process_group_of, run_agent_process
+from autopilot.loop.launch import Launcher
+from autopilot.loop.observe import attempt_of, classify, sane_report, with_baseline
+from autopilot.loop.policy import Decision, budget_note, budget_reached
+from autopilot.loop.prompt import PromptReader
+from autopilot.loop.record import RunRecord, loop_state
 from autopilot.loop.recovery import (
-    charge_interrupted_attempt,
-    close_unrecorded_attempt,
+    open_attempt_left,
     reconcile_terminal,
     remove_stale_temp_files,
+    restore_spend,
+    unrecorded_attempt,
 )
+from autopilot.loop.runner import AgentRunner, DriverLocks, SubprocessRunner
 from autopilot.loop.signals import Interrupts
-from autopilot.runtime.delivery import Delivery
+from autopilot.loop.waits import Waits
 from autopilot.runtime.notify import Notifier, notification_for
-from autopilot.store import memory
-from autopilot.store.events import EventLog, EventType, excerpt
-from autopilot.store.files import read_prompt_file
+from autopilot.store.events import EventLog
 from autopilot.store.paths import run_dir
-from autopilot.store.private import make_private_dir, write_private
-from autopilot.store.project_files import is_off, memory_path
-from autopilot.store.state import RunStatus, StateStore
+from autopilot.store.private import write_private
+from autopilot.store.run_state import RunState
+from autopilot.store.rundir import RunDir
+from autopilot.store.state import StateStore
+from autopilot.workspace.marks import GitWorkspace, Workspace
 
-_FLAG_POLL_SECONDS = 0.5
-_OWNED_FIELDS = ("spend", "loop", "iter", "iterationOpen", "sessionId", "usageBaseline", "config")
-"""Fields only the driver writes while it runs; an outside change is undone and logged."""
 _STATE_POLL_SECONDS = 1.0
-
-
-@dataclass
-class _Iteration:
-    number: int
-    prompt: str
-    started_mono: float
-    before: git.TreeMark
-    folder: Path
-    handoff: Handoff | None = None
-    agent_pid: int | None = None
-    tool_calls: int = 0
-    texts: list[str] = field(default_factory=list)
 
 
 class Driver:
@@ -112,11 +60,18 @@ class Driver:
         root: The runs root.
         run_id: The run to drive (armed, not terminated).
         adapter: The agent adapter.
-        clock: Wall and monotonic time.
+        clock: Wall and monotonic time, and the sleep of every wait.
         interrupts: Flags set by signal handlers.
+        locks: Taken for the whole drive (``runtime.locks.RunLocks``).
         on_event: Called with every event written (for the plain or live view).
         base_env: The environment agents inherit (default ``os.environ``).
-        project_lock: The work tree's lock, if the caller already holds it.
+        runner: Starts agent processes (default: real subprocesses).
+        workspace: Marks the work tree (default: git in the run's directory).
+        store: The run's ``state.json`` (default: the run folder's).
+
+    Raises:
+        StateFileError: the run's state cannot be read, or names no work tree or
+            prompt (a run written by another implementation).
     """
 
     def __init__(
@@ -126,89 +81,61 @@ class Driver:
         adapter: AgentAdapter,
         clock: Clock,
         interrupts: Interrupts,
+        *,
+        locks: DriverLocks,
         on_event: Callable[[dict[str, Any]], None] | None = None,
         base_env: dict[str, str] | None = None,
-        project_lock: ProjectLock | None = None,
+        runner: AgentRunner | None = None,
+        workspace: Workspace | None = None,
+        store: StateStore | None = None,
     ) -> None:
-        self.root = root
         self.run_id = run_id
-        self.folder = run_dir(root, run_id)
-        self.store = StateStore(self.folder / "state.json")
-        self.adapter = adapter
-        self.clock = clock
-        self.interrupts = interrupts
-        self.on_event = on_event
-        self.base_env = dict(os.environ if base_env is None else base_env)
-        self.state = self.store.read()
-        self._own: dict[str, Any] | None = None
-        self.config = RunConfig.from_json(self.state.get("config") or {})
+        self.run_dir = RunDir(run_dir(root, run_id))
+        self.adapter, self.clock, self.interrupts = adapter, clock, interrupts
+        self.log = EventLog(self.run_dir.events, run_id, clock.now_ms)
+        self.record = RunRecord(store or StateStore(self.run_dir.state), self.log, on_event)
+        state = self.record.state
+        if state.cwd is None or (state.prompt.text is None and state.prompt.path is None):
+            raise StateFileError(f"{self.run_dir.state} has no work tree or prompt to run")
+        self.cwd = Path(state.cwd)
+        self.config = state.config
         self.policy = self.config.policy()
-        self.prompt_source = PromptSource.from_json(self.state.get("prompt"))
-        self.cwd = Path(str(self.state.get("cwd")))
-        self.log = EventLog(self.folder / "events.jsonl", run_id, clock.now_ms)
-        self._last_prompt: str | None = self.prompt_source.text
-        self._last_state_read = 0.0
-        self._parse_failures = 0
-        self._locks = RunLocks(project_lock or ProjectLock(root, self.cwd), run_id, self.folder)
-        self.delivery = Delivery(self.folder, self.log, self.cwd, clock, memory=True)
         self.notifier = Notifier(self.config.notify) if self.config.notify else None
+        self.record.notify = self._notify
+        self.prompts = PromptReader(state.prompt, self.cwd, self._warn)
+        self.workspace = workspace or GitWorkspace(self.cwd)
+        self.waits = Waits(self.record, clock, interrupts, self.cwd)
+        self.briefing = Briefing(self.run_dir, self.record, self.cwd, clock, self.policy)
+        self.launcher = Launcher(
+            adapter, runner or SubprocessRunner(), self.record, self.cwd, base_env, run_id
+        )
+        self._locks = locks
+        self._last_state_read = 0.0
 
-    # -- state ---------------------------------------------------------------
+    @property
+    def state(self) -> RunState:
+        """The driver's own (authoritative) copy of the run's state."""
+        return self.record.state
 
-    def _update(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-        def guarded(s: dict[str, Any]) -> None:
-            self._keep_own(s)
-            change(s)
+    def _warn(self, note: str, **fields: Any) -> None:
+        self.record.emit(EventType.WARNING, note=note, **fields)
 
-        self.state = self.store.update(guarded, fallback=self.state)
-        self._own = {key: copy.deepcopy(self.state.get(key)) for key in _OWNED_FIELDS}
-        return self.state
+    def _notify(self, event: dict[str, Any]) -> None:
+        notification = notification_for(event, self.run_id) if self.notifier else None
+        if self.notifier is not None and notification is not None:
+            self.notifier.send(notification)
 
-    def _refresh(self) -> dict[str, Any]:
-        try:
-            self.state = self._keep_own(self.store.read())
-        except StateFileError as error:
-            self._emit(EventType.WARNING, note=f"{error}; rewriting it from memory")
-            self._update(lambda s: None)
-        return self.state
-
-    def _keep_own(self, on_disk: dict[str, Any]) -> dict[str, Any]:
-        """While this driver runs, its own figures stand: what it last wrote of the
-        fields only it writes (spend, counters, iteration, session, config) replaces
-        whatever someone else (an agent) put in the file, and the change is logged."""
-        if self._own is None:
-            return on_disk
-        changed = [key for key in _OWNED_FIELDS if on_disk.get(key) != self._own.get(key)]
-        if changed:
-            self._emit(
-                EventType.WARNING,
-                note=f"state.json's {', '.join(changed)} changed outside the driver; "
-                "the driver's own figures stand",
-                outsideChange=changed,
-            )
-            for key in changed:
-                on_disk[key] = copy.deepcopy(self._own.get(key))
-        return on_disk
-
-    def _emit(self, event_type: EventType, **fields: Any) -> None:
-        event = self.log.emit(event_type, **fields)
-        if event is not None and self.notifier is not None:
-            notification = notification_for(event, self.run_id)
-            if notification is not None:
-                self.notifier.send(notification)
-        if event is not None and self.on_event is not None:
-            try:
-                self.on_event(event)
-            except (OSError, ValueError):
-                # The terminal or pipe went away; the run goes on, on the record.
-                self.on_event = None
-
-    # -- locks -----------------------------------------------------------------
-
-    # -- the loop --------------------------------------------------------------
+    def _report_notify_failures(self) -> None:
+        if self.notifier is not None:
+            for failure in self.notifier.drain_failures():
+                self._warn(failure)
 
     def run(self) -> RunResult:
         """Iterate until a terminal event; returns how the run ended.
+
+        Any unexpected error ends the run with one ``abort`` (reason
+        ``internal_error``, with the message) before it is raised again, so no run
+        is ever left dangling.
 
         Raises:
             RunLockedError: another driver holds the run or the project.
@@ -217,12 +144,16 @@ class Driver:
         self._locks.acquire()
         try:
             # Checked under the lock: another driver may have just ended the run.
-            self.state = reconcile_terminal(self.folder, self.store, self.log)
-            if self.state.get("terminated"):
+            self.record.state = reconcile_terminal(self.run_dir, self.record.store, self.log)
+            if self.state.terminated:
                 raise UsageError(
-                    f"run {self.run_id} has already ended ({self.state.get('terminationReason')})"
+                    f"run {self.run_id} has already ended ({self.state.termination_reason})"
                 )
-            return self._run()
+            try:
+                return self._run()
+            except BaseException as error:
+                self._end_after(error)
+                raise
         finally:
             if self.notifier is not None:
                 self.notifier.close()
@@ -230,626 +161,181 @@ class Driver:
             self.log.close()
             self._locks.release()
 
-    def _report_notify_failures(self) -> None:
-        if self.notifier is not None:
-            for failure in self.notifier.drain_failures():
-                self._emit(EventType.WARNING, note=failure)
-
     def _run(self) -> RunResult:
-        pid = os.getpid()
-        remove_stale_temp_files(self.folder)
-        leftover = self.state.get("agentPid")
-        if isinstance(leftover, int) and leftover != pid:
-            end_process_group_of(leftover, self.state.get("agentStartTime"), self.run_id)
-            self._recover_attempt()
-        else:
-            closed = close_unrecorded_attempt(
-                self.folder, self.store, self.log, self.adapter, self.run_id
-            )
-            self.state = self.store.read()
-            if closed is not None and self.on_event is not None:
-                self.on_event(closed)
-
-        ledger = self._repair_delivery()
-        self._keep_memory(start=True)
-
-        def attach(s: dict[str, Any]) -> None:
-            s.update(pid=pid, pidStartTime=process_start_time(pid), host=socket.gethostname())
-            s.update(agentPid=None, agentStartTime=None, status=RunStatus.RUNNING)
-            s["delivery"] = ledger.to_json()
-
-        self._update(attach)
-        self._emit(
-            EventType.DRIVER_START,
-            pid=pid,
-            agent=self.adapter.name,
-            verifiedVersion=self.adapter.verified_version,
-        )
-        if git.mark(self.cwd).entries is None:
-            self._emit(
-                EventType.WARNING,
-                note=f"{self.cwd} is not a git repository: progress is unknown, so "
-                "stagnation counts only identical responses",
-            )
+        remove_stale_temp_files(self.run_dir)
+        ended = self._relaunch_repairs()
+        if ended is not None:
+            return ended
+        self.briefing.start()
+        self._attach()
         while True:
             ended = self._boundary()
             if ended is not None:
                 return ended
-            ended = self._one_iteration()
+            step = self._iteration()  # start, agent, conclude
+            self.briefing.keep_memory()
+            ended = self._apply(step)
             if ended is not None:
                 return ended
+            if step.decision.wait_until_ms:
+                self.waits.wait(step.decision)
 
-    def _ledger(self) -> DeliveryLedger:
-        return DeliveryLedger.from_json(self.state.get("delivery"))
+    def _apply(self, step: Step) -> RunResult | None:
+        """Apply a step durably, and what follows it for the agent's messages."""
+        spend_before = self.state.spend
+        if step.ending is not None:
+            self.briefing.undelivered()
+        self.record.apply(step)
+        self.briefing.after(spend_before, ended=step.ending is not None)
+        return self._result(step) if step.ending is not None else None
 
-    def _repair_delivery(self) -> DeliveryLedger:
-        try:
-            return self.delivery.repair(self._ledger())
-        except StateFileError as error:
-            self._emit(EventType.WARNING, note=f"inbox: {error}")
-            return self._ledger()
+    # -- before the first iteration ------------------------------------------------
 
-    def _deliver(self, base_prompt: str, number: int) -> tuple[str, Handoff | None]:
-        """The one way anything beyond the base prompt reaches the agent."""
-        try:
-            return self.delivery.deliver(base_prompt, self._ledger(), number)
-        except StateFileError as error:
-            # Messages stay queued on disk; this attempt goes without them.
-            self._emit(EventType.WARNING, iteration=number, note=f"inbox: {error}")
-            return base_prompt, None
+    def _relaunch_repairs(self) -> RunResult | None:
+        """Spend is the larger of state.json's and the log's; an attempt a dead
+        driver left open is concluded (its logged decision, else its saved output),
+        also one whose agent started before the driver recorded it."""
+        restore_spend(self.record, self.run_dir)
+        now_ms = self.clock.now_ms()
+        attempt = open_attempt_left(self.record, self.run_dir, self.adapter, now_ms)
+        if attempt is None:
+            attempt = unrecorded_attempt(self.state, self.run_dir, self.adapter, now_ms)
+        if attempt is None:
+            return None
+        return self._apply(conclude(self._loop_state(), attempt, self.policy, now_ms))
 
-    def _recover_attempt(self) -> None:
-        """Charge the attempt a dead driver left running, then start a new iteration."""
-        event = charge_interrupted_attempt(self.store, self.log, self.adapter, self.state)
-        self.state = self.store.read()
-        if event is not None and self.on_event is not None:
-            self.on_event(event)
+    def _attach(self) -> None:
+        self.record.attach(agent=self.adapter.name, verified_version=self.adapter.verified_version)
+        if self.workspace.mark().entries is None:
+            self._warn(
+                f"{self.cwd} is not a git repository: progress is unknown, so stagnation "
+                "counts only identical responses"
+            )
+
+    # -- the boundary ----------------------------------------------------------------
 
     def _boundary(self) -> RunResult | None:
-        """Honour stop and pause before starting an iteration; check budgets."""
+        """Honour stop and pause before starting an iteration; check budgets; wait
+        out a usage limit a relaunch found in progress."""
         self._report_notify_failures()
         while True:
-            state = self._refresh()
-            if self.interrupts.stop or state.get("stopRequested"):
+            state = self.record.refresh()
+            if self.waits.stopping(state):
                 return self._finish(EventType.ABORT, Reason.USER_STOPPED, self._stop_note())
-            off = is_off(self.cwd)
-            if not (state.get("paused") or off):
-                break
-            self._hold_paused("OFF file present" if off and not state.get("paused") else None)
-        counters = counters_from_state(state, interrupted=self.interrupts.stop)
-        reached = budget_reached(counters, self.policy, iterations=not state.get("iterationOpen"))
-        if reached is not None:
-            reason, budget = reached
-            note = f"{budget_note(reason, budget)} (spend restored from state.json)"
-            return self._finish(EventType.ABORT, reason, note)
-        waiting_until = state.get("waitingUntil")
-        if isinstance(waiting_until, int) and waiting_until > self.clock.now_ms():
-            # A relaunch during a usage-limit wait waits out the rest of it.
-            self._wait(
-                Decision(
-                    Action.WAIT,
-                    "rate_limited",
-                    note="resuming the wait after a restart",
-                    wait_until_ms=waiting_until,
-                )
+            off = self.waits.off()
+            if state.paused or off:
+                self.waits.hold_paused("OFF file present" if off and not state.paused else None)
+                continue
+            reached = budget_reached(
+                spend_counters(state.spend), self.policy, iterations=not state.iteration_open
             )
-            return self._boundary()
-        return None
+            if reached is not None:
+                reason, budget = reached
+                note = f"{budget_note(reason, budget)} (spend restored from state.json)"
+                return self._finish(EventType.ABORT, reason, note)
+            until = state.waiting_until_ms
+            if until is None or until <= self.clock.now_ms():
+                return None
+            note = "resuming the wait after a restart"
+            self.waits.wait(Decision(Action.WAIT, "rate_limited", note=note, wait_until_ms=until))
 
     def _stop_note(self) -> str:
-        reason = self.state.get("stopReason")
-        if self.interrupts.stop and not self.state.get("stopRequested"):
+        reason = self.state.stop_reason
+        if self.interrupts.stop and not self.state.stop_requested:
             if self.interrupts.kill_now:
                 return "interrupted by signal; the agent was ended"
             return "interrupted by signal"
-        if self.state.get("stopNow"):
+        if self.state.stop_now:
             return f"{reason or 'stop requested'} (--now: the agent was ended)"
         return str(reason) if reason else "stop requested"
 
-    def _hold_paused(self, why: str | None) -> None:
-        paused_at = self.clock.now_ms()
+    # -- one iteration ---------------------------------------------------------------
 
-        def mark(s: dict[str, Any]) -> None:
-            s["status"] = RunStatus.PAUSED
-            if not s.get("pausedAt"):
-                s["pausedAt"] = paused_at
-
-        self._update(mark)
-        self._emit(EventType.PAUSE, note=why, autopilotOn=False if is_off(self.cwd) else None)
-        while True:
-            self.clock.sleep(_FLAG_POLL_SECONDS)
-            state = self._refresh()
-            if self.interrupts.stop or state.get("stopRequested"):
-                break
-            if not state.get("paused") and not is_off(self.cwd):
-                break
-
-        def unmark(s: dict[str, Any]) -> None:
-            if s.get("pausedAt"):
-                s["totalPausedMs"] = int(s.get("totalPausedMs") or 0) + max(
-                    0, self.clock.now_ms() - int(s["pausedAt"])
-                )
-                s["pausedAt"] = None
-            s["status"] = RunStatus.RUNNING
-
-        self._update(unmark)
-        if not (self.interrupts.stop or self.state.get("stopRequested")):
-            self._emit(EventType.RESUME)
-
-    def _read_prompt(self) -> str:
-        path = self.prompt_source.path
-        if path is None:
-            return self.prompt_source.text or ""
-        try:
-            text = read_prompt_file(path, project=self.cwd)  # a FIFO or /dev/zero is refused
-        except OSError as error:
-            if self._last_prompt is None:
-                raise UsageError(f"cannot read prompt file {path}: {error.strerror}") from None
-            self._emit(
-                EventType.WARNING,
-                note=f"prompt file {path} unreadable ({error.strerror}); using the last copy",
-            )
-            return self._last_prompt
-        self._last_prompt = text
-        return text
-
-    def _one_iteration(self) -> RunResult | None:
+    def _iteration(self) -> Step:
+        """Start the next iteration, run the agent, and conclude the attempt."""
         state = self.state
-        number = int(state.get("iter") or 0) + (0 if state.get("iterationOpen") else 1)
-        prompt, handoff = self._deliver(self._read_prompt(), number)
-        folder = self.folder / f"iter-{number:04d}"
-        attempt = 1
-        while folder.exists():
-            attempt += 1
-            folder = self.folder / f"iter-{number:04d}.{attempt}"
-        make_private_dir(folder)
-        write_private(folder / "prompt.md", prompt.encode("utf-8", "replace"))
-        it = _Iteration(number, prompt, self.clock.monotonic(), git.mark(self.cwd), folder)
-        it.handoff = handoff
-        self._emit(EventType.ITERATION_START, iteration=number)
-        resume = (
-            state.get("sessionId")
-            if self.config.context == "continue" and self.adapter.supports_sessions
-            else None
+        number = state.iteration + (0 if state.iteration_open else 1)
+        prompt = self.briefing.prompt(self.prompts.read(), number)
+        attempt = self.run_dir.new_attempt(number)
+        write_private(attempt.prompt, prompt.encode("utf-8", "replace"))
+        before = self.workspace.mark()
+        started = self.clock.monotonic()
+        self.record.emit(EventType.ITERATION_START, iteration=number)
+        resume = self.launcher.resume_session()
+        texts: list[str] = []
+        result, parser = self.launcher.run(
+            number,
+            prompt,
+            attempt,
+            resume,
+            texts,
+            self._should_kill,
+            self.launcher.limits(),
+            on_open=self.briefing.hand_off,
+            opened=lambda: self.briefing.handed(number),
         )
-        return self._launch(it, resume)
-
-    def _launch(self, it: _Iteration, resume: str | None) -> RunResult | None:
-        request = InvocationRequest(
-            prompt=it.prompt,
-            prompt_path=it.folder / "prompt.md",
-            cwd=self.cwd,
-            model=self.config.model,
-            resume_session_id=resume,
-            extra_args=tuple(self.state.get("extraArgs") or ()),
-        )
-        invocation = self.adapter.build_invocation(request)
-        env = agent_environment(
-            self.base_env,
-            invocation,
-            {
-                "AUTOPILOT_RUN_ID": self.run_id,
-                "AUTOPILOT_ITERATION": str(it.number),
-            },
-            needed=self.adapter.env_needed,
-            exclude=self.config.env_exclude,
-        )
-        parser = self.adapter.new_parser()
-
-        def on_line(line: str) -> None:
-            try:
-                events = parser.feed(line)
-            except Exception:
-                self._parse_failures += 1
-                return
-            for event in events:
-                if event.subagent:
-                    continue
-                if event.kind is AgentEventKind.TEXT:
-                    it.texts.append(event.text)
-                    del it.texts[:-1]
-                elif event.kind is AgentEventKind.TOOL_CALL:
-                    # One substage per root tool call, as the seed's runner records them.
-                    it.tool_calls += 1
-                    self._emit(
-                        EventType.SUBSTAGE,
-                        iteration=it.number,
-                        sub=it.tool_calls,
-                        verb=(event.tool_name or "tool")[:32],
-                        argsSummary=event.text,
-                    )
-
-        def on_start(pid: int) -> None:
-            it.agent_pid = pid
-            started = process_start_time(pid)
-            handoff = it.handoff
-
-            def open_attempt(s: dict[str, Any]) -> None:
-                s.update(
-                    iter=it.number,
-                    iterationOpen=True,
-                    status=RunStatus.RUNNING,
-                    waitingUntil=None,
-                    agentPid=pid,
-                    agentStartTime=started,
-                    attemptDir=str(it.folder),
-                )
-                if handoff is not None:
-                    s["delivery"] = handoff.ledger.to_json()
-
-            self._update(open_attempt)
-            if handoff is not None:
-                # At hand-off: the agent that received the messages has started.
-                self.delivery.handed(handoff, it.number)
-                it.handoff = Handoff(handoff.messages, (), handoff.ledger)
-
-        result = run_agent_process(
-            invocation.argv,
-            cwd=self.cwd,
-            env=env,
-            stdin_data=invocation.stdin,
-            stdout_path=it.folder / "stdout.log",
-            stderr_path=it.folder / "stderr.log",
-            on_line=on_line,
-            result_seen=lambda: parser.report().result_seen,
-            should_kill=self._should_kill,
-            limits=self._limits(),
-            on_start=on_start,
-        )
-        report = parser.report()
-        exit_code = result.exit_code or 0
-        if (
-            result.ended_by is EndedBy.RESULT_GRACE
-            and result.ended_by_driver
-            and report.result_seen
-        ):
-            # It gave its final result and lingered; ending it was ours, not a failure.
-            exit_code = 0
-        classification = (
-            self.adapter.classify(report, exit_code, result.stderr_tail)
-            if result.ended_by is not EndedBy.LAUNCH_FAILED
-            else None
-        )
+        raw_report = parser.report()
+        classification = classify(self.adapter, raw_report, result)
         # After classify, which may read a reset time from the agent's error text.
-        report = sane_report(
-            apply_usage_baseline(report, self._usage_baseline()), self.clock.now_ms()
+        report = sane_report(with_baseline(raw_report, state.usage_baseline), self.clock.now_ms())
+        after = self.workspace.mark()
+        facts = attempt_of(
+            number=number,
+            folder=attempt.path.name,
+            prompt=prompt,
+            result=result,
+            report=report,
+            classification=classification,
+            before=before,
+            after=after,
+            commits=self.workspace.commits_between(before.head, after.head),
+            files_changed=self.workspace.changed_files(before, after),
+            duration_ms=int((self.clock.monotonic() - started) * 1000),
+            resumed_session=resume,
+            last_root_text=texts[-1] if texts else None,
         )
-        if (
-            classification is not None
-            and not classification.ok
-            and classification.error_kind is ErrorKind.SESSION_NOT_FOUND
-            and resume is not None
-        ):
-            self._update(lambda s: s.update(sessionId=None))
-            self._emit(
-                EventType.WARNING,
-                iteration=it.number,
-                note=f"resuming session {resume} failed ({classification.message}); "
-                "starting a fresh session",
-            )
-            return self._launch(it, None)
-        outcome = outcome_of(result.ended_by, classification)
-        if (
-            outcome is Outcome.RATE_LIMITED
-            and report.reset_at_ms is None
-            and classification is not None
-            and needs_payment(classification.message)
-        ):
-            # Out of credit is not a limit that resets: waiting would never end.
-            outcome = Outcome.AGENT_ERROR
-        return self._conclude(it, result, report, classification, outcome)
+        return conclude(self._loop_state(), facts, self.policy, self.clock.now_ms())
 
-    def _usage_baseline(self) -> SessionUsage | None:
-        """Session totals after the previous iteration (agents that report totals)."""
-        stored = self.state.get("usageBaseline")
-        if not isinstance(stored, dict) or not isinstance(stored.get("sessionId"), str):
-            return None
-        return SessionUsage(
-            stored["sessionId"], int(stored.get("input") or 0), int(stored.get("output") or 0)
-        )
-
-    def _limits(self) -> ProcessLimits:
-        timeout = self.config.iteration_timeout_seconds
-        if self.policy.max_duration_ms is not None:
-            spent = int((self.state.get("spend") or {}).get("activeMs") or 0)
-            left = max(1.0, (self.policy.max_duration_ms - spent) / 1000)
-            timeout = left if timeout is None else min(timeout, left)
-        return ProcessLimits(
-            timeout_seconds=timeout,
-            idle_timeout_seconds=self.config.idle_timeout_seconds,
-            result_grace_seconds=self.config.result_grace_seconds,
+    def _loop_state(self) -> LoopState:
+        return loop_state(
+            self.state,
+            interrupted=self.interrupts.stop,
+            stop_note=self._stop_note(),
+            agent=self.adapter.name,
         )
 
     def _should_kill(self) -> bool:
         if self.interrupts.kill_now:
             return True
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if now - self._last_state_read >= _STATE_POLL_SECONDS:
             self._last_state_read = now
             try:
-                self.state = self._keep_own(self.store.read())
+                self.record.refresh()
             except StateFileError:
                 return False
-        return bool(self.state.get("stopNow"))
+        return self.state.stop_now
 
-    def _conclude(
-        self,
-        it: _Iteration,
-        result: Any,
-        report: Any,
-        classification: Any,
-        outcome: Outcome,
-    ) -> RunResult | None:
-        after = git.mark(self.cwd)
-        commits = git.commits_between(self.cwd, it.before.head, after.head)
-        for commit in commits:
-            self._emit(
-                EventType.COMMIT_OBSERVED,
-                iteration=it.number,
-                sha=commit.sha.lower(),
-                subject=excerpt(commit.subject, 200),
-                trailers=[excerpt(t, 200) for t in commit.trailers],
-            )
-        files_changed = git.changed_files(self.cwd, it.before, after)
-        progress = progress_of(it.before, after)
-        duration_ms = int((self.clock.monotonic() - it.started_mono) * 1000)
-        response = response_of(report, it.texts[-1] if it.texts else None)
-        digest = digest_of(response)
-        error_text = error_text_of(outcome, result, classification, duration_ms)
-        signature = failure_signature(outcome, error_text)
-        in_tokens = report.input_tokens or 0
-        out_tokens = report.output_tokens or 0
-        cost = report.cost_usd or 0.0
-        spends = outcome is not Outcome.RATE_LIMITED
-        session_id = report.session_id
-        totals = report.session_usage
-
-        def record(s: dict[str, Any]) -> None:
-            spend = s.setdefault("spend", {})
-            tokens = spend.setdefault("tokens", {"input": 0, "output": 0})
-            tokens["input"] = int(tokens.get("input") or 0) + in_tokens
-            tokens["output"] = int(tokens.get("output") or 0) + out_tokens
-            spend["costUsd"] = round(float(spend.get("costUsd") or 0.0) + cost, 6)
-            spend["activeMs"] = int(spend.get("activeMs") or 0) + duration_ms
-            if spends:
-                spend["iterations"] = int(spend.get("iterations") or 0) + 1
-            s["iter"] = it.number
-            s["iterationOpen"] = not spends
-            ledger = DeliveryLedger.from_json(s.get("delivery"))
-            s["delivery"] = conclude(ledger, outcome_stands=spends).to_json()
-            s["agentPid"] = None
-            s["agentStartTime"] = None
-            s["attemptDir"] = None
-            if session_id and self.config.context == "continue":
-                s["sessionId"] = session_id
-            if s.get("stopNow"):
-                s["stopRequested"] = True
-            if totals is not None:
-                s["usageBaseline"] = {
-                    "sessionId": totals.session_id,
-                    "input": totals.input_tokens,
-                    "output": totals.output_tokens,
-                }
-
-        previous_session = self.state.get("sessionId")
-        projected = copy.deepcopy(self.state)
-        record(projected)
-        facts = IterationFacts(
-            number=it.number,
-            outcome=outcome,
-            final_message=report.final_message,
-            response_digest=digest,
-            tool_calls=report.tool_calls,
-            progress=progress,
-            prompt=it.prompt,
-            error_signature=signature,
-            error_text=error_text,
-            duration_ms=duration_ms,
-            reset_at_ms=report.reset_at_ms,
-            fatal=classification is not None
-            and not classification.ok
-            and (
-                classification.error_kind is ErrorKind.AUTH
-                or (report.reset_at_ms is None and needs_payment(classification.message))
-            ),
-        )
-        decision = decide(
-            counters_from_state(projected, interrupted=self.interrupts.stop),
-            facts,
-            self.policy,
-            self.clock.now_ms(),
-        )
-        counters = counter_change(decision, signature)
-
-        def record_and_count(s: dict[str, Any]) -> None:
-            record(s)
-            counters(s)
-
-        before_spend = dict(self.state.get("spend") or {})
-        state = self._update(record_and_count)
-        spend = state["spend"]
-        self._retire_messages()
-        self._warn_of_budgets(before_spend, spend)
-        self._keep_memory()
-        if session_id and session_id != previous_session and len(session_id) <= 64:
-            self._emit(EventType.SESSION_ATTACHED, iteration=it.number, sessionId=session_id)
-        if report.input_tokens is not None or report.cost_usd is not None:
-            self._emit(
-                EventType.USAGE_UPDATE,
-                iteration=it.number,
-                tokens=dict(spend["tokens"]),
-                costUsd=spend["costUsd"],
-            )
-        self._emit(
-            EventType.ITERATION_END,
-            iteration=it.number,
-            excerpt=excerpt(response),
-            outcome=outcome.value,
-            exitCode=result.exit_code,
-            endedBy=result.ended_by.value,
-            tokens=dict(spend["tokens"]),
-            costUsd=spend["costUsd"],
-            iterationTokens={"input": in_tokens, "output": out_tokens},
-            iterationCostUsd=report.cost_usd,
-            filesChanged=files_changed,
-            commits=len(commits),
-            toolCalls=report.tool_calls,
-            progress=progress.value,
-            sessionId=session_id if session_id and len(session_id) <= 64 else None,
-            durationMs=duration_ms,
-            error=excerpt(error_text) if error_text else None,
-            oversizedLines=result.oversized_lines or None,
-            rawOutput=result.write_error or ("truncated" if result.raw_truncated else None),
-        )
-        return self._apply(decision, it)
-
-    def _keep_memory(self, *, start: bool = False) -> None:
-        """The memory file (seed 003): put back if the agent deleted it, created empty at
-        the run's start if there is none, and copied into the run folder."""
-        try:
-            if memory.restore_if_missing(self.cwd, self.folder):
-                self._emit(
-                    EventType.MEMORY_RESTORED,
-                    note=f"{memory_path(self.cwd)} was gone; restored from the run's copy",
-                )
-            if start:
-                memory.ensure_memory(self.cwd)
-            memory.keep_copy(self.cwd, self.folder)
-        except OSError as error:
-            self._emit(EventType.WARNING, note=f"memory file: {error.strerror or error}")
-
-    def _warn_of_budgets(self, before: dict[str, Any], after: dict[str, Any]) -> None:
-        """A budget warning for the next iteration, through the one delivery path."""
-
-        def amounts(spend: dict[str, Any]) -> dict[str, float]:
-            tokens = spend.get("tokens") or {}
-            total = int(tokens.get("input") or 0) + int(tokens.get("output") or 0)
-            return {"cost_usd": float(spend.get("costUsd") or 0.0), "tokens": float(total)}
-
-        limits = {"cost_usd": self.policy.max_cost_usd, "tokens": self.policy.max_tokens}
-        for notice in budget_warnings(amounts(before), amounts(after), limits):
-            try:
-                self.delivery.notice(MessageKind.BUDGET_WARNING, notice)
-            except (StateFileError, UsageError) as error:
-                self._emit(EventType.WARNING, note=f"inbox: {error}")
-
-    def _say_undelivered(self) -> None:
-        """Messages still queued when the run ends never reach the agent: say so."""
-        left = [*self.delivery.inbox.pending(), *self.delivery.inbox.taken()]
-        if left:
-            ids = ", ".join(m.id for m in left[:5]) + (", …" if len(left) > 5 else "")
-            self._emit(
-                EventType.WARNING,
-                note=f"{len(left)} message(s) never reached the agent: the run ended first ({ids})",
-            )
-
-    def _retire_messages(self) -> None:
-        ledger = self._ledger()
-        if not ledger.retired:
-            return
-        try:
-            left = self.delivery.retire(ledger)
-        except StateFileError as error:
-            self._emit(EventType.WARNING, note=f"inbox: {error}")
-            return
-        self._update(lambda s: s.update(delivery=left.to_json()))
-
-    def _apply(self, decision: Decision, it: _Iteration) -> RunResult | None:
-        if decision.stagnation_streak:
-            self._emit(
-                EventType.STAGNATION,
-                iteration=it.number,
-                streak=decision.stagnation_streak,
-                limit=self.policy.stagnation_limit,
-            )
-        if decision.warning:
-            self._emit(EventType.WARNING, iteration=it.number, note=decision.warning)
-        if decision.action is Action.COMPLETE:
-            return self._finish(EventType.COMPLETE, decision.reason or "", decision.note)
-        if decision.action is Action.ABORT:
-            note = decision.note
-            if decision.reason == Reason.STAGNATION:
-                model = f" with model {self.config.model}" if self.config.model else ""
-                note = (
-                    f"{note}: no diff, no commit, and the same answer or no tool call, "
-                    f"from agent {self.adapter.name}{model}; check that this agent "
-                    "and model can work in this repository"
-                )
-            elif decision.reason == Reason.USER_STOPPED:
-                note = self._stop_note()
-            return self._finish(EventType.ABORT, decision.reason or "", note)
-        if decision.action in (Action.WAIT, Action.BACKOFF) and decision.wait_until_ms:
-            self._wait(decision)
-        return None
-
-    def _wait(self, decision: Decision) -> None:
-        until = int(decision.wait_until_ms or 0)
-        waiting_status = (
-            RunStatus.RATE_LIMITED if decision.action is Action.WAIT else RunStatus.WAITING
-        )
-        self._update(lambda s: s.update(status=waiting_status, waitingUntil=until))
-        if decision.action is Action.WAIT:
-            self._emit(EventType.RATE_LIMITED, waitingUntil=until, note=decision.note)
-        else:
-            self._emit(
-                EventType.WARNING,
-                note=f"backing off {max(0, until - self.clock.now_ms()) // 1000} s after: "
-                f"{decision.note}",
-                waitingUntil=until,
-            )
-        started = self.clock.monotonic()
-        while self.clock.now_ms() < until:
-            self.clock.sleep(
-                min(_FLAG_POLL_SECONDS, max(0.0, (until - self.clock.now_ms()) / 1000))
-            )
-            state = self._refresh()
-            if self.interrupts.stop or state.get("stopRequested") or state.get("paused"):
-                break
-        waited = int((self.clock.monotonic() - started) * 1000)
-
-        still_limited = decision.action is Action.WAIT and self.clock.now_ms() < until
-
-        def done(s: dict[str, Any]) -> None:
-            spend = s.setdefault("spend", {})
-            spend["waitingMs"] = int(spend.get("waitingMs") or 0) + waited
-            # A pause during a limit wait keeps the reset time: after resume the
-            # boundary waits out the rest instead of relaunching into the limit.
-            s.update(status=RunStatus.RUNNING, waitingUntil=until if still_limited else None)
-
-        self._update(done)
+    # -- the end ---------------------------------------------------------------------
 
     def _finish(self, terminal: EventType, reason: str, note: str | None) -> RunResult:
-        reason_text = str(reason.value if isinstance(reason, Reason) else reason)
-        status = status_for(terminal.value, reason_text)
-        self._say_undelivered()
+        """End the run at a boundary (or after an error), saying what never reached
+        the agent."""
+        self.briefing.undelivered()
+        return self.record.finish(terminal, reason, note)
 
-        def end(s: dict[str, Any]) -> None:
-            s.update(
-                terminated=True,
-                terminationReason=reason_text,
-                terminationNote=note,
-                status=status,
-                iterationOpen=False,
-                waitingUntil=None,
-                agentPid=None,
-                pid=None,
-            )
+    def _result(self, step: Step) -> RunResult:
+        ending = step.ending
+        assert ending is not None
+        return RunResult(self.run_id, ending.event, ending.reason, ending.note, ending.exit_code)
 
-        self._update(end)
-        spend = self.state.get("spend") or {}
-        self._emit(
-            terminal,
-            reason=reason_text,
-            note=note,
-            iteration=int(self.state.get("iter") or 0),
-            tokens=spend.get("tokens"),
-            costUsd=spend.get("costUsd"),
-        )
-        self.log.sync()
-        return RunResult(
-            self.run_id,
-            terminal.value,
-            reason_text,
-            note,
-            exit_code_for(terminal.value, reason_text),
-        )
+    def _end_after(self, error: BaseException) -> None:
+        """An error escaped the loop: end the run with one ``abort`` if it has not
+        ended (best effort: the disk may be what failed)."""
+        if self.state.terminated or not isinstance(error, Exception):
+            return
+        note = f"internal error: {type(error).__name__}: {error}"
+        try:
+            self._finish(EventType.ABORT, Reason.INTERNAL_ERROR, note)
+        except Exception:
+            pass

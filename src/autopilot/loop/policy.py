@@ -19,62 +19,9 @@ Nothing here reads a clock, a file or a process; the driver passes everything in
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
+from autopilot.core.vocabulary import Action, Outcome, Progress, Reason
 from autopilot.loop.completion import MatchMode, explicit_not_done, promise_present
-
-
-class Outcome(StrEnum):
-    """How one iteration ended (the ``outcome`` of ``iteration_end``, SPEC §6)."""
-
-    OK = "ok"
-    AGENT_ERROR = "agent_error"
-    RATE_LIMITED = "rate_limited"
-    TIMEOUT = "timeout"
-    IDLE_TIMEOUT = "idle_timeout"
-    LAUNCH_FAILED = "launch_failed"
-    KILLED = "killed"
-
-
-class Progress(StrEnum):
-    """Whether an iteration changed anything observable."""
-
-    MADE = "made"
-    NONE = "none"
-    UNKNOWN = "unknown"
-
-
-class Action(StrEnum):
-    """What the driver does next."""
-
-    CONTINUE = "continue"
-    BACKOFF = "backoff"
-    WAIT = "wait"
-    PAUSE = "pause"
-    COMPLETE = "complete"
-    ABORT = "abort"
-
-
-class Reason(StrEnum):
-    """The closed vocabulary of terminal reasons (SPEC §4)."""
-
-    COMPLETION_PROMISE = "completion_promise"
-    BACKLOG_DONE = "backlog_done"
-    ABORT_PROMISE = "abort_promise"
-    STAGNATION = "stagnation"
-    MAX_ITERATIONS = "max_iterations"
-    MAX_COST = "max_cost"
-    MAX_TOKENS = "max_tokens"
-    MAX_DURATION = "max_duration"
-    USER_STOPPED = "user_stopped"
-    AGENT_FAILING = "agent_failing"
-    SEND_ERROR = "send_error"
-    SUPERVISOR_GIVEUP = "supervisor_giveup"
-
-
-LIMIT_REASONS = frozenset(
-    {Reason.MAX_ITERATIONS, Reason.MAX_COST, Reason.MAX_TOKENS, Reason.MAX_DURATION}
-)
 
 FAILED_OUTCOMES = frozenset({Outcome.AGENT_ERROR, Outcome.LAUNCH_FAILED})
 

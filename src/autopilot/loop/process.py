@@ -22,12 +22,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import psutil
 
+from autopilot.core.vocabulary import EndedBy
 from autopilot.store.lines import LineSplitter
 from autopilot.store.private import create_private
 
@@ -35,17 +35,6 @@ _READ_BYTES = 256 * 1024
 _STDERR_TAIL_BYTES = 8192
 _POLL_SECONDS = 0.25
 _PR_SET_PDEATHSIG = 1
-
-
-class EndedBy(StrEnum):
-    """Why the agent process stopped being read."""
-
-    EXIT = "exit"
-    RESULT_GRACE = "result_grace"
-    TIMEOUT = "timeout"
-    IDLE_TIMEOUT = "idle_timeout"
-    KILLED = "killed"
-    LAUNCH_FAILED = "launch_failed"
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,13 @@
-"""What a relaunched driver repairs before it goes on (seed 003, "After a reboot").
+"""What a relaunched driver repairs before it goes on (``docs/formats.md``, "Crash recovery").
 
-* An attempt that was running when the driver died is counted, not lost: its raw
-  output is parsed again for the tokens and cost it spent, and the wall time it ran
-  is charged, so budgets hold across any number of crashes (field report 11).
+* An attempt that was running when the driver died is counted, not lost: if its
+  decision is in the log (``decision_applied``), that decision is applied; otherwise
+  its raw output is parsed again for the tokens and cost it spent and for the
+  agent's final result, and the attempt is concluded like any other (a COMPLETE it
+  printed before the crash completes the run), so budgets hold across any number of
+  crashes. The same holds for an attempt whose agent started before the driver
+  recorded it (a crash during the spawn): its processes are found by the run id and
+  iteration in their environment.
 * The run's two records agree on whether it ended: a terminal event without
   ``terminated`` in ``state.json``, or the reverse (a crash between the two writes),
   is completed from the other.
@@ -12,18 +17,28 @@
 from __future__ import annotations
 
 import contextlib
-import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psutil
 
 from autopilot.agents.base import AgentAdapter, IterationReport
-from autopilot.store.events import EventLog, EventType, excerpt, read_events
+from autopilot.core.attempt import Attempt
+from autopilot.core.change import StateChange
+from autopilot.core.spend import larger
+from autopilot.core.state import Spend, Tokens
+from autopilot.core.step import conclude
+from autopilot.core.vocabulary import EndedBy, EventType, RunStatus
+from autopilot.loop.observe import LIMIT_ERROR_KINDS, sane_report
+from autopilot.loop.process import end_process_group_of
+from autopilot.loop.record import RunRecord, absorb, loop_state, write_step
+from autopilot.store.events import EventLog, read_events
 from autopilot.store.fold import fold
 from autopilot.store.lines import iter_lines
-from autopilot.store.state import RunStatus, StateStore
+from autopilot.store.run_state import RunState
+from autopilot.store.rundir import AttemptDir, RunDir
+from autopilot.store.state import StateStore
 
 _MAX_RECOVERED_LINE_BYTES = 16 * 1024 * 1024
 
@@ -46,21 +61,21 @@ def recover_attempt(folder: Path | None, adapter: AgentAdapter) -> RecoveredAtte
     if folder is None or not folder.is_dir():
         return None
     parser = adapter.new_parser()
-    stdout = folder / "stdout.log"
+    attempt = AttemptDir(folder)
     try:
-        with stdout.open("rb") as stream:
+        with attempt.stdout.open("rb") as stream:
             # Streamed: a line over the cap is skipped as it passes (the raw copy can
             # hold gigabytes), so recovery takes linear time and bounded memory.
             for raw in iter_lines(stream, max_line_bytes=_MAX_RECOVERED_LINE_BYTES):
                 parser.feed(raw.decode("utf-8", "replace"))
-        started = (folder / "prompt.md").stat().st_mtime
-        ended = stdout.stat().st_mtime
+        started = attempt.prompt.stat().st_mtime
+        ended = attempt.stdout.stat().st_mtime
     except OSError:
         return RecoveredAttempt(IterationReport(), 0)
     return RecoveredAttempt(parser.report(), max(0, int((ended - started) * 1000)))
 
 
-def reconcile_terminal(folder: Path, store: StateStore, log: EventLog) -> dict[str, Any]:
+def reconcile_terminal(folder: RunDir, store: StateStore, log: EventLog) -> RunState:
     """Make ``state.json`` and ``events.jsonl`` agree that a run ended, if either says so.
 
     Call as the log's only writer (holding the run's ``driver.lock``). A torn last
@@ -74,36 +89,39 @@ def reconcile_terminal(folder: Path, store: StateStore, log: EventLog) -> dict[s
     """
     state = store.read()
     log.end_torn_line()
-    snapshot = fold(read_events(folder / "events.jsonl"))
-    if snapshot.terminal and not state.get("terminated"):
+    snapshot = fold(read_events(folder.events))
+    if snapshot.terminal and not state.terminated:
         completed = snapshot.status == "complete"
-        state = store.update(
-            lambda s: s.update(
-                terminated=True,
-                terminationReason=snapshot.reason if isinstance(snapshot.reason, str) else None,
-                terminationNote=snapshot.note if isinstance(snapshot.note, str) else None,
-                status=RunStatus.COMPLETED if completed else RunStatus.STOPPED,
-                iterationOpen=False,
-                pid=None,
-                agentPid=None,
-            )
-        )
-    elif state.get("terminated") and not snapshot.terminal:
-        completed = state.get("status") == RunStatus.COMPLETED
+        # The step that ended the run, if the crash came before its state write.
+        change = logged_change(folder, state)
+
+        def end(s: RunState) -> None:
+            if change is not None:
+                absorb(s, change)
+            s.terminated = True
+            s.termination_reason = snapshot.reason if isinstance(snapshot.reason, str) else None
+            s.termination_note = snapshot.note if isinstance(snapshot.note, str) else None
+            s.status = RunStatus.COMPLETED if completed else RunStatus.STOPPED
+            s.iteration_open = False
+            s.pid = s.agent_pid = None
+
+        state = store.update(end)
+    elif state.terminated and not snapshot.terminal:
+        completed = state.status is RunStatus.COMPLETED
         log.emit(
             EventType.COMPLETE if completed else EventType.ABORT,
-            reason=state.get("terminationReason") or ("completion_promise" if completed else None),
-            note=state.get("terminationNote"),
-            iteration=state.get("iter"),
+            reason=state.termination_reason or ("completion_promise" if completed else None),
+            note=state.termination_note,
+            iteration=state.iteration,
             repaired=True,
         )
         log.sync()
     return state
 
 
-def remove_stale_temp_files(folder: Path) -> None:
+def remove_stale_temp_files(folder: RunDir) -> None:
     """Remove ``state.json.tmp.*`` left by writers that died mid-write."""
-    for leftover in folder.glob("state.json.tmp.*"):
+    for leftover in folder.path.glob(f"{folder.state.name}.tmp.*"):
         pid = leftover.name.split(".")[3] if leftover.name.count(".") >= 3 else ""
         if pid.isdigit() and psutil.pid_exists(int(pid)):
             continue  # a writer is at work
@@ -111,62 +129,87 @@ def remove_stale_temp_files(folder: Path) -> None:
             leftover.unlink()
 
 
-def charge_interrupted_attempt(
-    store: StateStore, log: EventLog, adapter: AgentAdapter, state: dict[str, Any]
-) -> dict[str, Any] | None:
-    """Charge the attempt a dead driver left running and close it with an
-    ``iteration_end`` (outcome ``killed``, ``endedBy: driver_died``).
+def logged_change(folder: RunDir, state: RunState) -> StateChange | None:
+    """The ``decision_applied`` record of the open attempt, if the log has one.
 
-    Its tokens and cost come from its saved output, its time from the output's last
-    write; it counts as a spent iteration. Call holding the run's ``driver.lock``.
+    A driver appends a step's events (ending with ``decision_applied``) before it
+    writes ``state.json``; a crash between the two leaves the attempt open in the
+    state although its decision is on record. That record's change is returned, to
+    be applied as it was decided.
+    """
+    if state.attempt_dir is None:
+        return None
+    name = Path(state.attempt_dir).name
+    found: StateChange | None = None
+    for event in read_events(folder.events):
+        if event.get("type") == EventType.DECISION_APPLIED and event.get("attempt") == name:
+            change = event.get("change")
+            try:
+                found = StateChange.from_json(change if isinstance(change, dict) else {})
+            except ValueError:
+                continue
+    return found
+
+
+def open_attempt_left(
+    record: RunRecord, folder: RunDir, adapter: AgentAdapter, now_ms: int
+) -> Attempt | None:
+    """On a relaunch: the attempt a dead driver left open, to be concluded.
+
+    Its leftover agent processes are ended first. If the log holds its decision
+    (the crash came between the log and the state), that decision is applied here
+    and None is returned; otherwise the attempt as its saved output tells it.
+    """
+    state = record.state
+    if state.agent_pid is None or state.agent_pid == os.getpid():
+        return None
+    end_process_group_of(state.agent_pid, state.agent_start_time, state.run_id)
+    change = logged_change(folder, state)
+    if change is not None:
+        record.update(lambda s: absorb(s, change))
+        return None
+    return interrupted_attempt(state, adapter, now_ms)
+
+
+def settle_open_attempt(
+    folder: RunDir,
+    store: StateStore,
+    log: EventLog,
+    adapter: AgentAdapter,
+    now_ms: int,
+    *,
+    stop_note: str | None = None,
+) -> RunState:
+    """Where no driver runs (``stop``, the supervisor giving up): the attempt a dead
+    driver left open is settled as a relaunch would settle it — its agent processes
+    ended, then its logged decision applied, or else the attempt concluded from its
+    saved output (``stop_note``: recorded as stopped, with these words).
+
+    Call holding the run's ``driver.lock``.
 
     Returns:
-        The event written, or None when no attempt was open.
+        The state after it (unchanged when no attempt was open).
+
+    Raises:
+        StateFileError: the state cannot be read or written.
     """
-    if not isinstance(state.get("agentPid"), int):
-        return None
-    folder = state.get("attemptDir")
-    recovered = recover_attempt(Path(folder) if isinstance(folder, str) else None, adapter)
-    report = recovered.report if recovered else None
-    in_tokens = _count(report.input_tokens) if report else 0
-    out_tokens = _count(report.output_tokens) if report else 0
-    cost = report.cost_usd if report and _sane_cost(report.cost_usd) else None
-    duration_ms = recovered.duration_ms if recovered else 0
-
-    def charge(s: dict[str, Any]) -> None:
-        spend = s.setdefault("spend", {})
-        tokens = spend.setdefault("tokens", {"input": 0, "output": 0})
-        tokens["input"] = int(tokens.get("input") or 0) + in_tokens
-        tokens["output"] = int(tokens.get("output") or 0) + out_tokens
-        spend["costUsd"] = round(float(spend.get("costUsd") or 0.0) + (cost or 0.0), 6)
-        spend["activeMs"] = int(spend.get("activeMs") or 0) + duration_ms
-        spend["iterations"] = int(spend.get("iterations") or 0) + 1
-        s.update(iterationOpen=False, agentPid=None, agentStartTime=None, attemptDir=None)
-
-    spend = store.update(charge)["spend"]
-    final = (report.final_message or report.last_root_text or "") if report else ""
-    return log.emit(
-        EventType.ITERATION_END,
-        iteration=int(state.get("iter") or 0),
-        excerpt=excerpt(final),
-        outcome="killed",
-        endedBy="driver_died",
-        tokens=dict(spend["tokens"]),
-        costUsd=spend["costUsd"],
-        iterationTokens={"input": in_tokens, "output": out_tokens},
-        iterationCostUsd=cost,
-        durationMs=duration_ms,
-        error="the driver died during this iteration; its spend was recovered from the "
-        "saved output and it counts against the budgets",
+    state = store.read()
+    if state.agent_pid is None:
+        return state
+    end_process_group_of(state.agent_pid, state.agent_start_time, state.run_id)
+    change = logged_change(folder, state)
+    if change is not None:
+        return store.update(lambda s: absorb(s, change))
+    attempt = interrupted_attempt(state, adapter, now_ms)
+    if attempt is None:
+        return state
+    before = loop_state(
+        state,
+        interrupted=stop_note is not None,
+        stop_note=stop_note or "stop requested",
+        agent=state.agent,
     )
-
-
-def _count(value: int | None) -> int:
-    return value if isinstance(value, int) and 0 <= value < 10**10 else 0
-
-
-def _sane_cost(value: float | None) -> bool:
-    return isinstance(value, float | int) and math.isfinite(value) and 0 <= value < 10_000
+    return write_step(store, log, conclude(before, attempt, state.config.policy(), now_ms))
 
 
 def open_iteration(log_path: Path) -> int | None:
@@ -181,38 +224,116 @@ def open_iteration(log_path: Path) -> int | None:
     return open_number
 
 
-def close_unrecorded_attempt(
-    folder: Path, store: StateStore, log: EventLog, adapter: AgentAdapter, run_id: str
-) -> dict[str, Any] | None:
-    """Close an iteration whose agent started but whose driver died before recording
-    it in ``state.json`` (a crash during the spawn): its agent processes, found by the
-    run's id and the iteration in their environment, are ended, and the attempt is
-    charged from its saved output like any interrupted attempt.
+def unrecorded_attempt(
+    state: RunState, folder: RunDir, adapter: AgentAdapter, now_ms: int
+) -> Attempt | None:
+    """On a relaunch: an attempt whose agent started but whose driver died before
+    recording it in ``state.json`` (``iteration_start`` is in the log, the state has
+    no open attempt). Its agent processes, found by the run's id and the iteration in
+    their environment, are ended; the attempt is then concluded from its saved output
+    like any interrupted attempt.
 
-    Call holding the run's ``driver.lock``, when ``state.json`` records no agent.
-
-    Returns:
-        The ``iteration_end`` written, or None when no iteration was left open.
+    Call holding the run's ``driver.lock``.
     """
-    state = store.read()
-    number = open_iteration(folder / "events.jsonl")
-    if number is None or state.get("iterationOpen") or isinstance(state.get("agentPid"), int):
+    number = open_iteration(folder.events)
+    if number is None or state.iteration_open or state.agent_pid is not None:
         return None
     for process in psutil.process_iter():
         try:
             env = process.environ()
-            if env.get("AUTOPILOT_RUN_ID") != run_id or env.get("AUTOPILOT_ITERATION") != str(
-                number
-            ):
+            if env.get("AUTOPILOT_RUN_ID") != state.run_id:
                 continue
-            from autopilot.loop.process import end_process_group_of
-
-            end_process_group_of(process.pid, process.create_time(), run_id)
+            if env.get("AUTOPILOT_ITERATION") != str(number):
+                continue
+            end_process_group_of(process.pid, process.create_time(), state.run_id)
         except (psutil.Error, OSError):
             continue
     attempts = sorted(
-        folder.glob(f"iter-{number:04d}*"), key=lambda p: p.stat().st_mtime if p.exists() else 0
+        folder.path.glob(f"{folder.attempt(number).path.name}*"),
+        key=lambda p: p.stat().st_mtime if p.exists() else 0,
     )
-    state = store.update(lambda s: s.update(iter=number))
-    synthetic = dict(state, agentPid=0, attemptDir=str(attempts[-1]) if attempts else None)
-    return charge_interrupted_attempt(store, log, adapter, synthetic)
+    return attempt_from_output(number, attempts[-1] if attempts else None, adapter, now_ms)
+
+
+def interrupted_attempt(state: RunState, adapter: AgentAdapter, now_ms: int) -> Attempt | None:
+    """The attempt a dead driver left open, as far as its saved output tells.
+
+    Its tokens and cost come from the output, its time from the output's last write.
+    If the agent had printed its final result (agents often linger after it), its
+    verdict stands as if the driver had seen it end; otherwise it counts as
+    ``killed``. Either way it spends an iteration (budgets hold across crashes).
+
+    Returns:
+        The ``Attempt`` (``ended_by`` ``DRIVER_DIED``), or None when none was open.
+    """
+    if state.agent_pid is None:
+        return None
+    folder = Path(state.attempt_dir) if state.attempt_dir is not None else None
+    return attempt_from_output(state.iteration, folder, adapter, now_ms)
+
+
+def attempt_from_output(
+    number: int, folder: Path | None, adapter: AgentAdapter, now_ms: int
+) -> Attempt:
+    """Attempt ``folder`` of iteration ``number``, as its saved output tells it
+    (``ended_by`` ``DRIVER_DIED``; see ``interrupted_attempt``)."""
+    recovered = recover_attempt(folder, adapter)
+    report = sane_report(recovered.report, now_ms) if recovered else IterationReport()
+    try:
+        prompt = (
+            AttemptDir(folder).prompt.read_text(encoding="utf-8", errors="replace")
+            if folder
+            else ""
+        )
+    except OSError:
+        prompt = ""
+    classification = adapter.classify(report, 0, "") if report.result_seen else None
+    failed = classification is not None and not classification.ok
+    return Attempt(
+        number=number,
+        folder=folder.name if folder is not None else "",
+        prompt=prompt,
+        ended_by=EndedBy.DRIVER_DIED,
+        exit_code=None,
+        result_seen=report.result_seen,
+        agent_failed=failed,
+        usage_limited=failed
+        and classification is not None
+        and classification.error_kind in LIMIT_ERROR_KINDS,
+        agent_error=classification.message if failed and classification else None,
+        final_message=report.final_message,
+        last_root_text=report.last_root_text,
+        tool_calls=report.tool_calls,
+        session_id=report.session_id,
+        input_tokens=report.input_tokens,
+        output_tokens=report.output_tokens,
+        cost_usd=report.cost_usd,
+        duration_ms=recovered.duration_ms if recovered else 0,
+    )
+
+
+def restore_spend(record: RunRecord, folder: RunDir) -> None:
+    """On a relaunch, spend is the larger of state.json's and the event log's: a
+    ``state.json`` rewritten while no driver ran can only raise it (logged)."""
+    logged = logged_spend(folder)
+    spend = record.state.spend
+    restored = larger(spend, logged)
+    if restored != spend:
+        record.update(lambda s: setattr(s, "spend", restored))
+        record.emit(
+            EventType.WARNING,
+            note="spend restored from the event log, which records more than state.json",
+        )
+
+
+def logged_spend(folder: RunDir) -> Spend:
+    """The run's spend as its event log tells it (cumulative figures of the last
+    ``iteration_end``), to be compared with ``state.json``'s on a relaunch."""
+    snapshot = fold(read_events(folder.events))
+    tokens = snapshot.tokens
+    return Spend(
+        cost_usd=float(snapshot.costUsd),
+        tokens=Tokens(int(tokens.get("input") or 0), int(tokens.get("output") or 0)),
+        active_ms=int(snapshot.activeMs),
+        iterations=snapshot.iterationsSpent,
+    )

@@ -3,7 +3,7 @@
 A run is *ended* once ``state.json`` says ``terminated``. Otherwise it is *active*
 while a driver holds its ``driver.lock`` (an ``fcntl`` lock the OS drops when the
 holder dies) or while the recorded driver process is alive (pid **and** start
-time, ``control.driver_alive``); it is *gone* when neither holds; and *unknown*
+time, ``runtime.liveness.driver_alive``); it is *gone* when neither holds; and *unknown*
 when that cannot be told (no readable state, a lock that cannot be probed, no
 driver recorded yet, or a driver on another host). ``prune`` never touches an active or unknown run.
 """
@@ -14,14 +14,12 @@ import errno
 import fcntl
 import os
 import socket
-from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
-from autopilot.control import driver_alive
-
-DRIVER_LOCK = "driver.lock"
+from autopilot.runtime.liveness import driver_alive
+from autopilot.store.run_state import RunState
+from autopilot.store.rundir import RunDir
 
 
 class Activity(StrEnum):
@@ -43,7 +41,7 @@ def driver_lock_held(run_dir: Path) -> bool | None:
         True if held, False if free or absent, None if it cannot be probed.
     """
     try:
-        fd = os.open(run_dir / DRIVER_LOCK, os.O_RDONLY)
+        fd = os.open(RunDir(run_dir).driver_lock, os.O_RDONLY)
     except FileNotFoundError:
         return False
     except OSError:
@@ -61,13 +59,12 @@ def driver_lock_held(run_dir: Path) -> bool | None:
         os.close(fd)
 
 
-def _elsewhere(state: Mapping[str, Any]) -> bool:
+def _elsewhere(state: RunState) -> bool:
     """The driver was recorded on another host: its pid means nothing here."""
-    host = state.get("host")
-    return isinstance(host, str) and bool(host) and host != socket.gethostname()
+    return bool(state.host) and state.host != socket.gethostname()
 
 
-def run_activity(run_dir: Path, state: Mapping[str, Any] | None) -> Activity:
+def run_activity(run_dir: Path, state: RunState | None) -> Activity:
     """Classify a run from its ``state.json`` (None if unreadable) and its lock.
 
     Returns:
@@ -75,14 +72,14 @@ def run_activity(run_dir: Path, state: Mapping[str, Any] | None) -> Activity:
     """
     if state is None:
         return Activity.UNKNOWN
-    if state.get("terminated"):
+    if state.terminated:
         return Activity.ENDED
     held = driver_lock_held(run_dir)
     if held:
         return Activity.ACTIVE
     if _elsewhere(state):
         return Activity.UNKNOWN
-    alive = driver_alive(dict(state))
+    alive = driver_alive(state)
     if alive:
         return Activity.ACTIVE
     if held is None or alive is None:
@@ -90,15 +87,15 @@ def run_activity(run_dir: Path, state: Mapping[str, Any] | None) -> Activity:
     return Activity.GONE
 
 
-def driver_running(run_dir: Path, state: Mapping[str, Any] | None) -> bool | None:
+def driver_running(run_dir: Path, state: RunState | None) -> bool | None:
     """For the live view: True while a driver runs, False when gone, None if unknown.
 
     Checks the recorded process first (no lock probe while it is alive), so
     calling this every few seconds never races a driver for its lock.
     """
-    if state is None or state.get("terminated") or _elsewhere(state):
+    if state is None or state.terminated or _elsewhere(state):
         return None
-    alive = driver_alive(dict(state))
+    alive = driver_alive(state)
     if alive:
         return True
     held = driver_lock_held(run_dir)

@@ -40,6 +40,7 @@ from autopilot.redact import has_secret_shape
 from autopilot.store.events import iter_event_lines
 from autopilot.store.index import INDEX_FILE, read_index
 from autopilot.store.paths import is_valid_run_id, list_run_ids, runs_root
+from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly
 from autopilot.workspace.cleanup import find_strandings
 
@@ -237,7 +238,7 @@ def check_runs(root: Path) -> list[Finding]:
     counts: Counter[Activity] = Counter()
     for run_id in list_run_ids(root):
         folder = root / run_id
-        state = read_state_quietly(folder / "state.json")
+        state = read_state_quietly(RunDir(folder).state)
         if state is None:
             findings.append(Finding(Level.FAIL, f"run {run_id}", "state.json is unreadable"))
             continue
@@ -248,7 +249,7 @@ def check_runs(root: Path) -> list[Finding]:
                 Finding(
                     Level.FAIL,
                     f"run {run_id}",
-                    f"driver gone (pid {state.get('pid')}) but the run never terminated; "
+                    f"driver gone (pid {state.pid}) but the run never terminated; "
                     f"`autopilot start {run_id}` relaunches it, `autopilot stop {run_id}` ends it",
                 )
             )

@@ -26,6 +26,7 @@ from pathlib import Path
 from autopilot.manage.activity import Activity, driver_lock_held, run_activity
 from autopilot.store.index import INDEX_FILE, index_lock, read_index
 from autopilot.store.paths import is_valid_run_id, list_run_ids, started_at_of
+from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly, write_atomically
 from autopilot.workspace.cleanup import Cleanup, clean_up_run, unsaved_work
 from autopilot.workspace.run_workspace import RunPlace
@@ -71,8 +72,9 @@ def last_activity_ms(root: Path, run_id: str, row_ts: int | None) -> int:
     moments = [started_at_of(run_id)]
     if row_ts is not None:
         moments.append(row_ts)
-    for name in ("state.json", "events.jsonl"):
-        moment = _mtime_ms(root / run_id / name)
+    folder = RunDir(root / run_id)
+    for path in (folder.state, folder.events):
+        moment = _mtime_ms(path)
         if moment is not None:
             moments.append(moment)
     return max(moments)
@@ -94,16 +96,16 @@ def _keep_reason(folder: Path) -> str | None:
     held = driver_lock_held(folder)
     if held is not False:
         return "a driver holds it" if held else "its lock cannot be checked"
-    state = read_state_quietly(folder / "state.json")
+    state = read_state_quietly(RunDir(folder).state)
     if state is None:
         # A folder that never got a state.json never started; a corrupt one is kept.
-        return "state.json unreadable" if (folder / "state.json").exists() else None
+        return "state.json unreadable" if RunDir(folder).state.exists() else None
     activity = run_activity(folder, state)
     if activity is Activity.ACTIVE:
         return "driver alive"
     if activity is Activity.UNKNOWN:
         return "driver state unknown"
-    return unsaved_work(RunPlace.from_state_json(state))
+    return unsaved_work(RunPlace.from_state_json(state.to_json()))
 
 
 def plan_prune(root: Path, older_than_ms: int, now_ms: int) -> PrunePlan:
@@ -237,7 +239,7 @@ def apply_prune(root: Path, plan: PrunePlan, *, branches: bool = False) -> Prune
             state = read_state_quietly(root / run_id / "state.json")
             if state is not None:
                 cleanup = clean_up_run(
-                    root / run_id, RunPlace.from_state_json(state), branches=branches
+                    root / run_id, RunPlace.from_state_json(state.to_json()), branches=branches
                 )
                 result.git[run_id] = cleanup
                 if cleanup.blocked:

@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 from autopilot.errors import AutopilotError
-from autopilot.loop.arming import describe_ending
 from autopilot.loop.clock import SystemClock
 from autopilot.loop.signals import Interrupts
 
@@ -27,28 +26,34 @@ def drive_detached(root: Path, run_id: str) -> int:
     Raises:
         AutopilotError: the run cannot be driven (ended, locked, agent missing, …).
     """
-    from autopilot.control import adapter_of
+    from autopilot.core.ending import describe_ending
+    from autopilot.core.vocabulary import EventType
     from autopilot.loop.driver import Driver
+    from autopilot.runtime.agents import adapter_for_state
     from autopilot.runtime.keepawake import KeepAwake
-    from autopilot.store.events import EventLog, EventType
+    from autopilot.runtime.locks import ProjectLock, RunLocks
+    from autopilot.store.events import EventLog
     from autopilot.store.paths import run_dir
+    from autopilot.store.rundir import RunDir
     from autopilot.store.state import read_state
 
     interrupts = Interrupts()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, interrupts.handle)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    folder = run_dir(root, run_id)
-    adapter = adapter_of(read_state(folder / "state.json"))
+    folder = RunDir(run_dir(root, run_id))
+    state = read_state(folder.state)
+    adapter = adapter_for_state(state)
     adapter.check_installed()
+    locks = RunLocks(ProjectLock(root, Path(state.cwd or ".")), run_id, folder)
     clock = SystemClock()
-    notes = EventLog(folder / "events.jsonl", run_id, clock.now_ms)
+    notes = EventLog(folder.events, run_id, clock.now_ms)
     awake = KeepAwake(
         f"autopilot run {run_id}", lambda line: notes.emit(EventType.WARNING, note=line)
     )
     awake.hold()
     try:
-        result = Driver(root, run_id, adapter, clock, interrupts).run()
+        result = Driver(root, run_id, adapter, clock, interrupts, locks=locks).run()
     finally:
         awake.release()
         notes.close()

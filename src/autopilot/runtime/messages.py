@@ -18,6 +18,7 @@ from autopilot.loop.clock import Clock
 from autopilot.store.events import EventLog, EventType, excerpt, read_events
 from autopilot.store.inbox import Inbox, new_message_id
 from autopilot.store.project_files import is_off
+from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state
 
 
@@ -37,7 +38,7 @@ def ids_in_log(run_folder: Path, event_type: EventType) -> set[str]:
     """The ``messageId`` of every ``event_type`` event in the run's log."""
     return {
         str(event["messageId"])
-        for event in read_events(run_folder / "events.jsonl")
+        for event in read_events(RunDir(run_folder).events)
         if event.get("type") == event_type.value and isinstance(event.get("messageId"), str)
     }
 
@@ -89,19 +90,19 @@ def queue_message(
     """
     check_text(text)
     if project is None:
-        state = read_state(run_folder / "state.json")
-        if state.get("terminated"):
+        state = read_state(RunDir(run_folder).state)
+        if state.terminated:
             raise UsageError(
                 f"run {run_folder.name} has already ended "
-                f"({state.get('terminationReason') or state.get('status')}); "
+                f"({state.termination_reason or state.status}); "
                 "it takes no more messages"
             )
-        project = Path(str(state.get("cwd") or "."))
+        project = Path(state.cwd or ".")
     now = clock.now_ms()
     message = Message(new_message_id(now), source, kind, text, now)
     autopilot_on = not is_off(project)
     own_log = log is None
-    event_log = log or EventLog(run_folder / "events.jsonl", run_folder.name, clock.now_ms)
+    event_log = log or EventLog(RunDir(run_folder).events, run_folder.name, clock.now_ms)
 
     def record(queued: Message) -> None:
         fields = queued_event_fields(queued, autopilot_on=autopilot_on)

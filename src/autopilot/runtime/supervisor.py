@@ -33,9 +33,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autopilot.core.restart import DaemonExit, RestartDecision, Verdict
+
+if TYPE_CHECKING:
+    from autopilot.store.run_state import RunState
 
 DAEMON_OUT = "daemon.out"
 DAEMON_ERR = "daemon.err"
@@ -205,42 +208,45 @@ class _Acts:
     def __init__(self, supervisor: Supervisor) -> None:
         from autopilot.loop.clock import SystemClock
         from autopilot.store.events import EventLog
+        from autopilot.store.rundir import RunDir
         from autopilot.store.state import StateStore
 
         self.supervisor = supervisor
-        self.folder = supervisor.folder
+        self.folder = RunDir(supervisor.folder)
         self.run_id = supervisor.run_id
         self.clock = SystemClock()
-        self.store = StateStore(self.folder / "state.json")
-        self.log = EventLog(self.folder / "events.jsonl", self.run_id, self.clock.now_ms)
+        self.store = StateStore(self.folder.state)
+        self.log = EventLog(self.folder.events, self.run_id, self.clock.now_ms)
 
-    def _state(self) -> dict[str, Any]:
+    def _state(self) -> RunState:
+        from autopilot.store.run_state import RunState
         from autopilot.store.state import read_state_quietly
 
-        return read_state_quietly(self.store.path) or {}
+        return read_state_quietly(self.store.path) or RunState()
 
     def attach(self, me: int) -> int:
         import socket
 
-        from autopilot.loop.arming import process_start_time
+        from autopilot.loop.identity import process_start_time
+        from autopilot.store.state import read_state_quietly
 
-        if not self._state():
+        if read_state_quietly(self.store.path) is None:
             print(f"autopilot: supervisor: cannot read {self.store.path}", file=sys.stderr)
             return 4
-        self.store.update(
-            lambda s: s.update(
-                supervisorPid=me,
-                supervisorStartTime=process_start_time(me),
-                host=socket.gethostname(),
-            )
-        )
+        started = process_start_time(me)
+
+        def record(s: RunState) -> None:
+            s.supervisor_pid, s.supervisor_start_time = me, started
+            s.host = socket.gethostname()
+
+        self.store.update(record)
         print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} supervisor {me} for {self.run_id}")
         return 0
 
     def forget(self, me: int) -> int:
-        def clear(s: dict[str, Any]) -> None:
-            if s.get("supervisorPid") == me:
-                s.update(supervisorPid=None, supervisorStartTime=None)
+        def clear(s: RunState) -> None:
+            if s.supervisor_pid == me:
+                s.supervisor_pid = s.supervisor_start_time = None
 
         self.store.update(clear)
         return 0
@@ -264,40 +270,39 @@ class _Acts:
         from autopilot.store.project_files import is_off
 
         state = self._state()
-        restarts = [
-            int(t) for t in state.get("supervisorRestarts") or () if isinstance(t, int | float)
-        ]
         facts = RunFacts(
-            terminated=bool(state.get("terminated")),
-            stop_requested=bool(state.get("stopRequested")),
-            status=str(state.get("status") or ""),
-            off=is_off(Path(str(state.get("cwd") or "."))),
-            driven_elsewhere=driver_lock_held(self.folder) is True,
+            terminated=state.terminated,
+            stop_requested=state.stop_requested,
+            status=state.status.value,
+            off=is_off(Path(state.cwd or ".")),
+            driven_elsewhere=driver_lock_held(self.folder.path) is True,
         )
+        restarts = list(state.supervisor_restarts)
         return decide_restart(ended, facts, restarts, self.clock.now_ms())
 
     def _autopilot_on(self) -> bool:
         from autopilot.store.project_files import is_off
 
-        return not is_off(Path(str(self._state().get("cwd") or ".")))
+        return not is_off(Path(self._state().cwd or "."))
 
     def _restarted(self, ended: DaemonExit, decision: RestartDecision) -> None:
         from autopilot.store.events import EventType
 
-        state = self.store.update(lambda s: s.update(supervisorRestarts=list(decision.restarts_ms)))
+        restarts = tuple(int(t) for t in decision.restarts_ms)
+        state = self.store.update(lambda s: setattr(s, "supervisor_restarts", restarts))
         self.log.emit(
             EventType.SUPERVISOR_RESTART,
             exitCode=ended.code,
             signal=ended.signal,
             note=decision.reason,
             restarts=len(decision.restarts_ms),
-            iteration=state.get("iter"),
+            iteration=state.iteration,
             autopilotOn=self._autopilot_on(),
         )
         from autopilot.loop.recovery import open_iteration
 
-        cut_short = isinstance(state.get("agentPid"), int) or state.get("iterationOpen")
-        if cut_short or open_iteration(self.folder / "events.jsonl") is not None:
+        cut_short = state.agent_pid is not None or state.iteration_open
+        if cut_short or open_iteration(self.folder.events) is not None:
             self._notice(CRASH_NOTICE.format(how=ended.describe()))
 
     def _notice(self, text: str) -> None:
@@ -306,7 +311,7 @@ class _Acts:
 
         with contextlib.suppress(Exception):  # the notice is help, never a reason to stop
             queue_message(
-                self.folder,
+                self.folder.path,
                 text,
                 self.clock,
                 source=MessageSource.DRIVER,
@@ -323,7 +328,7 @@ class _Acts:
             from autopilot import control
 
             state = self._state()
-            control.stop(self.folder, self.clock, reason=str(state.get("stopReason") or ""))
+            control.stop(self.folder.path, self.clock, reason=state.stop_reason or "")
         elif decision.verdict is Verdict.LEAVE and (ended.signal is not None or ended.code):
             self.log.emit(
                 EventType.WARNING,
@@ -335,15 +340,13 @@ class _Acts:
         """End the run in ``error``: one ``supervisor_giveup``, one ``abort``."""
         import filelock
 
-        from autopilot.control import adapter_of
-        from autopilot.loop.process import end_process_group_of
-        from autopilot.loop.recovery import charge_interrupted_attempt, reconcile_terminal
-        from autopilot.store.events import EventType
+        from autopilot.core.vocabulary import EventType, Reason, RunStatus
+        from autopilot.loop.recovery import reconcile_terminal, settle_open_attempt
+        from autopilot.runtime.agents import adapter_for_state
         from autopilot.store.private import PRIVATE_FILE_MODE
-        from autopilot.store.state import RunStatus
 
         lock = filelock.UnixFileLock(
-            str(self.folder / "driver.lock"), timeout=0, mode=PRIVATE_FILE_MODE
+            str(self.folder.driver_lock), timeout=0, mode=PRIVATE_FILE_MODE
         )
         try:
             lock.acquire()
@@ -351,13 +354,15 @@ class _Acts:
             return  # another driver took the run meanwhile: it is theirs now
         try:
             state = reconcile_terminal(self.folder, self.store, self.log)
-            if state.get("terminated"):
+            if state.terminated:
                 return
-            leftover = state.get("agentPid")
-            if isinstance(leftover, int):
-                end_process_group_of(leftover, state.get("agentStartTime"), self.run_id)
+            if state.agent_pid is not None:
                 with contextlib.suppress(Exception):
-                    charge_interrupted_attempt(self.store, self.log, adapter_of(state), state)
+                    adapter = adapter_for_state(state)
+                    now_ms = self.clock.now_ms()
+                    state = settle_open_attempt(self.folder, self.store, self.log, adapter, now_ms)
+                if state.terminated:
+                    return  # the attempt the daemon left had ended the run
             giveup = self.log.emit(
                 EventType.SUPERVISOR_GIVEUP,
                 note=decision.reason,
@@ -366,27 +371,21 @@ class _Acts:
                 signal=ended.signal,
             )
 
-            def end(s: dict[str, Any]) -> None:
-                s.update(
-                    terminated=True,
-                    terminationReason="supervisor_giveup",
-                    terminationNote=decision.reason,
-                    status=RunStatus.ERROR,
-                    iterationOpen=False,
-                    waitingUntil=None,
-                    agentPid=None,
-                    pid=None,
-                )
+            def end(s: RunState) -> None:
+                s.terminated, s.termination_reason = True, Reason.SUPERVISOR_GIVEUP.value
+                s.termination_note, s.status = decision.reason, RunStatus.ERROR
+                s.iteration_open, s.waiting_until_ms = False, None
+                s.agent_pid = s.pid = None
 
             state = self.store.update(end)
-            spend = state.get("spend") or {}
+            spend = state.spend
             self.log.emit(
                 EventType.ABORT,
-                reason="supervisor_giveup",
+                reason=Reason.SUPERVISOR_GIVEUP.value,
                 note=decision.reason,
-                iteration=int(state.get("iter") or 0),
-                tokens=spend.get("tokens"),
-                costUsd=spend.get("costUsd"),
+                iteration=state.iteration,
+                tokens=spend.tokens.to_json(),
+                costUsd=spend.cost_usd,
             )
             self.log.sync()
         finally:
@@ -394,10 +393,10 @@ class _Acts:
         if giveup is not None:
             self._notify(giveup, state)
 
-    def _notify(self, event: dict[str, Any], state: dict[str, Any]) -> None:
+    def _notify(self, event: dict[str, Any], state: RunState) -> None:
         from autopilot.store.events import EventType
 
-        urls = (state.get("config") or {}).get("notify") or []
+        urls = state.config.notify
         if not urls:
             return
         from autopilot.runtime.notify import Notifier, notification_for
@@ -405,7 +404,7 @@ class _Acts:
         notification = notification_for(event, self.run_id)
         if notification is None:
             return
-        notifier = Notifier(str(url) for url in urls)
+        notifier = Notifier(urls)
         notifier.send(notification)
         notifier.close()
         for failure in notifier.drain_failures():

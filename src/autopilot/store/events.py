@@ -1,9 +1,9 @@
 """The append-only event log (``events.jsonl``) and its line format.
 
 One JSON object per line, each with ``type``, ``ts`` (epoch milliseconds, an integer)
-and ``runId``. The vocabulary starts with seed 000's names and only ever grows:
+and ``runId``. The vocabulary starts with the Node tool's names and only ever grows:
 ``EVENT_TYPES`` is appended to, never reordered. Lines follow the seed system's
-writer contract (``reference/seed-event-contract.md`` §4.4, §4.6): compact JSON,
+writer contract (``docs/formats.md``, "Line format"): compact JSON,
 ``ensure_ascii=False``, no NaN/Infinity, at most 16 KiB per line, excerpts and notes
 cut at 500 UTF-16 code units without splitting a surrogate pair.
 """
@@ -14,76 +14,33 @@ import contextlib
 import json
 import math
 import os
-import re
 import sys
 from collections.abc import Iterator, Mapping
-from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any
 
+from autopilot.core.text import (
+    MAX_EXCERPT_UTF16_UNITS,
+    excerpt,
+    repair_surrogates,
+    utf16_units,
+)
+from autopilot.core.vocabulary import EventType
 from autopilot.redact import redact_value
 from autopilot.store.lines import iter_lines
 from autopilot.store.private import open_private
 
+__all__ = ["MAX_EXCERPT_UTF16_UNITS", "EventType", "excerpt", "utf16_units"]
+
 MAX_EVENT_LINE_BYTES = 16 * 1024
 """A serialized event line (without its newline) may be at most this long."""
 
-MAX_EXCERPT_UTF16_UNITS = 500
-"""``excerpt``, ``note``, ``reason``, ``argsSummary`` and ``desc`` are cut to this."""
 
 MAX_READ_LINE_BYTES = 1024 * 1024
 """Readers skip longer lines: 64 times what a writer may write, so something else
 appending to a log (or a corrupt file) cannot make a reader hold gigabytes."""
 
 _READ_CHUNK_BYTES = 1024 * 1024
-
-
-class EventType(StrEnum):
-    """Every event type autopilot writes; the value is the JSON ``type``.
-
-    Order matters and only grows (seed 000: "the schema is strictly additive").
-    The first 25 are the seed system's own ``EVENT_TYPES``.
-    """
-
-    ARMED = "armed"
-    ITERATION_START = "iteration_start"
-    ITERATION_END = "iteration_end"
-    PAUSE = "pause"
-    RESUME = "resume"
-    STAGNATION = "stagnation"
-    COMPLETE = "complete"
-    ABORT = "abort"
-    STAGE_START = "stage_start"
-    STAGE_END = "stage_end"
-    SUBSTAGE = "substage"
-    BACKLOG_SNAPSHOT = "backlog_snapshot"
-    WORKITEM_START = "workitem_start"
-    WORKITEM_END = "workitem_end"
-    STAGE_PLAN = "stage_plan"
-    STAGE_PLAN_AMEND = "stage_plan_amend"
-    TASK_LIST = "task_list"
-    TASK_START = "task_start"
-    TASK_END = "task_end"
-    COMMIT_OBSERVED = "commit_observed"
-    USAGE_UPDATE = "usage_update"
-    SESSION_ATTACHED = "session_attached"
-    WORKTREE_CREATED = "worktree_created"
-    WORKTREE_REMOVED = "worktree_removed"
-    WORKTREE_KEPT = "worktree_kept"
-    # autopilot's own, appended from here on.
-    MESSAGE_QUEUED = "message_queued"
-    MESSAGE_DELIVERED = "message_delivered"
-    RATE_LIMITED = "rate_limited"
-    CHECKPOINT = "checkpoint"
-    DECISION_APPLIED = "decision_applied"
-    SUPERVISOR_RESTART = "supervisor_restart"
-    SUPERVISOR_GIVEUP = "supervisor_giveup"
-    GATE = "gate"
-    AGENT_ERROR = "agent_error"
-    DRIVER_START = "driver_start"
-    WARNING = "warning"
-    WORKITEM_RECORDED = "workitem_recorded"
-    MEMORY_RESTORED = "memory_restored"
 
 
 EVENT_TYPES: tuple[str, ...] = tuple(t.value for t in EventType)
@@ -96,52 +53,6 @@ TERMINAL_EVENT_TYPES = frozenset({EventType.COMPLETE.value, EventType.ABORT.valu
 
 _CAPPED_FIELDS = ("excerpt", "note", "reason", "argsSummary", "desc")
 _UNREDACTED_FIELDS = frozenset({"type", "ts", "runId"})
-
-
-def utf16_units(text: str) -> int:
-    """Length of ``text`` in UTF-16 code units (astral characters count two)."""
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
-
-
-def excerpt(text: str, limit_units: int = MAX_EXCERPT_UTF16_UNITS) -> str:
-    """Cut ``text`` to at most ``limit_units`` UTF-16 code units.
-
-    Never splits a surrogate pair: an astral character that would straddle the limit
-    is left out whole. Lone surrogates (from bad input) are replaced with U+FFFD so
-    the result always encodes as UTF-8.
-
-    Args:
-        text: Any string.
-        limit_units: The cap, in UTF-16 code units (seed 000 uses 500).
-
-    Returns:
-        A prefix of ``text`` (after surrogate repair) within the cap.
-    """
-    if len(text) <= limit_units // 2 and not _has_surrogates(text):
-        return text
-    # Every character is at least one unit, so the answer lies in this prefix.
-    text = _repair_surrogates(text[:limit_units])
-    units = 0
-    for index, ch in enumerate(text):
-        units += 2 if ord(ch) > 0xFFFF else 1
-        if units > limit_units:
-            return text[:index]
-    return text
-
-
-def _has_surrogates(text: str) -> bool:
-    return _SURROGATE_RE.search(text) is not None
-
-
-def _repair_surrogates(text: str) -> str:
-    # Each surrogate code point becomes one U+FFFD (same UTF-16 length, same index),
-    # so the result stays aligned with the input and encodes as UTF-8.
-    if not _has_surrogates(text):
-        return text
-    return _SURROGATE_RE.sub("\ufffd", text)
-
-
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
 def serialize_event(event: Mapping[str, Any]) -> bytes | None:
@@ -181,7 +92,7 @@ def _dumps(record: Mapping[str, Any]) -> bytes:
         text = json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, RecursionError) as error:
         raise ValueError(f"not JSON-serializable: {error}") from None
-    return _repair_surrogates(text).encode("utf-8")
+    return repair_surrogates(text).encode("utf-8")
 
 
 def parse_event_line(line: bytes | str) -> dict[str, Any] | None:

@@ -1,6 +1,6 @@
 """``<runs-root>/index.jsonl``: one row per run, so ``list`` and ``stats`` read one file.
 
-A row is the run's ``armed`` event (seed 000), with ``ts`` (the seed's writer omits
+A row is the run's ``armed`` event (``docs/formats.md``), with ``ts`` (the seed's writer omits
 it; ours does not). Rows are appended whole; readers skip malformed lines and take
 any row whose ``type`` is ``armed`` with a non-empty string ``runId``.
 """

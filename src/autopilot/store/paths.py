@@ -4,7 +4,7 @@ Runs root: ``$AUTOPILOT_RUNS_DIR``, else the platform's user state directory
 (``platformdirs.user_state_path("autopilot") / "runs"``; on Linux
 ``~/.local/state/autopilot/runs``). It must resolve to a directory the user owns.
 A run's folder is ``<runs-root>/<runId>/`` with ``runId = <label>-<startedAtEpochMs>``
-(seed 000). Machine state never lives in the work tree, where an agent can delete it.
+(``docs/formats.md``). Machine state never lives in the work tree, where an agent can delete it.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 import platformdirs
 
 from autopilot.errors import RunNotFoundError, RunsRootError, UsageError
+from autopilot.store.rundir import RunDir
 
 RUNS_DIR_ENV = "AUTOPILOT_RUNS_DIR"
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -102,10 +103,7 @@ def list_run_ids(root: Path) -> list[str]:
         for entry in os.scandir(root)
         if entry.is_dir(follow_symlinks=False)
         and is_valid_run_id(entry.name)
-        and (
-            os.path.exists(os.path.join(entry.path, "state.json"))
-            or os.path.exists(os.path.join(entry.path, "events.jsonl"))
-        )
+        and RunDir(Path(entry.path)).has_records()
     ]
     return sorted(found, key=started_at_of, reverse=True)
 
@@ -134,10 +132,10 @@ def resolve_run(root: Path, ref: str | None, *, project: Path | None = None) -> 
     if ref is None:
         newest: str | None = None
         for run_id in run_ids:
-            state = read_state_quietly(root / run_id / "state.json")
-            if project is not None and (state is None or state.get("cwd") != str(project)):
+            state = read_state_quietly(RunDir(root / run_id).state)
+            if project is not None and (state is None or state.cwd != str(project)):
                 continue
-            if state is not None and not state.get("terminated"):
+            if state is not None and not state.terminated:
                 return run_id  # the active run is what "this project's run" means
             newest = newest or run_id
         if newest is not None:

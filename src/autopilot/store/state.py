@@ -1,37 +1,21 @@
-"""``state.json``: a run's only mutable file (SPEC §5, seed 000).
+"""``state.json`` on disk: locked read-modify-write, atomic replace (``docs/formats.md``).
 
 Every write takes an ``fcntl`` lock on ``state.json.lock`` (released by the OS when
 its holder dies, so a crash never leaves a run locked), reads the current file,
-applies a change, bumps ``version``, writes a temp file, fsyncs it and renames it
-into place. Concurrent ``pause`` and ``stop`` from two terminals never lose an
-update. Readers never take the lock: a rename is atomic, so they see the old file or
-the new one, never a mix.
+applies a change to its ``RunState``, bumps ``version``, writes a temp file, fsyncs
+it and renames it into place. Concurrent ``pause`` and ``stop`` from two terminals
+never lose an update. Readers never take the lock: a rename is atomic, so they see
+the old file or the new one, never a mix.
 
-Fields (seed names where they exist): ``runId``, ``label``, ``mode``,
-``contextMode``, ``agent``, ``model``, ``cwd``, ``startedAt`` (epoch ms), ``max``,
-``min``, ``iter``, ``status``, ``paused``, ``pausedAt``, ``totalPausedMs``,
-``stopRequested``, ``stopNow``, ``stopReason``, ``sessionId``, ``pid``,
-``pidStartTime`` (epoch s), ``host``, ``spend`` (``costUsd``, ``tokens``
-``{input, output}``, ``activeMs``, ``iterations``), ``waitingUntil``,
-``terminated``, ``terminationReason``, ``terminationNote``, ``config`` (what the
-run was armed with, so a restart applies the same limits) and ``version``; also
-``iterationOpen``, ``agentPid``, ``agentStartTime``, ``supervisorPid``,
-``supervisorStartTime`` and ``supervisorRestarts`` (epoch ms of the supervisor's
-restarts within its window), ``delivery`` (``core.delivery.DeliveryLedger``),
-``loop`` (the policy's streaks, see ``loop.counters``), ``prompt``
-(``{text, path}``), ``extraArgs``, ``command`` and ``usageBaseline``
-(``{sessionId, input, output}``).
-
-``read_state`` checks the type of every field autopilot reads (``validate_state``):
-a file that is JSON but not of this shape is as corrupt as a torn one, and readers
-may rely on the types. A missing field or ``null`` is fine (readers use defaults).
+The fields and their types are ``store.run_state``'s (``docs/formats.md``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 import json
-import math
 import os
 import re
 import threading
@@ -41,30 +25,12 @@ from typing import Any
 
 import filelock
 
-from autopilot.config import RunConfig
 from autopilot.errors import StateFileError
 from autopilot.redact import redact
 from autopilot.store.private import PRIVATE_FILE_MODE, make_private_dir, open_private
+from autopilot.store.run_state import RunState, decode_state
 
 LOCK_TIMEOUT_SECONDS = 30.0
-
-
-class RunStatus:
-    """The closed set of run statuses (seed 003), as their JSON values."""
-
-    RUNNING = "running"
-    PLANNING = "planning"
-    WAITING = "waiting"
-    RATE_LIMITED = "rate_limited"
-    PAUSED = "paused"
-    GATED = "gated"
-    AWAITING_USER = "awaiting_user"
-    IDLE = "idle"
-    COMPLETED = "completed"
-    STOPPED = "stopped"
-    ERROR = "error"
-
-    TERMINAL = frozenset({COMPLETED, STOPPED, ERROR})
 
 
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
@@ -76,142 +42,14 @@ def _repair_surrogates(text: str) -> str:
     return _SURROGATE_RE.sub("\ufffd", text)
 
 
-_TEXT = "a string"
-_FLAG = "true or false"
-_COUNT = "a whole number from 0 to 10^15"
-_NUMBER = "a number from 0 to 10^15"
-_OBJECT = "an object"
-_TEXTS = "a list of strings"
-_NUMBERS = "a list of numbers from 0 to 10^15"
-_MAX_NUMBER = 10**15
-"""Bound of every number in the file: epoch ms, durations, pids, tokens, USD."""
-
-_SHAPE: dict[str, str | dict[str, Any]] = {
-    "runId": _TEXT,
-    "label": _TEXT,
-    "mode": _TEXT,
-    "contextMode": _TEXT,
-    "agent": _TEXT,
-    "model": _TEXT,
-    "cwd": _TEXT,
-    "startedAt": _NUMBER,
-    "max": _COUNT,
-    "min": _COUNT,
-    "iter": _COUNT,
-    "iterationOpen": _FLAG,
-    "status": _TEXT,
-    "paused": _FLAG,
-    "pausedAt": _NUMBER,
-    "totalPausedMs": _NUMBER,
-    "stopRequested": _FLAG,
-    "stopNow": _FLAG,
-    "stopReason": _TEXT,
-    "sessionId": _TEXT,
-    "pid": _COUNT,
-    "pidStartTime": _NUMBER,
-    "host": _TEXT,
-    "agentPid": _COUNT,
-    "agentStartTime": _NUMBER,
-    "supervisorPid": _COUNT,
-    "supervisorStartTime": _NUMBER,
-    "supervisorRestarts": _NUMBERS,
-    "spend": {
-        "costUsd": _NUMBER,
-        "tokens": {"input": _COUNT, "output": _COUNT},
-        "activeMs": _NUMBER,
-        "waitingMs": _NUMBER,
-        "iterations": _COUNT,
-    },
-    "loop": {
-        "stagnationStreak": _COUNT,
-        "lastResponseDigest": _TEXT,
-        "failureStreak": _COUNT,
-        "lastFailureSignature": _TEXT,
-        "rateLimitWaits": _COUNT,
-    },
-    "waitingUntil": _NUMBER,
-    "terminated": _FLAG,
-    "terminationReason": _TEXT,
-    "terminationNote": _TEXT,
-    "prompt": {"text": _TEXT, "path": _TEXT},
-    "extraArgs": _TEXTS,
-    "command": _TEXTS,
-    "usageBaseline": {"sessionId": _TEXT, "input": _COUNT, "output": _COUNT},
-    "version": _COUNT,
-}
-"""The fields autopilot reads and their JSON types (``config`` is ``RunConfig``'s)."""
-
-
-def _fits(value: Any, kind: str) -> bool:
-    if kind == _TEXT:
-        return isinstance(value, str)
-    if kind == _FLAG:
-        return isinstance(value, bool)
-    if kind == _TEXTS:
-        return isinstance(value, list) and all(isinstance(item, str) for item in value)
-    if kind == _NUMBERS:
-        return isinstance(value, list) and all(_fits(item, _NUMBER) for item in value)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    if kind == _COUNT and not isinstance(value, int):
-        return False
-    return math.isfinite(value) and 0 <= value <= _MAX_NUMBER
-
-
-def _check_fields(
-    data: dict[str, Any], shape: dict[str, str | dict[str, Any]], prefix: str, path: Path | str
-) -> None:
-    for name, kind in shape.items():
-        value = data.get(name)
-        if value is None:
-            continue  # missing and null are the same: readers fall back to defaults
-        if isinstance(kind, dict):
-            if not isinstance(value, dict):
-                raise StateFileError(
-                    f"{path}: field '{prefix}{name}' must be {_OBJECT} (corrupt state file)"
-                )
-            _check_fields(value, kind, f"{prefix}{name}.", path)
-        elif not _fits(value, kind):
-            raise StateFileError(
-                f"{path}: field '{prefix}{name}' must be {kind} (corrupt state file)"
-            )
-
-
-def validate_state(state: Any, path: Path | str = "state.json") -> dict[str, Any]:
-    """Check that a parsed ``state.json`` has the shape autopilot reads.
-
-    Every field in the module docstring that is present and not ``null`` must have
-    its JSON type (numbers finite, from 0 to 10^15), and ``config`` must be what
-    ``RunConfig.from_json`` accepts. Unknown fields are left alone.
-
-    Args:
-        state: The parsed JSON.
-        path: The file it came from, for the message.
-
-    Returns:
-        ``state`` itself, now known to be a dict of the right shape.
-
-    Raises:
-        StateFileError: the first field of the wrong type, as one line, e.g.
-            ``<path>: field 'spend' must be an object (corrupt state file)``.
-    """
-    if not isinstance(state, dict):
-        raise StateFileError(f"{path} does not hold a JSON object (corrupt state file)")
-    _check_fields(state, _SHAPE, "", path)
-    if state.get("config") is not None:
-        RunConfig.from_json(state["config"], source=str(path))
-    return state
-
-
-def read_state(path: Path) -> dict[str, Any]:
-    """Read a ``state.json`` without locking, and check its shape (``validate_state``).
+def read_state_json(path: Path) -> dict[str, Any]:
+    """Read a ``state.json`` as JSON, without locking and without checking its shape.
 
     Lone surrogates in strings (``"\\ud83d"`` escapes) are replaced with U+FFFD, so
     whatever is read can be printed and written back.
 
     Raises:
-        StateFileError: the file is missing, unreadable, not JSON, not an object, or
-            a field autopilot reads has the wrong type.
+        StateFileError: the file is missing, unreadable, not JSON or not an object.
     """
     try:
         data = path.read_bytes()
@@ -225,48 +63,22 @@ def read_state(path: Path) -> dict[str, Any]:
             value = json.loads(_repair_surrogates(json.dumps(value, ensure_ascii=False)))
     except (ValueError, RecursionError):
         raise StateFileError(f"{path} is not valid JSON (corrupt state file)") from None
-    return validate_state(from_node_implementation(value), path)
+    if not isinstance(value, dict):
+        raise StateFileError(f"{path} does not hold a JSON object (corrupt state file)")
+    return value
 
 
-NODE_AGENT = "copilot"
-"""The agent of a run written by the Node implementation (it drives Copilot CLI)."""
+def read_state(path: Path) -> RunState:
+    """Read a ``state.json`` without locking and decode it (``decode_state``).
 
-
-def from_node_implementation(value: Any) -> Any:
-    """A ``state.json`` written by the Node implementation of the tool family, in ours.
-
-    It has ``iter`` and ``resetOn`` but no ``status``, ``config``, ``spend`` or
-    ``agent``: the status
-    is derived (``terminationReason`` ``complete`` means completed; ``error`` and
-    ``subprocess_failed`` an error; else stopped, or paused/running while not
-    terminated), the agent is ``copilot`` and ``iter`` iterations were spent. Any
-    other value is returned as it is.
+    Raises:
+        StateFileError: the file is missing, unreadable, not JSON, not an object, or
+            a field autopilot reads has the wrong type.
     """
-    # Its writer always writes ``resetOn`` and ``iter``, and never ``status`` or ``config``.
-    if not isinstance(value, dict) or not {"iter", "resetOn"} <= value.keys():
-        return value
-    if {"status", "config", "spend"} & value.keys():
-        return value
-    state = dict(value)
-    reason = state.get("terminationReason")
-    if state.get("terminated"):
-        status = RunStatus.COMPLETED if reason == "complete" else RunStatus.STOPPED
-        if reason in ("error", "subprocess_failed"):
-            status = RunStatus.ERROR
-    else:
-        status = RunStatus.PAUSED if state.get("paused") else RunStatus.RUNNING
-    state["status"] = status
-    state.setdefault("agent", NODE_AGENT)
-    iterations = state.get("iter")
-    if isinstance(iterations, int) and not isinstance(iterations, bool):
-        state["spend"] = {"iterations": iterations}
-    run_id = state.get("runId")
-    if isinstance(run_id, str) and "-" in run_id:
-        state.setdefault("label", run_id.rsplit("-", 1)[0])
-    return state
+    return decode_state(read_state_json(path), path)
 
 
-def read_state_quietly(path: Path) -> dict[str, Any] | None:
+def read_state_quietly(path: Path) -> RunState | None:
     """``read_state``, or None when it cannot be read."""
     try:
         return read_state(path)
@@ -306,7 +118,7 @@ _REDACTED_FIELDS = ("terminationNote", "terminationReason", "stopReason")
 """Fields that may quote an agent (its error text): written with secrets redacted."""
 
 
-def encode_state(state: dict[str, Any]) -> bytes:
+def encode_state(state: RunState | dict[str, Any]) -> bytes:
     """Two-space indented JSON with a trailing newline (the seed's layout).
 
     Lone surrogates in strings (e.g. a session id cut from an agent's output) are
@@ -317,9 +129,10 @@ def encode_state(state: dict[str, Any]) -> bytes:
         ValueError: NaN or an infinity in a number, or a circular reference.
         TypeError: a value JSON cannot hold.
     """
+    data = state.to_json() if isinstance(state, RunState) else state
     shown = {
         key: redact(value) if key in _REDACTED_FIELDS and isinstance(value, str) else value
-        for key, value in state.items()
+        for key, value in data.items()
     }
     text = json.dumps(shown, indent=2, ensure_ascii=False, allow_nan=False)
     return (_repair_surrogates(text) + "\n").encode()
@@ -340,7 +153,7 @@ class StateStore:
             mode=PRIVATE_FILE_MODE,
         )
 
-    def read(self) -> dict[str, Any]:
+    def read(self) -> RunState:
         """The current state, read without the lock.
 
         Raises:
@@ -348,8 +161,8 @@ class StateStore:
         """
         return read_state(self.path)
 
-    def create(self, state: dict[str, Any]) -> dict[str, Any]:
-        """Write the first version of the file.
+    def create(self, state: RunState) -> RunState:
+        """Write the first version of the file (``version`` 1).
 
         Raises:
             StateFileError: the file already exists or cannot be written.
@@ -357,20 +170,20 @@ class StateStore:
         with self._locked():
             if self.path.exists():
                 raise StateFileError(f"{self.path} already exists")
-            state = dict(state, version=1)
+            state = dataclasses.replace(state, version=1)
             self._write(state)
             return state
 
     def update(
         self,
-        change: Callable[[dict[str, Any]], None],
+        change: Callable[[RunState], None],
         *,
-        fallback: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+        fallback: RunState | None = None,
+    ) -> RunState:
         """Apply ``change`` to the state under the lock and write it back.
 
         Args:
-            change: Mutates the state dict in place.
+            change: Changes the state in place.
             fallback: Used instead of the file when it is corrupt or missing; the
                 corrupt file is kept beside it as ``state.json.corrupt-<version>`` so
                 nothing is lost, and a run folder that was deleted is made again
@@ -397,22 +210,21 @@ class StateStore:
                 if fallback is None:
                     raise
                 self._keep_corrupt_copy(fallback)
-                state = dict(fallback)
+                state = copy.deepcopy(fallback)
             change(state)
-            previous = state.get("version")
-            state["version"] = (previous if isinstance(previous, int) else 0) + 1
+            state.version += 1
             self._write(state)
             return state
 
-    def _keep_corrupt_copy(self, fallback: dict[str, Any]) -> None:
-        aside = self.path.with_name(f"{self.path.name}.corrupt-{fallback.get('version', 0)}")
+    def _keep_corrupt_copy(self, fallback: RunState) -> None:
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{fallback.version}")
         try:
             if self.path.exists():
                 os.replace(self.path, aside)
         except OSError:
             pass
 
-    def _write(self, state: dict[str, Any]) -> None:
+    def _write(self, state: RunState) -> None:
         try:
             write_atomically(self.path, encode_state(state))
         except (OSError, ValueError) as error:

@@ -14,20 +14,21 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import psutil
 import watchfiles
 
 from autopilot.manage.activity import driver_lock_held, driver_running
 from autopilot.store.events import TERMINAL_EVENT_TYPES
+from autopilot.store.run_state import RunState
+from autopilot.store.rundir import EVENTS_FILE, STATE_FILE, STDOUT_FILE, RunDir
 from autopilot.store.state import read_state_quietly
 from autopilot.view.plain import format_event
 from autopilot.view.tail import LogFollower, log_end
 
-WATCHED_NAMES = frozenset({"events.jsonl", "state.json", "stdout.log"})
+WATCHED_NAMES = frozenset({EVENTS_FILE, STATE_FILE, STDOUT_FILE})
 """The files whose changes matter to a view of a run."""
 
 STEP_MS = 15
@@ -38,7 +39,7 @@ DEBOUNCE_MS = 200
 
 CATCH_UP_BYTES = 4 * 1024 * 1024
 
-Liveness = Callable[[Path, Mapping[str, Any] | None], bool | None]
+Liveness = Callable[[Path, RunState | None], bool | None]
 
 
 def _interesting(change: watchfiles.Change, path: str) -> bool:
@@ -114,7 +115,7 @@ def follow_plain(
         log's last ``driver_start`` names no running process).
     """
     say = warn or (lambda text: print(text, file=sys.stderr))
-    path = run_dir / "events.jsonl"
+    path = RunDir(run_dir).events
     end = log_end(path) if from_end else None
     follower = LogFollower(path, end.offset, end.inode) if end else LogFollower(path)
     driver_pid: int | None = None
@@ -142,10 +143,10 @@ def follow_plain(
     for names in watch_run_dir(run_dir, stop, quiet_seconds=quiet_seconds):
         if drain():
             return 0
-        if names and "state.json" not in names:
+        if names and STATE_FILE not in names:
             continue
-        state = read_state_quietly(run_dir / "state.json")
-        if state is not None and state.get("terminated") and not names:
+        state = read_state_quietly(RunDir(run_dir).state)
+        if state is not None and state.terminated and not names:
             say(f"autopilot: run {run_dir.name} has ended but its log has no terminal event")
             return 0
         if names:

@@ -18,8 +18,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from autopilot.agents.base import AgentEvent, AgentEventKind, StreamParser, shorten
+from autopilot.agents.base import AgentEvent, StreamParser, shorten
+from autopilot.core.vocabulary import AgentEventKind
 from autopilot.errors import AutopilotError
+from autopilot.store.rundir import ATTEMPT_PREFIX, AttemptDir
 
 INITIAL_OUTPUT_BYTES = 256 * 1024
 """On attaching to an iteration, only its last 256 KiB of output are read."""
@@ -27,7 +29,7 @@ INITIAL_OUTPUT_BYTES = 256 * 1024
 RESULT_CHARS = 160
 RAW_CHARS = 400
 
-_FOLDER_RE = re.compile(r"^iter-(\d{4,})(?:\.(\d+))?$")
+_FOLDER_RE = re.compile(rf"^{ATTEMPT_PREFIX}(\d{{4,}})(?:\.(\d+))?$")
 
 
 class LineKind(StrEnum):
@@ -156,7 +158,7 @@ class OutputFollower:
     @property
     def path(self) -> Path | None:
         """The stdout file followed now."""
-        return self.folder / "stdout.log" if self.folder is not None else None
+        return AttemptDir(self.folder).stdout if self.folder is not None else None
 
     def attach(self, iteration: int) -> bool:
         """Follow ``iteration``'s latest attempt; True if that changed the folder."""

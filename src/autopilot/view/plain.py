@@ -19,7 +19,7 @@ from typing import Any
 from autopilot.redact import redact, redact_value
 from autopilot.view.safe import escape_controls
 
-_SKIP_KEYS = frozenset({"type", "ts", "runId"})
+_SKIP_KEYS = frozenset({"type", "ts", "runId", "change"})  # change: decision_applied's record
 _MAX_VALUE_CHARS = 160
 _NO_TIME = "??:??:??.???"
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from typing import Any
 from autopilot.manage.activity import driver_running
 from autopilot.store.index import read_index
 from autopilot.store.paths import is_valid_run_id
+from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly
 from autopilot.view.present import as_mapping, fmt_cost, fmt_count
 from autopilot.view.safe import shown
@@ -65,13 +66,7 @@ def last_terminal_event(path: Path) -> dict[str, Any] | None:
     The scan stops at the last ``iteration_start`` or ``armed``: a terminal event
     is always written after them.
     """
-    for raw in read_lines_backward(path, block_bytes=_SCAN_BLOCK_BYTES):
-        try:
-            row = json.loads(raw)
-        except (ValueError, RecursionError):
-            continue
-        if not isinstance(row, dict):
-            continue
+    for row in _rows_backward(path):
         kind = row.get("type")
         if kind in ("complete", "abort"):
             return row
@@ -81,17 +76,27 @@ def last_terminal_event(path: Path) -> dict[str, Any] | None:
 
 
 def last_logged_tokens(path: Path) -> Mapping[str, Any]:
-    """The cumulative ``tokens`` of the log's last row that has them (``{}``: none)."""
+    """The cumulative ``tokens`` of the log's last row that has them (``{}``: none).
+
+    A run written by the Node implementation of seeds 000/001 keeps its tokens only
+    there (its terminal rows and ``state.json`` have none).
+    """
+    for row in _rows_backward(path):
+        if isinstance(row.get("tokens"), Mapping):
+            return as_mapping(row["tokens"])
+        if row.get("type") in _STOP_TYPES:
+            break
+    return {}
+
+
+def _rows_backward(path: Path) -> Iterator[dict[str, Any]]:
     for raw in read_lines_backward(path, block_bytes=_SCAN_BLOCK_BYTES):
         try:
             row = json.loads(raw)
         except (ValueError, RecursionError):
             continue
-        if isinstance(row, dict) and isinstance(row.get("tokens"), Mapping):
-            return as_mapping(row["tokens"])
-        if isinstance(row, dict) and row.get("type") in _STOP_TYPES:
-            break
-    return {}
+        if isinstance(row, dict):
+            yield row
 
 
 def _int(value: Any) -> int | None:
@@ -105,42 +110,41 @@ def summarize_run(root: Path, row: Mapping[str, Any]) -> RunSummary:
     run_id = str(row["runId"])
     folder = root / run_id
     valid = is_valid_run_id(run_id)
-    state = read_state_quietly(folder / "state.json") if valid else None
-    terminal = last_terminal_event(folder / "events.jsonl") if valid else None
-    data: Mapping[str, Any] = state or {}
+    state = read_state_quietly(RunDir(folder).state) if valid else None
+    terminal = last_terminal_event(RunDir(folder).events) if valid else None
     if terminal is not None:
         reason = terminal.get("reason")
         outcome = f"{terminal['type']}:{reason}" if reason else str(terminal["type"])
     elif state is None:
         outcome = "missing" if not valid or not folder.exists() else "unknown"
-    elif data.get("terminated"):
-        kind = "complete" if data.get("status") == "completed" else "abort"
-        reason = data.get("terminationReason")
+    elif state.terminated:
+        kind = "complete" if state.completed else "abort"
+        reason = state.termination_reason
         outcome = f"{kind}:{reason}" if reason else kind
     else:
         running = driver_running(folder, state)
         outcome = {True: "active", False: "interrupted", None: "unknown"}[running]
-    spend = data.get("spend") if isinstance(data.get("spend"), Mapping) else None
-    source: Mapping[str, Any] = spend or terminal or {}
-    tokens = as_mapping(source.get("tokens"))
-    if not any(_int(tokens.get(key)) for key in ("input", "output")) and valid:
-        # A run written by the Node implementation keeps its tokens only in its log.
-        tokens = last_logged_tokens(folder / "events.jsonl")
-    iterations = _int(data.get("iter"))
+    # Spend is the larger of state.json's and the log's (a run written by the Node
+    # implementation keeps its tokens only in the log).
+    logged = terminal or {}
+    logged_tokens = last_logged_tokens(RunDir(folder).events) if valid else {}
+    spend = state.spend if state is not None else None
+    iterations = state.iteration if state is not None else None
     if iterations is None and terminal is not None:
         iterations = _int(terminal.get("iteration"))
-    agent = row.get("agent") or data.get("agent")
+    agent = row.get("agent") or (state.agent if state is not None else None)
     return RunSummary(
         run_id=run_id,
-        label=str(row.get("label") or data.get("label") or "-"),
+        label=str(row.get("label") or (state.label if state is not None else None) or "-"),
         agent=str(agent) if agent else None,
         outcome=outcome,
         iterations=iterations,
-        tokens_in=_int(tokens.get("input")) or 0,
-        tokens_out=_int(tokens.get("output")) or 0,
-        cost_usd=float(source.get("costUsd") or 0.0)
-        if isinstance(source.get("costUsd"), int | float)
-        else 0.0,
+        tokens_in=max(spend.tokens.input if spend else 0, _int(logged_tokens.get("input")) or 0),
+        tokens_out=max(spend.tokens.output if spend else 0, _int(logged_tokens.get("output")) or 0),
+        cost_usd=max(
+            spend.cost_usd if spend else 0.0,
+            float(logged["costUsd"]) if isinstance(logged.get("costUsd"), int | float) else 0.0,
+        ),
     )
 
 

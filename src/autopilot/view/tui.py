@@ -33,6 +33,8 @@ from autopilot.loop.clock import Clock, SystemClock
 from autopilot.manage.activity import driver_running
 from autopilot.store.events import TERMINAL_EVENT_TYPES
 from autopilot.store.fold import Snapshot, fold_event
+from autopilot.store.run_state import RunState
+from autopilot.store.rundir import EVENTS_FILE, STATE_FILE, STDOUT_FILE, RunDir
 from autopilot.store.state import read_state_quietly
 from autopilot.view import present
 from autopilot.view.dialogs import ConfirmStop, MessagePrompt
@@ -117,8 +119,9 @@ class WatchApp(App[None]):
         self._driver_thread = driver_thread
         self._on_interrupt = on_interrupt
         self._follow = follow
-        self.log_path = run_dir / "events.jsonl"
+        self.log_path = RunDir(run_dir).events
         self.state: dict[str, Any] | None = None
+        self._run_state: RunState | None = None
         self.snapshot = Snapshot()
         self.folded = False
         self.alive: bool | None = None
@@ -213,11 +216,11 @@ class WatchApp(App[None]):
             return
         names = message.names
         quiet = not names
-        if quiet or "state.json" in names:
+        if quiet or STATE_FILE in names:
             self._reload_state()
-        if quiet or "events.jsonl" in names:
+        if quiet or EVENTS_FILE in names:
             self._read_events()
-        if quiet or "stdout.log" in names:
+        if quiet or STDOUT_FILE in names:
             self._read_output()
         if quiet:
             self._reload_project_tasks()
@@ -227,10 +230,11 @@ class WatchApp(App[None]):
     # -- reading -----------------------------------------------------------------
 
     def _reload_state(self) -> None:
-        state = read_state_quietly(self.run_dir / "state.json")
+        state = read_state_quietly(RunDir(self.run_dir).state)
         if state is not None or self.state is None:
-            self.state = state
-        self.alive = self._liveness(self.run_dir, self.state)
+            self.state = state.to_json() if state is not None else None
+            self._run_state = state
+        self.alive = self._liveness(self.run_dir, self._run_state)
         keys = self._key_state()
         if keys != self._keys_shown:
             self._keys_shown = keys

@@ -1,15 +1,15 @@
 """The driver's locks: one driver per run, one active run per work tree.
 
 Both are ``fcntl`` locks (``filelock.UnixFileLock``), released by the OS when the
-driver dies, so a crash never leaves a run or a project locked (field report 17).
+driver dies, so a crash never leaves a run or a project locked.
 ``run`` takes the project lock before it creates a run, so a refused second run
 leaves nothing behind.
 
 A lock file can be deleted (by an agent, by a clean-up script): a process then
 creates a new file and locks it although the first holder still runs. So a lock is
 never the only witness: each acquisition also asks the recorded drivers themselves
-(``control.driver_alive``: pid **and** start time). A live driver of the same run,
-or of another run in the same work tree, refuses the lock.
+(``liveness.driver_alive``: pid **and** process identity). A live driver of the
+same run, or of another run in the same work tree, refuses the lock.
 """
 
 from __future__ import annotations
@@ -21,10 +21,15 @@ from pathlib import Path
 import filelock
 
 from autopilot.errors import RunLockedError
-from autopilot.loop.git import work_tree_root
+from autopilot.runtime.liveness import driver_alive
 from autopilot.store.paths import list_run_ids
 from autopilot.store.private import PRIVATE_FILE_MODE, make_private_dir, write_private
+from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly
+from autopilot.workspace.git import work_tree_root
+
+LOCKS_DIR = ".locks"
+"""``<runs-root>/.locks/``: the work trees' lock files."""
 
 
 class ProjectLock:
@@ -38,8 +43,9 @@ class ProjectLock:
     def __init__(self, root: Path, cwd: Path) -> None:
         self.root = root
         self.cwd = cwd
-        key = hashlib.sha256(str(work_tree_root(cwd)).encode()).hexdigest()[:16]
-        self._dir = root / ".locks"
+        self.work_tree = work_tree_root(cwd)
+        key = hashlib.sha256(str(self.work_tree).encode()).hexdigest()[:16]
+        self._dir = root / LOCKS_DIR
         self._owner = self._dir / f"{key}.owner"
         # Not thread-local: ``run`` takes it in the main thread and the driver, behind
         # the live view, runs in another.
@@ -56,7 +62,7 @@ class ProjectLock:
         """Take the lock.
 
         Args:
-            run_id: The run taking it (its own driver record is no rival).
+            run_id: The run taking it (its own driver record is not a rival).
 
         Raises:
             RunLockedError: another run is active in this work tree.
@@ -77,19 +83,15 @@ class ProjectLock:
 
     def _live_rival(self, run_id: str | None) -> str | None:
         """A run of this work tree, other than ``run_id``, whose driver is alive."""
-        from autopilot.control import driver_alive
-
-        mine = work_tree_root(self.cwd)
         for other in list_run_ids(self.root):
             if other == run_id:
                 continue
-            state = read_state_quietly(self.root / other / "state.json")
-            if state is None or state.get("terminated") or state.get("pid") == os.getpid():
+            state = read_state_quietly(RunDir(self.root / other).state)
+            if state is None or state.terminated or state.cwd is None or state.pid is None:
                 continue
-            cwd = state.get("cwd")
-            if not isinstance(cwd, str) or not driver_alive(state):
+            if state.pid == os.getpid() or not driver_alive(state):
                 continue
-            if work_tree_root(Path(cwd)) == mine:
+            if work_tree_root(Path(state.cwd)) == self.work_tree:
                 return other
         return None
 
@@ -113,12 +115,12 @@ class RunLocks:
         folder: The run's folder.
     """
 
-    def __init__(self, project: ProjectLock, run_id: str, folder: Path) -> None:
+    def __init__(self, project: ProjectLock, run_id: str, folder: RunDir) -> None:
         self.project = project
         self.run_id = run_id
-        self._folder = folder
+        self.folder = folder
         self._run_lock = filelock.UnixFileLock(
-            str(folder / "driver.lock"), timeout=0, thread_local=False, mode=PRIVATE_FILE_MODE
+            str(folder.driver_lock), timeout=0, thread_local=False
         )
 
     def acquire(self) -> None:
@@ -127,24 +129,20 @@ class RunLocks:
         Raises:
             RunLockedError: another driver holds the run, or another run the project.
         """
-        from autopilot.control import driver_alive
-
         try:
             self._run_lock.acquire()
         except filelock.Timeout:
             raise RunLockedError(f"run {self.run_id} is already being driven") from None
-        state = read_state_quietly(self._folder / "state.json")
-        if state is not None and state.get("pid") != os.getpid() and driver_alive(state) is True:
+        state = read_state_quietly(self.folder.state)
+        if state is not None and state.pid != os.getpid() and driver_alive(state) is True:
             # Its driver.lock was deleted, but its driver lives on.
             self._run_lock.release(force=True)
-            raise RunLockedError(
-                f"run {self.run_id} is already being driven (pid {state.get('pid')})"
-            )
+            raise RunLockedError(f"run {self.run_id} is already being driven (pid {state.pid})")
         if not self.project.held:
             try:
                 self.project.acquire(run_id=self.run_id)
             except RunLockedError:
-                self._run_lock.release()
+                self._run_lock.release(force=True)
                 raise
         self.project.set_owner(self.run_id)
 

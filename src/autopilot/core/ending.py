@@ -1,0 +1,66 @@
+"""How a run ends: its terminal event, status, exit code and the words for it.
+
+The documented exit codes: 0 complete, 1 aborted or failed, 3 a budget reached, 130
+stopped; 2 and 4 are the command line's usage and environment errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autopilot.core.vocabulary import LIMIT_REASONS, EventType, Reason, RunStatus
+
+EXIT_COMPLETE = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_LIMIT = 3
+EXIT_ENVIRONMENT = 4
+EXIT_INTERRUPTED = 130
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a run ended: its terminal event type, reason, note and exit code."""
+
+    run_id: str
+    terminal_type: str
+    reason: str
+    note: str | None
+    exit_code: int
+
+
+def exit_code_for(terminal_type: str, reason: str) -> int:
+    """The documented exit code for a terminal event."""
+    if terminal_type == EventType.COMPLETE:
+        return EXIT_COMPLETE
+    if reason == Reason.USER_STOPPED:
+        return EXIT_INTERRUPTED
+    if reason in LIMIT_REASONS:
+        return EXIT_LIMIT
+    return EXIT_FAILED
+
+
+def describe_ending(reason: str | None, *, completed: bool) -> str:
+    """How a run ended, in the same words everywhere people read it.
+
+    ``completed (completion_promise)``, ``stopped by the user``, ``budget reached
+    (max_cost)``, ``failed (agent_failing)`` or ``aborted (stagnation)``.
+    """
+    if completed:
+        return f"completed ({reason})" if reason else "completed"
+    if reason == Reason.USER_STOPPED:
+        return "stopped by the user"
+    if reason in LIMIT_REASONS:
+        return f"budget reached ({reason})"
+    if reason == Reason.AGENT_FAILING:
+        return f"failed ({reason})"
+    return f"aborted ({reason})" if reason else "aborted"
+
+
+def status_for(terminal_type: str, reason: str) -> RunStatus:
+    """The ``state.json`` status a terminal event leaves the run in."""
+    if terminal_type == EventType.COMPLETE:
+        return RunStatus.COMPLETED
+    if reason == Reason.AGENT_FAILING:
+        return RunStatus.ERROR
+    return RunStatus.STOPPED

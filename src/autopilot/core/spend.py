@@ -1,0 +1,53 @@
+"""Spend accounting: what an attempt adds to a run's spend, and which record wins.
+
+Every attempt is charged its tokens, cost and wall time, also one that hit a usage
+limit or failed (spend budgets hold through them); only an attempt that is not
+retried spends an iteration.
+"""
+
+from __future__ import annotations
+
+from autopilot.core.attempt import Attempt
+from autopilot.core.state import Spend, Tokens
+
+
+def charge(spend: Spend, attempt: Attempt, *, spends_iteration: bool) -> Spend:
+    """``spend`` with ``attempt``'s tokens, cost and time added.
+
+    Args:
+        spend: The run's spend before the attempt.
+        attempt: The attempt (its numbers already checked for sanity).
+        spends_iteration: The attempt counts against the iteration budget.
+
+    Returns:
+        A new ``Spend``; ``cost_usd`` is rounded to 10^-6 USD.
+    """
+    return Spend(
+        cost_usd=round(spend.cost_usd + (attempt.cost_usd or 0.0), 6),
+        tokens=Tokens(
+            spend.tokens.input + (attempt.input_tokens or 0),
+            spend.tokens.output + (attempt.output_tokens or 0),
+        ),
+        active_ms=spend.active_ms + attempt.duration_ms,
+        waiting_ms=spend.waiting_ms,
+        iterations=spend.iterations + (1 if spends_iteration else 0),
+    )
+
+
+def larger(first: Spend, second: Spend) -> Spend:
+    """Each figure at the larger of two records of the same run's spend.
+
+    On a relaunch the driver compares ``state.json`` with the event log (whose
+    ``iteration_end`` lines carry cumulative figures): a record rewritten by
+    someone else can only raise the spend, never lower it.
+    """
+    return Spend(
+        cost_usd=max(first.cost_usd, second.cost_usd),
+        tokens=Tokens(
+            max(first.tokens.input, second.tokens.input),
+            max(first.tokens.output, second.tokens.output),
+        ),
+        active_ms=max(first.active_ms, second.active_ms),
+        waiting_ms=max(first.waiting_ms, second.waiting_ms),
+        iterations=max(first.iterations, second.iterations),
+    )

@@ -1,0 +1,199 @@
+"""autopilot's closed vocabulary: one ``StrEnum`` per concept, used as the JSON value.
+
+The values are what ``state.json`` and ``events.jsonl`` hold (``docs/formats.md``);
+a name is never spelled as a bare string elsewhere in the code.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RunStatus(StrEnum):
+    """A run's ``status`` in ``state.json`` (``docs/formats.md``).
+
+    The one status vocabulary of a run: ``state.json``, ``list``, ``status`` and
+    ``watch`` all speak it; the seed log reader's own five statuses (``idle``,
+    ``running``, ``paused``, ``complete``, ``aborted``) map onto it
+    (``status_of_seed_fold``).
+    """
+
+    RUNNING = "running"
+    PLANNING = "planning"
+    WAITING = "waiting"
+    RATE_LIMITED = "rate_limited"
+    PAUSED = "paused"
+    GATED = "gated"
+    AWAITING_USER = "awaiting_user"
+    IDLE = "idle"
+    COMPLETED = "completed"
+    STOPPED = "stopped"
+    ERROR = "error"
+
+
+TERMINAL_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.ERROR})
+"""Statuses of a run that has ended."""
+
+
+def status_of_seed_fold(seed_status: str) -> RunStatus:
+    """The run status a folded log's seed status (``fold.Snapshot.status``) means."""
+    return {
+        "complete": RunStatus.COMPLETED,
+        "aborted": RunStatus.STOPPED,
+        "paused": RunStatus.PAUSED,
+        "running": RunStatus.RUNNING,
+    }.get(seed_status, RunStatus.IDLE)
+
+
+NODE_COMPLETE_REASON = "complete"
+"""The terminal reason the Node implementation of the tool family writes for a run
+that completed (its ``terminationReason`` and the ``complete`` event's ``reason``)."""
+
+NODE_FAILED_REASONS = frozenset({"error", "subprocess_failed"})
+"""Terminal reasons of the Node implementation that mean the agent failed."""
+
+
+class Outcome(StrEnum):
+    """How one iteration ended (the ``outcome`` of ``iteration_end``, ``docs/formats.md``)."""
+
+    OK = "ok"
+    AGENT_ERROR = "agent_error"
+    RATE_LIMITED = "rate_limited"
+    TIMEOUT = "timeout"
+    IDLE_TIMEOUT = "idle_timeout"
+    LAUNCH_FAILED = "launch_failed"
+    KILLED = "killed"
+
+
+class Progress(StrEnum):
+    """Whether an iteration changed anything observable."""
+
+    MADE = "made"
+    NONE = "none"
+    UNKNOWN = "unknown"
+
+
+class Action(StrEnum):
+    """What the driver does next."""
+
+    CONTINUE = "continue"
+    BACKOFF = "backoff"
+    WAIT = "wait"
+    PAUSE = "pause"
+    COMPLETE = "complete"
+    ABORT = "abort"
+    RETRY = "retry"
+
+
+class Reason(StrEnum):
+    """The closed vocabulary of terminal reasons (``docs/formats.md``)."""
+
+    COMPLETION_PROMISE = "completion_promise"
+    BACKLOG_DONE = "backlog_done"
+    ABORT_PROMISE = "abort_promise"
+    STAGNATION = "stagnation"
+    MAX_ITERATIONS = "max_iterations"
+    MAX_COST = "max_cost"
+    MAX_TOKENS = "max_tokens"
+    MAX_DURATION = "max_duration"
+    USER_STOPPED = "user_stopped"
+    AGENT_FAILING = "agent_failing"
+    SEND_ERROR = "send_error"
+    SUPERVISOR_GIVEUP = "supervisor_giveup"
+    PERMISSION_DENIED = "permission_denied"
+    INTERNAL_ERROR = "internal_error"
+
+
+LIMIT_REASONS = frozenset(
+    {Reason.MAX_ITERATIONS, Reason.MAX_COST, Reason.MAX_TOKENS, Reason.MAX_DURATION}
+)
+"""Terminal reasons that mean a budget was reached."""
+
+
+class AgentEventKind(StrEnum):
+    """Kinds of normalised agent events (what an adapter's parser reports)."""
+
+    TEXT = "text"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+    USAGE = "usage"
+    SESSION = "session"
+    RESULT = "result"
+    ERROR = "error"
+    RETRY = "retry"
+    RATE_LIMIT = "rate_limit"
+
+
+class ErrorKind(StrEnum):
+    """Why an agent's attempt failed, as far as its own output tells (the adapter's
+    classification)."""
+
+    AUTH = "auth"
+    RATE_LIMIT = "rate_limit"
+    USAGE_LIMIT = "usage_limit"
+    SERVER = "server"
+    NETWORK = "network"
+    INVALID_REQUEST = "invalid_request"
+    SESSION_NOT_FOUND = "session_not_found"
+    UNKNOWN = "unknown"
+
+
+class EndedBy(StrEnum):
+    """Why the agent process stopped being read."""
+
+    EXIT = "exit"
+    RESULT_GRACE = "result_grace"
+    TIMEOUT = "timeout"
+    IDLE_TIMEOUT = "idle_timeout"
+    KILLED = "killed"
+    LAUNCH_FAILED = "launch_failed"
+    DRIVER_DIED = "driver_died"
+
+
+class EventType(StrEnum):
+    """Every event type autopilot writes; the value is the JSON ``type``.
+
+    Order matters and only grows (the Node tool's log is "strictly additive").
+    The first 25 are the seed system's own ``EVENT_TYPES``.
+    """
+
+    ARMED = "armed"
+    ITERATION_START = "iteration_start"
+    ITERATION_END = "iteration_end"
+    PAUSE = "pause"
+    RESUME = "resume"
+    STAGNATION = "stagnation"
+    COMPLETE = "complete"
+    ABORT = "abort"
+    STAGE_START = "stage_start"
+    STAGE_END = "stage_end"
+    SUBSTAGE = "substage"
+    BACKLOG_SNAPSHOT = "backlog_snapshot"
+    WORKITEM_START = "workitem_start"
+    WORKITEM_END = "workitem_end"
+    STAGE_PLAN = "stage_plan"
+    STAGE_PLAN_AMEND = "stage_plan_amend"
+    TASK_LIST = "task_list"
+    TASK_START = "task_start"
+    TASK_END = "task_end"
+    COMMIT_OBSERVED = "commit_observed"
+    USAGE_UPDATE = "usage_update"
+    SESSION_ATTACHED = "session_attached"
+    WORKTREE_CREATED = "worktree_created"
+    WORKTREE_REMOVED = "worktree_removed"
+    WORKTREE_KEPT = "worktree_kept"
+    # autopilot's own, appended from here on.
+    MESSAGE_QUEUED = "message_queued"
+    MESSAGE_DELIVERED = "message_delivered"
+    RATE_LIMITED = "rate_limited"
+    CHECKPOINT = "checkpoint"
+    DECISION_APPLIED = "decision_applied"
+    SUPERVISOR_RESTART = "supervisor_restart"
+    SUPERVISOR_GIVEUP = "supervisor_giveup"
+    GATE = "gate"
+    AGENT_ERROR = "agent_error"
+    DRIVER_START = "driver_start"
+    WARNING = "warning"
+    WORKITEM_RECORDED = "workitem_recorded"
+    MEMORY_RESTORED = "memory_restored"
+    PERMISSION_DENIED = "permission_denied"

@@ -1,0 +1,182 @@
+"""The agent phase of an attempt: the adapter's invocation, the agent's environment,
+its output streamed through the adapter's parser (one ``substage`` per root tool
+call), and the attempt opened in ``state.json`` once the agent runs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from autopilot.agents.base import AgentAdapter, InvocationRequest, StreamParser, agent_environment
+from autopilot.core.vocabulary import AgentEventKind, EndedBy, EventType, RunStatus
+from autopilot.loop.identity import process_start_time
+from autopilot.loop.process import ProcessLimits, ProcessResult
+from autopilot.loop.record import RunRecord
+from autopilot.loop.runner import AgentRunner, RunRequest
+from autopilot.store.private import write_private
+from autopilot.store.run_state import RunState
+from autopilot.store.rundir import AttemptDir
+
+
+class Launcher:
+    """Starts the agent of each attempt through the injected runner.
+
+    Args:
+        adapter: The agent adapter.
+        runner: Starts agent processes.
+        record: The driver's record (events, the attempt opened in the state).
+        cwd: The work tree.
+        base_env: The environment agents inherit (default ``os.environ``).
+        run_id: Given to the agent as ``AUTOPILOT_RUN_ID`` (its run folder is not).
+    """
+
+    def __init__(
+        self,
+        adapter: AgentAdapter,
+        runner: AgentRunner,
+        record: RunRecord,
+        cwd: Path,
+        base_env: Mapping[str, str] | None,
+        run_id: str,
+    ) -> None:
+        self.adapter = adapter
+        self.runner = runner
+        self.record = record
+        self.cwd = cwd
+        self.base_env = dict(os.environ if base_env is None else base_env)
+        self.run_id = run_id
+
+    def limits(self) -> ProcessLimits:
+        """The attempt's limits: a duration budget also caps the wall-clock timeout."""
+        config, spent_ms = self.record.state.config, self.record.state.spend.active_ms
+        timeout = config.iteration_timeout_seconds
+        if config.max_duration_seconds:
+            left = max(1.0, config.max_duration_seconds - spent_ms / 1000)
+            timeout = left if timeout is None else min(timeout, left)
+        return ProcessLimits(
+            timeout_seconds=timeout,
+            idle_timeout_seconds=config.idle_timeout_seconds,
+            result_grace_seconds=config.result_grace_seconds,
+        )
+
+    def resume_session(self) -> str | None:
+        """The session to resume (``--continue``), if a valid one is stored."""
+        session = self.record.state.session_id
+        if session is None or self.record.state.config.context != "continue":
+            return None
+        if not self.adapter.supports_sessions:
+            return None
+        if not self.adapter.valid_session_id(session):
+            self.record.emit(
+                EventType.WARNING,
+                note=f"stored session id {session[:80]!r} is not one {self.adapter.name} "
+                "makes; starting a fresh session",
+            )
+            self.record.update(lambda s: setattr(s, "session_id", None))
+            return None
+        return session
+
+    def run(
+        self,
+        number: int,
+        prompt: str,
+        attempt: AttemptDir,
+        resume: str | None,
+        texts: list[str],
+        should_kill: Callable[[], bool],
+        limits: ProcessLimits,
+        *,
+        on_open: Callable[[RunState], None] | None = None,
+        opened: Callable[[], None] | None = None,
+    ) -> tuple[ProcessResult, StreamParser]:
+        """Run one attempt of iteration ``number`` to its end.
+
+        Args:
+            number: The iteration.
+            prompt: Its prompt (saved in ``attempt.prompt``).
+            attempt: The attempt's folder.
+            resume: The session to resume, if any.
+            texts: Receives the last root assistant text.
+            should_kill: Polled; True ends the agent now.
+            limits: Timeouts and caps.
+            on_open: Also changes the state in the write that opens the attempt
+                (the messages' hand-off ledger).
+            opened: Called once that write is done (``message_delivered``).
+
+        Returns:
+            How the process ended, and the parser holding the agent's report. An
+            invocation the adapter cannot build (a prompt too long for argv, an
+            option refused) is a ``LAUNCH_FAILED`` result, never an exception.
+        """
+        parser = self.adapter.new_parser()
+        config = self.record.state.config
+        request = InvocationRequest(
+            prompt=prompt,
+            prompt_path=attempt.prompt,
+            cwd=self.cwd,
+            model=config.model,
+            resume_session_id=resume,
+            extra_args=self.record.state.extra_args,
+        )
+        try:
+            invocation = self.adapter.build_invocation(request)
+        except Exception as error:  # a prompt too long for argv, an option refused
+            message = f"cannot start {self.adapter.name}: {error}"
+            write_private(attempt.stderr, (message + "\n").encode("utf-8", "replace"))
+            return ProcessResult(EndedBy.LAUNCH_FAILED, None, message, message, 0, 0, 0.0), parser
+        env = agent_environment(
+            self.base_env,
+            invocation,
+            {"AUTOPILOT_RUN_ID": self.run_id, "AUTOPILOT_ITERATION": str(number)},
+            needed=self.adapter.env_needed,
+            exclude=config.env_exclude,
+        )
+        tool_calls = 0
+
+        def on_line(line: str) -> None:
+            nonlocal tool_calls
+            try:
+                events = parser.feed(line)
+            except Exception:
+                return  # agent output can never crash the driver
+            for event in events:
+                if event.subagent:
+                    continue
+                if event.kind is AgentEventKind.TEXT:
+                    texts[:] = [event.text]
+                elif event.kind is AgentEventKind.TOOL_CALL:
+                    # One substage per root tool call, as the seed's runner records them.
+                    tool_calls += 1
+                    self.record.emit(
+                        EventType.SUBSTAGE,
+                        iteration=number,
+                        sub=tool_calls,
+                        verb=(event.tool_name or "tool")[:32],
+                        argsSummary=event.text,
+                    )
+
+        def on_start(pid: int) -> None:
+            started = process_start_time(pid)
+
+            def open_attempt(s: RunState) -> None:
+                s.iteration, s.iteration_open = number, True
+                s.status, s.waiting_until_ms = RunStatus.RUNNING, None
+                s.agent_pid, s.agent_start_time = pid, started
+                s.attempt_dir = str(attempt.path)
+                if on_open is not None:
+                    on_open(s)
+
+            self.record.update(open_attempt)
+            if opened is not None:
+                opened()
+
+        request_run = RunRequest(invocation.argv, env, invocation.stdin, self.cwd, attempt, limits)
+        result = self.runner.run(
+            request_run,
+            on_line=on_line,
+            result_seen=lambda: parser.report().result_seen,
+            should_kill=should_kill,
+            on_start=on_start,
+        )
+        return result, parser

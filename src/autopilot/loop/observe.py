@@ -1,0 +1,170 @@
+"""From what an attempt left behind — the process's end, the adapter's report and
+classification, the work tree's marks — to the core's ``Attempt``.
+
+This is where agent-specific facts become plain ones: the adapter classifies the
+output, and whether a failure is a usage limit, or fatal (a refused login, no credit
+left), is read from its classification here, so ``core`` never sees a vendor rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from autopilot.agents.base import (
+    AgentAdapter,
+    Classification,
+    IterationReport,
+    SessionUsage,
+    apply_usage_baseline,
+)
+from autopilot.agents.failures import needs_payment
+from autopilot.core.attempt import Attempt, CommitSeen, Denial, SessionTotals
+from autopilot.core.state import UsageBaseline
+from autopilot.core.vocabulary import EndedBy, ErrorKind
+from autopilot.loop.process import ProcessResult
+from autopilot.workspace.marks import Commit, TreeMark, progress_between
+
+LIMIT_ERROR_KINDS = frozenset({ErrorKind.RATE_LIMIT, ErrorKind.USAGE_LIMIT})
+
+
+@dataclass
+class Observed:
+    """What the driver saw while the agent ran (root text and tool calls).
+
+    Attributes:
+        texts: The last root assistant text, if any.
+        tool_calls: Root tool calls seen (one ``substage`` each).
+    """
+
+    texts: list[str] = field(default_factory=list)
+    tool_calls: int = 0
+
+
+def classify(
+    adapter: AgentAdapter, report: IterationReport, result: ProcessResult
+) -> Classification | None:
+    """The adapter's classification of an attempt (None: the agent never ran).
+
+    An agent that gave its final result and lingered until the driver ended it
+    succeeded: ending it was the driver's doing, not a failure.
+    """
+    exit_code = result.exit_code or 0
+    if result.ended_by is EndedBy.RESULT_GRACE and result.ended_by_driver and report.result_seen:
+        exit_code = 0
+    if result.ended_by is EndedBy.LAUNCH_FAILED:
+        return None
+    return adapter.classify(report, exit_code, result.stderr_tail)
+
+
+def attempt_of(
+    *,
+    number: int,
+    folder: str,
+    prompt: str,
+    result: ProcessResult,
+    report: IterationReport,
+    classification: Classification | None,
+    before: TreeMark,
+    after: TreeMark,
+    commits: list[Commit],
+    files_changed: int | None,
+    duration_ms: int,
+    resumed_session: str | None,
+    last_root_text: str | None,
+) -> Attempt:
+    """The core's ``Attempt`` for one finished attempt (see ``core.attempt``)."""
+    failed = classification is not None and not classification.ok
+    limited = (
+        failed and classification is not None and classification.error_kind in LIMIT_ERROR_KINDS
+    )
+    out_of_credit = (
+        failed
+        and classification is not None
+        and report.reset_at_ms is None
+        and needs_payment(classification.message)
+    )
+    fatal = (
+        failed
+        and classification is not None
+        and (classification.error_kind is ErrorKind.AUTH or out_of_credit)
+    )
+    totals = report.session_usage
+    denials = getattr(report, "permission_denials", ())
+    return Attempt(
+        number=number,
+        folder=folder,
+        prompt=prompt,
+        ended_by=result.ended_by,
+        exit_code=result.exit_code,
+        result_seen=report.result_seen,
+        agent_failed=failed,
+        # Out of credit is not a limit that resets: waiting would never end.
+        usage_limited=limited and not out_of_credit,
+        fatal=fatal,
+        agent_error=classification.message if failed and classification else None,
+        launch_error=result.launch_error,
+        final_message=report.final_message,
+        last_root_text=last_root_text or report.last_root_text,
+        tool_calls=report.tool_calls,
+        session_id=report.session_id,
+        session_totals=SessionTotals(totals.session_id, totals.input_tokens, totals.output_tokens)
+        if totals is not None
+        else None,
+        input_tokens=report.input_tokens,
+        output_tokens=report.output_tokens,
+        cost_usd=report.cost_usd,
+        reset_at_ms=report.reset_at_ms,
+        resumed_session=resumed_session,
+        denials=tuple(Denial(d.tool, d.command) for d in denials),
+        progress=progress_between(before, after),
+        commits=tuple(CommitSeen(c.sha, c.subject, c.trailers) for c in commits),
+        files_changed=files_changed,
+        duration_ms=duration_ms,
+        was_stopped=result.was_stopped,
+        oversized_lines=result.oversized_lines,
+        raw_output_note=result.write_error or ("truncated" if result.raw_truncated else None),
+    )
+
+
+def with_baseline(report: IterationReport, baseline: UsageBaseline | None) -> IterationReport:
+    """``report`` with per-iteration tokens for agents that report session totals."""
+    stored = (
+        SessionUsage(baseline.session_id, baseline.input_tokens, baseline.output_tokens)
+        if baseline is not None
+        else None
+    )
+    return apply_usage_baseline(report, stored)
+
+
+_MAX_TOKENS_PER_ITERATION = 10**10
+_MAX_COST_PER_ITERATION_USD = 10_000.0
+_MAX_WAIT_MS = 31 * 24 * 3600 * 1000
+
+
+def sane_report(report: IterationReport, now_ms: int) -> IterationReport:
+    """The report with agent-supplied numbers that cannot be true dropped.
+
+    Tokens must be whole and below 10^10, cost finite and below $10,000, a reset
+    time within 31 days; anything else is treated as not reported, so absurd output
+    (``Infinity``, ``1e300``) can never corrupt spend or ``state.json``.
+    """
+
+    def tokens(value: int | None) -> int | None:
+        ok = isinstance(value, int) and 0 <= value < _MAX_TOKENS_PER_ITERATION
+        return value if ok else None
+
+    cost = report.cost_usd
+    if cost is not None and not (math.isfinite(cost) and 0 <= cost < _MAX_COST_PER_ITERATION_USD):
+        cost = None
+    reset = report.reset_at_ms
+    if reset is not None and not (isinstance(reset, int) and reset - now_ms < _MAX_WAIT_MS):
+        reset = None
+    return dataclasses.replace(
+        report,
+        input_tokens=tokens(report.input_tokens),
+        output_tokens=tokens(report.output_tokens),
+        cost_usd=cost,
+        reset_at_ms=reset,
+    )

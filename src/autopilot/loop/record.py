@@ -1,0 +1,220 @@
+"""The driver's record of its run: its own copy of the state, and durable writes.
+
+While a driver runs, its own figures are authoritative. Other processes may change
+only the control fields of ``state.json`` (pause, stop, ``stopNow`` and their times;
+a detached run's supervisor its own record), so every write starts from the driver's
+copy, takes the control fields (and fields this version does not know) from the file,
+and ignores the rest: an agent that rewrites ``spend`` in ``state.json`` cannot reset a budget; the change is logged as
+a ``warning`` event.
+
+A step is applied log first: its events are appended and fsynced, then the state is
+written. A crash between the two leaves the step's ``decision_applied`` record in the
+log, which recovery applies (``recovery.logged_change``); a crash before leaves an
+open attempt, which recovery concludes from its saved output.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from autopilot.core.change import LoopState, StateChange
+from autopilot.core.delivery import conclude as conclude_delivery
+from autopilot.core.ending import RunResult, exit_code_for, status_for
+from autopilot.core.step import Step
+from autopilot.core.vocabulary import EventType, RunStatus
+from autopilot.errors import StateFileError
+from autopilot.loop.identity import process_identity
+from autopilot.store.events import EventLog
+from autopilot.store.run_state import RunState
+from autopilot.store.state import StateStore
+
+CONTROL_FIELDS = (
+    "paused",
+    "paused_at_ms",
+    "total_paused_ms",
+    "stop_requested",
+    "stop_now",
+    "stop_reason",
+    "supervisor_pid",
+    "supervisor_start_time",
+    "supervisor_restarts",
+    "extra",
+)
+"""``RunState`` fields other processes may write while a driver runs."""
+
+_OWNED_FIELDS = ("spend", "loop", "iteration", "session_id", "config", "terminated", "delivery")
+"""Fields only the driver writes; a change by anyone else is reported."""
+
+
+def absorb(state: RunState, change: StateChange) -> None:
+    """Write a step's ``change`` into ``state`` (the attempt is closed; the messages
+    handed to it are retired unless the same iteration is tried again)."""
+    state.iteration, state.iteration_open = change.iteration, change.iteration_open
+    state.delivery = conclude_delivery(state.delivery, outcome_stands=not change.iteration_open)
+    state.spend, state.loop = change.spend, change.counters
+    state.session_id, state.usage_baseline = change.session_id, change.usage_baseline
+    state.agent_pid = state.agent_start_time = state.attempt_dir = None
+    if state.stop_now:
+        state.stop_requested = True
+    ending = change.ending
+    if ending is not None:
+        state.terminated, state.termination_reason = True, ending.reason
+        state.termination_note, state.status = ending.note, ending.status
+        state.iteration_open, state.waiting_until_ms, state.pid = False, None, None
+
+
+def loop_state(state: RunState, *, interrupted: bool, stop_note: str, agent: str) -> LoopState:
+    """What ``conclude`` reads of ``state`` (``interrupted``: a signal asked to stop)."""
+    return LoopState(
+        spend=state.spend,
+        counters=state.loop,
+        session_id=state.session_id,
+        usage_baseline=state.usage_baseline,
+        continue_session=state.config.context == "continue",
+        stop_requested=state.stop_requested or state.stop_now or interrupted,
+        stop_note=stop_note,
+        pause_requested=state.paused,
+        agent=agent,
+        model=state.config.model,
+    )
+
+
+def write_step(store: StateStore, log: EventLog, step: Step) -> RunState:
+    """Apply ``step`` where no driver runs (recovery by ``stop``): log, fsync, state.
+
+    Raises:
+        StateFileError: the state cannot be read or written.
+    """
+    for event in step.events:
+        log.emit(event.type, **event.fields)
+    log.sync()
+    return store.update(lambda s: absorb(s, step.change))
+
+
+class RunRecord:
+    """The driver's authoritative copy of its run's state, and its writes.
+
+    Args:
+        store: The run's ``state.json``.
+        log: The run's event log.
+        on_event: Called with every event written (the plain or live view).
+        notify: Also called with every event written (notifications; it decides
+            which events matter and must never block).
+    """
+
+    def __init__(
+        self,
+        store: StateStore,
+        log: EventLog,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+        notify: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.log = log
+        self.on_event = on_event
+        self.notify = notify
+        self.state = store.read()
+
+    def emit(self, event_type: EventType, **fields: Any) -> dict[str, Any] | None:
+        """Append one event and show it; returns it (None: the log refused it)."""
+        event = self.log.emit(event_type, **fields)
+        if event is not None and self.notify is not None:
+            self.notify(event)
+        if event is not None and self.on_event is not None:
+            try:
+                self.on_event(event)
+            except (OSError, ValueError):
+                # The terminal or pipe went away; the run goes on, on the record.
+                self.on_event = None
+        return event
+
+    def update(self, change: Callable[[RunState], None]) -> RunState:
+        """Apply ``change`` to the driver's copy, with the file's control fields.
+
+        Raises:
+            StateFileError: the file cannot be written.
+        """
+
+        def merge(on_disk: RunState) -> None:
+            self._report_outside_change(on_disk)
+            mine = copy.deepcopy(self.state)
+            for name in CONTROL_FIELDS:
+                setattr(mine, name, getattr(on_disk, name))
+            change(mine)
+            mine.version = on_disk.version
+            on_disk.__dict__.update(mine.__dict__)
+
+        self.state = self.store.update(merge, fallback=self.state)
+        return self.state
+
+    def refresh(self) -> RunState:
+        """Take the file's control fields; a corrupt file is rewritten from memory."""
+        try:
+            on_disk = self.store.read()
+        except StateFileError as error:
+            self.emit(EventType.WARNING, note=f"{error}; rewriting it from memory")
+            return self.update(lambda s: None)
+        self._report_outside_change(on_disk)
+        for name in CONTROL_FIELDS:
+            setattr(self.state, name, getattr(on_disk, name))
+        return self.state
+
+    def apply(self, step: Step) -> RunState:
+        """Apply a step durably: its events appended and fsynced, then the state."""
+        for event in step.events:
+            self.emit(event.type, **event.fields)
+        self.log.sync()
+        return self.update(lambda s: absorb(s, step.change))
+
+    def attach(self, *, agent: str, verified_version: str) -> None:
+        """Record this process as the run's driver (pid and identity) and say so."""
+        pid = os.getpid()
+        identity = process_identity(pid)
+
+        def attach(s: RunState) -> None:
+            s.pid, s.host, s.status = pid, socket.gethostname(), RunStatus.RUNNING
+            s.pid_start_time = identity.start_time if identity else None
+            s.pid_command = identity.command if identity else None
+            s.agent_pid = s.agent_start_time = None
+
+        self.update(attach)
+        self.emit(EventType.DRIVER_START, pid=pid, agent=agent, verifiedVersion=verified_version)
+
+    def finish(self, terminal: EventType, reason: str, note: str | None) -> RunResult:
+        """End the run outside a step (at a boundary, or after an error): the terminal
+        event first (fsynced), then ``terminated`` in the state."""
+        spend = self.state.spend
+        self.emit(
+            terminal,
+            reason=reason,
+            note=note,
+            iteration=self.state.iteration,
+            tokens=spend.tokens.to_json(),
+            costUsd=spend.cost_usd,
+        )
+        self.log.sync()
+        status = status_for(terminal, reason)
+
+        def end(s: RunState) -> None:
+            s.terminated, s.termination_reason, s.termination_note = True, reason, note
+            s.status, s.iteration_open, s.waiting_until_ms = status, False, None
+            s.agent_pid = s.pid = None
+
+        state = self.update(end)
+        return RunResult(state.run_id, terminal, reason, note, exit_code_for(terminal, reason))
+
+    def _report_outside_change(self, on_disk: RunState) -> None:
+        changed = [
+            name for name in _OWNED_FIELDS if getattr(on_disk, name) != getattr(self.state, name)
+        ]
+        if changed:
+            self.emit(
+                EventType.WARNING,
+                note=f"state.json's {', '.join(changed)} changed outside the driver; "
+                "the driver's own figures stand",
+                outsideChange=changed,
+            )

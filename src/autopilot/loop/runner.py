@@ -1,0 +1,101 @@
+"""The agent runner: start one agent process for an attempt and read it to its end.
+
+``SubprocessRunner`` is the real one (``loop.process``: own process group, bytes
+read with no line limit, every timeout enforced); tests inject a fake that feeds
+scripted lines, so the driver runs in-process with no subprocess and no sleep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from autopilot.loop.process import ProcessLimits, ProcessResult, run_agent_process
+from autopilot.store.rundir import AttemptDir
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One agent process to run.
+
+    Attributes:
+        argv: Program and arguments (never a shell string).
+        env: The complete environment.
+        stdin: Written to stdin, then closed; None gives ``/dev/null``.
+        cwd: The work tree.
+        attempt: Where the raw stdout and stderr are copied.
+        limits: Timeouts and caps.
+    """
+
+    argv: list[str]
+    env: Mapping[str, str]
+    stdin: bytes | None
+    cwd: Path
+    attempt: AttemptDir
+    limits: ProcessLimits
+
+
+class AgentRunner(Protocol):
+    """Runs agent processes."""
+
+    def run(
+        self,
+        request: RunRequest,
+        *,
+        on_line: Callable[[str], None],
+        result_seen: Callable[[], bool],
+        should_kill: Callable[[], bool],
+        on_start: Callable[[int], None],
+    ) -> ProcessResult:
+        """Run ``request`` to its end; never raises for the agent's sake.
+
+        Args:
+            request: What to run.
+            on_line: Called with each stdout line (decoded, no newline).
+            result_seen: True once the agent's final result has arrived.
+            should_kill: Polled; True ends the process group now.
+            on_start: Called with the agent's pid once it runs.
+        """
+        ...
+
+
+class SubprocessRunner:
+    """Runs the agent as a real process (``loop.process.run_agent_process``)."""
+
+    def run(
+        self,
+        request: RunRequest,
+        *,
+        on_line: Callable[[str], None],
+        result_seen: Callable[[], bool],
+        should_kill: Callable[[], bool],
+        on_start: Callable[[int], None],
+    ) -> ProcessResult:
+        """See ``AgentRunner.run``."""
+        return run_agent_process(
+            request.argv,
+            cwd=request.cwd,
+            env=request.env,
+            stdin_data=request.stdin,
+            stdout_path=request.attempt.stdout,
+            stderr_path=request.attempt.stderr,
+            on_line=on_line,
+            result_seen=result_seen,
+            should_kill=should_kill,
+            limits=request.limits,
+            on_start=on_start,
+        )
+
+
+class DriverLocks(Protocol):
+    """What a driver holds while it drives (see ``runtime.locks.RunLocks``)."""
+
+    def acquire(self) -> None:
+        """Take the locks, or raise ``RunLockedError``."""
+        ...
+
+    def release(self) -> None:
+        """Release them."""
+        ...

@@ -1,0 +1,110 @@
+"""Where the driver waits between iterations: a pause, a usage limit, a backoff.
+
+Each wait polls the run's control fields every half second (through the injected
+clock's ``sleep``), so ``stop`` and ``pause`` interrupt it at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autopilot.core.vocabulary import Action, EventType, RunStatus
+from autopilot.loop.clock import Clock
+from autopilot.loop.policy import Decision
+from autopilot.loop.record import RunRecord
+from autopilot.loop.signals import Interrupts
+from autopilot.store.project_files import is_off
+from autopilot.store.run_state import RunState
+
+FLAG_POLL_SECONDS = 0.5
+
+
+class Waits:
+    """Pauses and waits of one driver.
+
+    Args:
+        record: The driver's record of its run.
+        clock: The injected clock (its ``sleep`` is the only one used).
+        interrupts: Signal flags.
+        cwd: The work tree (for the ``.autopilot/OFF`` file).
+    """
+
+    def __init__(self, record: RunRecord, clock: Clock, interrupts: Interrupts, cwd: Path) -> None:
+        self.record = record
+        self.clock = clock
+        self.interrupts = interrupts
+        self.cwd = cwd
+
+    def off(self) -> bool:
+        """The project's OFF switch (``.autopilot/OFF``) is set."""
+        return is_off(self.cwd)
+
+    def stopping(self, state: RunState) -> bool:
+        """A stop is asked for (by flag or signal)."""
+        return self.interrupts.stop or state.stop_requested
+
+    def hold_paused(self, why: str | None) -> None:
+        """Pause at the boundary until resumed (or stopped), writing ``pause``/``resume``."""
+        paused_at = self.clock.now_ms()
+
+        def mark(s: RunState) -> None:
+            s.status = RunStatus.PAUSED
+            if not s.paused_at_ms:
+                s.paused_at_ms = paused_at
+
+        self.record.update(mark)
+        self.record.emit(EventType.PAUSE, note=why, autopilotOn=False if self.off() else None)
+        while True:
+            self.clock.sleep(FLAG_POLL_SECONDS)
+            state = self.record.refresh()
+            if self.stopping(state) or not (state.paused or self.off()):
+                break
+
+        def unmark(s: RunState) -> None:
+            if s.paused_at_ms:
+                s.total_paused_ms += max(0, self.clock.now_ms() - s.paused_at_ms)
+                s.paused_at_ms = None
+            s.status = RunStatus.RUNNING
+
+        state = self.record.update(unmark)
+        if not self.stopping(state):
+            self.record.emit(EventType.RESUME)
+
+    def wait(self, decision: Decision) -> None:
+        """Wait until ``decision.wait_until_ms``: a usage limit (``WAIT``, status
+        ``rate_limited``) or a backoff after a quick failure (``BACKOFF``)."""
+        until = int(decision.wait_until_ms or 0)
+        limited = decision.action is Action.WAIT
+        waiting_status = RunStatus.RATE_LIMITED if limited else RunStatus.WAITING
+
+        def start(s: RunState) -> None:
+            s.status, s.waiting_until_ms = waiting_status, until
+
+        self.record.update(start)
+        if limited:
+            self.record.emit(EventType.RATE_LIMITED, waitingUntil=until, note=decision.note)
+        else:
+            left_s = max(0, until - self.clock.now_ms()) // 1000
+            self.record.emit(
+                EventType.WARNING,
+                note=f"backing off {left_s} s after: {decision.note}",
+                waitingUntil=until,
+            )
+        started = self.clock.monotonic()
+        while self.clock.now_ms() < until:
+            left = max(0.0, (until - self.clock.now_ms()) / 1000)
+            self.clock.sleep(min(FLAG_POLL_SECONDS, left))
+            state = self.record.refresh()
+            if self.stopping(state) or state.paused:
+                break
+        waited = int((self.clock.monotonic() - started) * 1000)
+        still_limited = limited and self.clock.now_ms() < until
+
+        def done(s: RunState) -> None:
+            s.spend.waiting_ms += waited
+            # A pause during a limit wait keeps the reset time: after resume the
+            # boundary waits out the rest instead of relaunching into the limit.
+            s.status = RunStatus.RUNNING
+            s.waiting_until_ms = until if still_limited else None
+
+        self.record.update(done)

@@ -1,0 +1,110 @@
+"""Drive an armed run in this process: signals, the driver, and what people see.
+
+``drive`` is what ``autopilot run``, ``start`` and ``demo`` call once a run is armed
+(or found left active); it holds no command-line code, so any host can call it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from autopilot.agents.base import AgentAdapter
+from autopilot.core.ending import RunResult, describe_ending, exit_code_for
+from autopilot.core.vocabulary import EventType
+from autopilot.loop.clock import SystemClock
+from autopilot.loop.driver import Driver
+from autopilot.loop.signals import Interrupts
+from autopilot.runtime.locks import ProjectLock, RunLocks
+from autopilot.store.paths import run_dir
+from autopilot.store.run_state import RunState
+from autopilot.store.rundir import RunDir
+from autopilot.store.state import read_state
+from autopilot.view.plain import format_event
+
+
+def drive(
+    root: Path,
+    run_id: str,
+    adapter: AgentAdapter,
+    *,
+    echo: Callable[[str], None],
+    plain: bool = True,
+    project_lock: ProjectLock | None = None,
+) -> RunResult:
+    """Drive a run to its end here, with signal handling; returns how it ended.
+
+    With ``plain`` False and a terminal on stdin and stdout, the live view is in
+    front while the driver works in a thread; otherwise ``echo`` gets one line per
+    event.
+
+    Args:
+        root: The runs root.
+        run_id: An armed run that has not ended.
+        adapter: Its agent's adapter.
+        echo: Prints one line.
+        plain: One line per event instead of the live view.
+        project_lock: The work tree's lock, if the caller already holds it.
+
+    Raises:
+        RunLockedError: another driver holds the run or the project.
+        UsageError: the run has already ended.
+        StateFileError: its state cannot be read.
+    """
+    folder = RunDir(run_dir(root, run_id))
+    cwd = Path(read_state(folder.state).cwd or ".")
+    locks = RunLocks(project_lock or ProjectLock(root, cwd), run_id, folder)
+    interrupts = Interrupts()
+    interrupts.install()
+    live = not plain and sys.stdout.isatty() and sys.stdin.isatty()
+
+    def on_event(event: dict[str, Any]) -> None:
+        echo(format_event(event))
+
+    driver = Driver(
+        root,
+        run_id,
+        adapter,
+        SystemClock(),
+        interrupts,
+        locks=locks,
+        on_event=None if live else on_event,
+    )
+    if not live:
+        return driver.run()
+    from autopilot.view.live import drive_live
+
+    def interrupt() -> str:
+        interrupts.handle(signal.SIGINT, None)
+        if interrupts.kill_now:
+            return "ending the agent now"
+        return "stopping at the next boundary; ctrl+c again ends the agent now"
+
+    def run_then_leave_if_hung_up() -> RunResult:
+        result = driver.run()
+        if interrupts.hangup:
+            # The terminal is gone and the view cannot draw or close on it; the
+            # run is recorded, so leave now rather than hang on a dead terminal.
+            os._exit(result.exit_code)
+        return result
+
+    return drive_live(run_then_leave_if_hung_up, root, run_id, on_interrupt=interrupt)
+
+
+def result_of(state: RunState) -> RunResult:
+    """How an ended run ended, from its state."""
+    reason = state.termination_reason or ""
+    terminal = EventType.COMPLETE if state.completed else EventType.ABORT
+    note = state.termination_note
+    return RunResult(state.run_id, terminal, reason, note, exit_code_for(terminal, reason))
+
+
+def ending_line(result: RunResult) -> str:
+    """``autopilot: run <id> completed (completion_promise) — <note>``."""
+    note = f" — {result.note}" if result.note else ""
+    ending = describe_ending(result.reason, completed=result.terminal_type == "complete")
+    return f"autopilot: run {result.run_id} {ending}{note}"

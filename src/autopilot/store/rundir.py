@@ -1,0 +1,107 @@
+"""``RunDir``: every path of a run folder, named in one place (``docs/formats.md``).
+
+A run folder is ``<runs-root>/<runId>/``::
+
+    state.json        the run's only mutable file (``store.state``)
+    state.json.lock   the fcntl lock of its writers
+    events.jsonl      the append-only event log (``store.events``)
+    driver.lock       held by the run's driver while it runs
+    iter-NNNN/        one folder per attempt at an iteration (a retry of the same
+                      iteration gets iter-NNNN.2, …): prompt.md, stdout.log, stderr.log
+
+No other module spells these names.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from autopilot.store.private import make_private_dir
+
+STATE_FILE = "state.json"
+EVENTS_FILE = "events.jsonl"
+DRIVER_LOCK_FILE = "driver.lock"
+PROMPT_FILE = "prompt.md"
+STDOUT_FILE = "stdout.log"
+STDERR_FILE = "stderr.log"
+ATTEMPT_PREFIX = "iter-"
+
+
+@dataclass(frozen=True)
+class AttemptDir:
+    """The folder of one attempt at an iteration and its three files."""
+
+    path: Path
+
+    @property
+    def prompt(self) -> Path:
+        """The prompt sent to the agent."""
+        return self.path / PROMPT_FILE
+
+    @property
+    def stdout(self) -> Path:
+        """The agent's raw stdout."""
+        return self.path / STDOUT_FILE
+
+    @property
+    def stderr(self) -> Path:
+        """The agent's raw stderr."""
+        return self.path / STDERR_FILE
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """The paths of one run folder. Nothing is created or checked here.
+
+    Attributes:
+        path: ``<runs-root>/<runId>``.
+    """
+
+    path: Path
+
+    @property
+    def run_id(self) -> str:
+        """The run id (the folder's name)."""
+        return self.path.name
+
+    @property
+    def state(self) -> Path:
+        """``state.json``."""
+        return self.path / STATE_FILE
+
+    @property
+    def events(self) -> Path:
+        """``events.jsonl``."""
+        return self.path / EVENTS_FILE
+
+    @property
+    def driver_lock(self) -> Path:
+        """``driver.lock``, held by the run's driver."""
+        return self.path / DRIVER_LOCK_FILE
+
+    def attempt(self, iteration: int, attempt: int = 1) -> AttemptDir:
+        """The folder of ``attempt`` (1-based) at ``iteration``: ``iter-NNNN[.K]``."""
+        name = f"{ATTEMPT_PREFIX}{iteration:04d}"
+        return AttemptDir(self.path / (name if attempt <= 1 else f"{name}.{attempt}"))
+
+    def new_attempt(self, iteration: int) -> AttemptDir:
+        """Create the next free attempt folder of ``iteration`` (mode 0700).
+
+        Raises:
+            OSError: it cannot be created.
+        """
+        attempt = 1
+        while True:
+            folder = self.attempt(iteration, attempt)
+            try:
+                make_private_dir(folder.path)
+            except FileExistsError:
+                attempt += 1
+                continue
+            return folder
+
+    def has_records(self) -> bool:
+        """The folder holds a ``state.json`` or an ``events.jsonl`` (a run's records)."""
+        return os.path.exists(self.state) or os.path.exists(self.events)

@@ -1,0 +1,292 @@
+"""Crashes, outside writers and broken launches, in-process (fake runner and clock).
+
+A crash is a ``SimulatedCrash`` (a ``BaseException``: nothing after it runs, as
+after ``kill -9``); the relaunch is a new ``Driver`` on the same run folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autopilot.config import RunConfig
+from autopilot.loop.runner import RunRequest
+from autopilot.store.run_state import RunState
+from autopilot.store.state import read_state
+from tests.fakes import NO_SUCH_PID, CrashingStore, Rig, Scripted, SimulatedCrash, arm, claude_lines
+from tests.loop.test_driver import _of, _terminal, working
+
+
+def _state(rig: Rig) -> RunState:
+    return read_state(rig.folder / "state.json")
+
+
+def test_a_crash_mid_attempt_charges_it_on_relaunch(tmp_path: Path) -> None:
+    rig = arm(tmp_path, RunConfig(max_iterations=3))
+    lost = Scripted(
+        claude_lines("half way", cost_usd=0.5), crash=True, on_start=lambda _: rig.workspace.edit()
+    )
+    driver, _ = rig.driver([working(rig), lost])
+    with pytest.raises(SimulatedCrash):
+        driver.run()
+    crashed = _state(rig)
+    assert crashed.iteration_open and crashed.agent_pid is not None
+    assert not _terminal(rig)
+    relaunched, runner = rig.driver([working(rig)])
+    result = relaunched.run()
+    assert result.reason == "max_iterations" and len(runner.requests) == 1
+    ends = _of(rig, "iteration_end")
+    assert [(e["iteration"], e["endedBy"]) for e in ends] == [
+        (1, "exit"),
+        (2, "driver_died"),
+        (3, "exit"),
+    ]
+    # Its saved output had its result: the agent's verdict stands, and it is charged.
+    assert ends[1]["outcome"] == "ok" and ends[1]["iterationCostUsd"] == 0.5
+    assert _state(rig).spend.cost_usd == pytest.approx(0.52)
+
+
+def test_a_crash_before_the_result_is_charged_as_killed(tmp_path: Path) -> None:
+    rig = arm(tmp_path, RunConfig(max_iterations=2))
+    lines = claude_lines("never finished")[:-1]  # no result line
+    driver, _ = rig.driver([Scripted(lines, crash=True)])
+    with pytest.raises(SimulatedCrash):
+        driver.run()
+    relaunched, _ = rig.driver([working(rig)])
+    assert relaunched.run().reason == "max_iterations"
+    first = _of(rig, "iteration_end")[0]
+    assert (first["outcome"], first["endedBy"], first["iterationsSpent"]) == (
+        "killed",
+        "driver_died",
+        1,
+    )
+
+
+def test_a_lingering_agents_complete_is_honoured_after_a_crash(tmp_path: Path) -> None:
+    # It printed its result and lingered; the driver died before ending it.
+    rig = arm(tmp_path, RunConfig(max_iterations=5))
+    driver, _ = rig.driver([Scripted(claude_lines("Done.\n\nCOMPLETE"), crash=True)])
+    with pytest.raises(SimulatedCrash):
+        driver.run()
+    relaunched, runner = rig.driver([working(rig)])
+    result = relaunched.run()
+    assert (result.reason, result.exit_code) == ("completion_promise", 0)
+    assert runner.requests == []  # nothing ran again
+    assert _terminal(rig) == [("complete", "completion_promise")]
+
+
+@pytest.mark.parametrize(
+    ("final", "config", "reason"),
+    [
+        ("COMPLETE", RunConfig(max_iterations=5), "completion_promise"),
+        ("GIVE_UP", RunConfig(max_iterations=5, abort_promise="GIVE_UP"), "abort_promise"),
+    ],
+)
+def test_a_crash_between_the_log_and_the_state_loses_no_decision(
+    tmp_path: Path, final: str, config: RunConfig, reason: str
+) -> None:
+    rig = arm(tmp_path, config)
+    store = CrashingStore(rig.folder / "state.json", lambda s: s.terminated)
+    driver, _ = rig.driver([working(rig), working(rig, final)], store=store)
+    with pytest.raises(SimulatedCrash):
+        driver.run()
+    assert not _state(rig).terminated  # the state write never happened
+    assert _terminal(rig)[-1][1] == reason  # the log has the decision
+    relaunched, runner = rig.driver([working(rig)])
+    from autopilot.errors import UsageError
+
+    with pytest.raises(UsageError, match=f"already ended \\({reason}\\)"):
+        relaunched.run()
+    assert runner.requests == []
+    state = _state(rig)
+    assert (state.terminated, state.termination_reason, state.spend.iterations) == (
+        True,
+        reason,
+        2,
+    )
+
+
+def test_a_crash_after_logging_a_continue_replays_its_counters(tmp_path: Path) -> None:
+    rig = arm(tmp_path, RunConfig(max_iterations=20))
+    same = Scripted(claude_lines("no progress", tools=0))
+    # Die before the second step's state write: its stagnation streak is only logged.
+    store = CrashingStore(rig.folder / "state.json", lambda s: s.spend.iterations == 2)
+    driver, _ = rig.driver([same], store=store)
+    with pytest.raises(SimulatedCrash):
+        driver.run()
+    assert _state(rig).loop.stagnation_streak < 2
+    relaunched, runner = rig.driver([same])
+    result = relaunched.run()
+    # Three identical answers in all halt the run: the logged streak counted.
+    assert result.reason == "stagnation" and len(runner.requests) == 1
+    assert _state(rig).spend.iterations == 3
+
+
+def test_an_agent_rewriting_spend_in_state_json_cannot_reset_the_budget(
+    tmp_path: Path,
+) -> None:
+    rig = arm(tmp_path, RunConfig(max_iterations=3, stagnation_limit=0))
+    state_file = tmp_path / "runs" / rig.run_id / "state.json"
+
+    def reset_spend(request: RunRequest) -> None:
+        rig.workspace.edit()
+        data = json.loads(state_file.read_text())
+        data["spend"] = {"iterations": 0, "costUsd": 0, "tokens": {"input": 0, "output": 0}}
+        data["iter"] = 0
+        state_file.write_text(json.dumps(data))
+
+    driver, runner = rig.driver([Scripted(claude_lines("step"), on_start=reset_spend)])
+    result = driver.run()
+    assert (result.reason, len(runner.requests)) == ("max_iterations", 3)
+    assert _state(rig).spend.iterations == 3
+    outside = [e for e in _of(rig, "warning") if "outside the driver" in e["note"]]
+    assert any("spend" in e["outsideChange"] for e in outside)
+
+
+def test_a_relaunch_takes_the_larger_spend_of_state_and_log(tmp_path: Path) -> None:
+    rig = arm(tmp_path, RunConfig(max_iterations=3))
+    first, _ = rig.driver([working(rig), Scripted(claude_lines("x"), crash=True)])
+    with pytest.raises(SimulatedCrash):
+        first.run()
+    # While no driver runs, something rewrites state.json's spend to zero.
+    state_file = rig.folder / "state.json"
+    data = json.loads(state_file.read_text())
+    data["spend"] = {"iterations": 0, "costUsd": 0, "tokens": {"input": 0, "output": 0}}
+    data["agentPid"] = None
+    state_file.write_text(json.dumps(data))
+    relaunched, runner = rig.driver([working(rig)])
+    assert relaunched.run().reason == "max_iterations"
+    assert len(runner.requests) == 2  # one iteration was already spent, on record
+    assert any("restored from the event log" in e["note"] for e in _of(rig, "warning"))
+
+
+def test_a_failed_resume_starts_one_fresh_session_and_keeps_the_attempt(
+    tmp_path: Path,
+) -> None:
+    rig = arm(tmp_path, RunConfig(context="continue", max_iterations=2))
+    first = "11111111-1111-4111-8111-111111111111"
+    fresh = "22222222-2222-4222-8222-222222222222"
+    failed = Scripted([], exit_code=1)  # empty stderr, exit 1: nothing to recognise
+    driver, runner = rig.driver(
+        [
+            working(rig, session=first),
+            failed,
+            working(rig, session=fresh),
+        ]
+    )
+    assert driver.run().reason == "max_iterations"
+    argvs = [r.argv for r in runner.requests]
+    assert "--resume" in argvs[1] and first in argvs[1]
+    assert "--resume" not in argvs[2]
+    ends = _of(rig, "iteration_end")
+    assert [(e["iteration"], e["outcome"]) for e in ends] == [
+        (1, "ok"),
+        (2, "agent_error"),
+        (2, "ok"),
+    ]
+    assert [r.attempt.path.name for r in runner.requests] == [
+        "iter-0001",
+        "iter-0002",
+        "iter-0002.2",
+    ]
+    assert any("resuming session" in e["note"] for e in _of(rig, "warning"))
+    assert _state(rig).session_id == fresh
+
+
+def test_an_invalid_session_id_in_state_json_never_reaches_argv(tmp_path: Path) -> None:
+    rig = arm(tmp_path, RunConfig(context="continue", max_iterations=1))
+    state_file = rig.folder / "state.json"
+    data = json.loads(state_file.read_text())
+    data["sessionId"] = "--dangerously-do-anything"
+    state_file.write_text(json.dumps(data))
+    driver, runner = rig.driver([working(rig)])
+    driver.run()
+    assert "--dangerously-do-anything" not in runner.requests[0].argv
+    assert "--resume" not in runner.requests[0].argv
+
+
+def _denied(rig: Rig, command: str) -> Scripted:
+    lines = claude_lines("I could not run it")
+    result = json.loads(lines[-1])
+    result["permission_denials"] = [
+        {"tool_name": "Bash", "tool_use_id": "t1", "tool_input": {"command": command}}
+    ]
+    return Scripted([*lines[:-1], json.dumps(result)], on_start=lambda _: rig.workspace.edit())
+
+
+def test_the_same_permission_denial_twice_halts_the_run(tmp_path: Path) -> None:
+    rig = arm(tmp_path, RunConfig(max_iterations=10))
+    driver, runner = rig.driver([_denied(rig, "rm -rf build")])
+    result = driver.run()
+    assert (result.reason, result.exit_code, len(runner.requests)) == ("permission_denied", 1, 2)
+    assert "rm -rf build" in str(result.note) and "allow" in str(result.note)
+    denials = _of(rig, "permission_denied")
+    assert [(e["tool"], e["command"]) for e in denials] == [("Bash", "rm -rf build")] * 2
+
+
+def test_different_denials_do_not_halt(tmp_path: Path) -> None:
+    rig = arm(tmp_path, RunConfig(max_iterations=3))
+    driver, _ = rig.driver([_denied(rig, "make a"), _denied(rig, "make b"), working(rig)])
+    assert driver.run().reason == "max_iterations"
+
+
+def test_an_invocation_that_cannot_be_built_is_a_launch_failure(tmp_path: Path) -> None:
+    rig = arm(tmp_path, RunConfig(max_iterations=5))
+
+    class Refusing:
+        name, verified_version, supports_sessions = "refusing", "0", False
+
+        def build_invocation(self, request: Any) -> Any:
+            raise ValueError("the prompt is too long for argv")
+
+        def new_parser(self) -> Any:
+            from autopilot.agents.claude import ClaudeAdapter
+
+            return ClaudeAdapter("x").new_parser()
+
+    driver, runner = rig.driver([working(rig)], adapter=Refusing())
+    result = driver.run()
+    assert runner.requests == []
+    assert (result.reason, result.exit_code) == ("agent_failing", 1)
+    ends = _of(rig, "iteration_end")
+    assert {e["outcome"] for e in ends} == {"launch_failed"}
+    assert "too long for argv" in ends[0]["error"]
+
+
+def test_an_unexpected_error_ends_the_run_with_one_abort(tmp_path: Path) -> None:
+    rig = arm(tmp_path)
+
+    def explode(request: RunRequest) -> None:
+        raise RuntimeError("disk on fire")
+
+    driver, _ = rig.driver([Scripted(claude_lines("x"), on_start=explode)])
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        driver.run()
+    assert _terminal(rig) == [("abort", "internal_error")]
+    abort = _of(rig, "abort")[0]
+    assert "RuntimeError: disk on fire" in abort["note"]
+    state = _state(rig)
+    assert (state.terminated, state.termination_reason) == (True, "internal_error")
+
+
+def test_start_after_such_a_crash_reports_the_completion_with_exit_0(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    rig = arm(tmp_path, RunConfig(max_iterations=5))
+    store = CrashingStore(rig.folder / "state.json", lambda s: s.terminated)
+    driver, _ = rig.driver([working(rig, "COMPLETE")], store=store)
+    with pytest.raises(SimulatedCrash):
+        driver.run()
+    # The driver was this test's process; as far as the run knows, it died.
+    state_file = rig.folder / "state.json"
+    state_file.write_text(
+        state_file.read_text().replace(f'"pid": {os.getpid()},', f'"pid": {NO_SUCH_PID},')
+    )
+    done = run_cli(["start", rig.run_id, "--plain"], cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "completed (completion_promise)" in done.stdout
+    assert _state(rig).terminated and _terminal(rig) == [("complete", "completion_promise")]
