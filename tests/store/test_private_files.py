@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from autopilot.store.events import EventLog
+from autopilot.store.run_state import decode_state
 from autopilot.store.state import StateStore
 from tests.conftest import FakeAgent
 from tests.view.runfiles import base_state
@@ -84,10 +85,10 @@ def test_files_made_again_keep_private_modes(tmp_path: Path, open_umask: None) -
     folder.parent.mkdir()
     folder.mkdir(mode=0o700)
     store = StateStore(folder / "state.json")
-    state = store.create(base_state())
+    state = store.create(decode_state(base_state()))
     assert _mode(folder / "state.json") == 0o600
     shutil.rmtree(folder)  # the whole run folder, deleted under a driver
-    store.update(lambda s: s.update(iter=2), fallback=state)
+    store.update(lambda s: setattr(s, "iteration", 2), fallback=state)
     assert _mode(folder) == 0o700
     assert _mode(folder / "state.json") == 0o600
     assert _mode(folder / "state.json.lock") == 0o600

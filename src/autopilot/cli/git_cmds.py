@@ -14,6 +14,7 @@ from autopilot.config import parse_int
 from autopilot.errors import RepositoryError, RunLockedError, UsageError
 from autopilot.runtime.liveness import driver_alive
 from autopilot.store.paths import resolve_run, run_dir, runs_root
+from autopilot.store.private import PRIVATE_FILE_MODE
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import StateStore, read_state
@@ -40,7 +41,9 @@ def _hold(folder: Path, state: RunState) -> filelock.UnixFileLock:
     busy = RunLockedError(f"run {folder.name} is running; stop it first (autopilot stop)")
     if driver_alive(state) and not state.terminated:
         raise busy
-    lock = filelock.UnixFileLock(str(RunDir(folder).driver_lock), timeout=0, thread_local=False)
+    lock = filelock.UnixFileLock(
+        str(RunDir(folder).driver_lock), timeout=0, thread_local=False, mode=PRIVATE_FILE_MODE
+    )
     try:
         lock.acquire()
     except filelock.Timeout:

@@ -120,7 +120,7 @@ class RunLocks:
         self.run_id = run_id
         self.folder = folder
         self._run_lock = filelock.UnixFileLock(
-            str(folder.driver_lock), timeout=0, thread_local=False
+            str(folder.driver_lock), timeout=0, thread_local=False, mode=PRIVATE_FILE_MODE
         )
 
     def acquire(self) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autopilot.errors import AutopilotError
+from autopilot.store.rundir import RunDir
 from autopilot.workspace.repo import Repository, open_repository
 from autopilot.workspace.run_workspace import RunPlace, checkpoints_of
 from autopilot.workspace.worktrees import (
@@ -130,7 +131,7 @@ def find_strandings(runs_root: Path, here: Path) -> Strandings:
     found = Strandings()
     folder = runs_root / WORKTREES_DIR
     for entry in sorted(folder.iterdir()) if folder.is_dir() else ():
-        if not (runs_root / entry.name / "state.json").exists():
+        if not RunDir(runs_root / entry.name).state.exists():
             found.faults.append(
                 f"worktree {entry} belongs to no run "
                 f"(git -C <your checkout> worktree remove {entry})"
@@ -151,7 +152,7 @@ def find_strandings(runs_root: Path, here: Path) -> Strandings:
                 )
         for branch in run_branches(repo):
             run_id = branch[len(BRANCH_PREFIX) :]
-            if not (runs_root / run_id / "state.json").exists():
+            if not RunDir(runs_root / run_id).state.exists():
                 found.notes.append(
                     f"branch {branch} in {repo.top}: its run is gone "
                     f"(merge it with git, or git branch -D {branch})"
