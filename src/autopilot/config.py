@@ -29,9 +29,9 @@ from typing import Any
 import platformdirs
 from pytimeparse.timeparse import timeparse
 
+from autopilot.core.completion import MatchMode
+from autopilot.core.policy import PolicyConfig
 from autopilot.errors import StateFileError, UsageError
-from autopilot.loop.completion import MatchMode
-from autopilot.loop.policy import PolicyConfig
 from autopilot.store.files import MAX_CONFIG_FILE_BYTES, UnsafeFileError, read_bounded_file
 
 DEFAULT_MAX_ITERATIONS = 10

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from autopilot.config import RunConfig
-from autopilot.loop.arming import PromptSource, arm_run
+from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
 from autopilot.store.inbox import Inbox
 from autopilot.store.memory import ensure_memory, keep_copy
 from autopilot.store.paths import runs_root
+from autopilot.store.run_state import PromptSource
 from tests.cli.test_control import _terminals, _wait_for
 from tests.conftest import FakeAgent, read_jsonl, run_cli
 

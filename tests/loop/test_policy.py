@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from autopilot.loop.policy import (
+from autopilot.core.policy import (
     Action,
     Counters,
     Decision,
@@ -326,6 +326,6 @@ def test_promise_before_min_iterations_is_reported_not_honoured() -> None:
     ],
 )
 def test_budget_notes_carry_units(reason: Reason, budget: float, note: str) -> None:
-    from autopilot.loop.policy import budget_note
+    from autopilot.core.policy import budget_note
 
     assert budget_note(reason, budget) == note

@@ -14,12 +14,13 @@ import pytest
 from autopilot.config import RunConfig
 from autopilot.core.delivery import DeliveryLedger, MessageKind, MessageSource
 from autopilot.errors import UsageError
-from autopilot.loop.arming import PromptSource, arm_run
+from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
 from autopilot.runtime.delivery import Delivery
 from autopilot.runtime.messages import pending_messages, queue_message
 from autopilot.store.events import EventLog
 from autopilot.store.inbox import Inbox
+from autopilot.store.run_state import PromptSource
 from autopilot.store.state import StateStore
 from tests.conftest import REPO_ROOT, read_jsonl
 from tests.runtime.delivery_sim import POINTS

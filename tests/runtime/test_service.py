@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from autopilot.config import RunConfig
-from autopilot.loop.arming import PromptSource, arm_run
+from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
 from autopilot.runtime.service import (
     install,
@@ -25,6 +25,7 @@ from autopilot.runtime.service import (
     uninstall,
 )
 from autopilot.store.paths import runs_root
+from autopilot.store.run_state import PromptSource
 from autopilot.store.state import StateStore, read_state
 from tests.cli.test_control import _terminals, _wait_for
 from tests.conftest import FakeAgent, run_cli

@@ -15,11 +15,12 @@ import pytest
 
 from autopilot.config import RunConfig
 from autopilot.control import driver_alive, process_alive, supervisor_alive
-from autopilot.loop.arming import PromptSource, arm_run
+from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
 from autopilot.runtime.detach import spawn_supervisor
 from autopilot.runtime.messages import queue_message
 from autopilot.store.paths import runs_root
+from autopilot.store.run_state import PromptSource
 from autopilot.store.state import read_state_quietly
 from tests.cli.test_control import _events, _terminals, _wait_for
 from tests.conftest import FakeAgent, run_cli

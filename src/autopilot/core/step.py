@@ -23,11 +23,11 @@ from autopilot.core.outcome import (
     outcome_of,
     response_of,
 )
+from autopilot.core.policy import Counters, Decision, IterationFacts, PolicyConfig, decide
 from autopilot.core.spend import charge
 from autopilot.core.state import LoopCounters, Spend, UsageBaseline
 from autopilot.core.step_events import step_events
 from autopilot.core.vocabulary import Action, EventType, Outcome, Reason
-from autopilot.loop.policy import Counters, Decision, IterationFacts, PolicyConfig, decide
 
 
 @dataclass(frozen=True)

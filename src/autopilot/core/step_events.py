@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from autopilot.core.attempt import Attempt
 from autopilot.core.change import SESSION_ID_EVENT_MAX_CHARS, Event, LoopState, StateChange
+from autopilot.core.policy import Decision, PolicyConfig
 from autopilot.core.text import excerpt
 from autopilot.core.vocabulary import Action, EventType, Outcome
-from autopilot.loop.policy import Decision, PolicyConfig
 
 
 def step_events(

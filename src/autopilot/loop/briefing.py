@@ -19,11 +19,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from autopilot.core.delivery import Handoff, MessageKind, budget_warnings
+from autopilot.core.policy import PolicyConfig
 from autopilot.core.state import Spend
 from autopilot.core.vocabulary import EventType
 from autopilot.errors import StateFileError, UsageError
 from autopilot.loop.clock import Clock
-from autopilot.loop.policy import PolicyConfig
 from autopilot.loop.record import RunRecord
 from autopilot.runtime.delivery import Delivery
 from autopilot.store import memory

@@ -21,6 +21,7 @@ from typing import Any
 from autopilot.agents.base import AgentAdapter
 from autopilot.core.change import LoopState
 from autopilot.core.ending import RunResult
+from autopilot.core.policy import Decision, budget_note, budget_reached
 from autopilot.core.step import Step, conclude, spend_counters
 from autopilot.core.vocabulary import Action, EventType, Reason
 from autopilot.errors import StateFileError, UsageError
@@ -28,7 +29,6 @@ from autopilot.loop.briefing import Briefing
 from autopilot.loop.clock import Clock
 from autopilot.loop.launch import Launcher
 from autopilot.loop.observe import attempt_of, classify, sane_report, with_baseline
-from autopilot.loop.policy import Decision, budget_note, budget_reached
 from autopilot.loop.prompt import PromptReader
 from autopilot.loop.record import RunRecord, loop_state
 from autopilot.loop.recovery import (

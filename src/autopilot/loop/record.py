@@ -4,8 +4,8 @@ While a driver runs, its own figures are authoritative. Other processes may chan
 only the control fields of ``state.json`` (pause, stop, ``stopNow`` and their times;
 a detached run's supervisor its own record), so every write starts from the driver's
 copy, takes the control fields (and fields this version does not know) from the file,
-and ignores the rest: an agent that rewrites ``spend`` in ``state.json`` cannot reset a budget; the change is logged as
-a ``warning`` event.
+and ignores the rest: an agent that rewrites ``spend`` in ``state.json`` cannot reset
+a budget; the change is logged as a ``warning`` event.
 
 A step is applied log first: its events are appended and fsynced, then the state is
 written. A crash between the two leaves the step's ``decision_applied`` record in the

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from autopilot.core.policy import Decision
 from autopilot.core.vocabulary import Action, EventType, RunStatus
 from autopilot.loop.clock import Clock
-from autopilot.loop.policy import Decision
 from autopilot.loop.record import RunRecord
 from autopilot.loop.signals import Interrupts
 from autopilot.store.project_files import is_off
