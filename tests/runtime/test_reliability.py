@@ -17,16 +17,18 @@ from typing import Any
 import pytest
 
 from autopilot.config import RunConfig
-from autopilot.control import process_alive, supervisor_alive
+from autopilot.errors import StateFileError
 from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
+from autopilot.runtime import liveness
 from autopilot.runtime.detach import spawn_supervisor
+from autopilot.runtime.liveness import process_alive
 from autopilot.runtime.messages import queue_message
 from autopilot.store.events import read_events
 from autopilot.store.fold import fold
 from autopilot.store.paths import runs_root
-from autopilot.store.run_state import PromptSource
-from autopilot.store.state import read_state_quietly
+from autopilot.store.run_state import PromptSource, decode_state
+from autopilot.store.state import read_state_json
 from tests.cli.test_control import _wait_for
 from tests.conftest import FakeAgent, run_cli
 
@@ -43,8 +45,15 @@ STEP_ONE = [
 DONE = [{"echo_prompt": True}, {"result": "COMPLETE", "cost_usd": 0.1, "input_tokens": 100}]
 
 
+def supervisor_alive(state: dict[str, Any]) -> bool | None:
+    return liveness.supervisor_alive(decode_state(state))
+
+
 def _state(folder: Path) -> dict[str, Any]:
-    return read_state_quietly(folder / "state.json") or {}
+    try:
+        return read_state_json(folder / "state.json")
+    except StateFileError:
+        return {}
 
 
 def _check(folder: Path) -> dict[str, Any]:

@@ -151,7 +151,7 @@ def test_the_service_command_relaunches_a_run_left_active(
     folder = root / run_id
     _wait_for(lambda: _terminals(folder) != [], 90)
     assert _terminals(folder) == [("complete", "completion_promise")]
-    assert read_state(root / paused_id / "state.json")["status"] == "paused"
+    assert read_state(root / paused_id / "state.json").status == "paused"
 
 
 def test_service_install_from_the_command_line(tmp_path: Path, repo: Path) -> None:

@@ -14,14 +14,16 @@ from typing import Any
 import pytest
 
 from autopilot.config import RunConfig
-from autopilot.control import driver_alive, process_alive, supervisor_alive
+from autopilot.errors import StateFileError
 from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
+from autopilot.runtime import liveness
 from autopilot.runtime.detach import spawn_supervisor
+from autopilot.runtime.liveness import process_alive
 from autopilot.runtime.messages import queue_message
 from autopilot.store.paths import runs_root
-from autopilot.store.run_state import PromptSource
-from autopilot.store.state import read_state_quietly
+from autopilot.store.run_state import PromptSource, decode_state
+from autopilot.store.state import read_state_json
 from tests.cli.test_control import _events, _terminals, _wait_for
 from tests.conftest import FakeAgent, run_cli
 from tests.runtime.webhook import serve
@@ -29,12 +31,23 @@ from tests.runtime.webhook import serve
 TIMEOUT = 90.0
 
 
+def driver_alive(state: dict[str, Any]) -> bool | None:
+    return liveness.driver_alive(decode_state(state))
+
+
+def supervisor_alive(state: dict[str, Any]) -> bool | None:
+    return liveness.supervisor_alive(decode_state(state))
+
+
 def _wait_file(name: str) -> dict[str, str]:
     return {"shell": f"while [ ! -f {name} ]; do sleep 0.05; done"}
 
 
 def _state(folder: Path) -> dict[str, Any]:
-    return read_state_quietly(folder / "state.json") or {}
+    try:
+        return read_state_json(folder / "state.json")
+    except StateFileError:
+        return {}
 
 
 @pytest.fixture

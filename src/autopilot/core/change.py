@@ -60,6 +60,10 @@ class StateChange:
 
     Also the ``change`` of the step's ``decision_applied`` event, so recovery can
     apply a step whose state write a crash prevented.
+
+    ``messages_stand`` is False when the messages handed to the attempt must be
+    handed again to the next one: the same iteration is retried, or a crash of the
+    driver cut the attempt short.
     """
 
     iteration: int
@@ -69,6 +73,7 @@ class StateChange:
     session_id: str | None
     usage_baseline: UsageBaseline | None
     ending: Ending | None = None
+    messages_stand: bool = True
 
     def to_json(self) -> dict[str, Any]:
         """The ``change`` object of ``decision_applied``."""
@@ -86,6 +91,7 @@ class StateChange:
             "ending": None
             if ending is None
             else [ending.event.value, ending.reason, ending.note, ending.status.value],
+            "messagesStand": self.messages_stand,
         }
 
     @classmethod
@@ -130,6 +136,7 @@ class StateChange:
                     RunStatus(ending[3]),
                     exit_code_for(ending[0], str(ending[1])),
                 ),
+                messages_stand=bool(data.get("messagesStand", True)),
             )
         except (KeyError, TypeError, ValueError, IndexError) as error:
             raise ValueError(f"not a state change: {error}") from None

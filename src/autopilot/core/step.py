@@ -27,7 +27,7 @@ from autopilot.core.policy import Counters, Decision, IterationFacts, PolicyConf
 from autopilot.core.spend import charge
 from autopilot.core.state import LoopCounters, Spend, UsageBaseline
 from autopilot.core.step_events import step_events
-from autopilot.core.vocabulary import Action, EventType, Outcome, Reason
+from autopilot.core.vocabulary import Action, EndedBy, EventType, Outcome, Reason
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,8 @@ def conclude(state: LoopState, attempt: Attempt, config: PolicyConfig, now_ms: i
         session_id=_session_after(state, attempt, resume_failed),
         usage_baseline=_baseline_after(state, attempt),
         ending=ending,
+        # A crash cut the attempt short: its messages go to the next attempt again.
+        messages_stand=not retried and attempt.ended_by is not EndedBy.DRIVER_DIED,
     )
     events = step_events(state, attempt, outcome, response, error_text, decision, change, config)
     return Step(decision, outcome, change, events)

@@ -28,20 +28,19 @@ from autopilot.errors import StateFileError, UsageError
 from autopilot.loop.briefing import Briefing
 from autopilot.loop.clock import Clock
 from autopilot.loop.launch import Launcher
-from autopilot.loop.observe import attempt_of, classify, sane_report, with_baseline
+from autopilot.loop.observe import attempt_of
 from autopilot.loop.prompt import PromptReader
 from autopilot.loop.record import RunRecord, loop_state
 from autopilot.loop.recovery import (
-    open_attempt_left,
+    attempt_left,
     reconcile_terminal,
     remove_stale_temp_files,
     restore_spend,
-    unrecorded_attempt,
 )
 from autopilot.loop.runner import AgentRunner, DriverLocks, SubprocessRunner
 from autopilot.loop.signals import Interrupts
 from autopilot.loop.waits import Waits
-from autopilot.runtime.notify import Notifier, notification_for
+from autopilot.runtime.notify import RunNotifier
 from autopilot.store.events import EventLog
 from autopilot.store.paths import run_dir
 from autopilot.store.private import write_private
@@ -49,8 +48,6 @@ from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import StateStore
 from autopilot.workspace.marks import GitWorkspace, Workspace
-
-_STATE_POLL_SECONDS = 1.0
 
 
 class Driver:
@@ -100,17 +97,23 @@ class Driver:
         self.cwd = Path(state.cwd)
         self.config = state.config
         self.policy = self.config.policy()
-        self.notifier = Notifier(self.config.notify) if self.config.notify else None
-        self.record.notify = self._notify
+        self.notifier = RunNotifier(self.config.notify, run_id) if self.config.notify else None
+        self.record.notify = self.notifier
         self.prompts = PromptReader(state.prompt, self.cwd, self._warn)
         self.workspace = workspace or GitWorkspace(self.cwd)
         self.waits = Waits(self.record, clock, interrupts, self.cwd)
         self.briefing = Briefing(self.run_dir, self.record, self.cwd, clock, self.policy)
         self.launcher = Launcher(
-            adapter, runner or SubprocessRunner(), self.record, self.cwd, base_env, run_id
+            adapter,
+            runner or SubprocessRunner(),
+            self.record,
+            self.cwd,
+            base_env,
+            run_id,
+            should_kill=self.waits.kill_requested,
+            handoff=self.briefing,
         )
         self._locks = locks
-        self._last_state_read = 0.0
 
     @property
     def state(self) -> RunState:
@@ -119,11 +122,6 @@ class Driver:
 
     def _warn(self, note: str, **fields: Any) -> None:
         self.record.emit(EventType.WARNING, note=note, **fields)
-
-    def _notify(self, event: dict[str, Any]) -> None:
-        notification = notification_for(event, self.run_id) if self.notifier else None
-        if self.notifier is not None and notification is not None:
-            self.notifier.send(notification)
 
     def _report_notify_failures(self) -> None:
         if self.notifier is not None:
@@ -187,7 +185,10 @@ class Driver:
             self.briefing.undelivered()
         self.record.apply(step)
         self.briefing.after(spend_before, ended=step.ending is not None)
-        return self._result(step) if step.ending is not None else None
+        ending = step.ending
+        if ending is None:
+            return None
+        return RunResult(self.run_id, ending.event, ending.reason, ending.note, ending.exit_code)
 
     # -- before the first iteration ------------------------------------------------
 
@@ -197,9 +198,7 @@ class Driver:
         also one whose agent started before the driver recorded it."""
         restore_spend(self.record, self.run_dir)
         now_ms = self.clock.now_ms()
-        attempt = open_attempt_left(self.record, self.run_dir, self.adapter, now_ms)
-        if attempt is None:
-            attempt = unrecorded_attempt(self.state, self.run_dir, self.adapter, now_ms)
+        attempt = attempt_left(self.record, self.run_dir, self.adapter, now_ms)
         if attempt is None:
             return None
         return self._apply(conclude(self._loop_state(), attempt, self.policy, now_ms))
@@ -221,7 +220,7 @@ class Driver:
         while True:
             state = self.record.refresh()
             if self.waits.stopping(state):
-                return self._finish(EventType.ABORT, Reason.USER_STOPPED, self._stop_note())
+                return self._finish(EventType.ABORT, Reason.USER_STOPPED, self.waits.stop_note())
             off = self.waits.off()
             if state.paused or off:
                 self.waits.hold_paused("OFF file present" if off and not state.paused else None)
@@ -239,16 +238,6 @@ class Driver:
             note = "resuming the wait after a restart"
             self.waits.wait(Decision(Action.WAIT, "rate_limited", note=note, wait_until_ms=until))
 
-    def _stop_note(self) -> str:
-        reason = self.state.stop_reason
-        if self.interrupts.stop and not self.state.stop_requested:
-            if self.interrupts.kill_now:
-                return "interrupted by signal; the agent was ended"
-            return "interrupted by signal"
-        if self.state.stop_now:
-            return f"{reason or 'stop requested'} (--now: the agent was ended)"
-        return str(reason) if reason else "stop requested"
-
     # -- one iteration ---------------------------------------------------------------
 
     def _iteration(self) -> Step:
@@ -263,34 +252,20 @@ class Driver:
         self.record.emit(EventType.ITERATION_START, iteration=number)
         resume = self.launcher.resume_session()
         texts: list[str] = []
-        result, parser = self.launcher.run(
-            number,
-            prompt,
-            attempt,
-            resume,
-            texts,
-            self._should_kill,
-            self.launcher.limits(),
-            on_open=self.briefing.hand_off,
-            opened=lambda: self.briefing.handed(number),
-        )
-        raw_report = parser.report()
-        classification = classify(self.adapter, raw_report, result)
-        # After classify, which may read a reset time from the agent's error text.
-        report = sane_report(with_baseline(raw_report, state.usage_baseline), self.clock.now_ms())
-        after = self.workspace.mark()
+        result, parser = self.launcher.run(number, prompt, attempt, resume, texts)
         facts = attempt_of(
+            adapter=self.adapter,
             number=number,
             folder=attempt.path.name,
             prompt=prompt,
             result=result,
-            report=report,
-            classification=classification,
+            raw_report=parser.report(),
+            baseline=state.usage_baseline,
+            now_ms=self.clock.now_ms(),
+            workspace=self.workspace,
             before=before,
-            after=after,
-            commits=self.workspace.commits_between(before.head, after.head),
-            files_changed=self.workspace.changed_files(before, after),
-            duration_ms=int((self.clock.monotonic() - started) * 1000),
+            started_monotonic=started,
+            now_monotonic=self.clock.monotonic,
             resumed_session=resume,
             last_root_text=texts[-1] if texts else None,
         )
@@ -300,21 +275,9 @@ class Driver:
         return loop_state(
             self.state,
             interrupted=self.interrupts.stop,
-            stop_note=self._stop_note(),
+            stop_note=self.waits.stop_note(),
             agent=self.adapter.name,
         )
-
-    def _should_kill(self) -> bool:
-        if self.interrupts.kill_now:
-            return True
-        now = self.clock.monotonic()
-        if now - self._last_state_read >= _STATE_POLL_SECONDS:
-            self._last_state_read = now
-            try:
-                self.record.refresh()
-            except StateFileError:
-                return False
-        return self.state.stop_now
 
     # -- the end ---------------------------------------------------------------------
 
@@ -323,11 +286,6 @@ class Driver:
         the agent."""
         self.briefing.undelivered()
         return self.record.finish(terminal, reason, note)
-
-    def _result(self, step: Step) -> RunResult:
-        ending = step.ending
-        assert ending is not None
-        return RunResult(self.run_id, ending.event, ending.reason, ending.note, ending.exit_code)
 
     def _end_after(self, error: BaseException) -> None:
         """An error escaped the loop: end the run with one ``abort`` if it has not

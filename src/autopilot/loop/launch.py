@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Protocol
 
 from autopilot.agents.base import AgentAdapter, InvocationRequest, StreamParser, agent_environment
 from autopilot.core.vocabulary import AgentEventKind, EndedBy, EventType, RunStatus
@@ -19,6 +20,18 @@ from autopilot.store.run_state import RunState
 from autopilot.store.rundir import AttemptDir
 
 
+class HandOff(Protocol):
+    """What the agent is handed beside its prompt (``loop.briefing.Briefing``)."""
+
+    def hand_off(self, state: RunState) -> None:
+        """In the state write that opens the attempt: record what it was handed."""
+        ...
+
+    def handed(self, iteration: int) -> None:
+        """Once that write is done (``message_delivered``)."""
+        ...
+
+
 class Launcher:
     """Starts the agent of each attempt through the injected runner.
 
@@ -29,6 +42,8 @@ class Launcher:
         cwd: The work tree.
         base_env: The environment agents inherit (default ``os.environ``).
         run_id: Given to the agent as ``AUTOPILOT_RUN_ID`` (its run folder is not).
+        should_kill: Polled while the agent runs; True ends it now.
+        handoff: Told when an attempt opens (the messages it is handed).
     """
 
     def __init__(
@@ -39,6 +54,9 @@ class Launcher:
         cwd: Path,
         base_env: Mapping[str, str] | None,
         run_id: str,
+        *,
+        should_kill: Callable[[], bool],
+        handoff: HandOff,
     ) -> None:
         self.adapter = adapter
         self.runner = runner
@@ -46,6 +64,8 @@ class Launcher:
         self.cwd = cwd
         self.base_env = dict(os.environ if base_env is None else base_env)
         self.run_id = run_id
+        self.should_kill = should_kill
+        self.handoff = handoff
 
     def limits(self) -> ProcessLimits:
         """The attempt's limits: a duration budget also caps the wall-clock timeout."""
@@ -84,11 +104,6 @@ class Launcher:
         attempt: AttemptDir,
         resume: str | None,
         texts: list[str],
-        should_kill: Callable[[], bool],
-        limits: ProcessLimits,
-        *,
-        on_open: Callable[[RunState], None] | None = None,
-        opened: Callable[[], None] | None = None,
     ) -> tuple[ProcessResult, StreamParser]:
         """Run one attempt of iteration ``number`` to its end.
 
@@ -98,11 +113,6 @@ class Launcher:
             attempt: The attempt's folder.
             resume: The session to resume, if any.
             texts: Receives the last root assistant text.
-            should_kill: Polled; True ends the agent now.
-            limits: Timeouts and caps.
-            on_open: Also changes the state in the write that opens the attempt
-                (the messages' hand-off ledger).
-            opened: Called once that write is done (``message_delivered``).
 
         Returns:
             How the process ended, and the parser holding the agent's report. An
@@ -164,19 +174,19 @@ class Launcher:
                 s.status, s.waiting_until_ms = RunStatus.RUNNING, None
                 s.agent_pid, s.agent_start_time = pid, started
                 s.attempt_dir = str(attempt.path)
-                if on_open is not None:
-                    on_open(s)
+                self.handoff.hand_off(s)
 
             self.record.update(open_attempt)
-            if opened is not None:
-                opened()
+            self.handoff.handed(number)
 
-        request_run = RunRequest(invocation.argv, env, invocation.stdin, self.cwd, attempt, limits)
+        request_run = RunRequest(
+            invocation.argv, env, invocation.stdin, self.cwd, attempt, self.limits()
+        )
         result = self.runner.run(
             request_run,
             on_line=on_line,
             result_seen=lambda: parser.report().result_seen,
-            should_kill=should_kill,
+            should_kill=self.should_kill,
             on_start=on_start,
         )
         return result, parser

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from autopilot.agents.base import (
@@ -24,7 +25,7 @@ from autopilot.core.attempt import Attempt, CommitSeen, Denial, SessionTotals
 from autopilot.core.state import UsageBaseline
 from autopilot.core.vocabulary import EndedBy, ErrorKind
 from autopilot.loop.process import ProcessResult
-from autopilot.workspace.marks import Commit, TreeMark, progress_between
+from autopilot.workspace.marks import TreeMark, Workspace, progress_between
 
 LIMIT_ERROR_KINDS = frozenset({ErrorKind.RATE_LIMIT, ErrorKind.USAGE_LIMIT})
 
@@ -60,21 +61,46 @@ def classify(
 
 def attempt_of(
     *,
+    adapter: AgentAdapter,
     number: int,
     folder: str,
     prompt: str,
     result: ProcessResult,
-    report: IterationReport,
-    classification: Classification | None,
+    raw_report: IterationReport,
+    baseline: UsageBaseline | None,
+    now_ms: int,
+    workspace: Workspace,
     before: TreeMark,
-    after: TreeMark,
-    commits: list[Commit],
-    files_changed: int | None,
-    duration_ms: int,
+    started_monotonic: float,
+    now_monotonic: Callable[[], float],
     resumed_session: str | None,
     last_root_text: str | None,
 ) -> Attempt:
-    """The core's ``Attempt`` for one finished attempt (see ``core.attempt``)."""
+    """The core's ``Attempt`` for one finished attempt (see ``core.attempt``): the
+    adapter's classification of its output, its report with session totals turned
+    into this attempt's and absurd numbers dropped, and the work tree marked again.
+
+    Args:
+        adapter: The agent's adapter (it classifies the output).
+        number: The iteration.
+        folder: The attempt's folder name.
+        prompt: The prompt sent.
+        result: How the process ended.
+        raw_report: The adapter's parser's report.
+        baseline: Session totals after the previous iteration, if stored.
+        now_ms: The current epoch time in ms.
+        workspace: The work tree, marked again here.
+        before: Its mark before the attempt.
+        started_monotonic: When the attempt started (``Clock.monotonic``).
+        now_monotonic: ``Clock.monotonic``.
+        resumed_session: The session resumed, if any.
+        last_root_text: The last root text seen.
+    """
+    classification = classify(adapter, raw_report, result)
+    # After classify, which may read a reset time from the agent's error text.
+    report = sane_report(with_baseline(raw_report, baseline), now_ms)
+    after = workspace.mark()
+    commits = workspace.commits_between(before.head, after.head)
     failed = classification is not None and not classification.ok
     limited = (
         failed and classification is not None and classification.error_kind in LIMIT_ERROR_KINDS
@@ -120,8 +146,8 @@ def attempt_of(
         denials=tuple(Denial(d.tool, d.command) for d in denials),
         progress=progress_between(before, after),
         commits=tuple(CommitSeen(c.sha, c.subject, c.trailers) for c in commits),
-        files_changed=files_changed,
-        duration_ms=duration_ms,
+        files_changed=workspace.changed_files(before, after),
+        duration_ms=int((now_monotonic() - started_monotonic) * 1000),
         was_stopped=result.was_stopped,
         oversized_lines=result.oversized_lines,
         raw_output_note=result.write_error or ("truncated" if result.raw_truncated else None),

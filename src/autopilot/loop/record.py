@@ -52,9 +52,9 @@ _OWNED_FIELDS = ("spend", "loop", "iteration", "session_id", "config", "terminat
 
 def absorb(state: RunState, change: StateChange) -> None:
     """Write a step's ``change`` into ``state`` (the attempt is closed; the messages
-    handed to it are retired unless the same iteration is tried again)."""
+    handed to it are retired unless they are to be handed again)."""
     state.iteration, state.iteration_open = change.iteration, change.iteration_open
-    state.delivery = conclude_delivery(state.delivery, outcome_stands=not change.iteration_open)
+    state.delivery = conclude_delivery(state.delivery, outcome_stands=change.messages_stand)
     state.spend, state.loop = change.spend, change.counters
     state.session_id, state.usage_baseline = change.session_id, change.usage_baseline
     state.agent_pid = state.agent_start_time = state.attempt_dir = None

@@ -151,6 +151,17 @@ def logged_change(folder: RunDir, state: RunState) -> StateChange | None:
     return found
 
 
+def attempt_left(
+    record: RunRecord, folder: RunDir, adapter: AgentAdapter, now_ms: int
+) -> Attempt | None:
+    """On a relaunch: the attempt a dead driver left, to be concluded
+    (``open_attempt_left``, else ``unrecorded_attempt``), or None."""
+    attempt = open_attempt_left(record, folder, adapter, now_ms)
+    if attempt is None:
+        attempt = unrecorded_attempt(record.state, folder, adapter, now_ms)
+    return attempt
+
+
 def open_attempt_left(
     record: RunRecord, folder: RunDir, adapter: AgentAdapter, now_ms: int
 ) -> Attempt | None:

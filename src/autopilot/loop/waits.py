@@ -1,7 +1,7 @@
-"""Where the driver waits between iterations: a pause, a usage limit, a backoff.
-
-Each wait polls the run's control fields every half second (through the injected
-clock's ``sleep``), so ``stop`` and ``pause`` interrupt it at once.
+"""Where the driver waits between iterations — a pause, a usage limit, a backoff —
+and how it hears a stop: each wait polls the run's control fields every half second
+(through the injected clock's ``sleep``), so ``stop`` and ``pause`` interrupt it at
+once; while an agent runs, ``stop --now`` is read from ``state.json`` once a second.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pathlib import Path
 
 from autopilot.core.policy import Decision
 from autopilot.core.vocabulary import Action, EventType, RunStatus
+from autopilot.errors import StateFileError
 from autopilot.loop.clock import Clock
 from autopilot.loop.record import RunRecord
 from autopilot.loop.signals import Interrupts
@@ -17,6 +18,8 @@ from autopilot.store.project_files import is_off
 from autopilot.store.run_state import RunState
 
 FLAG_POLL_SECONDS = 0.5
+STATE_POLL_SECONDS = 1.0
+"""While an agent runs, ``state.json`` is read at most this often (``stop --now``)."""
 
 
 class Waits:
@@ -34,6 +37,7 @@ class Waits:
         self.clock = clock
         self.interrupts = interrupts
         self.cwd = cwd
+        self._last_state_read = 0.0
 
     def off(self) -> bool:
         """The project's OFF switch (``.autopilot/OFF``) is set."""
@@ -42,6 +46,32 @@ class Waits:
     def stopping(self, state: RunState) -> bool:
         """A stop is asked for (by flag or signal)."""
         return self.interrupts.stop or state.stop_requested
+
+    def stop_note(self) -> str:
+        """Why the run is being stopped, in words, for its terminal event."""
+        state = self.record.state
+        reason = state.stop_reason
+        if self.interrupts.stop and not state.stop_requested:
+            if self.interrupts.kill_now:
+                return "interrupted by signal; the agent was ended"
+            return "interrupted by signal"
+        if state.stop_now:
+            return f"{reason or 'stop requested'} (--now: the agent was ended)"
+        return str(reason) if reason else "stop requested"
+
+    def kill_requested(self) -> bool:
+        """While an agent runs: is the agent to be ended now (a second Ctrl-C, or
+        ``stop --now``)? ``state.json`` is read at most once a second."""
+        if self.interrupts.kill_now:
+            return True
+        now = self.clock.monotonic()
+        if now - self._last_state_read >= STATE_POLL_SECONDS:
+            self._last_state_read = now
+            try:
+                self.record.refresh()
+            except StateFileError:
+                return False
+        return self.record.state.stop_now
 
     def hold_paused(self, why: str | None) -> None:
         """Pause at the boundary until resumed (or stopped), writing ``pause``/``resume``."""

@@ -236,7 +236,7 @@ def apply_prune(root: Path, plan: PrunePlan, *, branches: bool = False) -> Prune
             if reason is not None:
                 result.failed[run_id] = f"kept: {reason}"
                 continue
-            state = read_state_quietly(root / run_id / "state.json")
+            state = read_state_quietly(RunDir(root / run_id).state)
             if state is not None:
                 cleanup = clean_up_run(
                     root / run_id, RunPlace.from_state_json(state.to_json()), branches=branches

@@ -219,3 +219,31 @@ class Notifier:
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         return not any(t.is_alive() for t in threads)
+
+
+class RunNotifier:
+    """Tells a run's notification URLs about the events that matter
+    (``notification_for``); called with every event the driver writes.
+
+    Args:
+        urls: Apprise URLs.
+        run_id: The run.
+    """
+
+    def __init__(self, urls: Iterable[str], run_id: str) -> None:
+        self.notifier = Notifier(urls)
+        self.run_id = run_id
+
+    def __call__(self, event: Mapping[str, Any]) -> None:
+        """Send the notification ``event`` calls for, if any (never blocks)."""
+        notification = notification_for(event, self.run_id)
+        if notification is not None:
+            self.notifier.send(notification)
+
+    def drain_failures(self) -> list[str]:
+        """See ``Notifier.drain_failures``."""
+        return self.notifier.drain_failures()
+
+    def close(self) -> None:
+        """See ``Notifier.close``."""
+        self.notifier.close()
