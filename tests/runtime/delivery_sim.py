@@ -13,12 +13,12 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
-from autopilot.core.delivery import DeliveryLedger, conclude
+from autopilot.core.delivery import conclude
 from autopilot.loop.clock import SystemClock
 from autopilot.runtime.delivery import Delivery
 from autopilot.store.events import EventLog
+from autopilot.store.run_state import RunState
 from autopilot.store.state import StateStore
 
 POINTS = (
@@ -44,10 +44,10 @@ def attempt(folder: Path, project: Path, crash_at: str) -> None:
     log = EventLog(folder / "events.jsonl", folder.name, clock.now_ms)
     delivery = Delivery(folder, log, project, clock)
     state = store.read()
-    ledger = delivery.repair(DeliveryLedger.from_json(state.get("delivery")))
-    state = store.update(lambda s: s.update(delivery=ledger.to_json()))
+    ledger = delivery.repair(state.delivery)
+    state = store.update(lambda s: setattr(s, "delivery", ledger))
     point("after_repair")
-    iteration = int(state.get("iter") or 0) + (0 if state.get("iterationOpen") else 1)
+    iteration = state.iteration + (0 if state.iteration_open else 1)
     _prompt, handoff = delivery.deliver("base prompt", ledger, iteration)
     point("before_spawn")
     received = folder / "received"
@@ -58,21 +58,25 @@ def attempt(folder: Path, project: Path, crash_at: str) -> None:
     )
     point("after_spawn")
 
-    def start(s: dict[str, Any]) -> None:
-        s.update(delivery=handoff.ledger.to_json(), iter=iteration, iterationOpen=True)
+    def start(s: RunState) -> None:
+        s.delivery, s.iteration, s.iteration_open = handoff.ledger, iteration, True
 
     store.update(start)
     point("after_ledger")
     delivery.handed(handoff, iteration)
     point("after_delivered")
     concluded = conclude(handoff.ledger, outcome_stands=True)
-    store.update(lambda s: s.update(delivery=concluded.to_json(), iterationOpen=False))
+
+    def close(s: RunState) -> None:
+        s.delivery, s.iteration_open = concluded, False
+
+    store.update(close)
     with (folder / "concluded.jsonl").open("a") as out:
         out.write(json.dumps({"iteration": iteration, "ids": sorted(handoff.ledger.handed)}))
         out.write("\n")
     point("after_conclude")
     left = delivery.retire(concluded)
-    store.update(lambda s: s.update(delivery=left.to_json()))
+    store.update(lambda s: setattr(s, "delivery", left))
     point("after_retire")
     log.close()
 

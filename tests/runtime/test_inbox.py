@@ -79,7 +79,7 @@ def test_an_ended_run_takes_no_message_and_bad_text_is_refused(run_folder: Path)
         queue_message(run_folder, "  \n", SystemClock())
     with pytest.raises(UsageError, match="characters long"):
         queue_message(run_folder, "x" * 100_001, SystemClock())
-    StateStore(run_folder / "state.json").update(lambda s: s.update(terminated=True))
+    StateStore(run_folder / "state.json").update(lambda s: setattr(s, "terminated", True))
     with pytest.raises(UsageError, match="already ended"):
         queue_message(run_folder, "too late", SystemClock())
     assert not _events(run_folder, "message_queued")
@@ -129,7 +129,7 @@ def test_kill_9_at_each_point_of_an_attempt_delivers_each_message_exactly_once(
     done = sorted(p.stem for p in (run_folder / "inbox" / "done").iterdir())
     assert done == sorted(ids)
     state = StateStore(run_folder / "state.json").read()
-    assert DeliveryLedger.from_json(state["delivery"]) == DeliveryLedger()
+    assert state.delivery == DeliveryLedger()
 
 
 @pytest.mark.parametrize("crash_at", ["before_record", "after_record"])

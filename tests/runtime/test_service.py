@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from autopilot.config import RunConfig
+from autopilot.core.vocabulary import RunStatus
 from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
 from autopilot.runtime.service import (
@@ -25,7 +26,7 @@ from autopilot.runtime.service import (
     uninstall,
 )
 from autopilot.store.paths import runs_root
-from autopilot.store.run_state import PromptSource
+from autopilot.store.run_state import PromptSource, RunState
 from autopilot.store.state import StateStore, read_state
 from tests.cli.test_control import _terminals, _wait_for
 from tests.conftest import FakeAgent, run_cli
@@ -122,11 +123,15 @@ def test_the_service_command_relaunches_a_run_left_active(
     root = runs_root()
     run_id = arm_run(root, RunConfig(), PromptSource(text="work"), repo, SystemClock())
     paused_id = arm_run(root, RunConfig(), PromptSource(text="w"), tmp_path, SystemClock())
+
     # Left active by a reboot: a status that is relaunched, and a dead driver's pid.
-    StateStore(root / run_id / "state.json").update(
-        lambda s: s.update(status="rate_limited", pid=1, pidStartTime=1.0)
+    def left_active(s: RunState) -> None:
+        s.status, s.pid, s.pid_start_time = RunStatus.RATE_LIMITED, 1, 1.0
+
+    StateStore(root / run_id / "state.json").update(left_active)
+    StateStore(root / paused_id / "state.json").update(
+        lambda s: setattr(s, "status", RunStatus.PAUSED)
     )
-    StateStore(root / paused_id / "state.json").update(lambda s: s.update(status="paused"))
     plan = plan_service("linux", tmp_path, {**os.environ, **env})
     exec_start = next(
         line for line in plan.content.decode().splitlines() if line.startswith("ExecStart=")

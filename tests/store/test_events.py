@@ -526,6 +526,38 @@ def test_emit_refuses_an_oversized_event_and_counts_it(
     assert capsys.readouterr().err.count("autopilot: warning:") == 1
 
 
+def test_emit_all_appends_a_batch_in_one_write_and_skips_what_it_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = EventLog(tmp_path / "events.jsonl", RUN, FakeClock(100))
+    log.emit("iteration_start", iteration=1)
+    writes: list[bytes] = []
+    real_write = os.write
+
+    def counting_write(fd: int, data: bytes) -> int:
+        writes.append(bytes(data))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", counting_write)
+    written = log.emit_all(
+        [
+            ("iteration_end", {"iteration": 1}),
+            ("task_list", {"stage": "S", "items": ["x" * MAX_EVENT_LINE_BYTES]}),
+            ("decision_applied", {"iteration": 1}),
+        ]
+    )
+    log.close()
+    assert [None if e is None else e["type"] for e in written] == [
+        "iteration_end",
+        None,
+        "decision_applied",
+    ]
+    assert len(writes) == 1 and writes[0].count(b"\n") == 2
+    types = [e["type"] for e in read_events(tmp_path / "events.jsonl")]
+    assert types == ["iteration_start", "iteration_end", "decision_applied"]
+    assert log.refused == 1 and "task_list not written" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("bad", [float("nan"), {1, 2}, object()])
 def test_emit_never_raises_on_a_value_json_cannot_hold(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: object

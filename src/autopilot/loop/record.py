@@ -7,8 +7,8 @@ copy, takes the control fields (and fields this version does not know) from the 
 and ignores the rest: an agent that rewrites ``spend`` in ``state.json`` cannot reset
 a budget; the change is logged as a ``warning`` event.
 
-A step is applied log first: its events are appended and fsynced, then the state is
-written. A crash between the two leaves the step's ``decision_applied`` record in the
+A step is applied log first: its events are appended in one write and fsynced, then
+the state is written. A crash between the two leaves the step's ``decision_applied`` record in the
 log, which recovery applies (``recovery.logged_change``); a crash before leaves an
 open attempt, which recovery concludes from its saved output.
 """
@@ -89,8 +89,7 @@ def write_step(store: StateStore, log: EventLog, step: Step) -> RunState:
     Raises:
         StateFileError: the state cannot be read or written.
     """
-    for event in step.events:
-        log.emit(event.type, **event.fields)
+    log.emit_all([(event.type, event.fields) for event in step.events])
     log.sync()
     return store.update(lambda s: absorb(s, step.change))
 
@@ -122,15 +121,19 @@ class RunRecord:
     def emit(self, event_type: EventType, **fields: Any) -> dict[str, Any] | None:
         """Append one event and show it; returns it (None: the log refused it)."""
         event = self.log.emit(event_type, **fields)
-        if event is not None and self.notify is not None:
+        if event is not None:
+            self._show(event)
+        return event
+
+    def _show(self, event: dict[str, Any]) -> None:
+        if self.notify is not None:
             self.notify(event)
-        if event is not None and self.on_event is not None:
+        if self.on_event is not None:
             try:
                 self.on_event(event)
             except (OSError, ValueError):
                 # The terminal or pipe went away; the run goes on, on the record.
                 self.on_event = None
-        return event
 
     def update(self, change: Callable[[RunState], None]) -> RunState:
         """Apply ``change`` to the driver's copy, with the file's control fields.
@@ -164,10 +167,13 @@ class RunRecord:
         return self.state
 
     def apply(self, step: Step) -> RunState:
-        """Apply a step durably: its events appended and fsynced, then the state."""
-        for event in step.events:
-            self.emit(event.type, **event.fields)
+        """Apply a step durably: its events appended in one write and fsynced (a crash
+        leaves all of them or none), then the state."""
+        written = self.log.emit_all([(event.type, event.fields) for event in step.events])
         self.log.sync()
+        for event in written:
+            if event is not None:
+                self._show(event)
         return self.update(lambda s: absorb(s, step.change))
 
     def attach(self, *, agent: str, verified_version: str) -> None:

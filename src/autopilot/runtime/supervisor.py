@@ -299,9 +299,12 @@ class _Acts:
             iteration=state.iteration,
             autopilotOn=self._autopilot_on(),
         )
-        from autopilot.loop.recovery import open_iteration
+        from autopilot.loop.recovery import logged_change, open_iteration
 
-        cut_short = state.agent_pid is not None or state.iteration_open
+        # An attempt whose decision is on the log (a crash before the state write)
+        # was finished, not cut short.
+        left_open = state.agent_pid is not None or state.iteration_open
+        cut_short = left_open and logged_change(self.folder, state) is None
         if cut_short or open_iteration(self.folder.events) is not None:
             self._notice(CRASH_NOTICE.format(how=ended.describe()))
 

@@ -15,7 +15,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -203,21 +203,45 @@ class EventLog:
 
     def emit(self, event_type: EventType | str, **fields: Any) -> dict[str, Any] | None:
         """Append one event and return it as written (None if it was refused)."""
-        event: dict[str, Any] = {"type": str(event_type), "ts": int(self._clock_ms())}
-        event["runId"] = self.run_id
-        event.update({k: v for k, v in fields.items() if v is not None})
-        try:
-            line = serialize_event(event)
-        except ValueError as error:
-            self._report(f"event {event_type} not written: {error}")
-            return None
-        if line is None:
-            self.refused += 1
-            self._report(f"event {event_type} not written: over {MAX_EVENT_LINE_BYTES} bytes")
-            return None
-        if not self._append(line + b"\n"):
-            return None
-        return event
+        return self.emit_all([(event_type, fields)])[0]
+
+    def emit_all(
+        self, events: Sequence[tuple[EventType | str, Mapping[str, Any]]]
+    ) -> list[dict[str, Any] | None]:
+        """Append several events in one ``write``, so a crash leaves all of them or
+        none (a step's events and its ``decision_applied`` record stand together).
+
+        Args:
+            events: Each event's type and fields.
+
+        Returns:
+            Each event as written, in order; None for one that was refused (it is not
+            serialisable or is over ``MAX_EVENT_LINE_BYTES``; the others are written),
+            and None for all when the write failed.
+        """
+        now_ms = int(self._clock_ms())
+        written: list[dict[str, Any] | None] = []
+        lines: list[bytes] = []
+        for event_type, fields in events:
+            event: dict[str, Any] = {"type": str(event_type), "ts": now_ms, "runId": self.run_id}
+            event.update({k: v for k, v in fields.items() if v is not None})
+            try:
+                line = serialize_event(event)
+            except ValueError as error:
+                self._report(f"event {event_type} not written: {error}")
+                line = None
+            else:
+                if line is None:
+                    self.refused += 1
+                    self._report(
+                        f"event {event_type} not written: over {MAX_EVENT_LINE_BYTES} bytes"
+                    )
+            written.append(None if line is None else event)
+            if line is not None:
+                lines.append(line + b"\n")
+        if lines and not self._append(b"".join(lines)):
+            return [None] * len(written)
+        return written
 
     def _append(self, data: bytes) -> bool:
         """Write ``data`` at the start of a line; True if all of it reached the file."""

@@ -54,6 +54,16 @@ def _install() -> None:
 
     events.EventLog.emit = emit_then_maybe_crash  # type: ignore[method-assign]
 
+    emit_all = events.EventLog.emit_all
+
+    def emit_all_then_maybe_crash(self: Any, batch: Any) -> Any:
+        written = emit_all(self, batch)
+        if any(str(event_type) == "iteration_end" for event_type, _ in batch):
+            _crash("after_iteration_end")
+        return written
+
+    events.EventLog.emit_all = emit_all_then_maybe_crash  # type: ignore[method-assign]
+
     write = state.write_atomically
 
     def write_then_maybe_crash(path: Any, data: bytes) -> None:
