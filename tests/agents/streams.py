@@ -21,11 +21,10 @@ import pytest
 from autopilot.agents.base import (
     AgentAdapter,
     AgentEvent,
-    AgentEventKind,
     Classification,
-    ErrorKind,
     IterationReport,
 )
+from autopilot.core.vocabulary import AgentEventKind, ErrorKind
 
 STREAMS = Path(__file__).resolve().parents[1] / "data" / "captured-streams"
 """The captured streams, kept with the tests."""

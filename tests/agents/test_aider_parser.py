@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from autopilot.agents.aider import AiderAdapter
-from autopilot.agents.base import MAX_ARG_BYTES, ErrorKind, InvocationRequest
+from autopilot.agents.base import MAX_ARG_BYTES, InvocationRequest
+from autopilot.core.vocabulary import ErrorKind
 from tests.agents.streams import Want, captures, check, run
 
 NONE = (None, None)

@@ -8,8 +8,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from autopilot.agents.base import Classification, ErrorKind, IterationReport, PermissionDenial
+from autopilot.agents.base import Classification, IterationReport, PermissionDenial
 from autopilot.agents.claude import ClaudeAdapter
+from autopilot.core.vocabulary import ErrorKind
 from tests.agents.streams import STREAMS, Want, captures, check, fixed_clock, run
 
 S1 = "eab24a57-a0dc-4669-98eb-2837131cf8d3"

@@ -11,13 +11,13 @@ import pytest
 from autopilot.agents.base import (
     MAX_ARG_BYTES,
     Classification,
-    ErrorKind,
     InvocationRequest,
     IterationReport,
     SessionUsage,
     apply_usage_baseline,
 )
 from autopilot.agents.codex import CodexAdapter
+from autopilot.core.vocabulary import ErrorKind
 from tests.agents.streams import CAPTURED_AT, Want, captures, check, fixed_clock, run
 
 S1 = "01a22b71-91bd-7210-96f3-f60698d27248"

@@ -10,12 +10,12 @@ import pytest
 
 from autopilot.agents.base import (
     MAX_ARG_BYTES,
-    ErrorKind,
     InvocationRequest,
     SessionUsage,
     apply_usage_baseline,
 )
 from autopilot.agents.copilot import CopilotAdapter
+from autopilot.core.vocabulary import ErrorKind
 from autopilot.errors import UsageError
 from tests.agents.streams import STREAMS, Want, captures, check, fixed_clock, run, run_lines
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from autopilot.agents.base import MAX_ARG_BYTES, ErrorKind, InvocationRequest, IterationReport
+from autopilot.agents.base import MAX_ARG_BYTES, InvocationRequest, IterationReport
 from autopilot.agents.gemini import GeminiAdapter, exit_kind
+from autopilot.core.vocabulary import ErrorKind
 from autopilot.errors import UsageError
 from tests.agents.streams import Want, captures, check, fixed_clock, run
 

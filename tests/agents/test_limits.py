@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from autopilot.agents.aider import AiderAdapter
-from autopilot.agents.base import AgentAdapter, Classification, ErrorKind, IterationReport
+from autopilot.agents.base import AgentAdapter, Classification, IterationReport
 from autopilot.agents.claude import ClaudeAdapter
 from autopilot.agents.codex import CodexAdapter
 from autopilot.agents.copilot import CopilotAdapter
@@ -24,6 +24,7 @@ from autopilot.agents.limits import (
 )
 from autopilot.agents.opencode import OpencodeAdapter
 from autopilot.agents.pi import PiAdapter
+from autopilot.core.vocabulary import ErrorKind
 from tests.agents.streams import fixed_clock, run
 
 EDMONTON = ZoneInfo("America/Edmonton")

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from autopilot.agents.base import AgentEventKind, ErrorKind, InvocationRequest, IterationReport
+from autopilot.agents.base import InvocationRequest, IterationReport
 from autopilot.agents.opencode import OpencodeAdapter
+from autopilot.core.vocabulary import AgentEventKind, ErrorKind
 from tests.agents.streams import Want, captures, check, fixed_clock, run
 
 NONE = (None, None)

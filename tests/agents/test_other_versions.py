@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from autopilot.agents.base import AgentEventKind, ErrorKind
 from autopilot.agents.claude import ClaudeAdapter
 from autopilot.agents.codex import CodexAdapter
 from autopilot.agents.copilot import CopilotAdapter
@@ -21,6 +20,7 @@ from autopilot.agents.failures import needs_payment
 from autopilot.agents.gemini import GeminiAdapter
 from autopilot.agents.opencode import OpencodeAdapter
 from autopilot.agents.pi import PiAdapter
+from autopilot.core.vocabulary import AgentEventKind, ErrorKind
 from tests.agents.streams import fixed_clock, run_lines
 
 SESSION = "9d2c6a51-7f0e-4b8a-9c3d-2e1f0a7b6c5d"

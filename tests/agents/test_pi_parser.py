@@ -10,11 +10,11 @@ import pytest
 from autopilot.agents.base import (
     MAX_ARG_BYTES,
     Classification,
-    ErrorKind,
     InvocationRequest,
     IterationReport,
 )
 from autopilot.agents.pi import PiAdapter
+from autopilot.core.vocabulary import ErrorKind
 from tests.agents.streams import STREAMS, Want, captures, check, fixed_clock, run
 
 S1 = "01a22b71-d9e2-7225-8872-a292b6163518"

@@ -37,13 +37,12 @@ from autopilot.agents import failures
 from autopilot.agents.adapter import CliAgent, CliFacts
 from autopilot.agents.base import (
     AgentEvent,
-    AgentEventKind,
     Classification,
-    ErrorKind,
     Invocation,
     shorten,
 )
 from autopilot.agents.parser import AgentParser
+from autopilot.core.vocabulary import AgentEventKind, ErrorKind
 
 if TYPE_CHECKING:
     from autopilot.agents.base import InvocationRequest, IterationReport, WallClock

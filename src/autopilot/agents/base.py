@@ -19,9 +19,7 @@ from pathlib import Path
 from typing import Protocol, TypeGuard
 
 from autopilot.agents import environment
-# The vocabulary adapters share lives in the core; adapters import it from here.
-from autopilot.core.vocabulary import AgentEventKind as AgentEventKind
-from autopilot.core.vocabulary import ErrorKind as ErrorKind
+from autopilot.core.vocabulary import AgentEventKind, ErrorKind
 from autopilot.errors import AgentNotFoundError
 
 MAX_ARG_BYTES = 131_071

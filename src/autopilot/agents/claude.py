@@ -48,8 +48,9 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from autopilot.agents import failures, fields
 from autopilot.agents.adapter import CliAgent, CliFacts
-from autopilot.agents.base import AgentEvent, AgentEventKind, ErrorKind, shorten
+from autopilot.agents.base import AgentEvent, shorten
 from autopilot.agents.parser import JsonLinesParser
+from autopilot.core.vocabulary import AgentEventKind, ErrorKind
 
 if TYPE_CHECKING:
     from autopilot.agents.base import Invocation, InvocationRequest, WallClock

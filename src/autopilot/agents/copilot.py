@@ -50,13 +50,12 @@ from autopilot.agents.adapter import CliAgent, CliFacts
 from autopilot.agents.base import (
     MAX_ARG_BYTES,
     AgentEvent,
-    AgentEventKind,
-    ErrorKind,
     Invocation,
     SessionUsage,
     argv_bytes,
 )
 from autopilot.agents.parser import JsonLinesParser, loads_agent_json
+from autopilot.core.vocabulary import AgentEventKind, ErrorKind
 from autopilot.errors import UsageError
 
 if TYPE_CHECKING:

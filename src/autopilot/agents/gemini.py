@@ -50,8 +50,9 @@ from typing import TYPE_CHECKING, Any
 
 from autopilot.agents import failures, fields
 from autopilot.agents.adapter import CliAgent, CliFacts
-from autopilot.agents.base import AgentEvent, AgentEventKind, ErrorKind, Invocation, argv_bytes
+from autopilot.agents.base import AgentEvent, Invocation, argv_bytes
 from autopilot.agents.parser import JsonLinesParser
+from autopilot.core.vocabulary import AgentEventKind, ErrorKind
 from autopilot.errors import UsageError
 
 if TYPE_CHECKING:

@@ -43,8 +43,9 @@ from typing import TYPE_CHECKING, Any
 
 from autopilot.agents import failures, fields, limits
 from autopilot.agents.adapter import CliAgent, CliFacts
-from autopilot.agents.base import AgentEvent, AgentEventKind, ErrorKind
+from autopilot.agents.base import AgentEvent
 from autopilot.agents.parser import JsonLinesParser
+from autopilot.core.vocabulary import AgentEventKind, ErrorKind
 
 if TYPE_CHECKING:
     from autopilot.agents.base import WallClock

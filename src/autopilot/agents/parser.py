@@ -23,16 +23,16 @@ from autopilot.agents import failures, limits
 from autopilot.agents.base import (
     UUID_SHAPE,
     AgentEvent,
-    AgentEventKind,
     IterationReport,
     PermissionDenial,
     local_now,
     session_id_fits,
     shorten,
 )
+from autopilot.core.vocabulary import AgentEventKind, ErrorKind
 
 if TYPE_CHECKING:
-    from autopilot.agents.base import ErrorKind, WallClock
+    from autopilot.agents.base import WallClock
 
 _LONE_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _SURROGATE = re.compile("[\ud800-\udfff]")

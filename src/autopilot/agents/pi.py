@@ -39,8 +39,9 @@ from typing import TYPE_CHECKING, Any
 
 from autopilot.agents import fields
 from autopilot.agents.adapter import CliAgent, CliFacts
-from autopilot.agents.base import AgentEvent, AgentEventKind, Invocation
+from autopilot.agents.base import AgentEvent, Invocation
 from autopilot.agents.parser import JsonLinesParser
+from autopilot.core.vocabulary import AgentEventKind
 
 if TYPE_CHECKING:
     from autopilot.agents.base import InvocationRequest, WallClock
