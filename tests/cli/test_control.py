@@ -143,7 +143,8 @@ def test_kill_9_then_restart_keeps_budgets(
     proc = _start(repo, env, "--max-iterations", "5", "--max-cost", "100")
     folder = _run_dir(tmp_path)
     _wait_for(lambda: _types(folder).count("iteration_end") >= 2)
-    _wait_for(lambda: _state(folder).get("agentPid") is not None)
+    # Two iterations in state.json (which follows the log), and the next one running.
+    _wait_for(lambda: _spent(folder) >= 2 and _state(folder).get("agentPid") is not None)
     agent_pid = _state(folder)["agentPid"]
     proc.kill()
     proc.wait()
@@ -329,6 +330,12 @@ def test_list_status_replay_where(tmp_path: Path, repo: Path, fake_agent: FakeAg
     assert version.returncode == 0 and version.stdout.startswith("autopilot ")
 
 
+def _spent(folder: Path) -> int:
+    spend = _state(folder).get("spend")
+    iterations = spend.get("iterations") if isinstance(spend, dict) else None
+    return iterations if isinstance(iterations, int) else 0
+
+
 @pytest.mark.parametrize(
     ("limit_args", "step", "reason", "expected_iterations"),
     [
@@ -353,11 +360,12 @@ def test_spend_budget_holds_across_kill_9(
     env = fake_agent([[{"shell": "date +%N >> p.txt"}, step, {"sleep": 0.5}]])
     proc = _start(repo, env, "--max-iterations", "50", *limit_args)
     folder = _run_dir(tmp_path)
+    # The log gets a step's events before state.json gets its spend: wait for both.
     _wait_for(lambda: _types(folder).count("iteration_end") >= 1)
+    _wait_for(lambda: _spent(folder) >= 1)
     proc.kill()
     proc.wait()
-    spent = _state(folder)["spend"]["iterations"]  # type: ignore[index]
-    assert spent in (1, 2)
+    assert _spent(folder) in (1, 2)
     done = run_cli(["start", folder.name, "--foreground"], cwd=repo, env=env)
     assert done.returncode == 3, done.stdout + done.stderr
     state = _state(folder)
