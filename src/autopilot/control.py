@@ -20,11 +20,11 @@ from autopilot.loop.clock import Clock
 from autopilot.loop.recovery import reconcile_terminal, settle_open_attempt
 from autopilot.runtime.agents import adapter_for_state
 from autopilot.runtime.liveness import driver_alive, supervisor_alive
-from autopilot.store.events import EventLog, read_events
-from autopilot.store.fold import Snapshot, fold
+from autopilot.store.events import EventLog
 from autopilot.store.private import PRIVATE_FILE_MODE
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
+from autopilot.store.snapshot import Snapshot
 from autopilot.store.state import StateStore, read_state
 
 
@@ -213,10 +213,11 @@ def status(run_dir: Path) -> RunStatusReport:
         StateFileError: state.json is unreadable or corrupt.
     """
     from autopilot.runtime.messages import pending_messages
+    from autopilot.store.reader import read_snapshot
 
     folder = RunDir(run_dir)
     state = read_state(folder.state)
-    snapshot = fold(read_events(folder.events))
+    snapshot = read_snapshot(folder.events)
     return RunStatusReport(
         state,
         snapshot,

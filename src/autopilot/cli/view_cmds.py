@@ -15,11 +15,11 @@ from autopilot.config import parse_int
 from autopilot.manage.activity import Activity, run_activity
 from autopilot.store.index import read_index
 from autopilot.store.paths import resolve_run, run_dir, runs_root
+from autopilot.store.reader import fold_log
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly
 from autopilot.view.plain import format_event
 from autopilot.view.safe import shown
-from autopilot.view.tail import fold_log
 
 _CTX = {"help_option_names": ["-h", "--help"]}
 

@@ -34,8 +34,8 @@ from autopilot.loop.observe import LIMIT_ERROR_KINDS, sane_report
 from autopilot.loop.process import end_process_group_of
 from autopilot.loop.record import RunRecord, absorb, loop_state, write_step
 from autopilot.store.events import EventLog, read_events
-from autopilot.store.fold import fold
 from autopilot.store.lines import iter_lines
+from autopilot.store.reader import read_snapshot
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import AttemptDir, RunDir
 from autopilot.store.state import StateStore
@@ -89,7 +89,7 @@ def reconcile_terminal(folder: RunDir, store: StateStore, log: EventLog) -> RunS
     """
     state = store.read()
     log.end_torn_line()
-    snapshot = fold(read_events(folder.events))
+    snapshot = read_snapshot(folder.events)
     if snapshot.terminal and not state.terminated:
         completed = snapshot.status == "complete"
         # The step that ended the run, if the crash came before its state write.
@@ -340,7 +340,7 @@ def restore_spend(record: RunRecord, folder: RunDir) -> None:
 def logged_spend(folder: RunDir) -> Spend:
     """The run's spend as its event log tells it (cumulative figures of the last
     ``iteration_end``), to be compared with ``state.json``'s on a relaunch."""
-    snapshot = fold(read_events(folder.events))
+    snapshot = read_snapshot(folder.events)
     tokens = snapshot.tokens
     return Spend(
         cost_usd=float(snapshot.costUsd),

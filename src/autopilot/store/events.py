@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeGuard
 
 from autopilot.core.text import (
     MAX_EXCERPT_UTF16_UNITS,
@@ -53,6 +53,28 @@ TERMINAL_EVENT_TYPES = frozenset({EventType.COMPLETE.value, EventType.ABORT.valu
 
 _CAPPED_FIELDS = ("excerpt", "note", "reason", "argsSummary", "desc")
 _UNREDACTED_FIELDS = frozenset({"type", "ts", "runId"})
+
+
+JS_NUMBER_LIMIT = 2**1024
+"""A JSON number this large or larger is Infinity to JavaScript's ``JSON.parse``."""
+
+
+def finite_number(value: Any) -> TypeGuard[int | float]:
+    """True for a number (not a bool) that the Node tool's reader reads as finite.
+
+    ``json`` reads a 400-digit integer as a Python int; JavaScript reads it as
+    Infinity, so it is not finite here either.
+    """
+    kind = type(value)
+    if kind is int:  # the common case first: this runs for every field of every event
+        return bool(-JS_NUMBER_LIMIT < value < JS_NUMBER_LIMIT)
+    if kind is float:
+        return bool(value - value == 0.0)  # False for NaN and the infinities
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return False
+    return -JS_NUMBER_LIMIT < value < JS_NUMBER_LIMIT
 
 
 def serialize_event(event: Mapping[str, Any]) -> bytes | None:
@@ -112,8 +134,7 @@ def parse_event_line(line: bytes | str) -> dict[str, Any] | None:
         return None
     if not isinstance(value, dict):
         return None
-    ts = value.get("ts")
-    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
+    if not finite_number(value.get("ts")):
         return None
     run_id = value.get("runId")
     if not isinstance(run_id, str) or not run_id:
@@ -168,9 +189,11 @@ def read_events(path: Path) -> Iterator[dict[str, Any]]:
         stream = path.open("rb")
     except FileNotFoundError:
         return
+    from autopilot.store.records import decode_event_line  # msgspec: only where logs are read
+
     with stream:
         for raw in iter_event_lines(stream):
-            event = parse_event_line(raw)
+            event = decode_event_line(raw)
             if event is not None:
                 yield event
 

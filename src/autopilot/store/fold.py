@@ -12,102 +12,35 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from autopilot.store.events import SEED_EVENT_TYPES, utf16_units
+from autopilot.store.events import JS_NUMBER_LIMIT, utf16_units
 from autopilot.store.fold_progress import (
-    MAX_SNAPSHOT_HISTORY,
     PROGRESS_HANDLERS,
     finite,
     nonempty_str,
     push,
 )
+from autopilot.store.records import (
+    DECODE_ERRORS,
+    RECORD_DECODER,
+    Record,
+    decode_record,
+    record_of,
+)
+from autopilot.store.snapshot import MAX_SNAPSHOT_HISTORY, Snapshot
+
+__all__ = ["MAX_SNAPSHOT_HISTORY", "Snapshot", "fold", "fold_event", "fold_lines", "fold_record"]
 
 
-@dataclass
-class Snapshot:
-    """A run as its event log tells it.
-
-    Seed fields (in the seed's key order) come first; ``tokens`` is the run's
-    cumulative ``{"input", "output"}``; timestamps are epoch ms. autopilot's own
-    fields follow: ``costUsd`` (cumulative USD), ``agent``, ``model``,
-    ``waitingUntil`` (epoch ms while rate limited), ``note`` (the terminal note),
-    ``outcomes`` (iteration number → outcome string, newest 256), ``workItems``
-    (the backlog's items, ``{id, title, status, attempt}`` in file order, from
-    ``workitem_recorded``, ``workitem_start``/``workitem_end`` with an ``itemId`` and
-    ``backlog_snapshot.items``), and the spent ``iterationsSpent`` and ``activeMs``
-    (cumulative, from ``iteration_end``; a log without them counts each
-    ``iteration_end`` that was not a retried attempt).
-    """
-
-    runId: str | None = None  # noqa: N815 - the seed's JSON field names
-    label: str | None = None
-    status: str = "idle"
-    iteration: int | float = 0
-    maxIterations: Any = None  # noqa: N815
-    minIterations: Any = None  # noqa: N815
-    stagnationStreak: int | float = 0  # noqa: N815
-    reason: Any = None
-    tokens: dict[str, Any] = field(default_factory=lambda: {"input": 0, "output": 0})
-    premiumRequests: Any = None  # noqa: N815
-    lastExcerpt: str | None = None  # noqa: N815
-    startedAt: int | float | None = None  # noqa: N815
-    updatedAt: int | float | None = None  # noqa: N815
-    terminalAt: int | float | None = None  # noqa: N815
-    sessionId: str | None = None  # noqa: N815
-    iterations: list[dict[str, Any]] = field(default_factory=list)
-    activeStage: dict[str, Any] | None = None  # noqa: N815
-    recentStages: list[dict[str, Any]] = field(default_factory=list)  # noqa: N815
-    currentStageSubstages: list[dict[str, Any]] = field(default_factory=list)  # noqa: N815
-    backlog: dict[str, Any] | None = None
-    activeWorkItem: dict[str, Any] | None = None  # noqa: N815
-    completedWorkItems: list[dict[str, Any]] = field(default_factory=list)  # noqa: N815
-    closedByLoop: int | float = 0  # noqa: N815
-    currentPlan: dict[str, Any] | None = None  # noqa: N815
-    planAmendments: list[dict[str, Any]] = field(default_factory=list)  # noqa: N815
-    currentTaskList: dict[str, Any] | None = None  # noqa: N815
-    taskInFlight: dict[str, Any] | None = None  # noqa: N815
-    recentTasks: list[dict[str, Any]] = field(default_factory=list)  # noqa: N815
-    lastCommit: dict[str, Any] | None = None  # noqa: N815
-    activeWorktree: dict[str, Any] | None = None  # noqa: N815
-    keptWorktrees: list[dict[str, Any]] = field(default_factory=list)  # noqa: N815
-    keptWorktreeCount: int = 0  # noqa: N815
-    currentStageSubstagesDropped: int = 0  # noqa: N815
-    # autopilot's own fields.
-    costUsd: float = 0.0  # noqa: N815
-    agent: str | None = None
-    model: str | None = None
-    waitingUntil: int | float | None = None  # noqa: N815
-    note: str | None = None
-    outcomes: dict[str, str] = field(default_factory=dict)
-    workItems: list[dict[str, Any]] = field(default_factory=list)  # noqa: N815
-    iterationsSpent: int = 0  # noqa: N815
-    activeMs: int | float = 0  # noqa: N815
-
-    @property
-    def terminal(self) -> bool:
-        """True once a ``complete`` or ``abort`` event has been folded."""
-        return self.status in ("complete", "aborted")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The snapshot as plain JSON-able data."""
-        return asdict(self)
-
-    def seed_fields(self) -> dict[str, Any]:
-        """Only the fields the seed system's reader has, in its key order."""
-        data = asdict(self)
-        return {key: data[key] for key in list(data)[:_SEED_FIELD_COUNT]}
-
-
-_SEED_FIELD_COUNT = 33
-
-
-def fold(events: Iterable[Mapping[str, Any]], snapshot: Snapshot | None = None) -> Snapshot:
+def fold(
+    events: Iterable[Mapping[str, Any] | Record], snapshot: Snapshot | None = None
+) -> Snapshot:
     """Fold events into a snapshot.
 
     Args:
-        events: Accepted events, oldest first (see ``read_events``).
+        events: Accepted events, oldest first, as mappings (see ``read_events``) or
+            records (see ``records.decode_record``).
         snapshot: A snapshot to continue from; it is copied, never changed.
 
     Returns:
@@ -119,41 +52,78 @@ def fold(events: Iterable[Mapping[str, Any]], snapshot: Snapshot | None = None) 
     return result
 
 
-def fold_event(snap: Snapshot, event: Mapping[str, Any]) -> None:
+def fold_event(snap: Snapshot, event: Mapping[str, Any] | Record) -> None:
     """Apply one event to ``snap`` in place (the seed's ``foldEvent``).
 
     Only the seed's own types move ``updatedAt``: the seed reader skips lines of
     autopilot's types, and its snapshot must come out the same.
     """
-    kind = event.get("type")
-    ts = event.get("ts")
-    if isinstance(kind, str) and kind in SEED_EVENT_TYPES and finite(ts):
+    record = event if isinstance(event, Record) else record_of(event)
+    if record is not None:
+        fold_record(snap, record)
+
+
+def fold_record(snap: Snapshot, record: Record) -> None:
+    """``fold_event`` for a record (what the log readers decode lines into)."""
+    ts = record.ts
+    if record.seed and finite(ts):
         snap.updatedAt = ts
-    handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
+    handler = _HANDLERS.get(record.event_type)
     if handler is not None:
-        handler(snap, event, ts)
+        handler(snap, record, ts)
 
 
-def _armed(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
+def fold_lines(snap: Snapshot, lines: Iterable[bytes]) -> None:
+    """Fold log lines (without their newlines) into ``snap`` in place, skipping the
+    lines the seed reader skips; the same as folding ``read_events`` of them.
+
+    This is the loop behind every read of a whole log: ``records.decode_record``
+    written out inline, since it runs a million times for a million-event log.
+    """
+    decode = RECORD_DECODER.decode
+    handlers = _HANDLERS
+    for line in lines:
+        record: Record | None
+        try:
+            record = decode(line)
+        except DECODE_ERRORS:
+            record = decode_record(line)  # decided by the seed's rules, in Python
+            if record is None:
+                continue
+        else:  # records.accepted, inline
+            ts = record.ts
+            kind = type(ts)
+            if kind is int:
+                if not -JS_NUMBER_LIMIT < ts < JS_NUMBER_LIMIT:
+                    continue
+            elif kind is not float:  # msgspec decodes no NaN or infinity
+                continue
+            run_id = record.runId
+            if type(run_id) is not str or not run_id:
+                continue
+        if record.seed:
+            snap.updatedAt = record.ts
+        handler = handlers.get(record.event_type)
+        if handler is not None:
+            handler(snap, record, record.ts)
+
+
+def _armed(snap: Snapshot, e: Any, ts: Any) -> None:
     fresh = Snapshot()
-    fresh.label = e["label"] if e.get("label") is not None else snap.label
-    fresh.maxIterations = (
-        e["maxIterations"] if e.get("maxIterations") is not None else snap.maxIterations
-    )
-    fresh.minIterations = (
-        e["minIterations"] if e.get("minIterations") is not None else snap.minIterations
-    )
-    fresh.runId = e.get("runId")
+    fresh.label = e.label if e.label is not None else snap.label
+    fresh.maxIterations = e.maxIterations if e.maxIterations is not None else snap.maxIterations
+    fresh.minIterations = e.minIterations if e.minIterations is not None else snap.minIterations
+    fresh.runId = e.runId
     fresh.status = "running"
     fresh.startedAt = ts
     fresh.updatedAt = ts
-    fresh.agent = e.get("agent") if isinstance(e.get("agent"), str) else None
-    fresh.model = e.get("model") if isinstance(e.get("model"), str) else None
+    fresh.agent = e.agent if isinstance(e.agent, str) else None
+    fresh.model = e.model if isinstance(e.model, str) else None
     snap.__dict__.update(fresh.__dict__)
 
 
-def _iteration_start(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
-    number = e.get("iteration")
+def _iteration_start(snap: Snapshot, e: Any, ts: Any) -> None:
+    number = e.iteration
     if finite(number):
         snap.iteration = number
         push(
@@ -175,43 +145,43 @@ def _iteration_start(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
     snap.currentStageSubstagesDropped = 0
 
 
-def _apply_usage(snap: Snapshot, e: Mapping[str, Any]) -> None:
-    tokens = e.get("tokens")
+def _apply_usage(snap: Snapshot, e: Any) -> None:
+    tokens = e.tokens
     if tokens:
         given = tokens if isinstance(tokens, Mapping) else {}
         snap.tokens = {
             "input": given["input"] if finite(given.get("input")) else snap.tokens["input"],
             "output": given["output"] if finite(given.get("output")) else snap.tokens["output"],
         }
-    premium = e.get("premiumRequests")
+    premium = e.premiumRequests
     if finite(premium) and premium >= 0:
         snap.premiumRequests = premium
-    cost = e.get("costUsd")
+    cost = e.costUsd
     if finite(cost) and cost >= 0:
         snap.costUsd = float(cost)
 
 
-def _iteration_end(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
-    number = e.get("iteration")
+def _iteration_end(snap: Snapshot, e: Any, ts: Any) -> None:
+    number = e.iteration
     if snap.iterations:
         last = snap.iterations[-1]
         if not finite(number) or number == last["iteration"]:
             last["endedAt"] = ts
-            if isinstance(e.get("excerpt"), str):
-                last["excerpt"] = e["excerpt"]
-            files = e.get("filesChanged")
+            if isinstance(e.excerpt, str):
+                last["excerpt"] = e.excerpt
+            files = e.filesChanged
             if finite(files) and files >= 0:
                 last["filesChanged"] = files
-    if isinstance(e.get("excerpt"), str):
-        snap.lastExcerpt = e["excerpt"]
+    if isinstance(e.excerpt, str):
+        snap.lastExcerpt = e.excerpt
     _apply_usage(snap, e)
-    outcome = e.get("outcome")
-    spent = e.get("iterationsSpent")
+    outcome = e.outcome
+    spent = e.iterationsSpent
     if finite(spent) and spent >= 0:
         snap.iterationsSpent = max(snap.iterationsSpent, int(spent))
     elif outcome != "rate_limited":
         snap.iterationsSpent += 1
-    active = e.get("activeMs")
+    active = e.activeMs
     if finite(active) and active >= 0:
         snap.activeMs = max(snap.activeMs, active)
     if finite(number) and isinstance(outcome, str):
@@ -220,10 +190,10 @@ def _iteration_end(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
             del snap.outcomes[next(iter(snap.outcomes))]
 
 
-def _usage_update(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
+def _usage_update(snap: Snapshot, e: Any, ts: Any) -> None:
     _apply_usage(snap, e)
-    text = e.get("excerpt")
-    number = e.get("iteration")
+    text = e.excerpt
+    number = e.iteration
     if nonempty_str(text) and snap.iterations:
         last = snap.iterations[-1]
         if last["endedAt"] is None and (not finite(number) or number == last["iteration"]):
@@ -232,7 +202,7 @@ def _usage_update(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
 
 
 def _set_status(status: str) -> Any:
-    def handler(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
+    def handler(snap: Snapshot, e: Any, ts: Any) -> None:
         snap.status = status
         if status == "running":
             snap.waitingUntil = None
@@ -240,42 +210,42 @@ def _set_status(status: str) -> Any:
     return handler
 
 
-def _stagnation(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
-    if finite(e.get("streak")):
-        snap.stagnationStreak = e["streak"]
+def _stagnation(snap: Snapshot, e: Any, ts: Any) -> None:
+    if finite(e.streak):
+        snap.stagnationStreak = e.streak
 
 
 def _terminal(status: str) -> Any:
-    def handler(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
+    def handler(snap: Snapshot, e: Any, ts: Any) -> None:
         snap.status = status
-        if e.get("reason") is not None:
-            snap.reason = e["reason"]
+        if e.reason is not None:
+            snap.reason = e.reason
         snap.terminalAt = ts
         snap.waitingUntil = None
-        if isinstance(e.get("note"), str):
-            snap.note = e["note"]
+        if isinstance(e.note, str):
+            snap.note = e.note
 
     return handler
 
 
-def _commit_observed(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
-    sha, subject = e.get("sha"), e.get("subject")
+def _commit_observed(snap: Snapshot, e: Any, ts: Any) -> None:
+    sha, subject = e.sha, e.subject
     if not nonempty_str(sha) or not nonempty_str(subject):
         return
-    trailers = e.get("trailers")
+    trailers = e.trailers
     kept = [t for t in trailers if nonempty_str(t)] if isinstance(trailers, list) else []
     snap.lastCommit = {"sha": sha, "subject": subject, "trailers": kept, "ts": ts}
 
 
-def _session_attached(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
-    session = e.get("sessionId")
+def _session_attached(snap: Snapshot, e: Any, ts: Any) -> None:
+    session = e.sessionId
     # The seed measures the length in UTF-16 code units (JS ``length``).
     if nonempty_str(session) and utf16_units(session) <= 64:
         snap.sessionId = session
 
 
-def _rate_limited(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
-    until = e.get("waitingUntil")
+def _rate_limited(snap: Snapshot, e: Any, ts: Any) -> None:
+    until = e.waitingUntil
     snap.waitingUntil = until if finite(until) else None
 
 

@@ -4,26 +4,17 @@ by id; ``docs/formats.md``, "Folding"). ``store.fold`` folds the rest."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import Any, TypeGuard
 
-if TYPE_CHECKING:
-    from autopilot.store.fold import Snapshot
-
-MAX_SNAPSHOT_HISTORY = 256
-"""History lists keep the newest 256 entries (seed ``MAX_SNAPSHOT_HISTORY``)."""
+from autopilot.store.events import finite_number
+from autopilot.store.snapshot import MAX_SNAPSHOT_HISTORY, Snapshot
 
 WORKITEM_KINDS = frozenset({"issue", "pr", "red_ci"})
 TASK_OUTCOMES = frozenset({"ok", "fail", "skip"})
 
-
-_NUMBER = (int, float)
-
-
-def finite(value: Any) -> TypeGuard[int | float]:
-    """A JSON number that is finite (not a bool)."""
-    return isinstance(value, _NUMBER) and not isinstance(value, bool) and math.isfinite(value)
+finite = finite_number
+"""A JSON number that the Node tool's reader reads as finite (not a bool)."""
 
 
 def nonempty_str(value: Any) -> TypeGuard[str]:
@@ -41,11 +32,11 @@ def push(history: list[Any], item: Any) -> int:
     return 0
 
 
-def _stage_start(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
-    stage = e.get("stage")
+def _stage_start(snap: Snapshot, e: Any, ts: Any) -> None:
+    stage = e.stage
     if not finite(stage):
         return
-    name = e["stageName"] if nonempty_str(e.get("stageName")) else f"STAGE_{stage}"
+    name = e.stageName if nonempty_str(e.stageName) else f"STAGE_{stage}"
     snap.activeStage = {"stage": stage, "name": name, "startedAt": ts}
     snap.currentStageSubstages = []
     snap.currentStageSubstagesDropped = 0
@@ -53,23 +44,23 @@ def _stage_start(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
     snap.taskInFlight = None
 
 
-def _stage_end(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
-    stage = e.get("stage")
+def _stage_end(snap: Snapshot, e: Any, ts: Any) -> None:
+    stage = e.stage
     if not finite(stage):
         return
     active = snap.activeStage
     matches = active is not None and active["stage"] == stage
-    if nonempty_str(e.get("stageName")):
-        name = e["stageName"]
+    if nonempty_str(e.stageName):
+        name = e.stageName
     elif matches and active is not None:
         name = active["name"]
     else:
         name = f"STAGE_{stage}"
     started = active["startedAt"] if matches and active is not None else None
-    duration = e.get("durationMs")
+    duration = e.durationMs
     if not finite(duration):
         duration = ts - started if finite(started) and finite(ts) else None
-    outcome = e.get("outcome") if isinstance(e.get("outcome"), str) else None
+    outcome = e.outcome if isinstance(e.outcome, str) else None
     push(
         snap.recentStages,
         {
@@ -89,17 +80,17 @@ def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _substage(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
-    sub = e.get("sub")
+def _substage(snap: Snapshot, e: Any, ts: Any) -> None:
+    sub = e.sub
     if not finite(sub):
         return
     entry = {
         "sub": sub,
         "ts": ts,
-        "verb": _str_or_none(e.get("verb")),
-        "argsSummary": _str_or_none(e.get("argsSummary")),
-        "outcome": _str_or_none(e.get("outcome")),
-        "durationMs": e["durationMs"] if finite(e.get("durationMs")) else None,
+        "verb": _str_or_none(e.verb),
+        "argsSummary": _str_or_none(e.argsSummary),
+        "outcome": _str_or_none(e.outcome),
+        "durationMs": e.durationMs if finite(e.durationMs) else None,
     }
     snap.currentStageSubstagesDropped += push(snap.currentStageSubstages, entry)
 
@@ -108,11 +99,12 @@ def _num_or_none(value: Any) -> Any:
     return value if finite(value) else None
 
 
-def _backlog_snapshot(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
+def _backlog_snapshot(snap: Snapshot, e: Any, ts: Any) -> None:
     snap.backlog = {
-        key: _num_or_none(e.get(key)) for key in ("redCi", "openPrs", "openIssues", "closedByLoop")
+        key: _num_or_none(getattr(e, key))
+        for key in ("redCi", "openPrs", "openIssues", "closedByLoop")
     }
-    listed = e.get("items")
+    listed = e.items
     if not isinstance(listed, list):
         return
     known = {item["id"]: item for item in snap.workItems}
@@ -122,7 +114,7 @@ def _backlog_snapshot(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
             item = dict(known.get(entry["id"]) or {"id": entry["id"], "title": None})
             _set_work_item(item, entry.get("status"), entry.get("attempt"))
             items.append(item)
-    if not e.get("itemsTruncated"):
+    if not e.itemsTruncated:
         snap.workItems = items
 
 
@@ -135,41 +127,38 @@ def _set_work_item(item: dict[str, Any], status: Any, attempt: Any) -> None:
     item.setdefault("attempt", 0)
 
 
-def _work_item(snap: Snapshot, e: Mapping[str, Any], status: Any) -> None:
+def _work_item(snap: Snapshot, item_id: Any, title: Any, attempt: Any, status: Any) -> None:
     """Our own tracking of a backlog item named by ``itemId`` (seed readers skip it)."""
-    item_id = e.get("itemId")
     if not nonempty_str(item_id):
         return
     item = next((i for i in snap.workItems if i["id"] == item_id), None)
     if item is None:
         item = {"id": item_id, "title": None}
         push(snap.workItems, item)
-    if nonempty_str(e.get("title")):
-        item["title"] = e["title"]
-    _set_work_item(item, status, e.get("attempt"))
+    if nonempty_str(title):
+        item["title"] = title
+    _set_work_item(item, status, attempt)
 
 
-def _workitem_recorded(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
-    record = e.get("item")
-    if not isinstance(record, Mapping) or record.get("id") != e.get("itemId"):
+def _workitem_recorded(snap: Snapshot, e: Any, ts: Any) -> None:
+    record = e.item
+    if not isinstance(record, Mapping) or record.get("id") != e.itemId:
         return
     title = record.get("title") or record.get("prompt")
     first = str(title).strip().splitlines()[0] if isinstance(title, str) and title.strip() else ""
-    label = f"{e['itemId']}: {first}" if first else str(e["itemId"])
-    _work_item(
-        snap, {**e, "title": label[:200], "attempt": record.get("attempt")}, record.get("status")
-    )
+    label = f"{e.itemId}: {first}" if first else str(e.itemId)
+    _work_item(snap, e.itemId, label[:200], record.get("attempt"), record.get("status"))
 
 
-def _workitem_start(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
-    _work_item(snap, e, "running")
-    kind = e.get("kind")
+def _workitem_start(snap: Snapshot, e: Any, ts: Any) -> None:
+    _work_item(snap, e.itemId, e.title, e.attempt, "running")
+    kind = e.kind
     if not isinstance(kind, str) or kind not in WORKITEM_KINDS:
         return
     snap.activeWorkItem = {
         "kind": kind,
-        "ref": _num_or_none(e.get("ref")),
-        "title": e["title"] if nonempty_str(e.get("title")) else None,
+        "ref": _num_or_none(e.ref),
+        "title": e.title if nonempty_str(e.title) else None,
         "startedAt": ts,
     }
     snap.currentPlan = None
@@ -177,20 +166,20 @@ def _workitem_start(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
     snap.taskInFlight = None
 
 
-def _workitem_end(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
-    _work_item(snap, e, e.get("status"))
-    kind = e.get("kind")
+def _workitem_end(snap: Snapshot, e: Any, ts: Any) -> None:
+    _work_item(snap, e.itemId, e.title, e.attempt, e.status)
+    kind = e.kind
     if not isinstance(kind, str) or kind not in WORKITEM_KINDS:
         return
-    ref = e.get("ref")
+    ref = e.ref
     active = snap.activeWorkItem
     matches = (
         active is not None and active["kind"] == kind and (not finite(ref) or ref == active["ref"])
     )
-    title = e.get("title") if nonempty_str(e.get("title")) else None
+    title = e.title if nonempty_str(e.title) else None
     if title is None and matches and active is not None:
         title = active["title"]
-    closes = e.get("closesN")
+    closes = e.closesN
     push(
         snap.completedWorkItems,
         {
@@ -208,20 +197,20 @@ def _workitem_end(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
         snap.activeWorkItem = None
 
 
-def _stage_plan(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
-    stages = e.get("stages")
+def _stage_plan(snap: Snapshot, e: Any, ts: Any) -> None:
+    stages = e.stages
     kept = [s for s in stages if nonempty_str(s)] if isinstance(stages, list) else []
     if kept:
         snap.currentPlan = {"stages": kept, "setAt": ts}
 
 
-def _stage_plan_amend(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
-    add = e.get("add") if nonempty_str(e.get("add")) else None
-    remove = e.get("remove") if nonempty_str(e.get("remove")) else None
+def _stage_plan_amend(snap: Snapshot, e: Any, ts: Any) -> None:
+    add = e.add if nonempty_str(e.add) else None
+    remove = e.remove if nonempty_str(e.remove) else None
     if add is None and remove is None:
         return
-    after = e.get("after") if nonempty_str(e.get("after")) else None
-    reason = e.get("reason") if isinstance(e.get("reason"), str) else ""
+    after = e.after if nonempty_str(e.after) else None
+    reason = e.reason if isinstance(e.reason, str) else ""
     push(
         snap.planAmendments,
         {"add": add, "remove": remove, "after": after, "reason": reason, "ts": ts},
@@ -240,24 +229,24 @@ def _stage_plan_amend(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
     snap.currentPlan = {"stages": stages, "setAt": ts}
 
 
-def _task_list(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
-    stage, items = e.get("stage"), e.get("items")
+def _task_list(snap: Snapshot, e: Any, ts: Any) -> None:
+    stage, items = e.stage, e.items
     if not nonempty_str(stage) or not isinstance(items, list):
         return
     kept = [item for item in items if nonempty_str(item)]
     snap.currentTaskList = {"stage": stage, "items": kept, "setAt": ts}
 
 
-def _task_start(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
-    stage, sub = e.get("stage"), e.get("sub")
+def _task_start(snap: Snapshot, e: Any, ts: Any) -> None:
+    stage, sub = e.stage, e.sub
     if not nonempty_str(stage) or not finite(sub):
         return
-    desc = e.get("desc") if isinstance(e.get("desc"), str) else ""
+    desc = e.desc if isinstance(e.desc, str) else ""
     snap.taskInFlight = {"stage": stage, "sub": sub, "desc": desc, "startedAt": ts}
 
 
-def _task_end(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
-    stage, sub, outcome = e.get("stage"), e.get("sub"), e.get("outcome")
+def _task_end(snap: Snapshot, e: Any, ts: Any) -> None:
+    stage, sub, outcome = e.stage, e.sub, e.outcome
     if not nonempty_str(stage) or not finite(sub):
         return
     if not isinstance(outcome, str) or outcome not in TASK_OUTCOMES:
@@ -265,7 +254,7 @@ def _task_end(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
     flight = snap.taskInFlight
     matches = flight is not None and flight["stage"] == stage and flight["sub"] == sub
     started = flight["startedAt"] if matches and flight is not None else None
-    duration = e.get("durationMs")
+    duration = e.durationMs
     if not finite(duration):
         duration = ts - started if finite(started) and finite(ts) else None
     push(
@@ -284,31 +273,31 @@ def _task_end(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
         snap.taskInFlight = None
 
 
-def _worktree_created(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
-    path, branch = e.get("path"), e.get("branch")
+def _worktree_created(snap: Snapshot, e: Any, ts: Any) -> None:
+    path, branch = e.path, e.branch
     if not nonempty_str(path) or not nonempty_str(branch):
         return
     snap.activeWorktree = {
         "path": path,
         "branch": branch,
-        "baseRef": e["baseRef"] if nonempty_str(e.get("baseRef")) else None,
-        "iteration": _num_or_none(e.get("iteration")),
+        "baseRef": e.baseRef if nonempty_str(e.baseRef) else None,
+        "iteration": _num_or_none(e.iteration),
         "startedAt": ts,
     }
 
 
-def _worktree_removed(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
-    if snap.activeWorktree is not None and snap.activeWorktree["path"] == e.get("path"):
+def _worktree_removed(snap: Snapshot, e: Any, ts: Any) -> None:
+    if snap.activeWorktree is not None and snap.activeWorktree["path"] == e.path:
         snap.activeWorktree = None
 
 
-def _worktree_kept(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
-    path, branch = e.get("path"), e.get("branch")
+def _worktree_kept(snap: Snapshot, e: Any, ts: Any) -> None:
+    path, branch = e.path, e.branch
     if not nonempty_str(path) or not nonempty_str(branch):
         return
     push(
         snap.keptWorktrees,
-        {"path": path, "branch": branch, "iteration": _num_or_none(e.get("iteration")), "ts": ts},
+        {"path": path, "branch": branch, "iteration": _num_or_none(e.iteration), "ts": ts},
     )
     snap.keptWorktreeCount += 1
     if snap.activeWorktree is not None and snap.activeWorktree["path"] == path:

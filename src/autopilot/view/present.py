@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autopilot.store.fold import Snapshot
+from autopilot.store.snapshot import Snapshot
 from autopilot.view.plain import format_time
 
 State = Mapping[str, Any]

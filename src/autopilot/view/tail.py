@@ -8,49 +8,34 @@ a final line without its newline is a write in progress (or torn by a crash) and
 is held back until it is whole, as the seed's ``watch`` does (seed-event-contract
 §4.2). A log that does not exist yet reads as empty.
 
-``fold_log`` gives exactly ``fold(read_events(path))``: it parses a block of lines
-as one JSON array (much faster than one ``json.loads`` per line) and falls back to
-``parse_event_line`` for any block that does not parse cleanly line for line.
+Lines are decided and decoded as everywhere else (``store.reader``, whose ``fold_log``
+this module passes on): ``fold_log`` gives exactly ``fold(read_events(path))``.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autopilot.store.events import EVENT_TYPES, parse_event_line
-from autopilot.store.fold import Snapshot, fold_event
+from autopilot.store.events import MAX_READ_LINE_BYTES
+from autopilot.store.reader import fold_log
+from autopilot.store.records import decode_event_line
+
+__all__ = [
+    "LogEnd",
+    "LogFollower",
+    "fold_log",
+    "log_end",
+    "parse_event_block",
+    "read_last_events",
+    "read_lines_backward",
+]
 
 BACKWARD_BLOCK_BYTES = 64 * 1024
 """Block size when reading a log from its end."""
-
-FOLD_CHUNK_BYTES = 4 * 1024 * 1024
-"""Block size of the streaming fold."""
-
-_TYPES = frozenset(EVENT_TYPES)
-
-
-def _accepted(value: Any) -> bool:
-    """The checks of ``parse_event_line`` on an already decoded value."""
-    if type(value) is not dict:
-        return False
-    ts = value.get("ts")
-    if type(ts) is not int and (
-        isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts)
-    ):
-        return False
-    run_id = value.get("runId")
-    return type(run_id) is str and run_id != "" and value.get("type") in _TYPES
-
-
-def _reject(name: str) -> Any:
-    # NaN/Infinity: let parse_event_line decide about such a line on its own.
-    raise ValueError(name)
 
 
 def parse_event_block(block: bytes) -> list[dict[str, Any]]:
@@ -60,20 +45,16 @@ def parse_event_block(block: bytes) -> list[dict[str, Any]]:
         block: Whole lines joined by ``\\n`` (no trailing partial line).
 
     Returns:
-        The same events ``parse_event_line`` would accept line by line.
+        The events ``read_events`` would give for these lines (lines over
+        ``MAX_READ_LINE_BYTES`` skipped).
     """
     if not block:
         return []
-    lines = block.count(b"\n") + 1
-    try:
-        values = json.loads(b"[" + block.replace(b"\n", b",") + b"]", parse_constant=_reject)
-    except (ValueError, RecursionError):
-        values = None
-    if not isinstance(values, list) or len(values) != lines:
-        # A blank, malformed or odd line: decide each line on its own.
-        parsed = (parse_event_line(raw) for raw in block.split(b"\n"))
-        return [event for event in parsed if event is not None]
-    return [value for value in values if _accepted(value)]
+    events = []
+    for line in block.split(b"\n"):
+        if len(line) <= MAX_READ_LINE_BYTES and (event := decode_event_line(line)) is not None:
+            events.append(event)
+    return events
 
 
 @dataclass(frozen=True)
@@ -166,69 +147,15 @@ def read_last_events(path: Path, limit: int, end: int | None = None) -> list[dic
     if limit <= 0:
         return found
     for raw in read_lines_backward(path, end):
-        event = parse_event_line(raw)
+        if len(raw) > MAX_READ_LINE_BYTES:
+            continue
+        event = decode_event_line(raw)
         if event is not None:
             found.append(event)
             if len(found) >= limit:
                 break
     found.reverse()
     return found
-
-
-def fold_log(
-    path: Path,
-    *,
-    start: int = 0,
-    end: int | None = None,
-    snapshot: Snapshot | None = None,
-    on_event: Callable[[dict[str, Any]], None] | None = None,
-    cancelled: Callable[[], bool] | None = None,
-    chunk_bytes: int = FOLD_CHUNK_BYTES,
-) -> tuple[Snapshot, int]:
-    """Fold a log in one streaming pass, a few MiB at a time.
-
-    Args:
-        path: The log; a missing file folds to an empty snapshot.
-        start: Byte offset to start at (a line boundary).
-        end: Byte offset to stop at (default: the end of the file); a partial
-            line before it is left for later.
-        snapshot: A snapshot to continue, changed in place (default: a new one).
-        on_event: Called with each accepted event after it is folded.
-        cancelled: Polled between blocks; returning True stops the fold early.
-        chunk_bytes: Block size.
-
-    Returns:
-        The snapshot and the offset just after the last complete line folded.
-    """
-    snap = snapshot if snapshot is not None else Snapshot()
-    try:
-        stream = path.open("rb")
-    except OSError:
-        return snap, start
-    with stream:
-        stream.seek(start)
-        limit = os.fstat(stream.fileno()).st_size if end is None else end
-        position = start
-        folded_to = start
-        pending = b""
-        while position < limit:
-            if cancelled is not None and cancelled():
-                break
-            data = stream.read(min(chunk_bytes, limit - position))
-            if not data:
-                break
-            position += len(data)
-            pending += data
-            cut = pending.rfind(b"\n")
-            if cut < 0:
-                continue
-            block, pending = pending[:cut], pending[cut + 1 :]
-            folded_to = position - len(pending)
-            for event in parse_event_block(block):
-                fold_event(snap, event)
-                if on_event is not None:
-                    on_event(event)
-    return snap, folded_to
 
 
 @dataclass

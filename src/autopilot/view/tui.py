@@ -8,7 +8,7 @@ last commit, and key hints.
 
 How it reads the run: ``state.json`` at once (so the header is right on the first
 frame), the end of ``events.jsonl`` for the timeline, then the whole log folded
-once in a background thread, streaming (``tail.fold_log``); after that every change
+once in a background thread, streaming (``store.reader.fold_log``); after that every change
 the kernel reports (``follow.watch_run_dir``, watchfiles) is read incrementally and
 folded into the same snapshot. Keys act through ``autopilot.control``, exactly like
 ``autopilot pause|resume|stop``; leaving the view never stops the run.
@@ -33,6 +33,7 @@ from autopilot.loop.clock import Clock, SystemClock
 from autopilot.manage.activity import driver_running
 from autopilot.store.events import TERMINAL_EVENT_TYPES
 from autopilot.store.fold import Snapshot, fold_event
+from autopilot.store.reader import fold_log
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import EVENTS_FILE, STATE_FILE, STDOUT_FILE, RunDir
 from autopilot.store.state import read_state_quietly
@@ -42,7 +43,7 @@ from autopilot.view.follow import Liveness, watch_run_dir
 from autopilot.view.output import OutputFollower
 from autopilot.view.project import read_project_tasks
 from autopilot.view.safe import shown
-from autopilot.view.tail import LogFollower, fold_log, log_end, read_last_events
+from autopilot.view.tail import LogFollower, log_end, read_last_events
 from autopilot.view.widgets import (
     AgentOutput,
     FilesChanged,

@@ -20,7 +20,7 @@ from textual.events import Resize
 from textual.message import Message
 from textual.widgets import RichLog, Sparkline, Static
 
-from autopilot.store.fold import Snapshot
+from autopilot.store.snapshot import Snapshot
 from autopilot.view import present
 from autopilot.view.describe import EVENT_TONES, describe_event
 from autopilot.view.output import LineKind, OutputLine
