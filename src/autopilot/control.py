@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import filelock
-
 from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.errors import UsageError
 from autopilot.loop.clock import Clock
@@ -21,7 +19,7 @@ from autopilot.loop.recovery import reconcile_terminal, settle_open_attempt
 from autopilot.runtime.agents import adapter_for_state
 from autopilot.runtime.liveness import driver_alive, supervisor_alive
 from autopilot.store.events import EventLog
-from autopilot.store.private import PRIVATE_FILE_MODE
+from autopilot.store.flock import FileLock
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.snapshot import Snapshot
@@ -115,12 +113,8 @@ def stop(
         when = "now" if now else "at the next boundary"
         return ControlResult(state, f"{run_dir.name}: stop requested; the run stops {when}")
 
-    lock = filelock.UnixFileLock(
-        str(RunDir(run_dir).driver_lock), timeout=0, mode=PRIVATE_FILE_MODE
-    )
-    try:
-        lock.acquire()
-    except filelock.Timeout:
+    lock = FileLock(RunDir(run_dir).driver_lock)
+    if not lock.acquire():
         return request()
     try:
         if driver_alive(read_state(store.path)):
@@ -140,10 +134,8 @@ def repair(run_dir: Path, clock: Clock) -> RunState:
     """
     folder = RunDir(run_dir)
     store = StateStore(folder.state)
-    lock = filelock.UnixFileLock(str(folder.driver_lock), timeout=0, mode=PRIVATE_FILE_MODE)
-    try:
-        lock.acquire()
-    except filelock.Timeout:
+    lock = FileLock(folder.driver_lock)
+    if not lock.acquire():
         return read_state(folder.state)
     log = EventLog(folder.events, run_dir.name, clock.now_ms)
     try:

@@ -13,13 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import filelock
 import pytest
 
 from autopilot.cli import main as cli_main
 from autopilot.cli import view_cmds
 from autopilot.config import parse_duration_seconds, parse_float, parse_int
 from autopilot.errors import UsageError
+from autopilot.store.flock import FileLock
 from autopilot.store.state import encode_state, read_state, read_state_json, write_atomically
 from tests.conftest import FakeAgent, read_jsonl, run_cli
 
@@ -231,10 +231,14 @@ def test_a_state_broken_under_a_running_driver_is_rewritten_from_memory(
         path = next(runs.glob("repo-*/state.json"))
         _wait_for(lambda: read_state(path).iteration_open is True)
         # Under the state lock, as another writer would write it.
-        with filelock.UnixFileLock(str(path.with_name("state.json.lock"))):
+        lock = FileLock(path.with_name("state.json.lock"), timeout_seconds=30)
+        assert lock.acquire()
+        try:
             data = read_state_json(path)
             data.update(changes)
             write_atomically(path, encode_state(data))
+        finally:
+            lock.release()
         stdout, stderr = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:

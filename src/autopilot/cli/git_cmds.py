@@ -7,14 +7,13 @@ import time
 from pathlib import Path
 
 import click
-import filelock
 
 from autopilot.cli.echo import say, say_json
 from autopilot.config import parse_int
 from autopilot.errors import RepositoryError, RunLockedError, UsageError
 from autopilot.runtime.liveness import driver_alive
+from autopilot.store.flock import FileLock
 from autopilot.store.paths import resolve_run, run_dir, runs_root
-from autopilot.store.private import PRIVATE_FILE_MODE
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import StateStore, read_state
@@ -36,18 +35,14 @@ def _open(run_ref: str | None) -> tuple[Path, RunState, RunWorkspace]:
     return folder, state, open_run_workspace(folder, RunPlace.from_state_json(state.to_json()))
 
 
-def _hold(folder: Path, state: RunState) -> filelock.UnixFileLock:
+def _hold(folder: Path, state: RunState) -> FileLock:
     """The run's ``driver.lock``, so no driver starts while files change under it."""
     busy = RunLockedError(f"run {folder.name} is running; stop it first (autopilot stop)")
     if driver_alive(state) and not state.terminated:
         raise busy
-    lock = filelock.UnixFileLock(
-        str(RunDir(folder).driver_lock), timeout=0, thread_local=False, mode=PRIVATE_FILE_MODE
-    )
-    try:
-        lock.acquire()
-    except filelock.Timeout:
-        raise busy from None
+    lock = FileLock(RunDir(folder).driver_lock)
+    if not lock.acquire():
+        raise busy
     return lock
 
 

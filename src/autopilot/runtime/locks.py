@@ -1,6 +1,6 @@
 """The driver's locks: one driver per run, one active run per work tree.
 
-Both are ``fcntl`` locks (``filelock.UnixFileLock``), released by the OS when the
+Both are ``fcntl`` locks (``store.flock``), released by the OS when the
 driver dies, so a crash never leaves a run or a project locked.
 ``run`` takes the project lock before it creates a run, so a refused second run
 leaves nothing behind.
@@ -18,12 +18,11 @@ import hashlib
 import os
 from pathlib import Path
 
-import filelock
-
 from autopilot.errors import RunLockedError
 from autopilot.runtime.liveness import driver_alive
+from autopilot.store.flock import FileLock
 from autopilot.store.paths import list_run_ids
-from autopilot.store.private import PRIVATE_FILE_MODE, make_private_dir, write_private
+from autopilot.store.private import make_private_dir, write_private
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly
 from autopilot.workspace.git import work_tree_root
@@ -47,16 +46,14 @@ class ProjectLock:
         key = hashlib.sha256(str(self.work_tree).encode()).hexdigest()[:16]
         self._dir = root / LOCKS_DIR
         self._owner = self._dir / f"{key}.owner"
-        # Not thread-local: ``run`` takes it in the main thread and the driver, behind
-        # the live view, runs in another.
-        self._lock = filelock.UnixFileLock(
-            str(self._dir / f"{key}.lock"), timeout=0, thread_local=False, mode=PRIVATE_FILE_MODE
-        )
+        # ``run`` takes it in the main thread and the driver, behind the live view,
+        # releases it in another: a FileLock is not tied to a thread.
+        self._lock = FileLock(self._dir / f"{key}.lock")
 
     @property
     def held(self) -> bool:
         """Whether this process holds it."""
-        return bool(self._lock.is_locked)
+        return self._lock.held
 
     def acquire(self, *, run_id: str | None = None) -> None:
         """Take the lock.
@@ -68,9 +65,7 @@ class ProjectLock:
             RunLockedError: another run is active in this work tree.
         """
         make_private_dir(self._dir, exist_ok=True)
-        try:
-            self._lock.acquire()
-        except filelock.Timeout:
+        if not self._lock.acquire():
             owner = self._owner.read_text(errors="replace").strip() if self._owner.exists() else ""
             raise RunLockedError(self._refusal(owner or "unknown")) from None
         rival = self._live_rival(run_id)
@@ -101,8 +96,7 @@ class ProjectLock:
 
     def release(self) -> None:
         """Release it (no-op if not held)."""
-        if self._lock.is_locked:
-            self._lock.release(force=True)
+        self._lock.release()
 
 
 class RunLocks:
@@ -119,9 +113,7 @@ class RunLocks:
         self.project = project
         self.run_id = run_id
         self.folder = folder
-        self._run_lock = filelock.UnixFileLock(
-            str(folder.driver_lock), timeout=0, thread_local=False, mode=PRIVATE_FILE_MODE
-        )
+        self._run_lock = FileLock(folder.driver_lock)
 
     def acquire(self) -> None:
         """Take both locks, or neither.
@@ -129,25 +121,22 @@ class RunLocks:
         Raises:
             RunLockedError: another driver holds the run, or another run the project.
         """
-        try:
-            self._run_lock.acquire()
-        except filelock.Timeout:
-            raise RunLockedError(f"run {self.run_id} is already being driven") from None
+        if not self._run_lock.acquire():
+            raise RunLockedError(f"run {self.run_id} is already being driven")
         state = read_state_quietly(self.folder.state)
         if state is not None and state.pid != os.getpid() and driver_alive(state) is True:
             # Its driver.lock was deleted, but its driver lives on.
-            self._run_lock.release(force=True)
+            self._run_lock.release()
             raise RunLockedError(f"run {self.run_id} is already being driven (pid {state.pid})")
         if not self.project.held:
             try:
                 self.project.acquire(run_id=self.run_id)
             except RunLockedError:
-                self._run_lock.release(force=True)
+                self._run_lock.release()
                 raise
         self.project.set_owner(self.run_id)
 
     def release(self) -> None:
         """Release both."""
         self.project.release()
-        if self._run_lock.is_locked:
-            self._run_lock.release(force=True)
+        self._run_lock.release()

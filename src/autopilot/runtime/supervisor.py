@@ -341,19 +341,13 @@ class _Acts:
 
     def _give_up(self, ended: DaemonExit, decision: RestartDecision) -> None:
         """End the run in ``error``: one ``supervisor_giveup``, one ``abort``."""
-        import filelock
-
         from autopilot.core.vocabulary import EventType, Reason, RunStatus
         from autopilot.loop.recovery import reconcile_terminal, settle_open_attempt
         from autopilot.runtime.agents import adapter_for_state
-        from autopilot.store.private import PRIVATE_FILE_MODE
+        from autopilot.store.flock import FileLock
 
-        lock = filelock.UnixFileLock(
-            str(self.folder.driver_lock), timeout=0, mode=PRIVATE_FILE_MODE
-        )
-        try:
-            lock.acquire()
-        except filelock.Timeout:
+        lock = FileLock(self.folder.driver_lock)
+        if not lock.acquire():
             return  # another driver took the run meanwhile: it is theirs now
         try:
             state = reconcile_terminal(self.folder, self.store, self.log)

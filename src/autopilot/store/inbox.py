@@ -58,7 +58,6 @@ class Inbox:
 
     def __init__(self, run_folder: Path) -> None:
         self.root = run_folder / INBOX_DIR
-        self._lock = FileLock(self.root / ".lock", timeout_seconds=LOCK_TIMEOUT_SECONDS)
 
     def _dir(self, name: str) -> Path:
         return self.root / name
@@ -74,8 +73,11 @@ class Inbox:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         self._ensure()
+        # A lock of its own for each acquisition: threads sharing this inbox exclude
+        # each other like processes do.
+        lock = FileLock(self.root / ".lock", timeout_seconds=LOCK_TIMEOUT_SECONDS)
         try:
-            taken = self._lock.acquire()
+            taken = lock.acquire()
         except OSError as error:
             raise StateFileError(f"cannot lock {self.root}: {error.strerror or error}") from None
         if not taken:
@@ -83,7 +85,7 @@ class Inbox:
         try:
             yield
         finally:
-            self._lock.release()
+            lock.release()
 
     def put(self, message: Message, record: Callable[[Message], object]) -> None:
         """Queue ``message`` durably; ``record`` appends its ``message_queued`` event.

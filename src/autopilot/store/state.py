@@ -23,11 +23,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import filelock
-
 from autopilot.errors import StateFileError
 from autopilot.redact import redact
-from autopilot.store.private import PRIVATE_FILE_MODE, make_private_dir, open_private
+from autopilot.store.flock import FileLock
+from autopilot.store.private import make_private_dir, open_private
 from autopilot.store.run_state import RunState, decode_state
 
 LOCK_TIMEOUT_SECONDS = 30.0
@@ -147,11 +146,7 @@ class StateStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock = filelock.UnixFileLock(
-            str(path.with_name(path.name + ".lock")),
-            timeout=LOCK_TIMEOUT_SECONDS,
-            mode=PRIVATE_FILE_MODE,
-        )
+        self._lock_path = path.with_name(path.name + ".lock")
 
     def read(self) -> RunState:
         """The current state, read without the lock.
@@ -233,15 +228,16 @@ class StateStore:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
+        # A lock of its own for each acquisition (an open and a flock): threads that
+        # share this store exclude each other like processes do.
+        lock = FileLock(self._lock_path, timeout_seconds=LOCK_TIMEOUT_SECONDS)
         try:
-            self._lock.acquire()
-        except filelock.Timeout:
-            raise StateFileError(
-                f"{self.path} stayed locked for {LOCK_TIMEOUT_SECONDS:.0f} s"
-            ) from None
+            taken = lock.acquire()
         except OSError as error:
             raise StateFileError(f"cannot lock {self.path}: {error.strerror or error}") from None
+        if not taken:
+            raise StateFileError(f"{self.path} stayed locked for {LOCK_TIMEOUT_SECONDS:.0f} s")
         try:
             yield
         finally:
-            self._lock.release()
+            lock.release()
