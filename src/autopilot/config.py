@@ -20,14 +20,10 @@ from __future__ import annotations
 import math
 import os
 import re
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
-
-import platformdirs
-from pytimeparse.timeparse import timeparse
 
 from autopilot.core.completion import MatchMode
 from autopilot.core.policy import PolicyConfig
@@ -115,6 +111,8 @@ def parse_duration_seconds(text: str, *, name: str, maximum: float = MAX_DURATIO
         try:
             seconds = float(stripped)
         except ValueError:
+            from pytimeparse.timeparse import timeparse  # only where a duration is given
+
             parsed = timeparse(stripped)
             try:
                 seconds = float(parsed) if parsed is not None else None
@@ -385,6 +383,8 @@ _LIST_SETTINGS = frozenset({"notify"})
 
 def user_config_path() -> Path:
     """The user's config file (``~/.config/autopilot/config.toml`` on Linux)."""
+    import platformdirs
+
     return platformdirs.user_config_path("autopilot") / "config.toml"
 
 
@@ -405,6 +405,8 @@ def _load_toml(path: Path, project: Path | None = None) -> _KeyedValues:
             value that is not a string or a number; the message names the file and
             the key.
     """
+    import tomllib  # only where a config file is read
+
     try:
         raw = read_bounded_file(path, max_bytes=MAX_CONFIG_FILE_BYTES, project=project)
         document = raw.decode("utf-8")
@@ -450,6 +452,8 @@ def _int_as_written(text: str, key: str, value: int) -> str:
     """How a top-level TOML integer was written (``+2``, ``1_0``, ``0x10``…), so that
     its setting's parser holds it to digits only as it does a flag; ``str(value)``
     when the line is not found (a key written with escapes)."""
+    import tomllib
+
     name = re.escape(key)
     line = re.compile(rf"^[ \t]*(?:{name}|\"{name}\"|'{name}')[ \t]*=[ \t]*([^\s#]+)", re.M)
     for match in line.finditer(text):

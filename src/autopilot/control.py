@@ -15,8 +15,6 @@ from typing import Any
 from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.errors import UsageError
 from autopilot.loop.clock import Clock
-from autopilot.loop.recovery import reconcile_terminal, settle_open_attempt
-from autopilot.runtime.agents import adapter_for_state
 from autopilot.runtime.liveness import driver_alive, supervisor_alive
 from autopilot.store.events import EventLog
 from autopilot.store.flock import FileLock
@@ -132,6 +130,8 @@ def repair(run_dir: Path, clock: Clock) -> RunState:
     Raises:
         StateFileError: the state cannot be read or written.
     """
+    from autopilot.loop.recovery import reconcile_terminal  # only where a run is repaired
+
     folder = RunDir(run_dir)
     store = StateStore(folder.state)
     lock = FileLock(folder.driver_lock)
@@ -150,6 +150,9 @@ def repair(run_dir: Path, clock: Clock) -> RunState:
 
 def _end_without_driver(run_dir: Path, store: StateStore, clock: Clock, note: str) -> RunState:
     """End a run nobody drives: its leftover agent processes, then its records."""
+    from autopilot.loop.recovery import reconcile_terminal, settle_open_attempt
+    from autopilot.runtime.agents import adapter_for_state
+
     folder = RunDir(run_dir)
     log = EventLog(folder.events, run_dir.name, clock.now_ms)
     try:

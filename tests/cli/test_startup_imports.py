@@ -1,5 +1,6 @@
-"""Commands import only what they need: no live view, driver or adapter for
-``--version`` (an import check in a fresh interpreter, not a timing)."""
+"""Commands import only what they need: no live view, driver, adapter, recovery code
+or psutil for ``--version``, ``status``, ``list`` and the control commands (an import
+check in a fresh interpreter, not a timing)."""
 
 from __future__ import annotations
 
@@ -66,7 +67,19 @@ def _forbidden(modules: set[str]) -> list[str]:
     )
 
 
-@pytest.mark.parametrize("args", [["--version"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--version"],
+        ["status"],
+        ["status", "--json"],
+        ["list"],
+        ["pause"],
+        ["resume"],
+        ["stop"],
+        ["send", "a note for the agent"],
+    ],
+)
 def test_everyday_commands_import_no_view_driver_or_adapter(
     tmp_path: Path, args: list[str]
 ) -> None:

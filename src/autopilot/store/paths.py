@@ -13,8 +13,6 @@ import os
 import re
 from pathlib import Path
 
-import platformdirs
-
 from autopilot.errors import RunNotFoundError, RunsRootError, UsageError
 from autopilot.store.rundir import RunDir
 
@@ -36,6 +34,8 @@ def runs_root(*, create: bool = True) -> Path:
         if not root.is_absolute():
             root = Path.cwd() / root
     else:
+        import platformdirs  # only where no runs root is named
+
         root = platformdirs.user_state_path("autopilot") / "runs"
     if create:
         try:
