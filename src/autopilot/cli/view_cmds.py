@@ -13,9 +13,9 @@ from autopilot.cli.control_cmds import status_text
 from autopilot.cli.echo import say, say_json
 from autopilot.config import parse_int
 from autopilot.manage.activity import Activity, run_activity
+from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
 from autopilot.store.paths import resolve_run, run_dir, runs_root
-from autopilot.store.reader import fold_log
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly
 from autopilot.view.plain import format_event
@@ -34,39 +34,67 @@ def list_runs(as_json: bool, limit: str | None) -> int:
     rows = list(read_index(root))[::-1]
     if count is not None:
         rows = rows[:count]
-    if rows and not as_json:
-        say(f"{'started':<16}  {'run':<40} {'iteration':<10} status")
+    finished = FinishedRuns(root)
+    if count is None:
+        finished.keep_only({str(row["runId"]) for row in rows})
+    lines = [f"{'started':<16}  {'run':<40} {'iteration':<10} status"] if rows else []
     now_ms = int(time.time() * 1000)
     for row in rows:
-        folder = root / str(row["runId"])
-        state = read_state_quietly(RunDir(folder).state)
+        run_id = str(row["runId"])
+        shown_row = _list_row(root, run_id, finished, now_ms)
         if as_json:
-            say_json(
-                dict(
-                    row,
-                    status=state.status if state else None,
-                    reason=state.termination_reason if state else None,
-                    iterations=state.iteration if state else None,
-                )
-            )
+            say_json(dict(row, **{k: shown_row[k] for k in ("status", "reason", "iterations")}))
             continue
-        if state is None:
-            shown_status = "missing"
-        elif not state.terminated and run_activity(folder, state) is Activity.GONE:
-            shown_status = f"driver gone (autopilot start {folder.name} relaunches it)"
-        else:
-            shown_status = status_text(state, now_ms)
         started = row.get("ts") if isinstance(row.get("ts"), int) else row.get("startedAt")
         when = (
             time.strftime("%Y-%m-%d %H:%M", time.localtime(started / 1000))
             if isinstance(started, int)
             else "????-??-?? ??:??"
         )
-        say(
-            f"{when}  {shown(str(row['runId'])):<40} iter {state.iteration if state else '?'}/"
-            f"{shown(str(row.get('maxIterations') or '∞')):<4} {shown(shown_status)}"
+        iteration = shown_row["iterations"]
+        lines.append(
+            f"{when}  {_one_line(run_id):<40} iter {'?' if iteration is None else iteration}/"
+            f"{_one_line(str(row.get('maxIterations') or '∞')):<4} {_one_line(shown_row['text'])}"
         )
+    if not as_json and lines:
+        say("\n".join(lines))  # redacted and escaped as a whole
+    finished.save()
     return 0
+
+
+def _one_line(text: str) -> str:
+    """A field of a ``list`` line: ``shown`` on one line. A printable field has no
+    control or line break to escape, and ``say`` redacts the whole output."""
+    return text if text.isprintable() else shown(text)
+
+
+_LIST_FIELDS = ("status", "reason", "iterations", "text")
+
+
+def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> dict[str, Any]:
+    """What ``list`` shows of a run: ``status``, ``reason``, ``iterations`` and ``text``
+    (its status in words); an ended run's from ``finished.json`` when it is current."""
+    folder = root / run_id
+    key = file_key(f"{root}/{run_id}")
+    cached = finished.get(run_id, "list", key)
+    if isinstance(cached, list) and len(cached) == len(_LIST_FIELDS):
+        return dict(zip(_LIST_FIELDS, cached, strict=True))
+    state = read_state_quietly(RunDir(folder).state)
+    if state is None:
+        return {"status": None, "reason": None, "iterations": None, "text": "missing"}
+    if not state.terminated and run_activity(folder, state) is Activity.GONE:
+        text = f"driver gone (autopilot start {folder.name} relaunches it)"
+    else:
+        text = status_text(state, now_ms)
+    shown_row = {
+        "status": str(state.status),
+        "reason": state.termination_reason,
+        "iterations": state.iteration,
+        "text": text,
+    }
+    if state.terminated:
+        finished.put(run_id, "list", key, [shown_row[name] for name in _LIST_FIELDS])
+    return shown_row
 
 
 @click.command(context_settings=_CTX)
@@ -74,6 +102,8 @@ def list_runs(as_json: bool, limit: str | None) -> int:
 @click.argument("run_ref", metavar="RUN")
 def replay(as_json: bool, run_ref: str) -> int:
     """Print RUN's events, one line each, then its final picture."""
+    from autopilot.store.reader import fold_log  # msgspec and the fold: only for a log
+
     root = runs_root(create=False)
     run_id = resolve_run(root, run_ref)
     path = RunDir(run_dir(root, run_id)).events

@@ -13,15 +13,17 @@ survives restarts, else from the terminal event.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
 from autopilot.manage.activity import driver_running
+from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
 from autopilot.store.paths import is_valid_run_id
 from autopilot.store.rundir import RunDir
@@ -149,12 +151,33 @@ def summarize_run(root: Path, row: Mapping[str, Any]) -> RunSummary:
 
 
 def collect(root: Path) -> list[RunSummary]:
-    """Summaries of every run in the index, oldest first (one per run id)."""
+    """Summaries of every run in the index, oldest first (one per run id); an ended
+    run's from ``finished.json`` while its files are as they were (``store.finished``)."""
     rows: dict[str, dict[str, Any]] = {}
     for row in read_index(root):
         rows.pop(str(row["runId"]), None)
         rows[str(row["runId"])] = row
-    return [summarize_run(root, row) for row in rows.values()]
+    finished = FinishedRuns(root)
+    finished.keep_only(set(rows))
+    summaries = [_summary(root, row, finished) for row in rows.values()]
+    finished.save()
+    return summaries
+
+
+def _summary(root: Path, row: Mapping[str, Any], finished: FinishedRuns) -> RunSummary:
+    run_id = str(row["runId"])
+    if not is_valid_run_id(run_id):
+        return summarize_run(root, row)
+    key = file_key(f"{root}/{run_id}")
+    given = [row.get("label"), row.get("agent")]  # what it takes from the index row
+    cached = finished.get(run_id, "stats", key)
+    if isinstance(cached, list) and cached[:2] == given:
+        with contextlib.suppress(TypeError):
+            return RunSummary(*cached[2:])
+    summary = summarize_run(root, row)
+    if summary.outcome.startswith(("complete", "abort")):  # it depends on files alone
+        finished.put(run_id, "stats", key, [*given, *astuple(summary)])
+    return summary
 
 
 def _ranked(counter: Counter[str]) -> dict[str, int]:

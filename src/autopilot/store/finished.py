@@ -1,0 +1,124 @@
+"""What ``list`` and ``stats`` show of runs that have ended, kept in one file so that
+thousands of runs cost one read, not a ``state.json`` and a log each.
+
+``<runs-root>/finished.json`` (0600) is derived data: ``{"version": 1, "runs": {runId:
+{"files": [...], <part>: {...}}}}``, where a part is what one command shows of the run
+(``list``, ``stats``). A run gets an entry only once its ``state.json`` says it ended,
+so its files no longer change. Each entry also holds the inode, size and modification
+time (ns) of the run's ``state.json`` and ``events.jsonl``, taken **before** they were
+read; an entry is used only while both files still match, so a run folder that was
+changed, replaced or removed is read afresh and never shown from the cache. A
+missing, unreadable or corrupt cache file counts as empty, and the file is rewritten
+(temp file, fsync, rename) only when an entry was added or dropped; a cache that
+cannot be written is simply not kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from autopilot.store.private import open_private
+
+FINISHED_FILE = "finished.json"
+_VERSION = 1
+_Files = list[int]
+
+
+def file_key(run_folder: str) -> _Files | None:
+    """Inode, size and mtime (ns) of ``state.json`` and ``events.jsonl`` (zeros for a
+    missing log); None when ``state.json`` cannot be looked at.
+
+    Args:
+        run_folder: The run's folder (a string: this runs for every run listed).
+    """
+    key: _Files = []
+    for name in ("/state.json", "/events.jsonl"):
+        try:
+            found = os.stat(run_folder + name)
+        except FileNotFoundError:
+            if name == "/state.json":
+                return None
+            key += [0, 0, 0]
+            continue
+        except OSError:
+            return None
+        key += [found.st_ino, found.st_size, found.st_mtime_ns]
+    return key
+
+
+class FinishedRuns:
+    """The cache of ended runs under one runs root.
+
+    Args:
+        root: The runs root.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / FINISHED_FILE
+        self._runs: dict[str, dict[str, Any]] = _load(self.path)
+        self._changed = False
+
+    def get(self, run_id: str, part: str, key: _Files | None) -> Any:
+        """The run's ``part`` as it was put, if the run's files are still ``key``
+        (from ``file_key``, taken now); else None (and the stale entry is dropped)."""
+        entry = self._runs.get(run_id)
+        if entry is None:
+            return None
+        if key is None or entry.get("files") != key:
+            del self._runs[run_id]
+            self._changed = True
+            return None
+        return entry.get(part)
+
+    def put(self, run_id: str, part: str, key: _Files | None, value: Any) -> None:
+        """Keep ``value`` as the run's ``part``; ``key`` must have been taken before
+        the files were read (``file_key``). Nothing is kept without a key."""
+        if key is None:
+            return
+        entry = self._runs.get(run_id)
+        if entry is None or entry.get("files") != key:
+            entry = self._runs[run_id] = {"files": key}
+        entry[part] = value
+        self._changed = True
+
+    def keep_only(self, run_ids: set[str]) -> None:
+        """Drop the entries of runs not in ``run_ids`` (removed from the index)."""
+        for run_id in [r for r in self._runs if r not in run_ids]:
+            del self._runs[run_id]
+            self._changed = True
+
+    def save(self) -> None:
+        """Write the cache if it changed; a failure to write is ignored."""
+        if not self._changed or not self.path.parent.is_dir():
+            return
+        data = msgspec.json.encode({"version": _VERSION, "runs": self._runs})
+        tmp = self.path.with_name(f"{FINISHED_FILE}.tmp.{os.getpid()}")
+        try:
+            with open(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, self.path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            return
+        self._changed = False
+
+
+def _load(path: Path) -> dict[str, dict[str, Any]]:
+    try:
+        data = msgspec.json.decode(path.read_bytes())
+    except (OSError, msgspec.MsgspecError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != _VERSION:
+        return {}
+    runs = data.get("runs")
+    if not isinstance(runs, dict):
+        return {}
+    return {k: v for k, v in runs.items() if isinstance(v, dict)}

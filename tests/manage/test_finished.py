@@ -1,0 +1,88 @@
+"""``list`` and ``stats`` keep ended runs in ``finished.json``: the same answers as a
+fresh read, and never an answer the run's files no longer give."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+from pathlib import Path
+
+from autopilot.store.finished import FINISHED_FILE
+from autopilot.view.stats import aggregate, collect
+from tests.conftest import run_cli
+from tests.manage.runs import alive_driver, dead_driver, make_run, now_ms
+
+
+def _root(tmp_path: Path) -> tuple[Path, list[str]]:
+    root = tmp_path / "runs"
+    start = now_ms() - 10_000_000
+    ids = [
+        make_run(root, "docs", start, terminal=("complete", "completion_promise"), iterations=3),
+        make_run(root, "api", start + 1, terminal=("abort", "max_iterations"), iterations=10),
+        make_run(root, "api", start + 2, iterations=2, state=alive_driver()),
+        make_run(root, "api", start + 3, iterations=1, state=dead_driver()),
+    ]
+    return root, ids
+
+
+def _list(tmp_path: Path, *args: str) -> str:
+    done = run_cli(["list", *args], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_answers_from_the_cache_are_those_of_a_fresh_read(tmp_path: Path) -> None:
+    root, _ = _root(tmp_path)
+    fresh_stats = aggregate(collect(root))
+    fresh_list, fresh_json = _list(tmp_path), _list(tmp_path, "--json")
+    cache = root / FINISHED_FILE
+    assert cache.exists()
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o600
+    assert set(json.loads(cache.read_text())["runs"]) == {  # the two ended runs only
+        row["runId"] for row in map(json.loads, fresh_json.splitlines()) if row["reason"]
+    }
+    assert aggregate(collect(root)) == fresh_stats
+    assert _list(tmp_path) == fresh_list
+    assert _list(tmp_path, "--json") == fresh_json
+    assert "completed (completion_promise)" in fresh_list
+
+
+def test_a_run_whose_files_changed_is_read_afresh(tmp_path: Path) -> None:
+    root, ids = _root(tmp_path)
+    aggregate(collect(root))
+    _list(tmp_path)
+    state_path = root / ids[0] / "state.json"
+    state = json.loads(state_path.read_text())
+    state.update(iter=7, terminationReason="max_iterations", completed=False)
+    state_path.write_text(json.dumps(state))
+    with (root / ids[0] / "events.jsonl").open("a") as log:
+        log.write(json.dumps({"type": "abort", "ts": now_ms(), "runId": ids[0]}) + "\n")
+    totals = aggregate(collect(root))
+    assert totals["byOutcome"].get("complete:completion_promise") is None
+    assert totals["byOutcome"]["abort"] == 1
+    row = next(
+        json.loads(line)
+        for line in _list(tmp_path, "--json").splitlines()
+        if json.loads(line)["runId"] == ids[0]
+    )
+    assert row["iterations"] == 7 and row["reason"] == "max_iterations"
+
+
+def test_a_removed_run_is_missing_and_leaves_the_cache(tmp_path: Path) -> None:
+    root, ids = _root(tmp_path)
+    aggregate(collect(root))
+    _list(tmp_path)
+    shutil.rmtree(root / ids[1])
+    assert aggregate(collect(root))["byOutcome"]["missing"] == 1
+    assert ids[1] not in json.loads((root / FINISHED_FILE).read_text())["runs"]
+    line = next(line for line in _list(tmp_path).splitlines() if ids[1] in line)
+    assert line.endswith("missing")
+
+
+def test_a_corrupt_cache_is_ignored_and_rewritten(tmp_path: Path) -> None:
+    root, _ = _root(tmp_path)
+    fresh = aggregate(collect(root))
+    (root / FINISHED_FILE).write_text('{"version": 1, "runs": {"x": [')
+    assert aggregate(collect(root)) == fresh
+    assert json.loads((root / FINISHED_FILE).read_text())["version"] == 1
