@@ -74,11 +74,11 @@ _LIST_FIELDS = ("status", "reason", "iterations", "text")
 def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> dict[str, Any]:
     """What ``list`` shows of a run: ``status``, ``reason``, ``iterations`` and ``text``
     (its status in words); an ended run's from ``finished.json`` when it is current."""
-    folder = root / run_id
     key = file_key(f"{root}/{run_id}")
     cached = finished.get(run_id, "list", key)
     if isinstance(cached, list) and len(cached) == len(_LIST_FIELDS):
         return dict(zip(_LIST_FIELDS, cached, strict=True))
+    folder = root / run_id
     state = read_state_quietly(RunDir(folder).state)
     if state is None:
         return {"status": None, "reason": None, "iterations": None, "text": "missing"}

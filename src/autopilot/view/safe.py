@@ -19,6 +19,7 @@ Escaping is idempotent: a backslash is left as it is.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from autopilot.redact import redact, redact_value
@@ -41,6 +42,10 @@ def _escape(code: int) -> str:
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
+_ANY_ESCAPED = re.compile("[" + "".join(map(chr, _ESCAPED_CODES)) + "]")
+"""Finds any character ``escape_controls`` escapes (a newline aside): a search in C,
+so text with none (nearly all) is not translated character by character."""
+
 _ONE_LINE = {code: _escape(code) for code in (*_ESCAPED_CODES, 0x0A)}
 _MULTI_LINE = {code: _escape(code) for code in _ESCAPED_CODES}
 _JSON = {code: f"\\u{code:04x}" for code in _ESCAPED_CODES if code >= 0x7F}
@@ -58,6 +63,8 @@ def escape_controls(text: str, *, newlines: bool = False) -> str:
     Returns:
         Text without a character a terminal would act on (see the module docstring).
     """
+    if _ANY_ESCAPED.search(text) is None and (newlines or "\n" not in text):
+        return text
     return text.translate(_MULTI_LINE if newlines else _ONE_LINE)
 
 
