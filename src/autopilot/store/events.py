@@ -67,9 +67,11 @@ def finite_number(value: Any) -> TypeGuard[int | float]:
     """
     kind = type(value)
     if kind is int:  # the common case first: this runs for every field of every event
-        return bool(-JS_NUMBER_LIMIT < value < JS_NUMBER_LIMIT)
+        whole: int = value
+        return -JS_NUMBER_LIMIT < whole < JS_NUMBER_LIMIT
     if kind is float:
-        return bool(value - value == 0.0)  # False for NaN and the infinities
+        real: float = value
+        return real - real == 0.0  # False for NaN and the infinities
     if isinstance(value, float):
         return math.isfinite(value)
     if isinstance(value, bool) or not isinstance(value, int):

@@ -23,6 +23,7 @@ from autopilot.store.fold_progress import (
 )
 from autopilot.store.records import (
     DECODE_ERRORS,
+    RECORD_CLASSES,
     RECORD_DECODER,
     Record,
     decode_record,
@@ -81,7 +82,7 @@ def fold_lines(snap: Snapshot, lines: Iterable[bytes]) -> None:
     written out inline, since it runs a million times for a million-event log.
     """
     decode = RECORD_DECODER.decode
-    handlers = _HANDLERS
+    by_class = _BY_CLASS
     for line in lines:
         record: Record | None
         try:
@@ -90,6 +91,7 @@ def fold_lines(snap: Snapshot, lines: Iterable[bytes]) -> None:
             record = decode_record(line)  # decided by the seed's rules, in Python
             if record is None:
                 continue
+            ts = record.ts
         else:  # records.accepted, inline
             ts = record.ts
             kind = type(ts)
@@ -101,11 +103,11 @@ def fold_lines(snap: Snapshot, lines: Iterable[bytes]) -> None:
             run_id = record.runId
             if type(run_id) is not str or not run_id:
                 continue
-        if record.seed:
-            snap.updatedAt = record.ts
-        handler = handlers.get(record.event_type)
+        handler, seed = by_class[type(record)]
+        if seed:
+            snap.updatedAt = ts
         if handler is not None:
-            handler(snap, record, record.ts)
+            handler(snap, record, ts)
 
 
 def _armed(snap: Snapshot, e: Any, ts: Any) -> None:
@@ -264,3 +266,8 @@ _HANDLERS: dict[str, Any] = {
     "rate_limited": _rate_limited,
     **PROGRESS_HANDLERS,
 }
+
+_BY_CLASS: dict[type[Record], tuple[Any, bool]] = {
+    cls: (_HANDLERS.get(event_type), cls.seed) for event_type, cls in RECORD_CLASSES.items()
+}
+"""Each record class's handler (None: nothing to fold) and whether it moves ``updatedAt``."""
