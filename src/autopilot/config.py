@@ -154,7 +154,8 @@ def _token(text: str, name: str) -> str:
 class RunConfig:
     """Everything a run is armed with; stored in ``state.json`` for restarts.
 
-    Durations are seconds; ``None`` limits are off. ``max_iterations`` 0 means
+    Durations are seconds; ``None`` limits are off. ``checkpoints`` is ``on`` or
+    ``off`` (``--no-checkpoints``). ``max_iterations`` 0 means
     unlimited, which must be asked for explicitly.
     """
 
@@ -177,6 +178,7 @@ class RunConfig:
     prompt_via: str = "stdin"
     env_exclude: tuple[str, ...] = ()
     notify: tuple[str, ...] = ()
+    checkpoints: str = "on"
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def policy(self) -> PolicyConfig:
@@ -368,6 +370,7 @@ SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "prompt-via": ("prompt_via", parse_choice(("stdin", "arg", "file"))),
     "env-exclude": ("env_exclude", _env_patterns),
     "notify": ("notify", _urls),
+    "checkpoints": ("checkpoints", parse_choice(("on", "off"))),
 }
 """Settable keys: the flag name (also the TOML key, ``-`` or ``_``) → field, parser."""
 
@@ -379,6 +382,9 @@ bring back one the user's config drops."""
 
 _LIST_SETTINGS = frozenset({"notify"})
 """Settings that may be a TOML list of strings (``notify = ["ntfy://a", …]``)."""
+
+_SWITCH_SETTINGS = frozenset({"checkpoints"})
+"""``on``/``off`` settings that may also be a TOML boolean (``checkpoints = false``)."""
 
 
 def user_config_path() -> Path:
@@ -437,6 +443,8 @@ def _load_toml(path: Path, project: Path | None = None) -> _KeyedValues:
             if not all(isinstance(item, str) for item in value):
                 raise UsageError(f"{path}: {key} must be a list of strings")
             text = ("," if flag in _UNION_SETTINGS else " ").join(value)
+        elif isinstance(value, bool) and flag in _SWITCH_SETTINGS:
+            text = "on" if value else "off"
         elif isinstance(value, bool) or not isinstance(value, str | int | float):
             raise UsageError(f"{path}: {key} must be a string or a number")
         elif isinstance(value, int):

@@ -27,6 +27,8 @@ from autopilot.store.run_state import PromptSource, RunState
 from autopilot.store.state import StateStore
 from autopilot.testkit.streamjson import StreamJson
 from autopilot.workspace.git import Commit, TreeMark
+from autopilot.workspace.history import HeadMove
+from autopilot.workspace.taking import CheckpointFacts
 
 START_MS = 1_800_000_000_000
 NO_SUCH_PID = 2**22 + 1
@@ -69,6 +71,8 @@ class FakeWorkspace:
         self.repository = repository
         self.version = 0
         self.commits: list[Commit] = []
+        self.checkpoints: list[CheckpointFacts] = []
+        self.deleted = False
 
     def edit(self) -> None:
         """Change a file."""
@@ -101,6 +105,30 @@ class FakeWorkspace:
         if after.entries is None:
             return None
         return 0 if before == after else 1
+
+    def head_move(self, before: TreeMark, after: TreeMark) -> HeadMove | None:
+        """See ``Workspace.head_move``: commits are only ever added here."""
+        return None
+
+    def checkpoint(self, iteration: int) -> CheckpointFacts | None:
+        """See ``Workspace.checkpoint``: one fake commit per checkpoint, kept in order."""
+        if not self.repository or self.deleted:
+            return None
+        name = "baseline" if iteration == 0 else f"iter-{iteration:04d}"
+        if iteration == 0 and self.checkpoints:
+            return None
+        sha = f"c{len(self.checkpoints) + 1:039x}"
+        facts = CheckpointFacts(name, iteration, sha, 1, (f"M file.txt@{self.version}",))
+        self.checkpoints.append(facts)
+        return facts
+
+    def problem(self) -> str | None:
+        """See ``Workspace.problem``."""
+        return None
+
+    def gone(self) -> str | None:
+        """See ``Workspace.gone``."""
+        return "the work tree was deleted" if self.deleted else None
 
 
 @dataclass

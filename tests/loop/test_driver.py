@@ -234,3 +234,47 @@ def test_stop_now_ends_the_agent(tmp_path: Path) -> None:
     assert (result.reason, result.exit_code) == ("user_stopped", 130)
     assert [e["outcome"] for e in _of(rig, "iteration_end")] == ["killed"]
     assert "--now" in str(result.note)
+
+
+def test_a_baseline_and_a_checkpoint_after_every_iteration(tmp_path: Path) -> None:
+    rig = arm(tmp_path)
+    driver, _ = rig.driver([working(rig), working(rig), working(rig, "COMPLETE")])
+    driver.run()
+    checkpoints = _of(rig, "checkpoint")
+    assert [(c["name"], c["iteration"]) for c in checkpoints] == [
+        ("baseline", 0),
+        ("iter-0001", 1),
+        ("iter-0002", 2),
+        ("iter-0003", 3),
+    ]
+    assert [c["sha"] for c in checkpoints] == [c.sha for c in rig.workspace.checkpoints]
+    assert checkpoints[2]["files"] == ["M file.txt@2"]
+    types = [e["type"] for e in _events(rig)]
+    # Each iteration's checkpoint comes before its end: the terminal event stays last.
+    assert types.index("checkpoint", types.index("iteration_start")) < types.index("iteration_end")
+    assert types[-1] == "complete"
+
+
+def test_no_checkpoints(tmp_path: Path) -> None:
+    rig = arm(tmp_path, RunConfig(checkpoints="off"))
+    driver, _ = rig.driver([working(rig, "COMPLETE")])
+    driver.run()
+    assert _of(rig, "checkpoint") == [] and rig.workspace.checkpoints == []
+
+
+def test_a_work_tree_deleted_under_the_run_ends_it_with_a_reason(tmp_path: Path) -> None:
+    rig = arm(tmp_path, RunConfig(max_iterations=5))
+
+    def delete(_: RunRequest) -> None:
+        rig.workspace.deleted = True
+
+    driver, runner = rig.driver([working(rig), Scripted(claude_lines("step"), on_start=delete)])
+    result = driver.run()
+    assert (result.terminal_type, result.reason, result.exit_code) == (
+        "abort",
+        "workspace_gone",
+        1,
+    )
+    assert len(runner.requests) == 2
+    assert _events(rig)[-1]["note"] == "the work tree was deleted"
+    assert [c["name"] for c in _of(rig, "checkpoint")] == ["baseline", "iter-0001"]

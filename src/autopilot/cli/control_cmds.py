@@ -20,6 +20,7 @@ from autopilot.store.state import read_state_quietly
 from autopilot.view.plain import format_moment
 from autopilot.view.present import elapsed_ms, fmt_duration
 from autopilot.view.safe import shown
+from autopilot.workspace.worktrees import RunWorktree
 
 
 def ending_of(state: RunState) -> str:
@@ -134,6 +135,10 @@ def status(as_json: bool, run_ref: str | None) -> int:
         ),
         f"directory  {_field(directory)}",
     ]
+    worktree = RunWorktree.from_json(state.extra.get("worktree"))
+    if worktree is not None:
+        lines.append(f"worktree   {_field(str(worktree.path))}")
+        lines.append(f"branch     {_field(worktree.branch)} (from {_field(str(worktree.origin))})")
     if state.supervisor_pid or report.supervisor is not None:
         supervisor = {True: "alive", False: "gone", None: "none"}[report.supervisor]
         lines.insert(-1, f"supervisor {supervisor} (pid {state.supervisor_pid})")

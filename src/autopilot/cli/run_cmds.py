@@ -28,6 +28,7 @@ from autopilot.store.run_state import PromptSource
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state, read_state_quietly
 from autopilot.workspace.git import is_repository, work_tree_root
+from autopilot.workspace.worktrees import RunWorktree
 
 _LIMIT_OPTIONS = (
     "max-iterations",
@@ -132,6 +133,8 @@ def _print_limits(run_id: str, config: RunConfig, folder: Path) -> None:
         from autopilot.runtime.notify import redact
 
         say(f"autopilot: notify {', '.join(redact(url) for url in config.notify)}")
+    if config.checkpoints == "off":
+        say("autopilot: checkpoints off")
     say(f"autopilot: files in {folder}")
     if not config.max_iterations:
         say(
@@ -206,6 +209,18 @@ def drive(
     multiple=True,
     help="Notify this apprise URL on completion, abort, gates, long limit waits (repeatable).",
 )
+@click.option(
+    "--no-checkpoints",
+    "no_checkpoints",
+    is_flag=True,
+    help="Take no checkpoints of the working tree (config: checkpoints = false).",
+)
+@click.option(
+    "--worktree",
+    is_flag=True,
+    help="Work in a new git worktree on branch autopilot/<run id>; your checkout is "
+    "never written (merge it back with autopilot merge).",
+)
 @_limit_options
 def run(
     agent: str | None,
@@ -216,6 +231,8 @@ def run(
     env_exclude: tuple[str, ...],
     detach: bool,
     notify: tuple[str, ...],
+    no_checkpoints: bool,
+    worktree: bool,
     **limits: str | None,
 ) -> int:
     """Start a run in this directory: iterate the agent until the run ends.
@@ -252,6 +269,7 @@ def run(
     flags["context"] = context
     flags["env-exclude"] = ",".join(env_exclude) if env_exclude else None
     flags["notify"] = " ".join(notify) if notify else None
+    flags["checkpoints"] = "off" if no_checkpoints else None
     config = build_config(flags, project=cwd)
     if config.notify:
         from autopilot.runtime.notify import check_urls
@@ -270,12 +288,33 @@ def run(
             f"the runs root {root} is inside the work tree; an agent could delete it and "
             "its writes would count as progress: set AUTOPILOT_RUNS_DIR elsewhere"
         )
-    project_lock = ProjectLock(root, cwd)
-    project_lock.acquire()  # before anything is created: a refused run leaves nothing
-    try:
+    if worktree:
+        # A new worktree of its own: no other run can hold it, and the checkout's own
+        # run (if any) is not in its way.
         run_id = arm_run(
-            root, config, source, cwd, SystemClock(), extra_args=agent_args, command=command
+            root,
+            config,
+            source,
+            cwd,
+            SystemClock(),
+            extra_args=agent_args,
+            command=command,
+            worktree=True,
         )
+        state = read_state(RunDir(run_dir(root, run_id)).state)
+        place = RunWorktree.from_json(state.extra.get("worktree"))
+        assert state.cwd is not None and place is not None
+        say(f"autopilot: worktree {place.path} on branch {place.branch}")
+        project_lock = ProjectLock(root, Path(state.cwd))
+        project_lock.acquire()
+    else:
+        project_lock = ProjectLock(root, cwd)
+        project_lock.acquire()  # before anything is created: a refused run leaves nothing
+    try:
+        if not worktree:
+            run_id = arm_run(
+                root, config, source, cwd, SystemClock(), extra_args=agent_args, command=command
+            )
         _print_limits(run_id, config, run_dir(root, run_id))
         if not detach:
             return drive(root, run_id, adapter, plain=plain, project_lock=project_lock)

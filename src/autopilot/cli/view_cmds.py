@@ -43,7 +43,8 @@ def list_runs(as_json: bool, limit: str | None) -> int:
         run_id = str(row["runId"])
         shown_row = _list_row(root, run_id, finished, now_ms)
         if as_json:
-            say_json(dict(row, **{k: shown_row[k] for k in ("status", "reason", "iterations")}))
+            fields = ("status", "reason", "iterations", "worktree")
+            say_json(dict(row, **{k: shown_row[k] for k in fields}))
             continue
         started = row.get("ts") if isinstance(row.get("ts"), int) else row.get("startedAt")
         when = (
@@ -55,6 +56,11 @@ def list_runs(as_json: bool, limit: str | None) -> int:
         lines.append(
             f"{when}  {_one_line(run_id):<40} iter {'?' if iteration is None else iteration}/"
             f"{_one_line(str(row.get('maxIterations') or '∞')):<4} {_one_line(shown_row['text'])}"
+            + (
+                f"  (worktree, branch {_one_line(branch)})"
+                if (branch := _branch(shown_row))
+                else ""
+            )
         )
     if not as_json and lines:
         say("\n".join(lines))  # redacted and escaped as a whole
@@ -68,12 +74,22 @@ def _one_line(text: str) -> str:
     return text if text.isprintable() else shown(text)
 
 
-_LIST_FIELDS = ("status", "reason", "iterations", "text")
+def _branch(shown_row: dict[str, Any]) -> str | None:
+    """A ``--worktree`` run's branch, from its ``list`` row."""
+    worktree = shown_row.get("worktree")
+    branch = worktree.get("branch") if isinstance(worktree, dict) else None
+    return branch if isinstance(branch, str) else None
+
+
+_LIST_FIELDS = ("status", "reason", "iterations", "text", "worktree")
 
 
 def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> dict[str, Any]:
-    """What ``list`` shows of a run: ``status``, ``reason``, ``iterations`` and ``text``
-    (its status in words); an ended run's from ``finished.json`` when it is current."""
+    """What ``list`` shows of a run: ``status``, ``reason``, ``iterations``, ``text``
+    (its status in words) and ``worktree`` (a ``--worktree`` run's, else None); an
+    ended run's from ``finished.json`` when it is current."""
+    from autopilot.workspace.worktrees import RunWorktree
+
     key = file_key(f"{root}/{run_id}")
     cached = finished.get(run_id, "list", key)
     if isinstance(cached, list) and len(cached) == len(_LIST_FIELDS):
@@ -81,7 +97,14 @@ def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> d
     folder = root / run_id
     state = read_state_quietly(RunDir(folder).state)
     if state is None:
-        return {"status": None, "reason": None, "iterations": None, "text": "missing"}
+        return {
+            "status": None,
+            "reason": None,
+            "iterations": None,
+            "text": "missing",
+            "worktree": None,
+        }
+    worktree = RunWorktree.from_json(state.extra.get("worktree"))
     if not state.terminated and run_activity(folder, state) is Activity.GONE:
         text = f"driver gone (autopilot start {folder.name} relaunches it)"
     else:
@@ -91,6 +114,7 @@ def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> d
         "reason": state.termination_reason,
         "iterations": state.iteration,
         "text": text,
+        "worktree": worktree.to_json() if worktree else None,
     }
     if state.terminated:
         finished.put(run_id, "list", key, [shown_row[name] for name in _LIST_FIELDS])

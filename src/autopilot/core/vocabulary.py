@@ -102,6 +102,7 @@ class Reason(StrEnum):
     SUPERVISOR_GIVEUP = "supervisor_giveup"
     PERMISSION_DENIED = "permission_denied"
     INTERNAL_ERROR = "internal_error"
+    WORKSPACE_GONE = "workspace_gone"
 
 
 LIMIT_REASONS = frozenset(
@@ -197,3 +198,4 @@ class EventType(StrEnum):
     WORKITEM_RECORDED = "workitem_recorded"
     MEMORY_RESTORED = "memory_restored"
     PERMISSION_DENIED = "permission_denied"
+    HEAD_MOVED = "head_moved"

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 import sys
 from pathlib import Path
 
 from autopilot.config import RunConfig
 from autopilot.core.vocabulary import EventType
-from autopilot.errors import StateFileError
+from autopilot.errors import AutopilotError, StateFileError
 from autopilot.loop.clock import Clock
 from autopilot.store.events import EventLog
 from autopilot.store.index import append_index_row
@@ -17,6 +18,8 @@ from autopilot.store.private import make_private_dir
 from autopilot.store.run_state import PromptSource, RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import StateStore
+from autopilot.workspace.repo import open_repository
+from autopilot.workspace.worktrees import RunWorktree, create_worktree, worktree_path_for
 
 
 def arm_run(
@@ -29,14 +32,22 @@ def arm_run(
     extra_args: tuple[str, ...] = (),
     command: tuple[str, ...] = (),
     mode: str = "prompt",
+    worktree: bool = False,
 ) -> str:
     """Create a run: its folder, ``state.json``, the ``armed`` event and index row.
+
+    With ``worktree``, the run gets its own git worktree on a new branch
+    ``autopilot/<runId>`` from ``cwd``'s HEAD (``workspace.worktrees``), under
+    ``<root>/worktrees/``; the agent works in the same subdirectory of it as ``cwd``
+    is of its checkout, and ``state.json`` records it (``worktree``).
 
     Returns:
         The new run id.
 
     Raises:
         UsageError: the label is invalid.
+        RepositoryError: ``worktree`` and ``cwd`` is not in a repository with a
+            commit, or the branch or path exists (nothing is left behind).
         RunsRootError/StateFileError: the files cannot be written.
     """
     label = config.label or cwd.name or "run"
@@ -53,6 +64,18 @@ def arm_run(
             started_at += 1
         except OSError as error:
             raise StateFileError(f"cannot create {path}: {error.strerror or error}") from None
+    made: RunWorktree | None = None
+    left_behind: list[str] = []
+    if worktree:
+        try:
+            origin = open_repository(cwd)
+            made, left_behind = create_worktree(origin, worktree_path_for(root, run_id), run_id)
+        except AutopilotError:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+        cwd = (
+            made.path / cwd.relative_to(origin.top) if cwd.is_relative_to(origin.top) else made.path
+        )
     state = RunState(
         run_id=run_id,
         label=label,
@@ -69,6 +92,7 @@ def arm_run(
         prompt=prompt,
         extra_args=extra_args,
         command=command,
+        extra={"worktree": made.to_json()} if made else {},
     )
     folder = RunDir(path)
     StateStore(folder.state).create(state)
@@ -85,6 +109,16 @@ def arm_run(
         model=config.model,
         cwd=str(cwd),
     )
+    if made is not None:
+        log.emit(
+            EventType.WORKTREE_CREATED,
+            path=str(made.path),
+            branch=made.branch,
+            baseRef=made.base,
+            origin=str(made.origin),
+        )
+        for note in left_behind:
+            log.emit(EventType.WARNING, note=note)
     log.close()
     if armed is not None:
         try:

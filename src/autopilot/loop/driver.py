@@ -100,7 +100,7 @@ class Driver:
         self.notifier = RunNotifier(self.config.notify, run_id) if self.config.notify else None
         self.record.notify = self.notifier
         self.prompts = PromptReader(state.prompt, self.cwd, self._warn)
-        self.workspace = workspace or GitWorkspace(self.cwd)
+        self.workspace = workspace or GitWorkspace(self.cwd, self.run_dir.path)
         self.waits = Waits(self.record, clock, interrupts, self.cwd)
         self.briefing = Briefing(self.run_dir, self.record, self.cwd, clock, self.policy)
         self.launcher = Launcher(
@@ -164,6 +164,7 @@ class Driver:
         ended = self._relaunch_repairs()
         if ended is not None:
             return ended
+        self._checkpoint(0)  # the work tree as the run finds it, before the memory file
         self.briefing.start()
         self._attach()
         while True:
@@ -205,11 +206,23 @@ class Driver:
 
     def _attach(self) -> None:
         self.record.attach(agent=self.adapter.name, verified_version=self.adapter.verified_version)
-        if self.workspace.mark().entries is None:
+        if self.workspace.mark().entries is None and self.workspace.gone() is None:
             self._warn(
                 f"{self.cwd} is not a git repository: progress is unknown, so stagnation "
-                "counts only identical responses"
+                "counts only identical responses, and there are no checkpoints"
             )
+
+    def _checkpoint(self, iteration: int) -> None:
+        """Checkpoint the work tree (0: the baseline) as a ``checkpoint`` event; a
+        failure is a warning and never ends the run. Off with ``--no-checkpoints``."""
+        if self.config.checkpoints != "on":
+            return
+        facts = self.workspace.checkpoint(iteration)
+        problem = self.workspace.problem()
+        if problem is not None:
+            self._warn(problem, iteration=iteration)
+        if facts is not None:
+            self.record.emit(EventType.CHECKPOINT, **facts.event_fields())
 
     # -- the boundary ----------------------------------------------------------------
 
@@ -221,6 +234,9 @@ class Driver:
             state = self.record.refresh()
             if self.waits.stopping(state):
                 return self._finish(EventType.ABORT, Reason.USER_STOPPED, self.waits.stop_note())
+            gone = self.workspace.gone()
+            if gone is not None:
+                return self._finish(EventType.ABORT, Reason.WORKSPACE_GONE, gone)
             off = self.waits.off()
             if state.paused or off:
                 self.waits.hold_paused("OFF file present" if off and not state.paused else None)
@@ -253,6 +269,11 @@ class Driver:
         resume = self.launcher.resume_session()
         texts: list[str] = []
         result, parser = self.launcher.run(number, prompt, attempt, resume, texts)
+        after = self.workspace.mark()
+        moved = self.workspace.head_move(before, after)
+        if moved is not None:
+            self.record.emit(EventType.HEAD_MOVED, iteration=number, **moved.event_fields())
+        self._checkpoint(number)
         facts = attempt_of(
             adapter=self.adapter,
             number=number,
@@ -264,6 +285,7 @@ class Driver:
             now_ms=self.clock.now_ms(),
             workspace=self.workspace,
             before=before,
+            after=after,
             started_monotonic=started,
             now_monotonic=self.clock.monotonic,
             resumed_session=resume,

@@ -71,6 +71,7 @@ def attempt_of(
     now_ms: int,
     workspace: Workspace,
     before: TreeMark,
+    after: TreeMark,
     started_monotonic: float,
     now_monotonic: Callable[[], float],
     resumed_session: str | None,
@@ -78,7 +79,7 @@ def attempt_of(
 ) -> Attempt:
     """The core's ``Attempt`` for one finished attempt (see ``core.attempt``): the
     adapter's classification of its output, its report with session totals turned
-    into this attempt's and absurd numbers dropped, and the work tree marked again.
+    into this attempt's and absurd numbers dropped, and the work tree's two marks compared.
 
     Args:
         adapter: The agent's adapter (it classifies the output).
@@ -89,8 +90,9 @@ def attempt_of(
         raw_report: The adapter's parser's report.
         baseline: Session totals after the previous iteration, if stored.
         now_ms: The current epoch time in ms.
-        workspace: The work tree, marked again here.
+        workspace: The work tree (its commits and changed files between the marks).
         before: Its mark before the attempt.
+        after: Its mark after the attempt.
         started_monotonic: When the attempt started (``Clock.monotonic``).
         now_monotonic: ``Clock.monotonic``.
         resumed_session: The session resumed, if any.
@@ -99,7 +101,6 @@ def attempt_of(
     classification = classify(adapter, raw_report, result)
     # After classify, which may read a reset time from the agent's error text.
     report = sane_report(with_baseline(raw_report, baseline), now_ms)
-    after = workspace.mark()
     commits = workspace.commits_between(before.head, after.head)
     failed = classification is not None and not classification.ok
     limited = (

@@ -27,10 +27,12 @@ class TreeMark:
         head: The HEAD commit sha, or None (no repo, or no commit yet).
         entries: Each path ``git status --porcelain`` lists → its status code and a
             digest of its content; None outside a repository.
+        branch: The checked-out branch's short name (None: detached, or unknown).
     """
 
     head: str | None
     entries: dict[str, str] | None
+    branch: str | None = None
 
     @property
     def fingerprint(self) -> str | None:
@@ -93,6 +95,7 @@ def mark(cwd: Path) -> TreeMark:
     if status is None or status.returncode != 0:
         return TreeMark(None, None)
     head: str | None = None
+    branch: str | None = None
     entries: dict[str, str] = {}
     records = iter(status.stdout.split(b"\0"))
     for record in records:
@@ -100,6 +103,10 @@ def mark(cwd: Path) -> TreeMark:
         if record.startswith(b"# branch.oid "):
             oid = record[len(b"# branch.oid ") :].decode("ascii", "replace")
             head = None if oid == "(initial)" else oid
+            continue
+        if record.startswith(b"# branch.head "):
+            name = record[len(b"# branch.head ") :].decode("utf-8", "surrogateescape")
+            branch = None if name == "(detached)" else name
             continue
         if kind == b"?":
             code, raw_path = "??", record[2:]
@@ -114,7 +121,7 @@ def mark(cwd: Path) -> TreeMark:
             continue
         path = raw_path.decode("utf-8", "surrogateescape")
         entries[path] = f"{code}:{_file_digest(cwd / path)}"
-    return TreeMark(head, entries)
+    return TreeMark(head, entries, branch)
 
 
 def _file_digest(path: Path) -> str:

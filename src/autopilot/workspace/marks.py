@@ -1,5 +1,6 @@
-"""The workspace as the loop sees it: marks of the work tree and the commits between
-two marks. ``GitWorkspace`` is the real one (``workspace.git``); tests inject a fake."""
+"""The workspace as the loop sees it: marks of the work tree, the commits between two
+marks, how HEAD moved, and the run's checkpoints. ``GitWorkspace`` is the real one
+(``workspace.git``, ``workspace.taking``); tests inject a fake."""
 
 from __future__ import annotations
 
@@ -7,10 +8,22 @@ from pathlib import Path
 from typing import Protocol
 
 from autopilot.core.vocabulary import Progress
+from autopilot.errors import AutopilotError
 from autopilot.workspace import git
 from autopilot.workspace.git import Commit, TreeMark
+from autopilot.workspace.history import HeadMove, head_move
+from autopilot.workspace.repo import Repository, open_repository
+from autopilot.workspace.taking import CheckpointFacts, RunCheckpointer
 
-__all__ = ["Commit", "GitWorkspace", "TreeMark", "Workspace", "progress_between"]
+__all__ = [
+    "CheckpointFacts",
+    "Commit",
+    "GitWorkspace",
+    "HeadMove",
+    "TreeMark",
+    "Workspace",
+    "progress_between",
+]
 
 
 class Workspace(Protocol):
@@ -28,16 +41,40 @@ class Workspace(Protocol):
         """Paths that differ between two marks (None outside a repository)."""
         ...
 
+    def head_move(self, before: TreeMark, after: TreeMark) -> HeadMove | None:
+        """How HEAD moved between two marks beyond new commits on the same branch (a
+        reset, rebase, amend, branch switch or detach), or None."""
+        ...
+
+    def checkpoint(self, iteration: int) -> CheckpointFacts | None:
+        """Checkpoint the work tree: the baseline for 0 (None if the run has one
+        already), else after ``iteration``. None when checkpoints are off, outside a
+        repository, or git failed (then ``problem`` says so)."""
+        ...
+
+    def problem(self) -> str | None:
+        """A problem with checkpoints not yet reported (each distinct one once)."""
+        ...
+
+    def gone(self) -> str | None:
+        """Why the work tree cannot be worked in any more (deleted), or None."""
+        ...
+
 
 class GitWorkspace:
-    """The real work tree, through plain ``git`` calls (``workspace.git``).
+    """The real work tree, through hardened ``git`` calls (``workspace.git``).
 
     Args:
         cwd: The work tree.
+        run_dir: The run's folder (its checkpoint index lives there); None: no
+            checkpoints.
     """
 
-    def __init__(self, cwd: Path) -> None:
+    def __init__(self, cwd: Path, run_dir: Path | None = None) -> None:
         self.cwd = cwd
+        self._run_dir = run_dir
+        self._checkpointer: RunCheckpointer | None = None
+        self._repo: Repository | None = None
 
     def mark(self) -> TreeMark:
         """See ``Workspace.mark``."""
@@ -50,6 +87,47 @@ class GitWorkspace:
     def changed_files(self, before: TreeMark, after: TreeMark) -> int | None:
         """See ``Workspace.changed_files``."""
         return git.changed_files(self.cwd, before, after)
+
+    def head_move(self, before: TreeMark, after: TreeMark) -> HeadMove | None:
+        """See ``Workspace.head_move``."""
+        if after.entries is None or (before.head, before.branch) == (after.head, after.branch):
+            return None
+        repo = self._repository()
+        if repo is None:
+            return None
+        return head_move(repo, (before.head, before.branch), (after.head, after.branch))
+
+    def checkpoint(self, iteration: int) -> CheckpointFacts | None:
+        """See ``Workspace.checkpoint``. Outside a repository nothing is said here:
+        the driver says once that the work tree is not a repository."""
+        if self._run_dir is None or self.gone() is not None:
+            return None
+        if self._checkpointer is None:
+            if not git.is_repository(self.cwd):
+                self._run_dir = None
+                return None
+            self._checkpointer = RunCheckpointer(self.cwd, self._run_dir)
+        if iteration == 0:
+            return self._checkpointer.baseline()
+        return self._checkpointer.after_iteration(iteration)
+
+    def problem(self) -> str | None:
+        """See ``Workspace.problem``."""
+        return self._checkpointer.warning() if self._checkpointer else None
+
+    def gone(self) -> str | None:
+        """See ``Workspace.gone``."""
+        if self.cwd.is_dir():
+            return None
+        return f"the work tree {self.cwd} no longer exists (deleted while the run ran)"
+
+    def _repository(self) -> Repository | None:
+        if self._repo is None:
+            try:
+                self._repo = open_repository(self.cwd)
+            except AutopilotError:
+                return None
+        return self._repo
 
 
 def progress_between(before: TreeMark, after: TreeMark) -> Progress:
