@@ -95,7 +95,10 @@ class GitWorkspace:
         repo = self._repository()
         if repo is None:
             return None
-        return head_move(repo, (before.head, before.branch), (after.head, after.branch))
+        try:
+            return head_move(repo, (before.head, before.branch), (after.head, after.branch))
+        except AutopilotError:  # git timed out or vanished: the move goes unrecorded
+            return None
 
     def checkpoint(self, iteration: int) -> CheckpointFacts | None:
         """See ``Workspace.checkpoint``. Outside a repository nothing is said here:
@@ -103,7 +106,11 @@ class GitWorkspace:
         if self._run_dir is None or self.gone() is not None:
             return None
         if self._checkpointer is None:
-            if not git.is_repository(self.cwd):
+            try:
+                repository = git.is_repository(self.cwd)
+            except AutopilotError:
+                return None  # git timed out: asked again after the next iteration
+            if not repository:
                 self._run_dir = None
                 return None
             self._checkpointer = RunCheckpointer(self.cwd, self._run_dir)
