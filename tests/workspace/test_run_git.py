@@ -243,6 +243,8 @@ def test_two_worktree_runs_at_once_both_merge_back(
         f"worktree   {tmp_path / 'runs' / 'worktrees' / run_dir_of(tmp_path, 'left').name}"
         in status
     )
+    here = run_cli(["status"], cwd=repo)  # a worktree run started here is this project's
+    assert here.returncode == 0 and "branch     autopilot/" in here.stdout, here.stderr
     for label in ("left", "right"):
         merged = run_cli(["merge", run_dir_of(tmp_path, label).name], cwd=repo)
         assert merged.returncode == 0, merged.stderr

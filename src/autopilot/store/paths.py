@@ -12,9 +12,13 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autopilot.errors import RunNotFoundError, RunsRootError, UsageError
 from autopilot.store.rundir import RunDir
+
+if TYPE_CHECKING:
+    from autopilot.store.run_state import RunState
 
 RUNS_DIR_ENV = "AUTOPILOT_RUNS_DIR"
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -113,6 +117,21 @@ def started_at_of(run_id: str) -> int:
     return int(run_id.rsplit("-", 1)[1])
 
 
+def _started_in(state: RunState) -> str | None:
+    """The directory a ``--worktree`` run was started in: the same place in the
+    checkout (``worktree.origin``) as its work tree is in its worktree."""
+    place = state.extra.get("worktree")
+    if not isinstance(place, dict) or state.cwd is None:
+        return None
+    path, origin = place.get("path"), place.get("origin")
+    if not isinstance(path, str) or not isinstance(origin, str):
+        return None
+    try:
+        return str(Path(origin) / Path(state.cwd).relative_to(path))
+    except ValueError:
+        return origin
+
+
 def resolve_run(root: Path, ref: str | None, *, project: Path | None = None) -> str:
     """Resolve a RUN argument to a run id.
 
@@ -120,7 +139,7 @@ def resolve_run(root: Path, ref: str | None, *, project: Path | None = None) -> 
         root: The runs root.
         ref: A run id, a unique prefix of one, or None for ``project``'s run: its
             newest run that has not ended, else its newest run (``project`` None:
-            any project).
+            any project). A ``--worktree`` run started in ``project`` counts.
         project: The project directory whose newest run an omitted RUN means.
 
     Raises:
@@ -133,7 +152,9 @@ def resolve_run(root: Path, ref: str | None, *, project: Path | None = None) -> 
         newest: str | None = None
         for run_id in run_ids:
             state = read_state_quietly(RunDir(root / run_id).state)
-            if project is not None and (state is None or state.cwd != str(project)):
+            if project is not None and (
+                state is None or str(project) not in (state.cwd, _started_in(state))
+            ):
                 continue
             if state is not None and not state.terminated:
                 return run_id  # the active run is what "this project's run" means
