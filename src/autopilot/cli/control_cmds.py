@@ -20,12 +20,23 @@ from autopilot.store.state import read_state_quietly
 from autopilot.view.plain import format_moment
 from autopilot.view.present import elapsed_ms, fmt_duration
 from autopilot.view.safe import shown
-from autopilot.workspace.worktrees import RunWorktree
 
 
 def ending_of(state: RunState) -> str:
     """``describe_ending`` for a terminated run's state."""
     return describe_ending(state.termination_reason, completed=state.completed)
+
+
+def worktree_of(state: RunState) -> dict[str, str] | None:
+    """A ``--worktree`` run's ``worktree`` record in ``state.json`` (``path``,
+    ``branch``, ``base``, ``origin``), or None; read here without loading git code."""
+    record = state.extra.get("worktree")
+    if not isinstance(record, dict):
+        return None
+    keys = ("path", "branch", "base", "origin")
+    if not all(isinstance(record.get(key), str) and record.get(key) for key in keys):
+        return None
+    return {key: str(record[key]) for key in keys}
 
 
 def status_text(state: RunState, now_ms: int) -> str:
@@ -135,10 +146,10 @@ def status(as_json: bool, run_ref: str | None) -> int:
         ),
         f"directory  {_field(directory)}",
     ]
-    worktree = RunWorktree.from_json(state.extra.get("worktree"))
+    worktree = worktree_of(state)
     if worktree is not None:
-        lines.append(f"worktree   {_field(str(worktree.path))}")
-        lines.append(f"branch     {_field(worktree.branch)} (from {_field(str(worktree.origin))})")
+        lines.append(f"worktree   {_field(worktree['path'])}")
+        lines.append(f"branch     {_field(worktree['branch'])} (from {_field(worktree['origin'])})")
     if state.supervisor_pid or report.supervisor is not None:
         supervisor = {True: "alive", False: "gone", None: "none"}[report.supervisor]
         lines.insert(-1, f"supervisor {supervisor} (pid {state.supervisor_pid})")

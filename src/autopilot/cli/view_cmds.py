@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from autopilot.cli.control_cmds import status_text
+from autopilot.cli.control_cmds import status_text, worktree_of
 from autopilot.cli.echo import say, say_json
 from autopilot.config import parse_int
 from autopilot.manage.activity import Activity, run_activity
@@ -88,7 +88,6 @@ def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> d
     """What ``list`` shows of a run: ``status``, ``reason``, ``iterations``, ``text``
     (its status in words) and ``worktree`` (a ``--worktree`` run's, else None); an
     ended run's from ``finished.json`` when it is current."""
-    from autopilot.workspace.worktrees import RunWorktree
 
     key = file_key(f"{root}/{run_id}")
     cached = finished.get(run_id, "list", key)
@@ -104,7 +103,7 @@ def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> d
             "text": "missing",
             "worktree": None,
         }
-    worktree = RunWorktree.from_json(state.extra.get("worktree"))
+    worktree = worktree_of(state)
     if not state.terminated and run_activity(folder, state) is Activity.GONE:
         text = f"driver gone (autopilot start {folder.name} relaunches it)"
     else:
@@ -114,7 +113,7 @@ def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> d
         "reason": state.termination_reason,
         "iterations": state.iteration,
         "text": text,
-        "worktree": worktree.to_json() if worktree else None,
+        "worktree": worktree,
     }
     if state.terminated:
         finished.put(run_id, "list", key, [shown_row[name] for name in _LIST_FIELDS])
