@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from autopilot import control
 from autopilot.config import RunConfig
 from autopilot.loop.runner import RunRequest
 from autopilot.store.run_state import RunState
@@ -161,6 +162,33 @@ def test_a_relaunch_takes_the_larger_spend_of_state_and_log(tmp_path: Path) -> N
     relaunched, runner = rig.driver([working(rig)])
     assert relaunched.run().reason == "max_iterations"
     assert len(runner.requests) == 2  # one iteration was already spent, on record
+    assert any("restored from the event log" in e["note"] for e in _of(rig, "warning"))
+    # Every figure, not only the iteration count, is the larger one.
+    spend = _state(rig).spend
+    charged = [e["iterationCostUsd"] for e in _of(rig, "iteration_end")]
+    assert spend.iterations == len(charged) == 3
+    assert spend.cost_usd == pytest.approx(sum(charged))
+    assert spend.tokens.to_json() == {"input": 300, "output": 30}
+
+
+def test_stop_without_a_driver_takes_the_larger_spend_of_state_and_log(tmp_path: Path) -> None:
+    rig = arm(tmp_path, RunConfig(max_iterations=5))
+    lost = Scripted(claude_lines("half way", cost_usd=0.5), crash=True)
+    first, _ = rig.driver([working(rig), lost])
+    with pytest.raises(SimulatedCrash):
+        first.run()
+    # While no driver runs, something rewrites state.json's spend to zero.
+    state_file = rig.folder / "state.json"
+    data = json.loads(state_file.read_text())
+    data["spend"] = {"iterations": 0, "costUsd": 0, "tokens": {"input": 0, "output": 0}}
+    data["pid"] = None  # the driver ran in this process: record it as gone
+    state_file.write_text(json.dumps(data))
+    control.stop(rig.folder, rig.clock, reason="enough")
+    state = _state(rig)
+    # The logged iteration and the interrupted one are both charged.
+    assert state.terminated and state.spend.iterations == 2
+    assert state.spend.cost_usd == pytest.approx(0.51)
+    assert state.spend.tokens.to_json() == {"input": 200, "output": 20}
     assert any("restored from the event log" in e["note"] for e in _of(rig, "warning"))
 
 

@@ -191,10 +191,12 @@ def settle_open_attempt(
     *,
     stop_note: str | None = None,
 ) -> RunState:
-    """Where no driver runs (``stop``, the supervisor giving up): the attempt a dead
-    driver left open is settled as a relaunch would settle it — its agent processes
-    ended, then its logged decision applied, or else the attempt concluded from its
-    saved output (``stop_note``: recorded as stopped, with these words).
+    """Where no driver runs (``stop``, the supervisor giving up): the run's spend is
+    taken at the larger of ``state.json``'s and the event log's (``restore_spend``),
+    and the attempt a dead driver left open is settled as a relaunch would settle it —
+    its agent processes ended, then its logged decision applied, or else the attempt
+    concluded from its saved output (``stop_note``: recorded as stopped, with these
+    words).
 
     Call holding the run's ``driver.lock``.
 
@@ -205,6 +207,10 @@ def settle_open_attempt(
         StateFileError: the state cannot be read or written.
     """
     state = store.read()
+    restored = _restored_spend(state.spend, folder)
+    if restored is not None:
+        state = store.update(lambda s: setattr(s, "spend", restored))
+        log.emit(EventType.WARNING, note=SPEND_RESTORED_NOTE)
     if state.agent_pid is None:
         return state
     end_process_group_of(state.agent_pid, state.agent_start_time, state.run_id)
@@ -323,18 +329,23 @@ def attempt_from_output(
     )
 
 
+SPEND_RESTORED_NOTE = "spend restored from the event log, which records more than state.json"
+
+
 def restore_spend(record: RunRecord, folder: RunDir) -> None:
     """On a relaunch, spend is the larger of state.json's and the event log's: a
     ``state.json`` rewritten while no driver ran can only raise it (logged)."""
-    logged = logged_spend(folder)
-    spend = record.state.spend
-    restored = larger(spend, logged)
-    if restored != spend:
+    restored = _restored_spend(record.state.spend, folder)
+    if restored is not None:
         record.update(lambda s: setattr(s, "spend", restored))
-        record.emit(
-            EventType.WARNING,
-            note="spend restored from the event log, which records more than state.json",
-        )
+        record.emit(EventType.WARNING, note=SPEND_RESTORED_NOTE)
+
+
+def _restored_spend(spend: Spend, folder: RunDir) -> Spend | None:
+    """Each figure at the larger of ``spend`` and the log's; None when ``spend``
+    already holds them all."""
+    restored = larger(spend, logged_spend(folder))
+    return None if restored == spend else restored
 
 
 def logged_spend(folder: RunDir) -> Spend:
