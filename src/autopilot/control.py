@@ -15,7 +15,7 @@ from typing import Any
 from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.errors import UsageError
 from autopilot.loop.clock import Clock
-from autopilot.runtime.liveness import driver_alive, supervisor_alive
+from autopilot.runtime.liveness import driver_alive, driver_running, supervisor_alive
 from autopilot.store.events import EventLog
 from autopilot.store.flock import FileLock
 from autopilot.store.run_state import RunState
@@ -216,7 +216,7 @@ def status(run_dir: Path) -> RunStatusReport:
     return RunStatusReport(
         state,
         snapshot,
-        driver_alive(state),
+        driver_running(run_dir, state),
         supervisor_alive(state),
         len(pending_messages(run_dir)),
     )

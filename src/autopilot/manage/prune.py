@@ -23,7 +23,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autopilot.manage.activity import Activity, driver_lock_held, run_activity
+from autopilot.manage.activity import Activity, run_activity
+from autopilot.runtime.liveness import driver_lock_held
 from autopilot.store.index import INDEX_FILE, index_lock, read_index
 from autopilot.store.paths import is_valid_run_id, list_run_ids, started_at_of
 from autopilot.store.rundir import RunDir

@@ -6,16 +6,23 @@ s) and its command line (``pidCommand``), and a detached run's supervisor
 recorded one only if it started within a second of the recorded time and runs the
 recorded command, so a pid reused after a reboot or by another program is never
 taken for it (as rq's ``StartedJobRegistry`` does). Lock files are not consulted
-here: an agent can delete a file, not a process. ``control``, ``status``, the
-supervisor, ``manage.activity`` and the view all ask here.
+here: an agent can delete a file, not a process. ``driver_running`` adds the
+driver's ``driver.lock`` for a driver that has not recorded itself yet. ``control``,
+``status``, ``list``, ``prune``, ``doctor``, the supervisor, ``manage.activity`` and
+the view all ask here.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import os
 import socket
+from pathlib import Path
 
 from autopilot.loop.identity import is_same_process
 from autopilot.store.run_state import RunState
+from autopilot.store.rundir import RunDir
 
 
 def process_alive(
@@ -52,3 +59,59 @@ def driver_alive(state: RunState) -> bool | None:
 def supervisor_alive(state: RunState) -> bool | None:
     """Is a detached run's supervisor alive? See ``process_alive``."""
     return process_alive(state.supervisor_pid, state.supervisor_start_time, None, state.host)
+
+
+def driver_lock_held(run_dir: Path) -> bool | None:
+    """Does a driver hold ``<run>/driver.lock``? Probed without creating the file.
+
+    The probe takes the lock for an instant when it is free, as ``autopilot stop``
+    does; a driver starting in that instant is refused and can simply be retried.
+
+    Returns:
+        True if held, False if free or absent, None if it cannot be probed.
+    """
+    try:
+        fd = os.open(RunDir(run_dir).driver_lock, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return True
+        return None
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def driver_running(run_dir: Path, state: RunState | None) -> bool | None:
+    """Is a driver running the run (``run_dir``, its ``state``; None: unreadable)?
+
+    The recorded driver process first (pid and identity, ``driver_alive``: no lock
+    probe while it is alive, so asking every few seconds never races a driver for
+    its lock), then ``driver.lock`` (a driver that has not recorded itself yet).
+
+    Returns:
+        True while a driver runs; False when none does; None when that cannot be
+        told: the state is unreadable, the run has ended, no driver was recorded, the
+        lock cannot be probed, or the driver was recorded on another host and holds
+        no lock here.
+    """
+    if state is None or state.terminated:
+        return None
+    if state.host and state.host != socket.gethostname():
+        return True if driver_lock_held(run_dir) else None
+    alive = driver_alive(state)
+    if alive:
+        return True
+    held = driver_lock_held(run_dir)
+    if held:
+        return True
+    if alive is False and held is False:
+        return False
+    return None

@@ -266,7 +266,7 @@ class _Acts:
 
     def _decide(self, ended: DaemonExit) -> RestartDecision:
         from autopilot.core.restart import RunFacts, decide_restart
-        from autopilot.manage.activity import driver_lock_held
+        from autopilot.runtime.liveness import driver_running
         from autopilot.store.project_files import is_off
 
         state = self._state()
@@ -275,7 +275,8 @@ class _Acts:
             stop_requested=state.stop_requested,
             status=state.status.value,
             off=is_off(Path(state.cwd or ".")),
-            driven_elsewhere=driver_lock_held(self.folder.path) is True,
+            # Another driver recorded itself, or holds the lock (the one liveness check).
+            driven_elsewhere=driver_running(self.folder.path, state) is True,
         )
         restarts = list(state.supervisor_restarts)
         return decide_restart(ended, facts, restarts, self.clock.now_ms())

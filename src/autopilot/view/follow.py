@@ -17,10 +17,9 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import psutil
 import watchfiles
 
-from autopilot.manage.activity import driver_lock_held, driver_running
+from autopilot.runtime.liveness import driver_lock_held, driver_running, process_alive
 from autopilot.store.events import TERMINAL_EVENT_TYPES
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import EVENTS_FILE, STATE_FILE, STDOUT_FILE, RunDir
@@ -76,14 +75,7 @@ def _gone_without_state(run_dir: Path, driver_pid: int | None) -> bool:
     the log last named as its driver (``driver_start``) is not running."""
     if driver_lock_held(run_dir) is not False:
         return False
-    if driver_pid is None:
-        return True
-    try:
-        return psutil.Process(driver_pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-    except psutil.Error:
-        return False
+    return driver_pid is None or process_alive(driver_pid, None) is False
 
 
 def follow_plain(

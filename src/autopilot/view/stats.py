@@ -22,7 +22,7 @@ from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
-from autopilot.manage.activity import driver_running
+from autopilot.runtime.liveness import driver_running
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
 from autopilot.store.paths import is_valid_run_id

@@ -30,7 +30,7 @@ from textual.widgets import Footer
 from autopilot import control
 from autopilot.errors import AutopilotError
 from autopilot.loop.clock import Clock, SystemClock
-from autopilot.manage.activity import driver_running
+from autopilot.runtime.liveness import driver_running
 from autopilot.store.events import TERMINAL_EVENT_TYPES
 from autopilot.store.fold import Snapshot, fold_event
 from autopilot.store.reader import fold_log
