@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from autopilot.agents.command import PlainTextParser
+from autopilot.core.completion import promise_present
 
 
 def _final(text: str) -> str | None:
@@ -13,7 +14,8 @@ def _final(text: str) -> str | None:
 
 
 def test_the_last_paragraph_is_the_final_message() -> None:
-    assert _final("working on it\n\nstill working\n\n  done. COMPLETE\n\n") == "done. COMPLETE"
+    assert _final("working on it\n\nstill working\n\ndone. COMPLETE\n\n") == "done. COMPLETE"
+    assert _final("working\n\n  done. COMPLETE  \n") == "  done. COMPLETE"
     assert _final("one\n   \ntwo") == "two"  # a line of spaces is blank
     assert _final("\n\n") is None
 
@@ -41,3 +43,11 @@ def test_a_fence_opened_before_the_kept_tail_is_still_followed() -> None:
     final = _final("\n".join(lines))
     assert final is not None and final.endswith("\n\nCOMPLETE\n```")
     assert final.startswith("line ")
+
+
+def test_an_indented_code_block_stays_code() -> None:
+    # The last paragraph is a four-space indented block: code, so never a claim.
+    final = _final("Example:\n\n    COMPLETE\n")
+    assert final == "    COMPLETE"
+    assert not promise_present(final, "COMPLETE")
+    assert promise_present(_final("Example:\n\nCOMPLETE\n"), "COMPLETE")

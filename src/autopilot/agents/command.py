@@ -3,9 +3,9 @@
 The prompt goes to the program on stdin (the default), as its last argument
 (``--prompt-via arg``), or as the path of a file holding it (``--prompt-via file``;
 an argument ``{prompt_file}`` is replaced by that path, else the path is appended).
-Output is plain text; the final message is its last non-empty paragraph (blank lines
-inside a fenced code block do not end one). Success is exit status 0. The program's
-version is whatever the user installed.
+Output is plain text; the final message is its last non-empty paragraph, its lines as
+written (blank lines inside a fenced code block do not end one). Success is exit status
+0. The program's version is whatever the user installed.
 """
 
 from __future__ import annotations
@@ -83,8 +83,10 @@ class PlainTextParser:
                     paragraphs.append([])
                 else:
                     paragraphs[-1].append(kept)
-            texts = ("\n".join(lines).strip() for lines in reversed(paragraphs))
-            final = next((text for text in texts if text), None)
+            # Lines as written: an indented code block keeps the indent that makes it
+            # code, so completion matching never reads it as prose.
+            texts = ("\n".join(lines).rstrip() for lines in reversed(paragraphs))
+            final = next((text for text in texts if text.strip()), None)
             self._cached = IterationReport(
                 final_message=final,
                 last_root_text=final,
