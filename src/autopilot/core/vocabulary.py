@@ -101,6 +101,7 @@ class Reason(StrEnum):
     SEND_ERROR = "send_error"
     SUPERVISOR_GIVEUP = "supervisor_giveup"
     PERMISSION_DENIED = "permission_denied"
+    SURFACE_VIOLATION = "surface_violation"
     INTERNAL_ERROR = "internal_error"
     WORKSPACE_GONE = "workspace_gone"
 

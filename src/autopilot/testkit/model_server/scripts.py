@@ -250,6 +250,30 @@ _DEFAULT = (
 )
 
 
+def _backlog_item(
+    item: str, content: str, *, criteria: str = "ac1", prompt: str | None = None
+) -> tuple[Rule, ...]:
+    """Work on backlog item ``item``: write ``<item>.txt``, report, say so."""
+    where = prompt or f"work-item: {item}\n"
+    flags = " ".join(f"--criterion {c}=pass" for c in criteria.split())
+    report = f"autopilot report continue_next --item {item} {flags} --evidence 'wrote {item}.txt'"
+    return (
+        Rule(WriteFile(f"{item}.txt", content), step=0, prompt_contains=where),
+        Rule(RunShell(report), step=1, prompt_contains=where),
+        Rule(Say(f"Reported continue_next for {item}."), prompt_contains=where),
+    )
+
+
+BACKLOG_RULES = (
+    *_backlog_item("alpha", "alpha\n"),
+    # beta's check wants "fixed": the first attempt writes a draft, the reopened one fixes it.
+    *_backlog_item("beta", "fixed\n", prompt="work-item: beta\nfocus-layer: micro\nattempt: 2\n"),
+    *_backlog_item("beta", "draft\n"),
+    *_backlog_item("gamma", "gamma\n"),
+)
+"""The ``backlog`` script: three work items, one of whose checks fails once."""
+
+
 def _always(action: Action) -> tuple[Rule, ...]:
     return (Rule(action),)
 
@@ -305,6 +329,7 @@ SCRIPTS: Mapping[str, Script] = MappingProxyType(
             Script("stall", _always(Stall())),
             Script("drop-stream", _always(Drop())),
             Script("recover-429", _DEFAULT, fail_for_seconds=RECOVER_SECONDS),
+            Script("backlog", BACKLOG_RULES),
         )
     }
 )
@@ -322,6 +347,10 @@ SCRIPTS: Mapping[str, Script] = MappingProxyType(
 - ``stall``: headers and the first event, then silence.
 - ``drop-stream``: two chunks, then the connection closes.
 - ``recover-429``: ``default`` after :data:`RECOVER_SECONDS` of 429s from the start.
+- ``backlog``: for a backlog run's work items ``alpha``, ``beta`` and ``gamma``
+  (continuation messages, ``work-item: ID``): write ``<id>.txt``, then run
+  ``autopilot report continue_next`` with the shell; ``beta`` is a draft on its first
+  attempt and ``fixed`` on its second.
 """
 
 

@@ -1,0 +1,294 @@
+"""A backlog run's work at the iteration boundary: the thin shell over ``core.backlog_step``.
+
+``begin`` (before the agent): read ``tasks.jsonl`` afresh, take in a person's edits,
+choose and start the item, write the file, and hand back the prompt — or say that
+the backlog is done, that a person is needed, or that the file cannot be read (the
+run holds, nothing is rewritten). ``end`` (after the agent): claim the agent's
+reports and decision file, undo what the agent changed in ``tasks.jsonl``, reopen the
+item on a surface violation, run the criteria's checks for ``continue_next``, apply
+the decision and write the file. Every change is also an event (``emit``), so the
+file can be written again from the run's log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autopilot.core.backlog_step import (
+    choose_report,
+    conclude_item,
+    plan_iteration,
+    reconcile,
+)
+from autopilot.core.boundary import surface_violations
+from autopilot.core.decisions import (
+    CheckOutcome,
+    ItemDecision,
+    answer_item,
+    reopen_for_violation,
+)
+from autopilot.core.workitem_events import (
+    backlog_snapshot_fields,
+    rebuild_items,
+    workitem_end_fields,
+    workitem_recorded_fields,
+)
+from autopilot.core.workitems import ItemFormatError, ItemStatus, WorkItem, item_from_json
+from autopilot.errors import BacklogError
+from autopilot.loop.checks import DEFAULT_CHECK_TIMEOUT_SECONDS, run_checks
+from autopilot.store.backlog import Backlog, BacklogFile
+from autopilot.store.reports import claim_reports, take_decision_file
+
+Emit = Callable[..., Any]
+"""``emit(event_type, **fields)``: append one event to the run's log."""
+
+
+@dataclass(frozen=True)
+class Begun:
+    """What ``begin`` found.
+
+    Attributes:
+        item: The item the iteration works on, or None.
+        prompt: Its continuation message, or None.
+        done: Nothing is open and every completed item passed its checks.
+        question: A person must act first (the run waits for them).
+        hold: ``tasks.jsonl`` cannot be used as it is (the run pauses with this).
+    """
+
+    item: WorkItem | None = None
+    prompt: str | None = None
+    done: bool = False
+    question: str | None = None
+    hold: str | None = None
+
+
+@dataclass(frozen=True)
+class Ended:
+    """What ``end`` did.
+
+    Attributes:
+        item: The item after its decision.
+        decision: The decision applied (None: the agent reported none).
+        question: A question for a person (``ask_user_meta``, repeated missing).
+        stop: The agent reported ``stop``.
+        checks: autopilot's run of the checks, when ``continue_next`` was reported.
+        violations: Changed paths outside the allowed surface.
+    """
+
+    item: WorkItem
+    decision: ItemDecision | None
+    question: str | None = None
+    stop: bool = False
+    checks: CheckOutcome | None = None
+    violations: tuple[str, ...] = ()
+
+
+@dataclass
+class BacklogShell:
+    """One run's backlog.
+
+    Args:
+        backlog: The project's ``tasks.jsonl``.
+        run_id: The run's id.
+        run_folder: The run's folder (reports wait in it).
+        emit: Appends an event to the run's log.
+        log_events: The run's events so far, for writing ``tasks.jsonl`` again after
+            a restart found it deleted.
+        run_surface: The approved boundary's allowed surfaces (empty: any path).
+        check_timeout_seconds: Per check command.
+        environ: The environment check commands run with (default ``os.environ``).
+    """
+
+    backlog: Backlog
+    run_id: str
+    run_folder: Path
+    emit: Emit
+    log_events: Callable[[], Iterable[Mapping[str, Any]]] = lambda: ()
+    run_surface: Sequence[str] = ()
+    check_timeout_seconds: float = DEFAULT_CHECK_TIMEOUT_SECONDS
+    environ: Mapping[str, str] | None = None
+    ours: tuple[WorkItem, ...] | None = field(default=None, init=False)
+    running: WorkItem | None = field(default=None, init=False)
+
+    def _emit_all(self, events: Iterable[Mapping[str, Any]], iteration: int | None) -> None:
+        for event in events:
+            fields = {k: v for k, v in event.items() if k != "type"}
+            if iteration is not None and event["type"] == "workitem_recorded":
+                fields["iteration"] = iteration
+            self.emit(str(event["type"]), **fields)
+
+    def _known(self) -> tuple[WorkItem, ...]:
+        """What autopilot last knew: its own copy, else the run's log."""
+        if self.ours is not None:
+            return self.ours
+        rebuilt: list[WorkItem] = []
+        for data in rebuild_items(self.log_events()):
+            try:
+                rebuilt.append(item_from_json(data))
+            except ItemFormatError:
+                continue
+        return tuple(rebuilt)
+
+    def _write(self, items: Sequence[WorkItem]) -> None:
+        """Write ``items`` in place of the file's items, keeping malformed lines."""
+
+        def change(found: BacklogFile) -> BacklogFile:
+            malformed = found.malformed if found.exists else []
+            return BacklogFile((*items, *malformed), exists=True)
+
+        self.backlog.update(change)
+        self.ours = tuple(items)
+
+    def _read(self) -> tuple[BacklogFile | None, str | None]:
+        try:
+            found = self.backlog.read()
+        except BacklogError as error:
+            return None, str(error)
+        if found.malformed:
+            lines = "; ".join(m.describe() for m in found.malformed[:5])
+            return found, f"fix .autopilot/tasks.jsonl first: {lines}"
+        return found, None
+
+    def begin(self, iteration: int) -> Begun:
+        """Prepare iteration ``iteration`` (see the module docstring).
+
+        Raises:
+            BacklogError: the file could not be written.
+        """
+        found, problem = self._read()
+        if problem is not None or found is None:
+            return Begun(hold=problem)
+        known = self._known()
+        if not found.exists and known:
+            reconciled = reconcile(known, None, agent_worked=False)
+            for note in reconciled.notes:
+                self.emit("warning", iteration=iteration, note=note)
+            items: Sequence[WorkItem] = reconciled.items
+        else:
+            reconciled = reconcile(known, found.items, agent_worked=False)
+            self._emit_all(reconciled.events, iteration)
+            items = found.items
+        plan = plan_iteration(self.run_id, items, iteration, run_surface=self.run_surface)
+        if plan.item is None:
+            if not found.exists and known:
+                self._write(plan.items)
+            self.ours = tuple(plan.items)
+            return Begun(done=plan.done, question=plan.question)
+        self._write(plan.items)
+        self._emit_all(plan.events, iteration)
+        self.running = plan.item
+        return Begun(item=plan.item, prompt=plan.prompt)
+
+    def end(
+        self,
+        iteration: int,
+        iteration_folder: Path,
+        changed_paths: Sequence[str],
+        cwd: Path,
+    ) -> Ended | None:
+        """Conclude the item of iteration ``iteration``; None if none was running.
+
+        Args:
+            iteration: The iteration that just ended.
+            iteration_folder: Where the checks' output is saved.
+            changed_paths: Paths the iteration changed (relative to the work tree).
+            cwd: The work tree (checks run there).
+
+        Raises:
+            BacklogError: the file could not be written.
+        """
+        item = self.running
+        if item is None:
+            return None
+        self.running = None
+        reports = [c.report for c in claim_reports(self.run_folder) if c.report is not None]
+        ours = self._known()
+        taken = take_decision_file(cwd, list(ours))
+        problems: list[str] = []
+        if taken is not None:
+            report, refused = taken
+            if report is not None:
+                reports.append(report)
+            problems.extend(f"consistency-decision.json refused: {p}" for p in refused)
+        found, problem = self._read()
+        found_items = found.items if found is not None and found.exists and not problem else None
+        reconciled = reconcile(ours, found_items, agent_worked=True)
+        for note in reconciled.notes:
+            self.emit("warning", iteration=iteration, note=note)
+        self._emit_all(reconciled.events, iteration)
+        items = reconciled.items
+        report, refused = choose_report(items, item.id, reports)
+        problems.extend(refused)
+        for line in problems:
+            self.emit("warning", iteration=iteration, note=line, itemId=item.id)
+        violations = surface_violations(changed_paths, item.allowed_surface, self.run_surface)
+        if violations:
+            return self._violation(items, item, iteration, violations)
+        checks = None
+        if report is not None and report.decision is ItemDecision.CONTINUE_NEXT:
+            checks = run_checks(
+                item.acceptance_criteria,
+                cwd=cwd,
+                folder=iteration_folder,
+                timeout_seconds=self.check_timeout_seconds,
+                env=self.environ,
+            ).outcome
+        conclusion = conclude_item(items, item, report, checks, iteration)
+        self._write(conclusion.items)
+        self._emit_all(conclusion.events, iteration)
+        return Ended(
+            conclusion.item,
+            conclusion.decision,
+            conclusion.question,
+            conclusion.stop,
+            checks,
+        )
+
+    def _violation(
+        self,
+        items: Sequence[WorkItem],
+        item: WorkItem,
+        iteration: int,
+        violations: Sequence[str],
+    ) -> Ended:
+        reopened = reopen_for_violation(item, violations)
+        changed = tuple(reopened if i.id == item.id else i for i in items)
+        self.emit(
+            "surface_violation",
+            iteration=iteration,
+            itemId=item.id,
+            paths=list(violations[:50]),
+            count=len(violations),
+        )
+        self._write(changed)
+        self.emit("workitem_end", **workitem_end_fields(reopened, iteration, "surface_violation"))
+        self.emit("workitem_recorded", iteration=iteration, **workitem_recorded_fields(reopened))
+        self.emit("backlog_snapshot", **backlog_snapshot_fields(changed))
+        return Ended(reopened, None, violations=tuple(violations))
+
+    def snapshot(self) -> dict[str, Any]:
+        """``backlog_snapshot`` fields for the items autopilot knows now."""
+        return backlog_snapshot_fields(self._known())
+
+    def answer(self, text: str) -> WorkItem | None:
+        """Deliver a person's answer to the blocked item with a question; None if none."""
+        answered: list[WorkItem] = []
+
+        def change(found: BacklogFile) -> BacklogFile:
+            item = next(
+                (i for i in found.items if i.status is ItemStatus.BLOCKED and i.blocked_reason),
+                None,
+            )
+            if item is None:
+                return found
+            after = answer_item(item, text)
+            answered.append(after)
+            return found.replace_item(after)
+
+        self.backlog.update(change)
+        if answered:
+            self.emit("workitem_recorded", **workitem_recorded_fields(answered[0]))
+        return answered[0] if answered else None

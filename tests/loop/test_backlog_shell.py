@@ -1,0 +1,222 @@
+"""A backlog run's boundary work on real files: reports, checks, undoing the agent's edits."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autopilot.core.decisions import ItemDecision, ItemReport
+from autopilot.core.workitems import ItemStatus
+from autopilot.loop.backlog import BacklogShell
+from autopilot.store.backlog import Backlog
+from autopilot.store.reports import write_report
+
+ITEMS = [
+    {
+        "id": "a",
+        "prompt": "write a.md",
+        "acceptance_criteria": [{"id": "ac1", "text": "a.md exists", "check": "test -f a.md"}],
+    },
+    {
+        "id": "b",
+        "prompt": "write b.md",
+        "depends_on": ["a"],
+        "allowed_surface": ["b.md"],
+        "acceptance_criteria": [{"id": "ac1", "text": "says fixed", "check": "grep -q fixed b.md"}],
+    },
+    {"id": "c", "prompt": "write c.md"},
+]
+
+
+class Log:
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def emit(self, event_type: str, **fields: Any) -> None:
+        self.events.append({"type": event_type, **fields})
+
+    def types(self) -> list[str]:
+        return [e["type"] for e in self.events]
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    (path / ".autopilot").mkdir(parents=True)
+    (path / ".autopilot" / "tasks.jsonl").write_text("".join(json.dumps(i) + "\n" for i in ITEMS))
+    return path
+
+
+def _shell(work: Path, log: Log) -> BacklogShell:
+    run_folder = work.parent / "run"
+    run_folder.mkdir(exist_ok=True)
+    return BacklogShell(
+        Backlog(work, work.parent / "locks"),
+        "r-1",
+        run_folder,
+        log.emit,
+        log_events=lambda: list(log.events),
+        check_timeout_seconds=30,
+    )
+
+
+def _statuses(work: Path) -> dict[str, str]:
+    lines = (work / ".autopilot" / "tasks.jsonl").read_text().splitlines()
+    return {d["id"]: d["status"] for d in map(json.loads, lines)}
+
+
+def _report(shell: BacklogShell, item: str, decision: str, **criteria: bool) -> None:
+    write_report(
+        shell.run_folder,
+        ItemReport(item, ItemDecision(decision), criteria, ("e",)),
+        ts_ms=1,
+        iteration=None,
+    )
+
+
+def test_a_backlog_with_a_dependency_drains_in_order_and_a_failing_check_reopens(
+    work: Path,
+) -> None:
+    log = Log()
+    shell = _shell(work, log)
+    folder = work.parent / "iter"
+    folder.mkdir()
+    begun = shell.begin(1)
+    assert begun.item is not None and begun.item.id == "a"
+    assert _statuses(work)["a"] == "running"
+    (work / "a.md").write_text("a")
+    _report(shell, "a", "continue_next", ac1=True)
+    ended = shell.end(1, folder, ["a.md"], work)
+    assert ended is not None and ended.item.status is ItemStatus.COMPLETED
+    assert ended.checks is not None and ended.checks.passed
+    assert (folder / "check-ac1.log").exists()
+    # b: the check fails once, the item is reopened with the output, then passes.
+    begun = shell.begin(2)
+    assert begun.item is not None and begun.item.id == "b"
+    (work / "b.md").write_text("first try\n")
+    _report(shell, "b", "continue_next", ac1=True)
+    ended = shell.end(2, folder, ["b.md"], work)
+    assert ended is not None and ended.item.status is ItemStatus.REOPENED
+    begun = shell.begin(3)
+    assert begun.item is not None and begun.item.id == "b" and begun.item.attempt == 2
+    assert begun.prompt is not None and "check ac1 ($ grep -q fixed b.md) exit 1" in begun.prompt
+    (work / "b.md").write_text("fixed\n")
+    _report(shell, "b", "continue_next", ac1=True)
+    ended = shell.end(3, folder, ["b.md"], work)
+    assert ended is not None and ended.item.status is ItemStatus.COMPLETED
+    begun = shell.begin(4)
+    assert begun.item is not None and begun.item.id == "c"
+    _report(shell, "c", "continue_next")
+    shell.end(4, folder, [], work)
+    assert shell.begin(5).done
+    assert _statuses(work) == {"a": "completed", "b": "completed", "c": "completed"}
+    assert log.types().count("workitem_end") == 4
+
+
+def test_a_missing_report_resumes_the_same_item(work: Path) -> None:
+    log = Log()
+    shell = _shell(work, log)
+    shell.begin(1)
+    ended = shell.end(1, work.parent, [], work)
+    assert ended is not None and ended.decision is None
+    begun = shell.begin(2)
+    assert begun.item is not None and begun.item.id == "a" and begun.item.attempt == 1
+    assert begun.prompt is not None and "pending-decision: missing" in begun.prompt
+
+
+def test_a_bad_report_is_refused_with_an_event(work: Path) -> None:
+    log = Log()
+    shell = _shell(work, log)
+    shell.begin(1)
+    _report(shell, "a", "continue_next")  # no pass for ac1
+    ended = shell.end(1, work.parent, [], work)
+    assert ended is not None and ended.decision is None
+    warnings = [e["note"] for e in log.events if e["type"] == "warning"]
+    assert any("continue_next report was refused" in w for w in warnings)
+
+
+def test_a_surface_violation_reopens_and_nothing_is_reverted(work: Path) -> None:
+    log = Log()
+    shell = _shell(work, log)
+    for n, item in enumerate(("a",), 1):
+        shell.begin(n)
+        (work / "a.md").write_text("a")
+        _report(shell, item, "continue_next", ac1=True)
+        shell.end(n, work.parent, ["a.md"], work)
+    shell.begin(2)
+    (work / "secrets.txt").write_text("x")
+    _report(shell, "b", "continue_next", ac1=True)
+    ended = shell.end(2, work.parent, ["b.md", "secrets.txt"], work)
+    assert ended is not None and ended.violations == ("secrets.txt",)
+    assert ended.item.status is ItemStatus.REOPENED
+    assert (work / "secrets.txt").exists()
+    violation = next(e for e in log.events if e["type"] == "surface_violation")
+    assert violation["paths"] == ["secrets.txt"]
+    prompt = shell.begin(3).prompt
+    assert prompt is not None
+    assert "changed files outside the allowed surface: secrets.txt" in prompt
+
+
+def test_the_agent_cannot_complete_its_own_item_by_editing_the_file(work: Path) -> None:
+    log = Log()
+    shell = _shell(work, log)
+    shell.begin(1)
+    path = work / ".autopilot" / "tasks.jsonl"
+    path.write_text(json.dumps({**ITEMS[0], "status": "completed"}) + "\n")
+    ended = shell.end(1, work.parent, [".autopilot/tasks.jsonl"], work)
+    assert ended is not None and ended.item.status is ItemStatus.RUNNING
+    assert _statuses(work) == {"a": "running", "b": "ready", "c": "ready"}
+    notes = [e["note"] for e in log.events if e["type"] == "warning"]
+    assert any("were changed while the agent worked; undone" in n for n in notes)
+    assert any("b, c were removed while the agent worked; restored" in n for n in notes)
+
+
+def test_a_deleted_file_is_written_again_from_the_log(work: Path) -> None:
+    log = Log()
+    shell = _shell(work, log)
+    shell.begin(1)
+    _report(shell, "a", "stop")
+    shell.end(1, work.parent, [], work)
+    (work / ".autopilot" / "tasks.jsonl").unlink()
+    # A new driver (after a crash) knows the backlog only from the log.
+    fresh = _shell(work, log)
+    begun = fresh.begin(2)
+    assert begun.item is not None and begun.item.id == "c"
+    assert _statuses(work) == {"a": "stopped", "b": "ready", "c": "running"}
+    assert any("written again from the run's log" in e.get("note", "") for e in log.events)
+
+
+def test_a_malformed_line_holds_the_run_and_is_not_rewritten(work: Path) -> None:
+    log = Log()
+    shell = _shell(work, log)
+    path = work / ".autopilot" / "tasks.jsonl"
+    path.write_text(path.read_text() + "{broken\n")
+    before = path.read_bytes()
+    begun = shell.begin(1)
+    assert begun.item is None
+    assert begun.hold == (
+        "fix .autopilot/tasks.jsonl first: .autopilot/tasks.jsonl line 4: not valid JSON "
+        "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"
+    )
+    assert path.read_bytes() == before
+
+
+def test_ask_user_meta_then_an_answer(work: Path) -> None:
+    log = Log()
+    shell = _shell(work, log)
+    shell.begin(1)
+    write_report(
+        shell.run_folder,
+        ItemReport("a", ItemDecision.ASK_USER_META, {}, ("Which db?",)),
+        ts_ms=1,
+        iteration=1,
+    )
+    ended = shell.end(1, work.parent, [], work)
+    assert ended is not None and ended.question == "Which db?"
+    assert shell.begin(2).item is not None  # c has no dependency on a
+    answered = shell.answer("sqlite")
+    assert answered is not None and answered.status is ItemStatus.READY
+    assert answered.completion.feedback == "question: Which db?\nanswer: sqlite"
