@@ -265,8 +265,42 @@ def task_marks(snapshot: Snapshot) -> list[tuple[str, str]]:
     return rows
 
 
+_BACKLOG_ORDER = {"running": 0, "reopened": 1, "ready": 2, "blocked": 3}
+
+
+def backlog_item_lines(items: Sequence[Mapping[str, Any]], limit: int = 6) -> list[tuple[str, str]]:
+    """A backlog run's items as ``(text, status)``: open ones first, then the newest done."""
+    open_items = [i for i in items if str(i.get("status")) in _BACKLOG_ORDER]
+    open_items.sort(key=lambda i: _BACKLOG_ORDER[str(i.get("status"))])
+    closed = [i for i in items if str(i.get("status")) not in _BACKLOG_ORDER]
+    chosen = open_items[:limit]
+    room = limit - len(chosen)
+    if room > 0 and closed:
+        chosen = closed[-room:] + chosen
+    rows = []
+    for item in chosen:
+        item_id = str(item.get("id"))
+        title = str(item.get("title") or item_id).removeprefix(f"{item_id}: ")
+        text = item_id if title == item_id else f"{item_id} {title}"
+        attempt = item.get("attempt")
+        if isinstance(attempt, int) and attempt > 1:
+            text += f" (attempt {attempt})"
+        rows.append((text, str(item.get("status"))))
+    return rows
+
+
+def backlog_counts(items: Sequence[Mapping[str, Any]]) -> str:
+    """``1 running · 2 ready · 1 completed`` for a backlog run's items."""
+    return task_counts(items)
+
+
 def work_item_lines(snapshot: Snapshot, limit: int = 3) -> list[tuple[str, str]]:
-    """The active work item and the newest finished ones as ``(text, mark)``."""
+    """The active work item and the newest finished ones as ``(text, mark)``.
+
+    A backlog run's items (``snapshot.workItems``) come with their status instead.
+    """
+    if snapshot.workItems:
+        return backlog_item_lines(snapshot.workItems)
 
     def label(item: Mapping[str, Any]) -> str:
         ref = f" #{int(item['ref'])}" if _num(item.get("ref")) is not None else ""

@@ -39,6 +39,9 @@ MARK_GLYPHS = {
     "ready": ("·", ""),
     "reopened": ("↺", "yellow"),
     "blocked": ("⊘", "red"),
+    "completed": ("✓", "green"),
+    "stopped": ("■", "dim"),
+    "not_applicable": ("–", "dim"),
 }
 
 
@@ -249,7 +252,11 @@ class WorkPane(TextPane):
         if not items:
             text.append("  none reported", style="dim")
         _marked(text, items)
-        backlog = present.backlog_text(snapshot)
+        backlog = (
+            present.backlog_counts(snapshot.workItems)
+            if snapshot.workItems
+            else present.backlog_text(snapshot)
+        )
         if backlog:
             text.append(f"\n  backlog: {shown(backlog)}", style="dim")
         tasks = present.task_marks(snapshot)
@@ -258,7 +265,7 @@ class WorkPane(TextPane):
             text.append("\ntasks ", style="bold")
             text.append(shown(str(stage)), style="dim")
             _marked(text, tasks)
-        if project_tasks:
+        if project_tasks and not snapshot.workItems:
             text.append("\ntasks.jsonl ", style="bold")
             text.append(shown(present.task_counts(project_tasks)), style="dim")
             _marked(text, present.project_task_lines(project_tasks))

@@ -1,0 +1,35 @@
+"""The live view's work-items panel for a backlog run."""
+
+from __future__ import annotations
+
+from autopilot.store.fold import Snapshot
+from autopilot.view.present import backlog_counts, backlog_item_lines, work_item_lines
+
+ITEMS = [
+    {"id": "a", "title": "a: Write docs", "status": "completed", "attempt": 1},
+    {"id": "b", "title": "b: Fix parser", "status": "reopened", "attempt": 2},
+    {"id": "c", "title": "c: Release", "status": "ready", "attempt": 0},
+    {"id": "d", "title": None, "status": "running", "attempt": 1},
+    {"id": "e", "title": "e: Old", "status": "stopped", "attempt": 1},
+]
+
+
+def test_open_items_first_then_the_newest_closed() -> None:
+    assert backlog_item_lines(ITEMS) == [
+        ("a Write docs", "completed"),
+        ("e Old", "stopped"),
+        ("d", "running"),
+        ("b Fix parser (attempt 2)", "reopened"),
+        ("c Release", "ready"),
+    ]
+    assert backlog_item_lines(ITEMS, limit=2) == [
+        ("d", "running"),
+        ("b Fix parser (attempt 2)", "reopened"),
+    ]
+
+
+def test_the_panel_uses_the_folded_items_with_their_counts() -> None:
+    snapshot = Snapshot(workItems=ITEMS)
+    assert work_item_lines(snapshot)[2] == ("d", "running")
+    assert backlog_counts(ITEMS) == "1 completed · 1 ready · 1 reopened · 1 running · 1 stopped"
+    assert work_item_lines(Snapshot()) == []
