@@ -1,9 +1,11 @@
 """The built-in scripted agent of ``autopilot demo``.
 
-Each invocation reads ``BACKLOG.md`` in its working directory, takes the first
-unchecked item (``- [ ] …``), writes a note for it under ``notes/``, ticks it off and
-commits, printing Claude Code stream-json as it goes (so the demo exercises the
-real parser). When nothing is left it answers ``<promise>COMPLETE</promise>``.
+Given a backlog run's continuation message on stdin, it works on that work item and
+reports through ``autopilot report`` (``demo_backlog_agent``). Otherwise it reads
+``BACKLOG.md`` in its working directory, takes the first unchecked item (``- [ ] …``),
+writes a note for it under ``notes/``, ticks it off and commits. Either way it prints
+Claude Code stream-json as it goes (so the demo exercises the real parser); with
+nothing left it answers ``<promise>COMPLETE</promise>``.
 ``AUTOPILOT_DEMO_DELAY`` sets the pause between steps in seconds (default 0.4).
 """
 
@@ -17,6 +19,7 @@ import time
 import uuid
 from pathlib import Path
 
+from autopilot.testkit.demo_backlog_agent import read_continuation, work_on_item
 from autopilot.testkit.streamjson import StreamJson
 
 _ITEM_RE = re.compile(r"^- \[ \] (.+)$", re.MULTILINE)
@@ -35,11 +38,16 @@ def _git(*args: str) -> str:
 
 def main() -> int:
     """Do one backlog item; returns 0."""
-    if not sys.stdin.isatty():
-        sys.stdin.read()
+    prompt = sys.stdin.read() if not sys.stdin.isatty() else ""
     delay = float(os.environ.get("AUTOPILOT_DEMO_DELAY", "0.4"))
     stream = StreamJson(str(uuid.uuid4()), os.getcwd(), model="demo-scripted")
     _emit(stream.init(), delay)
+    continuation = read_continuation(prompt)
+    if continuation is not None:
+        final = work_on_item(continuation, stream, _emit, delay)
+        _emit(stream.text(final), delay)
+        _emit(stream.result(final, cost_usd=0.0012, input_tokens=2400, output_tokens=180), 0)
+        return 0
     backlog = Path("BACKLOG.md")
     text = backlog.read_text() if backlog.exists() else ""
     _emit(stream.tool_use("toolu_read", "Read", {"file_path": str(backlog.resolve())}), delay)
