@@ -1,13 +1,17 @@
 """``autopilot demo``: the whole product in under a minute, with no API key.
 
-It makes a throwaway git repository with a three-item ``BACKLOG.md`` and drives
-the built-in scripted agent (``testkit.demo_agent``) through the real loop — the
-same driver, files and events as a real run — then prints where the run's files
-are and how to replay it.
+It makes a throwaway git repository with a backlog of three work items
+(``.autopilot/tasks.jsonl``, one depending on another, each with a check command)
+and drives the built-in scripted agent (``testkit.demo_agent``) through a real
+``--backlog`` run — the same driver, files and events as a real run. The agent
+reports through ``autopilot report``; autopilot runs the checks itself, and one of
+them fails on the first try, so the demo shows an item reopened and then done. It
+ends by printing where the run's files are and how to look at them again.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import tempfile
@@ -25,16 +29,38 @@ from autopilot.store.paths import run_dir, runs_root
 from autopilot.store.run_state import PromptSource
 from autopilot.view.safe import shown
 
-BACKLOG = """# Backlog
-
-- [ ] Write the project overview
-- [ ] Describe the configuration file
-- [ ] List the release steps
-"""
-
-PROMPT = """Work through BACKLOG.md: take the first unchecked item, do it, tick it off and
-commit. When every item is checked off, answer with <promise>COMPLETE</promise>.
-"""
+BACKLOG: list[dict[str, object]] = [
+    {
+        "id": "overview",
+        "title": "Write the project overview",
+        "prompt": "Write the project overview in docs/overview.md.",
+        "acceptance_criteria": [
+            {"id": "ac1", "text": "docs/overview.md exists", "check": "test -s docs/overview.md"}
+        ],
+    },
+    {
+        "id": "config",
+        "title": "Describe the configuration file",
+        "depends_on": ["overview"],
+        "prompt": "Describe the configuration file in docs/config.md; name config.toml in it.",
+        "acceptance_criteria": [
+            {
+                "id": "ac1",
+                "text": "docs/config.md names config.toml",
+                "check": "grep -q config.toml docs/config.md",
+            }
+        ],
+    },
+    {
+        "id": "release",
+        "title": "List the release steps",
+        "prompt": "List the release steps in docs/release.md.",
+        "acceptance_criteria": [
+            {"id": "ac1", "text": "docs/release.md exists", "check": "test -s docs/release.md"}
+        ],
+    },
+]
+"""The demo's work items (``config``'s check fails on the agent's first try)."""
 
 
 def _git(cwd: Path, *args: str) -> None:
@@ -65,8 +91,10 @@ def make_demo_repo(directory: Path | None) -> Path:
     _git(repo, "init", "-q")
     _git(repo, "config", "user.name", "autopilot demo")
     _git(repo, "config", "user.email", "demo@localhost")
-    (repo / "BACKLOG.md").write_text(BACKLOG)
-    (repo / "PROMPT.md").write_text(PROMPT)
+    (repo / ".autopilot").mkdir(exist_ok=True)
+    (repo / ".autopilot" / "tasks.jsonl").write_text(
+        "".join(json.dumps(item) + "\n" for item in BACKLOG)
+    )
     _git(repo, "add", "-A")
     _git(repo, "commit", "-q", "-m", "demo: start")
     return repo.resolve()
@@ -79,17 +107,19 @@ def run_demo(directory: Path | None, *, plain: bool = False) -> int:
     config = RunConfig(
         agent="demo",
         label="demo",
-        max_iterations=6,
+        max_iterations=8,
         stagnation_limit=3,
         iteration_timeout_seconds=120,
         idle_timeout_seconds=60,
     )
-    click.echo(f"autopilot demo: a throwaway repository with a 3-item backlog at {repo}")
+    click.echo(f"autopilot demo: a throwaway repository with 3 work items at {repo}")
     click.echo(
-        "autopilot demo: the built-in scripted agent works through it, one item per iteration"
+        "autopilot demo: the built-in scripted agent works on one item per iteration and "
+        "reports with autopilot report; autopilot runs each item's check itself"
     )
     click.echo("")
-    run_id = arm_run(root, config, PromptSource(path=repo / "PROMPT.md"), repo, SystemClock())
+    source = PromptSource(text="work items of .autopilot/tasks.jsonl")
+    run_id = arm_run(root, config, source, repo, SystemClock(), mode="backlog")
     click.echo(f"autopilot demo: from another terminal: autopilot watch {run_id}")
     cwd = Path.cwd()
     os.chdir(repo)
@@ -114,5 +144,6 @@ def run_demo(directory: Path | None, *, plain: bool = False) -> int:
     click.echo("Look again with:")
     click.echo(f"  autopilot replay {run_id}")
     click.echo(f"  autopilot status {run_id}")
+    click.echo(f"  cd {repo} && autopilot tasks list")
     click.echo("  autopilot list")
     return result.exit_code

@@ -10,6 +10,7 @@ import pytest
 
 from autopilot.cli import main as cli_main
 from autopilot.config import RunConfig
+from autopilot.core.vocabulary import RunStatus
 from autopilot.loop.arming import PromptSource, arm_run
 from autopilot.loop.clock import SystemClock
 from autopilot.store.paths import run_dir, runs_root
@@ -341,3 +342,34 @@ def test_report_to_an_ended_run(run: str, capsys: pytest.CaptureFixture[str]) ->
     StateStore(run_dir(runs_root(), run) / "state.json").update(end)
     code, _, err = autopilot(capsys, "report", "stop", "--item", "unit-1")
     assert code == 2 and "has ended (user_stopped)" in err
+
+
+# -- autopilot answer / approve ----------------------------------------------------------
+
+
+def test_answer_and_approve_a_gate(run: str, capsys: pytest.CaptureFixture[str]) -> None:
+    store = StateStore(run_dir(runs_root(), run) / "state.json")
+    code, _, err = autopilot(capsys, "answer", "sqlite")
+    assert code == 2 and f"run {run} is not waiting for an answer" in err
+    store.update(lambda s: setattr(s, "gate", "Which database?"))
+    code, out, _ = autopilot(capsys, "answer", run, "sqlite, please")
+    assert code == 0 and "answered 'Which database?'" in out
+    assert store.read().gate_answer == "sqlite, please"
+    code, out, _ = autopilot(capsys, "approve")
+    assert code == 0 and store.read().gate_answer == "approved"
+    code, _, err = autopilot(capsys, "answer", "   ")
+    assert code == 2 and "the answer is empty" in err
+    code, _, err = autopilot(capsys, "answer", run, "a", "b")
+    assert code == 2 and "give [RUN] TEXT" in err
+
+
+def test_status_shows_the_question(run: str, capsys: pytest.CaptureFixture[str]) -> None:
+    StateStore(run_dir(runs_root(), run) / "state.json").update(
+        lambda s: (
+            setattr(s, "gate", "Which database?"),
+            setattr(s, "status", RunStatus.AWAITING_USER),
+        )
+    )
+    code, out, _ = autopilot(capsys, "status", run)
+    assert code == 0
+    assert "awaiting_user — waits for your answer: Which database? (autopilot answer TEXT)" in out

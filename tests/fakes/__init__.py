@@ -70,6 +70,7 @@ class FakeWorkspace:
     def __init__(self, *, repository: bool = True) -> None:
         self.repository = repository
         self.version = 0
+        self.touched: set[str] = set()
         self.commits: list[Commit] = []
         self.checkpoints: list[CheckpointFacts] = []
         self.deleted = False
@@ -91,7 +92,8 @@ class FakeWorkspace:
         """See ``Workspace.mark``."""
         if not self.repository:
             return TreeMark(None, None)
-        return TreeMark(self.head, {"file.txt": str(self.version)})
+        touched = {path: "touched" for path in self.touched}
+        return TreeMark(self.head, {"file.txt": str(self.version), **touched})
 
     def commits_between(self, before: str | None, after: str | None) -> list[Commit]:
         """See ``Workspace.commits_between``."""
@@ -102,9 +104,15 @@ class FakeWorkspace:
 
     def changed_files(self, before: TreeMark, after: TreeMark) -> int | None:
         """See ``Workspace.changed_files``."""
+        paths = self.changed_paths(before, after)
+        return None if paths is None else len(paths)
+
+    def changed_paths(self, before: TreeMark, after: TreeMark) -> list[str] | None:
+        """See ``Workspace.changed_paths``: ``file.txt`` and the ``touched`` paths."""
         if after.entries is None:
             return None
-        return 0 if before == after else 1
+        old = before.entries or {}
+        return sorted(p for p in {*old, *after.entries} if old.get(p) != after.entries.get(p))
 
     def head_move(self, before: TreeMark, after: TreeMark) -> HeadMove | None:
         """See ``Workspace.head_move``: commits are only ever added here."""

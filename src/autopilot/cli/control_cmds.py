@@ -56,6 +56,8 @@ def status_text(state: RunState, now_ms: int) -> str:
         return status + (" (stop --now requested)" if state.stop_now else " (stop requested)")
     if state.paused and state.status is not RunStatus.PAUSED:
         return status + " (pause requested)"
+    if state.gate is not None:
+        return status + f" — waits for your answer: {state.gate} (autopilot answer TEXT)"
     return status
 
 

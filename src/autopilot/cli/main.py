@@ -51,6 +51,8 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "restore": ("git_cmds", "restore"),
     "merge": ("git_cmds", "merge"),
     "tasks": ("tasks_cmds", "tasks"),
+    "answer": ("gate_cmds", "answer"),
+    "approve": ("gate_cmds", "approve"),
     "report": ("report_cmd", "report"),
     "hook": ("hook_cmds", "hook"),
 }

@@ -21,6 +21,7 @@ from autopilot.runtime.drive import drive as runtime_drive
 from autopilot.runtime.drive import ending_line, result_of
 from autopilot.runtime.liveness import driver_alive, supervisor_alive
 from autopilot.runtime.locks import ProjectLock
+from autopilot.store.backlog import Backlog
 from autopilot.store.files import read_prompt_file
 from autopilot.store.paths import list_run_ids, resolve_run, run_dir, runs_root
 from autopilot.store.project_files import is_off
@@ -144,6 +145,25 @@ def _print_limits(run_id: str, config: RunConfig, folder: Path) -> None:
         )
 
 
+def backlog_prompt_source(cwd: Path) -> str:
+    """Check the project's backlog before a ``--backlog`` run; returns the run's prompt
+    note (the prompts themselves are composed per work item).
+
+    Raises:
+        UsageError: no ``.autopilot/tasks.jsonl``, no work item in it, or a line that
+            is not one (named with its number).
+    """
+    backlog = Backlog(cwd, runs_root() / ".locks").read()
+    if not backlog.exists or not backlog.entries:
+        raise UsageError(
+            "no work items in .autopilot/tasks.jsonl: add some with autopilot tasks add "
+            "PROMPT (or autopilot tasks import FILE)"
+        )
+    if backlog.malformed:
+        raise UsageError(f"fix it first: {backlog.malformed[0].describe()}")
+    return "work items of .autopilot/tasks.jsonl (the prompt is composed per item)"
+
+
 def _print_result(result: RunResult, *, replay_hint: bool = True) -> None:
     say(ending_line(result))
     if replay_hint:
@@ -179,6 +199,11 @@ def drive(
     "prompt_file",
     metavar="FILE",
     help="The prompt, from a file (re-read every iteration).",
+)
+@click.option(
+    "--backlog",
+    is_flag=True,
+    help="Work through .autopilot/tasks.jsonl, one work item per iteration.",
 )
 @click.option(
     "--fresh", "context", flag_value="fresh", help="A new agent session every iteration (default)."
@@ -226,6 +251,7 @@ def run(
     agent: str | None,
     prompt_text: str | None,
     prompt_file: str | None,
+    backlog: bool,
     context: str | None,
     plain: bool,
     env_exclude: tuple[str, ...],
@@ -242,10 +268,13 @@ def run(
     """
     obj = click.get_current_context().find_root().obj
     extra: tuple[str, ...] = obj.get("extra", ()) if isinstance(obj, dict) else ()
-    if (prompt_text is None) == (prompt_file is None):
-        raise UsageError("give the prompt with exactly one of -p TEXT or -f FILE")
+    given_prompts = sum(x is not None for x in (prompt_text, prompt_file)) + int(backlog)
+    if given_prompts != 1:
+        raise UsageError("give exactly one of -p TEXT, -f FILE or --backlog")
     cwd = Path.cwd().resolve()
-    if prompt_file is not None:
+    if backlog:
+        source = PromptSource(text=backlog_prompt_source(cwd))
+    elif prompt_file is not None:
         given = Path(prompt_file).expanduser()
         try:
             # A bounded regular file only: a repository can plant a FIFO or a link to
@@ -300,6 +329,7 @@ def run(
             extra_args=agent_args,
             command=command,
             worktree=True,
+            mode="backlog" if backlog else "prompt",
         )
         state = read_state(RunDir(run_dir(root, run_id)).state)
         place = RunWorktree.from_json(state.extra.get("worktree"))
@@ -313,7 +343,14 @@ def run(
     try:
         if not worktree:
             run_id = arm_run(
-                root, config, source, cwd, SystemClock(), extra_args=agent_args, command=command
+                root,
+                config,
+                source,
+                cwd,
+                SystemClock(),
+                extra_args=agent_args,
+                command=command,
+                mode="backlog" if backlog else "prompt",
             )
         _print_limits(run_id, config, run_dir(root, run_id))
         if not detach:

@@ -8,7 +8,9 @@ same value from an attempt's saved output when a driver died during it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from autopilot.core.vocabulary import EndedBy, Progress
 
@@ -54,6 +56,33 @@ class SessionTotals:
 
 
 @dataclass(frozen=True)
+class BacklogFacts:
+    """What a backlog iteration did to its work item (gathered by ``loop.backlog``).
+
+    Attributes:
+        item_id: The item the iteration worked on.
+        decision: The decision applied (None: the agent reported none).
+        stop: The agent reported ``stop``.
+        question: A person must answer this before the run goes on.
+        done: No item is open any more and every completed item passed its checks.
+        open_items: Items still open.
+        item_closed: The item was completed, stopped or set aside for a person
+            (progress, whatever the work tree shows).
+        events: The item's events (``workitem_end``, ``workitem_recorded``,
+            ``backlog_snapshot``, warnings), as (type, fields).
+    """
+
+    item_id: str
+    decision: str | None = None
+    stop: bool = False
+    question: str | None = None
+    done: bool = False
+    open_items: int = 0
+    item_closed: bool = False
+    events: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+
+
+@dataclass(frozen=True)
 class Attempt:
     """Everything ``conclude`` needs to know about one attempt at an iteration.
 
@@ -89,6 +118,7 @@ class Attempt:
         was_stopped: The agent was seen stopped (T state) and made no progress.
         oversized_lines: Output lines skipped for their size.
         raw_output_note: Why the raw output copy is incomplete, if it is.
+        backlog: In a backlog run, what the iteration did to its work item.
     """
 
     number: int
@@ -120,3 +150,4 @@ class Attempt:
     was_stopped: bool = False
     oversized_lines: int = 0
     raw_output_note: str | None = None
+    backlog: BacklogFacts | None = None

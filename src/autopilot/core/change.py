@@ -74,6 +74,7 @@ class StateChange:
     usage_baseline: UsageBaseline | None
     ending: Ending | None = None
     messages_stand: bool = True
+    gate: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The ``change`` object of ``decision_applied``."""
@@ -92,6 +93,7 @@ class StateChange:
             if ending is None
             else [ending.event.value, ending.reason, ending.note, ending.status.value],
             "messagesStand": self.messages_stand,
+            "gate": self.gate,
         }
 
     @classmethod
@@ -137,6 +139,7 @@ class StateChange:
                     exit_code_for(ending[0], str(ending[1])),
                 ),
                 messages_stand=bool(data.get("messagesStand", True)),
+                gate=data["gate"] if isinstance(data.get("gate"), str) else None,
             )
         except (KeyError, TypeError, ValueError, IndexError) as error:
             raise ValueError(f"not a state change: {error}") from None

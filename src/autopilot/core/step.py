@@ -14,6 +14,7 @@ import hashlib
 from dataclasses import dataclass, replace
 
 from autopilot.core.attempt import Attempt, Denial
+from autopilot.core.backlog_rule import backlog_rule
 from autopilot.core.change import Ending, Event, LoopState, StateChange
 from autopilot.core.ending import exit_code_for, status_for
 from autopilot.core.outcome import (
@@ -94,8 +95,10 @@ def conclude(state: LoopState, attempt: Attempt, config: PolicyConfig, now_ms: i
             now_ms,
         )
         decision = _denial_rule(decision, state, attempt)
+        decision = backlog_rule(decision, attempt)
     counters = _new_counters(state.counters, decision, signature, attempt)
     ending = _ending(decision, state, config)
+    backlog = attempt.backlog
     change = StateChange(
         iteration=attempt.number,
         iteration_open=retried and ending is None,
@@ -106,6 +109,7 @@ def conclude(state: LoopState, attempt: Attempt, config: PolicyConfig, now_ms: i
         ending=ending,
         # A crash cut the attempt short: its messages go to the next attempt again.
         messages_stand=not retried and attempt.ended_by is not EndedBy.DRIVER_DIED,
+        gate=backlog.question if backlog is not None and ending is None else None,
     )
     events = step_events(state, attempt, outcome, response, error_text, decision, change, config)
     return Step(decision, outcome, change, events)
@@ -216,7 +220,7 @@ def _ending(decision: Decision, state: LoopState, config: PolicyConfig) -> Endin
             f"{state.agent}{model}; check that this agent and model can work in this "
             "repository"
         )
-    elif reason == Reason.USER_STOPPED:
+    elif reason == Reason.USER_STOPPED and (state.stop_requested or not note):
         note = state.stop_note
     return Ending(event, reason, note, status_for(event, reason), exit_code_for(event, reason))
 

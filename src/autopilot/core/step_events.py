@@ -57,6 +57,9 @@ def step_events(
                 {"iteration": number, "tokens": spend.tokens.to_json(), "costUsd": spend.cost_usd},
             )
         )
+    backlog = attempt.backlog
+    if backlog is not None:
+        events += [Event(EventType(kind), fields) for kind, fields in backlog.events]
     events.append(
         Event(
             EventType.ITERATION_END,
@@ -106,6 +109,9 @@ def step_events(
         )
     if decision.warning:
         events.append(Event(EventType.WARNING, {"iteration": number, "note": decision.warning}))
+    if change.gate is not None and backlog is not None:
+        question = {"iteration": number, "itemId": backlog.item_id, "question": change.gate}
+        events.append(Event(EventType.GATE, question))
     events.append(
         Event(
             EventType.DECISION_APPLIED,

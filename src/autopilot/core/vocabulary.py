@@ -101,7 +101,6 @@ class Reason(StrEnum):
     SEND_ERROR = "send_error"
     SUPERVISOR_GIVEUP = "supervisor_giveup"
     PERMISSION_DENIED = "permission_denied"
-    SURFACE_VIOLATION = "surface_violation"
     INTERNAL_ERROR = "internal_error"
     WORKSPACE_GONE = "workspace_gone"
 
@@ -200,3 +199,4 @@ class EventType(StrEnum):
     MEMORY_RESTORED = "memory_restored"
     PERMISSION_DENIED = "permission_denied"
     HEAD_MOVED = "head_moved"
+    SURFACE_VIOLATION = "surface_violation"

@@ -36,7 +36,14 @@ from autopilot.core.workitem_events import (
     workitem_end_fields,
     workitem_recorded_fields,
 )
-from autopilot.core.workitems import ItemFormatError, ItemStatus, WorkItem, item_from_json
+from autopilot.core.workitems import (
+    ItemFormatError,
+    ItemStatus,
+    Verdict,
+    WorkItem,
+    item_from_json,
+    open_items,
+)
 from autopilot.errors import BacklogError
 from autopilot.loop.checks import DEFAULT_CHECK_TIMEOUT_SECONDS, run_checks
 from autopilot.store.backlog import Backlog, BacklogFile
@@ -151,6 +158,10 @@ class BacklogShell:
             lines = "; ".join(m.describe() for m in found.malformed[:5])
             return found, f"fix .autopilot/tasks.jsonl first: {lines}"
         return found, None
+
+    def problem(self) -> str | None:
+        """Why ``tasks.jsonl`` cannot be used as it is now, or None."""
+        return self._read()[1]
 
     def begin(self, iteration: int) -> Begun:
         """Prepare iteration ``iteration`` (see the module docstring).
@@ -268,6 +279,17 @@ class BacklogShell:
         self.emit("workitem_recorded", iteration=iteration, **workitem_recorded_fields(reopened))
         self.emit("backlog_snapshot", **backlog_snapshot_fields(changed))
         return Ended(reopened, None, violations=tuple(violations))
+
+    def done(self) -> bool:
+        """No item is open and every completed item passed its checks."""
+        items = self._known()
+        return not open_items(items) and all(
+            i.completion.verdict is Verdict.PASS for i in items if i.status is ItemStatus.COMPLETED
+        )
+
+    def open_count(self) -> int:
+        """How many items are still open."""
+        return len(open_items(self._known()))
 
     def snapshot(self) -> dict[str, Any]:
         """``backlog_snapshot`` fields for the items autopilot knows now."""

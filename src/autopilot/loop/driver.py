@@ -25,6 +25,7 @@ from autopilot.core.policy import Decision, budget_note, budget_reached
 from autopilot.core.step import Step, conclude, spend_counters
 from autopilot.core.vocabulary import Action, EventType, Reason
 from autopilot.errors import StateFileError, UsageError
+from autopilot.loop.backlog import Begun, backlog_shell
 from autopilot.loop.briefing import Briefing
 from autopilot.loop.clock import Clock
 from autopilot.loop.launch import Launcher
@@ -114,6 +115,8 @@ class Driver:
             handoff=self.briefing,
         )
         self._locks = locks
+        self.backlog = backlog_shell(self.record, root, run_id, self.launcher.base_env)
+        self._begun: Begun | None = None
 
     @property
     def state(self) -> RunState:
@@ -250,7 +253,15 @@ class Driver:
                 return self._finish(EventType.ABORT, reason, note)
             until = state.waiting_until_ms
             if until is None or until <= self.clock.now_ms():
-                return None
+                if self.backlog is None:
+                    return None
+                found = self.backlog.boundary(state, self.waits)
+                if found.done:
+                    return self._finish(EventType.COMPLETE, Reason.BACKLOG_DONE, found.done)
+                if not found.again:
+                    self._begun = found.begun
+                    return None
+                continue
             note = "resuming the wait after a restart"
             self.waits.wait(Decision(Action.WAIT, "rate_limited", note=note, wait_until_ms=until))
 
@@ -260,7 +271,9 @@ class Driver:
         """Start the next iteration, run the agent, and conclude the attempt."""
         state = self.state
         number = state.iteration + (0 if state.iteration_open else 1)
-        prompt = self.briefing.prompt(self.prompts.read(), number)
+        begun, self._begun = self._begun, None
+        base = begun.prompt if begun is not None and begun.prompt else self.prompts.read()
+        prompt = self.briefing.prompt(base, number)
         attempt = self.run_dir.new_attempt(number)
         write_private(attempt.prompt, prompt.encode("utf-8", "replace"))
         before = self.workspace.mark()
@@ -291,6 +304,9 @@ class Driver:
             resumed_session=resume,
             last_root_text=texts[-1] if texts else None,
         )
+        if self.backlog and begun and begun.item and not facts.usage_limited:
+            paths = self.workspace.changed_paths(before, after) or []
+            facts = self.backlog.with_facts(facts, attempt.path, paths, self.cwd)
         return conclude(self._loop_state(), facts, self.policy, self.clock.now_ms())
 
     def _loop_state(self) -> LoopState:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Protocol
 
 from autopilot.agents.base import AgentAdapter, InvocationRequest, StreamParser, agent_environment
+from autopilot.core.markers import MarkerState, finish_markers, scan_markers
 from autopilot.core.vocabulary import AgentEventKind, EndedBy, EventType, RunStatus
 from autopilot.loop.identity import process_start_time
 from autopilot.loop.process import ProcessLimits, ProcessResult
@@ -66,6 +67,7 @@ class Launcher:
         self.run_id = run_id
         self.should_kill = should_kill
         self.handoff = handoff
+        self._markers = MarkerState()
 
     def limits(self) -> ProcessLimits:
         """The attempt's limits: a duration budget also caps the wall-clock timeout."""
@@ -155,6 +157,8 @@ class Launcher:
                     continue
                 if event.kind is AgentEventKind.TEXT:
                     texts[:] = [event.text]
+                    self._markers, found = scan_markers(self._markers, event.text)
+                    self._emit_markers(number, found)
                 elif event.kind is AgentEventKind.TOOL_CALL:
                     # One substage per root tool call, as the seed's runner records them.
                     tool_calls += 1
@@ -189,4 +193,12 @@ class Launcher:
             should_kill=self.should_kill,
             on_start=on_start,
         )
+        self._markers, found = finish_markers(self._markers, ok=result.exit_code == 0)
+        self._emit_markers(number, found)
         return result, parser
+
+    def _emit_markers(self, number: int, found: list[dict[str, object]]) -> None:
+        """Progress markers in the root agent's text, as seed events (``core.markers``)."""
+        for marker in found:
+            fields = {k: v for k, v in marker.items() if k != "type"}
+            self.record.emit(EventType(str(marker["type"])), iteration=number, **fields)

@@ -42,6 +42,7 @@ CONTROL_FIELDS = (
     "supervisor_pid",
     "supervisor_start_time",
     "supervisor_restarts",
+    "gate_answer",
     "extra",
 )
 """``RunState`` fields other processes may write while a driver runs."""
@@ -60,6 +61,8 @@ def absorb(state: RunState, change: StateChange) -> None:
     state.agent_pid = state.agent_start_time = state.attempt_dir = None
     if state.stop_now:
         state.stop_requested = True
+    if change.gate is not None:
+        state.gate, state.status = change.gate, RunStatus.AWAITING_USER
     ending = change.ending
     if ending is not None:
         state.terminated, state.termination_reason = True, ending.reason

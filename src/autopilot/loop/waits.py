@@ -6,6 +6,7 @@ once; while an agent runs, ``stop --now`` is read from ``state.json`` once a sec
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from autopilot.core.policy import Decision
@@ -100,6 +101,19 @@ class Waits:
         if not self.stopping(state):
             self.record.emit(EventType.RESUME)
 
+    def hold_until(self, why: str, ready: Callable[[], bool]) -> None:
+        """Pause at the boundary (status ``paused``, a ``pause`` event saying ``why``)
+        until ``ready()`` or a stop; then ``resume``."""
+        self.record.update(lambda s: setattr(s, "status", RunStatus.PAUSED))
+        self.record.emit(EventType.PAUSE, note=why)
+        while True:
+            self.clock.sleep(FLAG_POLL_SECONDS)
+            if self.stopping(self.record.refresh()) or ready():
+                break
+        self.record.update(lambda s: setattr(s, "status", RunStatus.RUNNING))
+        if not self.stopping(self.record.state):
+            self.record.emit(EventType.RESUME)
+
     def wait(self, decision: Decision) -> None:
         """Wait until ``decision.wait_until_ms``: a usage limit (``WAIT``, status
         ``rate_limited``) or a backoff after a quick failure (``BACKOFF``)."""
@@ -138,3 +152,25 @@ class Waits:
             s.waiting_until_ms = until if still_limited else None
 
         self.record.update(done)
+
+    def await_answer(self) -> str | None:
+        """Wait at a gate (status ``awaiting_user``) until a person answers (``autopilot
+        answer``/``approve``) or the run is stopped; returns the answer (None: stopped).
+
+        The answer is taken from ``state.json`` and the gate cleared."""
+        self.record.update(lambda s: setattr(s, "status", RunStatus.AWAITING_USER))
+        while True:
+            state = self.record.refresh()
+            if self.stopping(state):
+                return None
+            if state.gate_answer is not None:
+                break
+            self.clock.sleep(FLAG_POLL_SECONDS)
+        answer = state.gate_answer
+
+        def clear(s: RunState) -> None:
+            s.gate = s.gate_answer = None
+            s.status = RunStatus.RUNNING
+
+        self.record.update(clear)
+        return answer

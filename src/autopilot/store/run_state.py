@@ -88,6 +88,9 @@ class RunState:
         extra_args: Arguments for the agent given after ``--``.
         command: The program of the ``command`` agent.
         usage_baseline: See ``UsageBaseline``.
+        gate: The question the run waits on a person for (status ``awaiting_user``).
+        gate_answer: The person's answer (``autopilot answer``/``approve``), until
+            the driver takes it.
         version: Bumped by every write.
         extra: Fields this version of autopilot does not know, kept as they are.
     """
@@ -134,6 +137,8 @@ class RunState:
     extra_args: tuple[str, ...] = ()
     command: tuple[str, ...] = ()
     usage_baseline: UsageBaseline | None = None
+    gate: str | None = None
+    gate_answer: str | None = None
     version: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -194,6 +199,8 @@ class RunState:
                 "input": baseline.input_tokens,
                 "output": baseline.output_tokens,
             },
+            "gate": self.gate,
+            "gateAnswer": self.gate_answer,
             "version": self.version,
         }
         for key, value in self.extra.items():
@@ -297,6 +304,8 @@ def decode_state(data: Any, path: Path | str = "state.json") -> RunState:
         )
         if isinstance(baseline.get("sessionId"), str)
         else None,
+        gate=_str(data.get("gate")),
+        gate_answer=_str(data.get("gateAnswer")),
         version=_int(data.get("version")),
         extra={key: value for key, value in data.items() if key not in _KNOWN_FIELDS},
     )

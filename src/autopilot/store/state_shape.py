@@ -76,6 +76,8 @@ SHAPE: dict[str, str | dict[str, Any]] = {
     "extraArgs": _TEXTS,
     "command": _TEXTS,
     "usageBaseline": {"sessionId": _TEXT, "input": _COUNT, "output": _COUNT},
+    "gate": _TEXT,
+    "gateAnswer": _TEXT,
     "version": _COUNT,
 }
 """The fields autopilot reads and their JSON types (``config`` is ``RunConfig``'s;

@@ -155,6 +155,13 @@ def changed_files(cwd: Path, before: TreeMark, after: TreeMark) -> int | None:
     """How many paths differ between the two marks: committed in between, or
     changed in the work tree (a path already dirty before counts only if its
     content or status changed). None outside a repository."""
+    paths = changed_paths(cwd, before, after)
+    return None if paths is None else len(paths)
+
+
+def changed_paths(cwd: Path, before: TreeMark, after: TreeMark) -> list[str] | None:
+    """The paths that differ between the two marks (see ``changed_files``), sorted;
+    None outside a repository."""
     if after.entries is None:
         return None
     names: set[str] = set()
@@ -166,7 +173,7 @@ def changed_files(cwd: Path, before: TreeMark, after: TreeMark) -> int | None:
     for path in set(old) | set(after.entries):
         if old.get(path) != after.entries.get(path):
             names.add(path)
-    return len(names)
+    return sorted(names)
 
 
 def commits_between(cwd: Path, before: str | None, after: str | None) -> list[Commit]:

@@ -41,6 +41,10 @@ class Workspace(Protocol):
         """Paths that differ between two marks (None outside a repository)."""
         ...
 
+    def changed_paths(self, before: TreeMark, after: TreeMark) -> list[str] | None:
+        """Which paths differ between two marks (None outside a repository)."""
+        ...
+
     def head_move(self, before: TreeMark, after: TreeMark) -> HeadMove | None:
         """How HEAD moved between two marks beyond new commits on the same branch (a
         reset, rebase, amend, branch switch or detach), or None."""
@@ -87,6 +91,10 @@ class GitWorkspace:
     def changed_files(self, before: TreeMark, after: TreeMark) -> int | None:
         """See ``Workspace.changed_files``."""
         return git.changed_files(self.cwd, before, after)
+
+    def changed_paths(self, before: TreeMark, after: TreeMark) -> list[str] | None:
+        """See ``Workspace.changed_paths``."""
+        return git.changed_paths(self.cwd, before, after)
 
     def head_move(self, before: TreeMark, after: TreeMark) -> HeadMove | None:
         """See ``Workspace.head_move``."""

@@ -253,23 +253,26 @@ _DEFAULT = (
 def _backlog_item(
     item: str, content: str, *, criteria: str = "ac1", prompt: str | None = None
 ) -> tuple[Rule, ...]:
-    """Work on backlog item ``item``: write ``<item>.txt``, report, say so."""
+    """Work on backlog item ``item``: write ``content`` (one word) to ``<item>.txt``,
+    report, say so."""
     where = prompt or f"work-item: {item}\n"
     flags = " ".join(f"--criterion {c}=pass" for c in criteria.split())
     report = f"autopilot report continue_next --item {item} {flags} --evidence 'wrote {item}.txt'"
     return (
-        Rule(WriteFile(f"{item}.txt", content), step=0, prompt_contains=where),
+        # The shell, not a write tool: some CLIs refuse to overwrite a file they never read.
+        Rule(RunShell(f"echo {content} > {item}.txt"), step=0, prompt_contains=where),
         Rule(RunShell(report), step=1, prompt_contains=where),
         Rule(Say(f"Reported continue_next for {item}."), prompt_contains=where),
     )
 
 
 BACKLOG_RULES = (
-    *_backlog_item("alpha", "alpha\n"),
-    # beta's check wants "fixed": the first attempt writes a draft, the reopened one fixes it.
-    *_backlog_item("beta", "fixed\n", prompt="work-item: beta\nfocus-layer: micro\nattempt: 2\n"),
-    *_backlog_item("beta", "draft\n"),
-    *_backlog_item("gamma", "gamma\n"),
+    *_backlog_item("alpha", "alpha"),
+    # beta's check wants "fixed": the first attempt writes a draft, the reopened one fixes
+    # it (only beta is ever reopened).
+    *_backlog_item("beta", "fixed", prompt="reopen-target: micro"),
+    *_backlog_item("beta", "draft"),
+    *_backlog_item("gamma", "gamma"),
 )
 """The ``backlog`` script: three work items, one of whose checks fails once."""
 

@@ -1,0 +1,77 @@
+"""``autopilot answer [RUN] TEXT`` and ``autopilot approve [RUN]``: a person's word at a gate.
+
+A backlog run whose agent asked a question (``ask_user_meta``), or whose next step
+needs a person (every open work item blocked), waits with status ``awaiting_user``
+and the question in ``state.json`` (``gate``). The answer is written there
+(``gateAnswer``); the driver takes it at once, hands it to the blocked work item as
+feedback for its next attempt, and goes on. A gated run is never relaunched on its
+own: it waits for the answer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from autopilot.cli.echo import say
+from autopilot.errors import UsageError
+from autopilot.store.paths import resolve_run, run_dir, runs_root
+from autopilot.store.run_state import RunState
+from autopilot.store.rundir import RunDir
+from autopilot.store.state import StateStore
+
+_CTX = {"help_option_names": ["-h", "--help"]}
+MAX_ANSWER_CHARS = 4000
+
+
+def give_answer(folder: Path, text: str) -> RunState:
+    """Write ``text`` as the answer to the run's gate.
+
+    Raises:
+        UsageError: the run has ended or waits for no answer, or ``text`` is empty.
+        StateFileError: state.json cannot be read or written.
+    """
+    cleaned = text.strip()
+    if not cleaned:
+        raise UsageError("the answer is empty")
+    if len(cleaned) > MAX_ANSWER_CHARS:
+        raise UsageError(f"the answer is longer than {MAX_ANSWER_CHARS} characters")
+
+    def change(state: RunState) -> None:
+        if state.terminated:
+            raise UsageError(f"run {folder.name} has ended ({state.termination_reason})")
+        if state.gate is None:
+            raise UsageError(f"run {folder.name} is not waiting for an answer ({state.status})")
+        state.gate_answer = cleaned
+
+    return StateStore(RunDir(folder).state).update(change)
+
+
+def _folder(run_ref: str | None) -> Path:
+    root = runs_root(create=False)
+    run_id = resolve_run(root, run_ref, project=None if run_ref else Path.cwd().resolve())
+    return run_dir(root, run_id)
+
+
+@click.command(context_settings=_CTX)
+@click.argument("words", metavar="[RUN] TEXT", nargs=-1, required=True)
+def answer(words: tuple[str, ...]) -> int:
+    """Answer the question RUN waits on (status awaiting_user), and let it go on."""
+    if len(words) > 2:
+        raise UsageError("give [RUN] TEXT, with TEXT quoted as one argument")
+    run_ref, text = (words[0], words[1]) if len(words) == 2 else (None, words[0])
+    folder = _folder(run_ref)
+    state = give_answer(folder, text)
+    say(f"autopilot: {folder.name}: answered {state.gate!r}; the run goes on")
+    return 0
+
+
+@click.command(context_settings=_CTX)
+@click.argument("run_ref", metavar="[RUN]", required=False)
+def approve(run_ref: str | None) -> int:
+    """Approve what RUN waits on (status awaiting_user), and let it go on."""
+    folder = _folder(run_ref)
+    state = give_answer(folder, "approved")
+    say(f"autopilot: {folder.name}: approved {state.gate!r}; the run goes on")
+    return 0

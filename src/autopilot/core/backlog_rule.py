@@ -1,0 +1,46 @@
+"""How a backlog run's work items bear on the decision after an iteration (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from autopilot.core.attempt import Attempt
+from autopilot.core.vocabulary import Action, Reason
+from autopilot.core.policy import Decision
+
+
+def backlog_rule(decision: Decision, attempt: Attempt) -> Decision:
+    """A backlog run ends on its work items, not on the agent's word.
+
+    ``backlog_done`` when no item is open (also on the last allowed iteration, and
+    whatever else was decided), ``user_stopped`` when the agent reported ``stop``; a
+    completion promise alone never ends it (the run goes on, with a warning). Other
+    decisions stand. A prompt run (``attempt.backlog`` None) is not touched.
+    """
+    facts = attempt.backlog
+    if facts is None:
+        return decision
+    if facts.done:
+        return replace(
+            decision,
+            action=Action.COMPLETE,
+            reason=Reason.BACKLOG_DONE,
+            note=f"every work item is done ({facts.item_id} last)",
+        )
+    if facts.stop and decision.action is not Action.ABORT:
+        return replace(
+            decision,
+            action=Action.ABORT,
+            reason=Reason.USER_STOPPED,
+            note=f"the agent reported stop for work item {facts.item_id}",
+        )
+    if decision.action is Action.COMPLETE:
+        return replace(
+            decision,
+            action=Action.CONTINUE,
+            reason=None,
+            note=None,
+            warning=f"a completion promise does not end a backlog run: "
+            f"{facts.open_items} work items are open",
+        )
+    return decision

@@ -1,0 +1,221 @@
+"""Backlog runs through the real driver, in-process: fake runner, fake workspace, fake
+clock; real tasks.jsonl, real reports, real check commands."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from autopilot.config import RunConfig
+from autopilot.core.decisions import ItemDecision, ItemReport
+from autopilot.loop.arming import PromptSource, arm_run
+from autopilot.loop.runner import RunRequest
+from autopilot.store.reports import write_report
+from autopilot.store.state import StateStore, read_state
+from tests.conftest import read_jsonl
+from tests.fakes import FakeClock, FakeWorkspace, Rig, Scripted, claude_lines
+
+ITEMS = [
+    {
+        "id": "alpha",
+        "prompt": "write alpha.txt",
+        "acceptance_criteria": [{"id": "ac1", "text": "exists", "check": "test -f alpha.txt"}],
+    },
+    {
+        "id": "beta",
+        "prompt": "write beta.txt saying fixed",
+        "depends_on": ["alpha"],
+        "acceptance_criteria": [{"id": "ac1", "text": "fixed", "check": "grep -q fixed beta.txt"}],
+    },
+    {"id": "gamma", "prompt": "write gamma.txt"},
+]
+
+
+def arm_backlog(tmp_path: Path, items: list[dict[str, Any]] = ITEMS, **config: Any) -> Rig:
+    root = tmp_path / "runs"
+    root.mkdir()
+    cwd = tmp_path / "work"
+    (cwd / ".autopilot").mkdir(parents=True)
+    (cwd / ".autopilot" / "tasks.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items))
+    clock = FakeClock()
+    run_id = arm_run(
+        root, RunConfig(**config), PromptSource(text="backlog"), cwd, clock, mode="backlog"
+    )
+    return Rig(root, run_id, clock, FakeWorkspace())
+
+
+def _item_of(request: RunRequest) -> str:
+    prompt = request.attempt.prompt.read_text()
+    match = re.search(r"^work-item: (\S+)$", prompt, re.MULTILINE)
+    assert match, prompt
+    return match.group(1)
+
+
+def agent(
+    rig: Rig,
+    decide: Callable[[str, int, Path], tuple[str, dict[str, bool], tuple[str, ...]] | None],
+    final: str = "Reported.",
+) -> Scripted:
+    """An agent that, for the item in its prompt, writes files and reports ``decide``'s answer."""
+    cwd = rig.root.parent / "work"
+    calls: dict[str, int] = {}
+
+    def start(request: RunRequest) -> None:
+        item = _item_of(request)
+        calls[item] = calls.get(item, 0) + 1
+        rig.workspace.edit()
+        decided = decide(item, calls[item], cwd)
+        if decided is not None:
+            decision, criteria, evidence = decided
+            report = ItemReport(item, ItemDecision(decision), criteria, evidence)
+            write_report(rig.folder, report, ts_ms=rig.clock.now_ms(), iteration=None)
+
+    return Scripted(claude_lines(final), on_start=start)
+
+
+def _events(rig: Rig) -> list[dict[str, Any]]:
+    return read_jsonl(rig.folder / "events.jsonl")
+
+
+def _tasks(rig: Rig) -> dict[str, str]:
+    path = rig.root.parent / "work" / ".autopilot" / "tasks.jsonl"
+    return {d["id"]: d["status"] for d in map(json.loads, path.read_text().splitlines())}
+
+
+def _work_through(
+    item: str, attempt: int, cwd: Path
+) -> tuple[str, dict[str, bool], tuple[str, ...]]:
+    content = "fixed" if item != "beta" or attempt > 1 else "draft"
+    (cwd / f"{item}.txt").write_text(content + "\n")
+    criteria = {"ac1": True} if item != "gamma" else {}
+    return "continue_next", criteria, (f"wrote {item}.txt",)
+
+
+def test_a_backlog_drains_in_order_and_a_failing_check_reopens_once(tmp_path: Path) -> None:
+    rig = arm_backlog(tmp_path, max_iterations=10)
+    # The agent says COMPLETE every time: a promise alone never ends a backlog run.
+    driver, runner = rig.driver([agent(rig, _work_through, final="Reported. COMPLETE")])
+    result = driver.run()
+    assert (result.terminal_type, result.reason, result.exit_code) == (
+        "complete",
+        "backlog_done",
+        0,
+    )
+    assert [_item_of(r) for r in runner.requests] == ["alpha", "beta", "beta", "gamma"]
+    assert _tasks(rig) == {"alpha": "completed", "beta": "completed", "gamma": "completed"}
+    events = _events(rig)
+    ends = [(e["itemId"], e["status"]) for e in events if e["type"] == "workitem_end"]
+    assert ends == [
+        ("alpha", "completed"),
+        ("beta", "reopened"),
+        ("beta", "completed"),
+        ("gamma", "completed"),
+    ]
+    # The reopened attempt's prompt carries the failing check's output.
+    third = runner.requests[2].attempt.prompt.read_text()
+    assert (
+        "reopen-target: micro" in third and "check ac1 ($ grep -q fixed beta.txt) exit 1" in third
+    )
+    # Events, tasks.jsonl and state.json agree.
+    terminal = [e for e in events if e["type"] in ("complete", "abort")]
+    assert [(e["type"], e["reason"]) for e in terminal] == [("complete", "backlog_done")]
+    assert events[-1]["type"] == "complete"
+    state = read_state(rig.folder / "state.json")
+    assert (state.terminated, state.termination_reason, state.status) == (
+        True,
+        "backlog_done",
+        "completed",
+    )
+    assert state.spend.iterations == 4
+    snapshots = [e for e in events if e["type"] == "backlog_snapshot"]
+    assert snapshots[-1]["counts"] == {"completed": 3}
+    warnings = [e["note"] for e in events if e["type"] == "warning"]
+    assert any("a completion promise does not end a backlog run" in w for w in warnings)
+
+
+def test_a_missing_report_resumes_the_same_item_then_retry(tmp_path: Path) -> None:
+    rig = arm_backlog(tmp_path, [ITEMS[2]], max_iterations=5)
+
+    def decide(item: str, attempt: int, cwd: Path) -> Any:
+        if attempt == 1:
+            return None
+        if attempt == 2:
+            return "retry_same_unit", {}, ("half done",)
+        return "continue_next", {}, ("done",)
+
+    driver, runner = rig.driver([agent(rig, decide)])
+    result = driver.run()
+    assert result.reason == "backlog_done"
+    prompts = [r.attempt.prompt.read_text() for r in runner.requests]
+    assert "pending-decision: missing" in prompts[1]
+    assert "previous-attempt:\n- half done" in prompts[2]
+    ends = [e.get("decision") for e in _events(rig) if e["type"] == "workitem_end"]
+    assert ends == [None, "retry_same_unit", "continue_next"]
+
+
+def test_stop_ends_the_run(tmp_path: Path) -> None:
+    rig = arm_backlog(tmp_path)
+    driver, _ = rig.driver([agent(rig, lambda i, n, c: ("stop", {}, ("enough",)))])
+    result = driver.run()
+    assert (result.terminal_type, result.reason, result.exit_code) == ("abort", "user_stopped", 130)
+    assert _tasks(rig)["alpha"] == "stopped"
+    assert "reported stop for work item alpha" in str(result.note)
+
+
+def test_ask_user_meta_gates_the_run_and_an_answer_resumes_it(tmp_path: Path) -> None:
+    rig = arm_backlog(tmp_path, [ITEMS[2]])
+
+    def decide(item: str, attempt: int, cwd: Path) -> Any:
+        if attempt == 1:
+            return "ask_user_meta", {}, ("Which format?",)
+        return "continue_next", {}, ("done",)
+
+    store = StateStore(rig.folder / "state.json")
+    seen: list[str] = []
+    plain_sleep = rig.clock.sleep
+
+    def sleep(seconds: float) -> None:
+        plain_sleep(seconds)
+        state = store.read()
+        if state.status == "awaiting_user" and not seen:
+            seen.append(str(state.gate))
+            store.update(lambda s: setattr(s, "gate_answer", "markdown"))
+
+    rig.clock.sleep = sleep  # type: ignore[method-assign]
+    driver, runner = rig.driver([agent(rig, decide)])
+    result = driver.run()
+    assert result.reason == "backlog_done"
+    assert seen == ["Which format?"]
+    gates = [e for e in _events(rig) if e["type"] == "gate"]
+    assert [g.get("question") or g.get("answer") for g in gates] == ["Which format?", "markdown"]
+    second = runner.requests[1].attempt.prompt.read_text()
+    assert "- question: Which format?\n- answer: markdown" in second
+
+
+def test_a_surface_violation_reopens_the_item(tmp_path: Path) -> None:
+    items = [{**ITEMS[2], "allowed_surface": ["gamma.txt", "file.txt"]}]
+    rig = arm_backlog(tmp_path, items)
+
+    def decide(item: str, attempt: int, cwd: Path) -> Any:
+        if attempt == 1:
+            rig.workspace.touched = {"secrets.txt"}
+        return "continue_next", {}, ("done",)
+
+    driver, runner = rig.driver([agent(rig, decide)])
+    assert driver.run().reason == "backlog_done"
+    violations = [e for e in _events(rig) if e["type"] == "surface_violation"]
+    assert [v["paths"] for v in violations] == [["secrets.txt"]]
+    assert (
+        "outside the allowed surface: secrets.txt" in runner.requests[1].attempt.prompt.read_text()
+    )
+
+
+def test_a_backlog_already_done_completes_at_once(tmp_path: Path) -> None:
+    done = {**ITEMS[2], "status": "completed", "completion": {"state": "passed", "verdict": "pass"}}
+    rig = arm_backlog(tmp_path, [done])
+    driver, runner = rig.driver([agent(rig, _work_through)])
+    assert driver.run().reason == "backlog_done"
+    assert runner.requests == []
