@@ -219,3 +219,24 @@ def test_a_backlog_already_done_completes_at_once(tmp_path: Path) -> None:
     driver, runner = rig.driver([agent(rig, _work_through)])
     assert driver.run().reason == "backlog_done"
     assert runner.requests == []
+
+
+def test_a_backlog_held_back_by_a_person_waits_for_an_answer(tmp_path: Path) -> None:
+    blocked = {**ITEMS[2], "status": "blocked", "blocked_reason": "waiting for the API key"}
+    rig = arm_backlog(tmp_path, [blocked])
+    store = StateStore(rig.folder / "state.json")
+    plain_sleep = rig.clock.sleep
+    asked: list[str] = []
+
+    def sleep(seconds: float) -> None:
+        plain_sleep(seconds)
+        state = store.read()
+        if state.gate and not asked:
+            asked.append(state.gate)
+            store.update(lambda s: setattr(s, "gate_answer", "the key is in .env"))
+
+    rig.clock.sleep = sleep  # type: ignore[method-assign]
+    driver, runner = rig.driver([agent(rig, lambda i, n, c: ("continue_next", {}, ("ok",)))])
+    assert driver.run().reason == "backlog_done"
+    assert asked == ["no work item can start: gamma is blocked: waiting for the API key"]
+    assert "answer: the key is in .env" in runner.requests[0].attempt.prompt.read_text()

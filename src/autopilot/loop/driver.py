@@ -25,7 +25,8 @@ from autopilot.core.policy import Decision, budget_note, budget_reached
 from autopilot.core.step import Step, conclude, spend_counters
 from autopilot.core.vocabulary import Action, EventType, Reason
 from autopilot.errors import StateFileError, UsageError
-from autopilot.loop.backlog import Begun, backlog_shell
+from autopilot.loop.backlog import Begun
+from autopilot.loop.backlog_run import backlog_boundary, backlog_shell, with_item_facts
 from autopilot.loop.briefing import Briefing
 from autopilot.loop.clock import Clock
 from autopilot.loop.launch import Launcher
@@ -255,7 +256,7 @@ class Driver:
             if until is None or until <= self.clock.now_ms():
                 if self.backlog is None:
                     return None
-                found = self.backlog.boundary(state, self.waits)
+                found = backlog_boundary(self.backlog, state, self.waits)
                 if found.done:
                     return self._finish(EventType.COMPLETE, Reason.BACKLOG_DONE, found.done)
                 if not found.again:
@@ -306,7 +307,7 @@ class Driver:
         )
         if self.backlog and begun and begun.item and not facts.usage_limited:
             paths = self.workspace.changed_paths(before, after) or []
-            facts = self.backlog.with_facts(facts, attempt.path, paths, self.cwd)
+            facts = with_item_facts(self.backlog, facts, attempt.path, paths, self.cwd)
         return conclude(self._loop_state(), facts, self.policy, self.clock.now_ms())
 
     def _loop_state(self) -> LoopState:

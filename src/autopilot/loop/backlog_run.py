@@ -1,0 +1,140 @@
+"""A backlog run's part of the driver's boundary and of the attempt's facts.
+
+``backlog_boundary`` (before an iteration): wait at a gate for a person's answer,
+hold while ``tasks.jsonl`` cannot be read, start the next item — or find the backlog
+done, or needing a person (a gate is set). ``with_item_facts`` (after the agent):
+end the item (``BacklogShell.end``) and hand ``conclude`` what it did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from autopilot.core.attempt import Attempt, BacklogFacts
+from autopilot.core.vocabulary import EventType, Progress, RunStatus
+from autopilot.loop.backlog import BacklogShell, Begun
+from autopilot.store.backlog import Backlog
+from autopilot.store.events import read_events
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """What the boundary of a backlog run found.
+
+    Attributes:
+        again: Go through the boundary once more (a gate was answered, a hold ended,
+            a gate was just set).
+        done: The note of a backlog that is done (the run completes), else None.
+        begun: The item started, when the iteration can go on.
+    """
+
+    again: bool = False
+    done: str | None = None
+    begun: Begun | None = None
+
+
+class Gates(Protocol):
+    """What the boundary needs of the driver's waits (``loop.waits.Waits``)."""
+
+    record: Any
+
+    def await_answer(self) -> str | None:
+        """Wait for an answer at the gate."""
+        ...
+
+    def hold_until(self, why: str, ready: Callable[[], bool]) -> None:
+        """Pause until ``ready()``."""
+        ...
+
+
+def backlog_boundary(shell: BacklogShell, state: Any, waits: Gates) -> Boundary:
+    """Before a backlog iteration: wait at a gate, hold on a broken file, start the
+    next item, or find the backlog done or needing a person (a gate is set).
+
+    Args:
+        shell: The run's backlog.
+        state: The run's ``RunState`` (its ``gate``, ``iteration``).
+        waits: The driver's waits (and its record, for the gate's writes).
+    """
+    record = waits.record
+    if state.gate is not None:
+        answer = waits.await_answer()
+        if answer is not None:
+            item = shell.answer(answer)
+            shell.emit("gate", state="answered", answer=answer, itemId=item.id if item else None)
+        return Boundary(again=True)
+    begun = shell.begin(state.iteration + (0 if state.iteration_open else 1))
+    if begun.hold is not None:
+        waits.hold_until(begun.hold, lambda: shell.problem() is None)
+        return Boundary(again=True)
+    if begun.done:
+        return Boundary(done="every work item is done")
+    if begun.question is not None:
+        question = begun.question
+
+        def gate(s: Any) -> None:
+            s.gate, s.status = question, RunStatus.AWAITING_USER
+
+        record.update(gate)
+        shell.emit("gate", state="waiting", question=question)
+        return Boundary(again=True)
+    return Boundary(begun=begun)
+
+
+def with_item_facts(
+    shell: BacklogShell, attempt: Attempt, folder: Path, changed_paths: Sequence[str], cwd: Path
+) -> Attempt:
+    """``end`` the attempt's item and add what it did to the attempt's facts (a
+    work item that moved on is progress, whatever the work tree shows)."""
+    facts = item_facts(shell, attempt.number, folder, changed_paths, cwd)
+    if facts is None:
+        return attempt
+    if facts.item_closed:
+        return replace(attempt, backlog=facts, progress=Progress.MADE)
+    return replace(attempt, backlog=facts)
+
+
+def item_facts(
+    shell: BacklogShell, iteration: int, folder: Path, changed_paths: Sequence[str], cwd: Path
+) -> BacklogFacts | None:
+    """``end`` the iteration's item, as the facts ``conclude`` reads (None: no item)."""
+    ended = shell.end(iteration, folder, changed_paths, cwd)
+    if ended is None:
+        return None
+    return BacklogFacts(
+        item_id=ended.item.id,
+        decision=ended.decision.value if ended.decision else None,
+        stop=ended.stop,
+        question=ended.question,
+        done=shell.done(),
+        open_items=shell.open_count(),
+        item_closed=not ended.item.is_open or ended.question is not None,
+    )
+
+
+def backlog_shell(
+    record: Any, root: Path, run_id: str, environ: Mapping[str, str]
+) -> BacklogShell | None:
+    """The backlog shell of a run armed with ``mode: "backlog"``, else None.
+
+    Args:
+        record: The driver's ``RunRecord`` (its state and its event writes).
+        root: The runs root (the backlog's lock lives in its ``.locks``).
+        run_id: The run.
+        environ: The environment check commands run with.
+    """
+    state = record.state
+    if state.mode != "backlog" or state.cwd is None:
+        return None
+    folder = root / run_id
+    return BacklogShell(
+        Backlog(Path(state.cwd), root / ".locks"),
+        run_id,
+        folder,
+        lambda event_type, **fields: record.emit(EventType(event_type), **fields),
+        log_events=lambda: read_events(folder / "events.jsonl"),
+        environ=environ,
+    )
