@@ -33,3 +33,31 @@ def test_the_panel_uses_the_folded_items_with_their_counts() -> None:
     assert work_item_lines(snapshot)[2] == ("d", "running")
     assert backlog_counts(ITEMS) == "1 completed · 1 ready · 1 reopened · 1 running · 1 stopped"
     assert work_item_lines(Snapshot()) == []
+
+
+def test_the_timeline_describes_backlog_events() -> None:
+    from autopilot.view.describe import describe_event
+
+    start = {
+        "type": "workitem_start",
+        "kind": "issue",
+        "title": "a: Docs",
+        "itemId": "a",
+        "attempt": 2,
+    }
+    assert describe_event(start) == "a: Docs (running, attempt 2)"
+    end = {
+        "type": "workitem_end",
+        "kind": "issue",
+        "title": "a: Docs",
+        "itemId": "a",
+        "status": "completed",
+        "attempt": 1,
+    }
+    assert describe_event(end) == "a: Docs (completed, attempt 1)"
+    assert describe_event({"type": "workitem_end", "kind": "issue", "title": "x"}) == "issue x"
+    assert describe_event({"type": "gate", "state": "waiting", "question": "Which?"}) == (
+        "waiting: Which?"
+    )
+    violation = {"type": "surface_violation", "itemId": "a", "paths": ["x", "y"]}
+    assert describe_event(violation) == "a changed x, y outside its surface"

@@ -73,6 +73,21 @@ def describe_event(event: Mapping[str, Any]) -> str:
     if kind in ("task_start", "task_end"):
         desc = event.get("desc") or event.get("outcome") or ""
         return f"{event.get('stage')}.{event.get('sub')} {desc}"
+    if kind in ("workitem_start", "workitem_end") and _get(event, "itemId"):
+        # A backlog run's item: its title and what became of it.
+        status = event.get("status") or "running"
+        attempt = f", attempt {event['attempt']}" if _num(event.get("attempt")) else ""
+        return f"{event.get('title') or event['itemId']} ({status}{attempt})"
+    if kind == "workitem_recorded":
+        item = as_mapping(event.get("item"))
+        return f"{event.get('itemId')} recorded ({item.get('status') or '?'})"
+    if kind == "surface_violation":
+        paths = event.get("paths")
+        shown = ", ".join(map(str, paths[:5])) if isinstance(paths, list) else "files"
+        return f"{event.get('itemId')} changed {shown} outside its surface"
+    if kind == "gate":
+        said = event.get("question") or event.get("answer") or ""
+        return f"{event.get('state') or 'waiting'}: {said}"
     if kind in ("workitem_start", "workitem_end"):
         ref = f" #{event['ref']}" if _num(event.get("ref")) is not None else ""
         return f"{event.get('kind')}{ref} {event.get('title') or ''}".strip()
