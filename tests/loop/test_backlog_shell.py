@@ -220,3 +220,15 @@ def test_ask_user_meta_then_an_answer(work: Path) -> None:
     answered = shell.answer("sqlite")
     assert answered is not None and answered.status is ItemStatus.READY
     assert answered.completion.feedback == "question: Which db?\nanswer: sqlite"
+
+
+def test_backlog_problems_are_told_once(work: Path) -> None:
+    path = work / ".autopilot" / "tasks.jsonl"
+    path.write_text(path.read_text() + '{"id":"d","depends_on":["nope"]}\n')
+    log = Log()
+    shell = _shell(work, log)
+    shell.begin(1)
+    shell.end(1, work.parent, [], work)
+    shell.begin(2)
+    notes = [e["note"] for e in log.events if e["type"] == "warning"]
+    assert notes == ["tasks.jsonl: work item 'd' depends on 'nope', which does not exist"]

@@ -41,6 +41,7 @@ from autopilot.core.workitems import (
     ItemStatus,
     Verdict,
     WorkItem,
+    backlog_problems,
     item_from_json,
     open_items,
 )
@@ -119,6 +120,7 @@ class BacklogShell:
     environ: Mapping[str, str] | None = None
     ours: tuple[WorkItem, ...] | None = field(default=None, init=False)
     running: WorkItem | None = field(default=None, init=False)
+    _problems_told: tuple[str, ...] = field(default=(), init=False)
 
     def _emit_all(self, events: Iterable[Mapping[str, Any]], iteration: int | None) -> None:
         for event in events:
@@ -182,6 +184,12 @@ class BacklogShell:
             reconciled = reconcile(known, found.items, agent_worked=False)
             self._emit_all(reconciled.events, iteration)
             items = found.items
+        problems = tuple(p.message for p in backlog_problems(items))
+        if problems and problems != self._problems_told:
+            # Said once per change: the items they hold back never start.
+            for problem in problems:
+                self.emit("warning", iteration=iteration, note=f"tasks.jsonl: {problem}")
+        self._problems_told = problems
         plan = plan_iteration(self.run_id, items, iteration, run_surface=self.run_surface)
         if plan.item is None:
             if not found.exists and known:
