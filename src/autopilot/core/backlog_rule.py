@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from autopilot.core.attempt import Attempt
-from autopilot.core.vocabulary import Action, Reason
 from autopilot.core.policy import Decision
+from autopilot.core.vocabulary import Action, Reason
 
 
 def backlog_rule(decision: Decision, attempt: Attempt) -> Decision:
