@@ -179,10 +179,12 @@ class RunConfig:
     env_exclude: tuple[str, ...] = ()
     notify: tuple[str, ...] = ()
     checkpoints: str = "on"
+    verify: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
-    def policy(self) -> PolicyConfig:
-        """The limits and promises as the decision policy takes them."""
+    def policy(self, *, backlog: bool = False) -> PolicyConfig:
+        """The limits and promises as the decision policy takes them (a ``backlog``
+        run has its own evidence gate and no verify commands)."""
         return PolicyConfig(
             completion_promise=self.completion_promise,
             abort_promise=self.abort_promise,
@@ -195,6 +197,7 @@ class RunConfig:
             max_duration_ms=(
                 int(self.max_duration_seconds * 1000) if self.max_duration_seconds else None
             ),
+            verify=bool(self.verify) and not backlog,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -202,6 +205,7 @@ class RunConfig:
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sources"}
         values["env_exclude"] = list(self.env_exclude)
         values["notify"] = list(self.notify)
+        values["verify"] = list(self.verify)
         return values
 
     @classmethod
@@ -284,9 +288,11 @@ def _json_value(value: Any, name: str, parse: Callable[[str, str], Any] | None) 
         UsageError: wrong type or a value the parser refuses.
     """
     where = f"field 'config.{name}'"
-    if name == "env_exclude":
+    if name in ("env_exclude", "verify"):
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             raise UsageError(f"{where} must be a list of strings")
+        if name == "verify":
+            return tuple(_command(item, where) for item in value)
         return tuple(_env_pattern(item, where) for item in value)
     if value is None:
         if name in _OPTIONAL_FIELDS:
@@ -335,6 +341,27 @@ def _env_patterns(text: str, name: str) -> tuple[str, ...]:
     return tuple(_env_pattern(item, name) for item in re.split(r"[,\s]+", text) if item)
 
 
+MAX_VERIFY_COMMANDS = 20
+MAX_COMMAND_CHARS = 4000
+
+
+def _command(text: str, name: str) -> str:
+    command = text.strip()
+    if not command or "\n" in command or "\0" in command or len(command) > MAX_COMMAND_CHARS:
+        raise UsageError(
+            f"{name} must be a command line of 1-{MAX_COMMAND_CHARS} characters, got {_shown(text)}"
+        )
+    return command
+
+
+def _commands(text: str, name: str) -> tuple[str, ...]:
+    """Shell command lines, one per line (``--verify`` given twice: two lines)."""
+    commands = tuple(_command(line, name) for line in text.split("\n"))
+    if len(commands) > MAX_VERIFY_COMMANDS:
+        raise UsageError(f"{name}: at most {MAX_VERIFY_COMMANDS} commands, got {len(commands)}")
+    return commands
+
+
 def _urls(text: str, name: str) -> tuple[str, ...]:
     """Notification URLs, separated by whitespace (apprise's own list form).
 
@@ -371,6 +398,7 @@ SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "env-exclude": ("env_exclude", _env_patterns),
     "notify": ("notify", _urls),
     "checkpoints": ("checkpoints", parse_choice(("on", "off"))),
+    "verify": ("verify", _commands),
 }
 """Settable keys: the flag name (also the TOML key, ``-`` or ``_``) → field, parser."""
 
@@ -380,11 +408,13 @@ a project's config can drop more variables from the agent's environment, never
 bring back one the user's config drops."""
 
 
-_LIST_SETTINGS = frozenset({"notify"})
+_LIST_SETTINGS = frozenset({"notify", "verify"})
 """Settings that may be a TOML list of strings (``notify = ["ntfy://a", …]``)."""
 
 _SWITCH_SETTINGS = frozenset({"checkpoints"})
 """``on``/``off`` settings that may also be a TOML boolean (``checkpoints = false``)."""
+_LINE_SETTINGS = frozenset({"verify"})
+"""List settings whose items may hold spaces: a list is joined with newlines."""
 
 
 def user_config_path() -> Path:
@@ -445,6 +475,8 @@ def _load_toml(path: Path, project: Path | None = None) -> _KeyedValues:
             text = ("," if flag in _UNION_SETTINGS else " ").join(value)
         elif isinstance(value, bool) and flag in _SWITCH_SETTINGS:
             text = "on" if value else "off"
+            joint = "," if flag in _UNION_SETTINGS else "\n" if flag in _LINE_SETTINGS else " "
+            text = joint.join(value)
         elif isinstance(value, bool) or not isinstance(value, str | int | float):
             raise UsageError(f"{path}: {key} must be a string or a number")
         elif isinstance(value, int):

@@ -61,3 +61,13 @@ def test_the_timeline_describes_backlog_events() -> None:
     )
     violation = {"type": "surface_violation", "itemId": "a", "paths": ["x", "y"]}
     assert describe_event(violation) == "a changed x, y outside its surface"
+
+
+def test_verify_events_read_as_one_line() -> None:
+    from autopilot.view.describe import describe_event
+
+    failed = {"type": "verify", "passed": False, "results": ["$ make test: exit 2"]}
+    assert describe_event(failed) == "failed: $ make test: exit 2"
+    passed = {"type": "verify", "passed": True, "results": ["$ a: exit 0", "$ b: exit 0"]}
+    assert describe_event(passed) == "passed: $ a: exit 0; $ b: exit 0"
+    assert describe_event({"type": "verify", "passed": "x", "results": 3}) == "failed: "

@@ -136,6 +136,8 @@ def _print_limits(run_id: str, config: RunConfig, folder: Path) -> None:
         say(f"autopilot: notify {', '.join(redact(url) for url in config.notify)}")
     if config.checkpoints == "off":
         say("autopilot: checkpoints off")
+    if config.verify:
+        say(f"autopilot: a completion promise counts once these pass: {'; '.join(config.verify)}")
     say(f"autopilot: files in {folder}")
     if not config.max_iterations:
         say(
@@ -245,6 +247,11 @@ def drive(
     is_flag=True,
     help="Work in a new git worktree on branch autopilot/<run id>; your checkout is "
     "never written (merge it back with autopilot merge).",
+    "--verify",
+    "verify",
+    metavar="CMD",
+    multiple=True,
+    help="A shell command that must exit 0 before a completion promise counts; repeatable.",
 )
 @_limit_options
 def run(
@@ -259,6 +266,7 @@ def run(
     notify: tuple[str, ...],
     no_checkpoints: bool,
     worktree: bool,
+    verify: tuple[str, ...],
     **limits: str | None,
 ) -> int:
     """Start a run in this directory: iterate the agent until the run ends.
@@ -271,6 +279,8 @@ def run(
     given_prompts = sum(x is not None for x in (prompt_text, prompt_file)) + int(backlog)
     if given_prompts != 1:
         raise UsageError("give exactly one of -p TEXT, -f FILE or --backlog")
+    if verify and backlog:
+        raise UsageError("--verify is for prompt runs: a backlog item's criteria carry checks")
     cwd = Path.cwd().resolve()
     if backlog:
         source = PromptSource(text=backlog_prompt_source(cwd))
@@ -299,6 +309,7 @@ def run(
     flags["env-exclude"] = ",".join(env_exclude) if env_exclude else None
     flags["notify"] = " ".join(notify) if notify else None
     flags["checkpoints"] = "off" if no_checkpoints else None
+    flags["verify"] = "\n".join(verify) if verify else None
     config = build_config(flags, project=cwd)
     if config.notify:
         from autopilot.runtime.notify import check_urls

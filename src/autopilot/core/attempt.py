@@ -83,6 +83,27 @@ class BacklogFacts:
 
 
 @dataclass(frozen=True)
+class Verification:
+    """What the run's verify commands found when the agent gave the completion
+    promise (gathered by ``loop.verify``; see ``core.verification``).
+
+    Attributes:
+        passed: Every verify command exited 0.
+        results: One line per command, in order (``$ pytest -q: exit 1``).
+        failing: The lines of the commands that did not pass.
+        digest: ``sha256:<64 hex>`` of what ran and what it printed.
+        failure: The failing commands and the tails of their output, for the next
+            prompt (None when all passed).
+    """
+
+    passed: bool
+    results: tuple[str, ...] = ()
+    failing: tuple[str, ...] = ()
+    digest: str | None = None
+    failure: str | None = None
+
+
+@dataclass(frozen=True)
 class Attempt:
     """Everything ``conclude`` needs to know about one attempt at an iteration.
 
@@ -119,6 +140,8 @@ class Attempt:
         oversized_lines: Output lines skipped for their size.
         raw_output_note: Why the raw output copy is incomplete, if it is.
         backlog: In a backlog run, what the iteration did to its work item.
+        verification: What the verify commands found, when they ran after a
+            completion promise (``--verify``).
     """
 
     number: int
@@ -151,3 +174,4 @@ class Attempt:
     oversized_lines: int = 0
     raw_output_note: str | None = None
     backlog: BacklogFacts | None = None
+    verification: Verification | None = None

@@ -52,6 +52,7 @@ class MessageKind(StrEnum):
     BUDGET_WARNING = "budget_warning"
     REOPENED = "reopened"
     SUPERVISOR_NOTICE = "supervisor_notice"
+    VERIFY_FAILED = "verify_failed"
 
 
 _HEADINGS = {
@@ -60,6 +61,7 @@ _HEADINGS = {
     MessageKind.BUDGET_WARNING: "Budget notice from autopilot",
     MessageKind.REOPENED: "Work item reopened (notice from autopilot)",
     MessageKind.SUPERVISOR_NOTICE: "Notice from autopilot's supervisor",
+    MessageKind.VERIFY_FAILED: "Verify commands failed (notice from autopilot)",
 }
 
 

@@ -45,6 +45,8 @@ class PolicyConfig:
         immediate_failure_ms: A failure faster than this is "immediate".
         backoff_base_ms: First backoff after a failure; doubles each time.
         backoff_max_ms: Backoff cap.
+        verify: The completion promise counts only once the run's verify commands
+            pass (``core.verification``).
     """
 
     completion_promise: str | None = "COMPLETE"
@@ -60,6 +62,7 @@ class PolicyConfig:
     immediate_failure_ms: int = 60_000
     backoff_base_ms: int = 2_000
     backoff_max_ms: int = 300_000
+    verify: bool = False
 
 
 @dataclass(frozen=True)

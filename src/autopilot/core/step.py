@@ -28,6 +28,7 @@ from autopilot.core.policy import Counters, Decision, IterationFacts, PolicyConf
 from autopilot.core.spend import charge
 from autopilot.core.state import LoopCounters, Spend, UsageBaseline
 from autopilot.core.step_events import step_events
+from autopilot.core.verification import awaits_verification, verify_rule
 from autopilot.core.vocabulary import Action, EndedBy, EventType, Outcome, Reason
 
 
@@ -42,12 +43,17 @@ class Step:
         change: The run's new state.
         events: The events to append, in order; the last is the terminal event
             when the run ends.
+        awaits_verification: The agent gave the completion promise and the run's
+            verify commands have not run yet: the driver runs them and concludes
+            again with what they found (``core.verification``); this step, which
+            goes on, is what holds if they cannot run.
     """
 
     decision: Decision
     outcome: Outcome
     change: StateChange
     events: tuple[Event, ...]
+    awaits_verification: bool = False
 
     @property
     def ending(self) -> Ending | None:
@@ -87,6 +93,7 @@ def conclude(state: LoopState, attempt: Attempt, config: PolicyConfig, now_ms: i
             spends_iteration=False,
             response_digest=state.counters.last_response_digest,
         )
+        unverified = False
     else:
         decision = decide(
             _counters(state, spend),
@@ -95,6 +102,8 @@ def conclude(state: LoopState, attempt: Attempt, config: PolicyConfig, now_ms: i
             now_ms,
         )
         decision = _denial_rule(decision, state, attempt)
+        unverified = awaits_verification(decision, config) and attempt.verification is None
+        decision = verify_rule(decision, attempt, config)
         decision = backlog_rule(decision, attempt)
     counters = _new_counters(state.counters, decision, signature, attempt)
     ending = _ending(decision, state, config)
@@ -112,7 +121,7 @@ def conclude(state: LoopState, attempt: Attempt, config: PolicyConfig, now_ms: i
         gate=backlog.question if backlog is not None and ending is None else None,
     )
     events = step_events(state, attempt, outcome, response, error_text, decision, change, config)
-    return Step(decision, outcome, change, events)
+    return Step(decision, outcome, change, events, awaits_verification=unverified)
 
 
 def spend_counters(spend: Spend) -> Counters:

@@ -57,6 +57,19 @@ def step_events(
                 {"iteration": number, "tokens": spend.tokens.to_json(), "costUsd": spend.cost_usd},
             )
         )
+    verification = attempt.verification
+    if verification is not None:
+        events.append(
+            Event(
+                EventType.VERIFY,
+                {
+                    "iteration": number,
+                    "passed": verification.passed,
+                    "results": [excerpt(line, 300) for line in verification.results],
+                    "digest": verification.digest,
+                },
+            )
+        )
     backlog = attempt.backlog
     if backlog is not None:
         events += [Event(EventType(kind), fields) for kind, fields in backlog.events]

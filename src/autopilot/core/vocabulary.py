@@ -200,3 +200,4 @@ class EventType(StrEnum):
     PERMISSION_DENIED = "permission_denied"
     HEAD_MOVED = "head_moved"
     SURFACE_VIOLATION = "surface_violation"
+    VERIFY = "verify"

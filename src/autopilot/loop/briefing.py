@@ -107,6 +107,14 @@ class Briefing:
         except OSError as error:
             self._warn(f"memory file: {error.strerror or error}")
 
+    def notice(self, kind: MessageKind, text: str) -> None:
+        """Queue a notice of ``kind`` for the next attempt (a warning if the inbox
+        cannot take it: the run goes on without it)."""
+        try:
+            self.delivery.notice(kind, text)
+        except (StateFileError, UsageError) as error:
+            self._warn(f"inbox: {error}")
+
     def after(self, spend_before: Spend, *, ended: bool) -> None:
         """After a step's write: move the retired messages' files to ``done/``; unless
         the run ``ended``, queue a budget warning when the step took the cost or token
@@ -124,10 +132,7 @@ class Briefing:
         limits = {"cost_usd": self.policy.max_cost_usd, "tokens": self.policy.max_tokens}
         after = self.record.state.spend
         for notice in budget_warnings(_amounts(spend_before), _amounts(after), limits):
-            try:
-                self.delivery.notice(MessageKind.BUDGET_WARNING, notice)
-            except (StateFileError, UsageError) as error:
-                self._warn(f"inbox: {error}")
+            self.notice(MessageKind.BUDGET_WARNING, notice)
 
     def undelivered(self) -> None:
         """Before the run ends: a warning naming the messages that never reached the

@@ -15,14 +15,17 @@ injected, so every path runs in-process in tests.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from autopilot.agents.base import AgentAdapter
 from autopilot.core.change import LoopState
+from autopilot.core.delivery import MessageKind
 from autopilot.core.ending import RunResult
 from autopilot.core.policy import Decision, budget_note, budget_reached
 from autopilot.core.step import Step, conclude, spend_counters
+from autopilot.core.verification import verify_notice
 from autopilot.core.vocabulary import Action, EventType, Reason
 from autopilot.errors import StateFileError, UsageError
 from autopilot.loop.backlog import Begun
@@ -41,6 +44,7 @@ from autopilot.loop.recovery import (
 )
 from autopilot.loop.runner import AgentRunner, DriverLocks, SubprocessRunner
 from autopilot.loop.signals import Interrupts
+from autopilot.loop.verify import run_verify
 from autopilot.loop.waits import Waits
 from autopilot.runtime.notify import RunNotifier
 from autopilot.store.events import EventLog
@@ -98,7 +102,7 @@ class Driver:
             raise StateFileError(f"{self.run_dir.state} has no work tree or prompt to run")
         self.cwd = Path(state.cwd)
         self.config = state.config
-        self.policy = self.config.policy()
+        self.policy = self.config.policy(backlog=state.mode == "backlog")
         self.notifier = RunNotifier(self.config.notify, run_id) if self.config.notify else None
         self.record.notify = self.notifier
         self.prompts = PromptReader(state.prompt, self.cwd, self._warn)
@@ -308,7 +312,21 @@ class Driver:
         if self.backlog and begun and begun.item and not facts.usage_limited:
             paths = self.workspace.changed_paths(before, after) or []
             facts = with_item_facts(self.backlog, facts, attempt.path, paths, self.cwd)
-        return conclude(self._loop_state(), facts, self.policy, self.clock.now_ms())
+        step = conclude(self._loop_state(), facts, self.policy, self.clock.now_ms())
+        if not step.awaits_verification:
+            return step
+        verification = run_verify(
+            self.config.verify, cwd=self.cwd, folder=attempt.path, env=self.launcher.base_env
+        )
+        step = conclude(
+            self._loop_state(),
+            replace(facts, verification=verification),
+            self.policy,
+            self.clock.now_ms(),
+        )
+        if step.ending is None and verification.failure:
+            self.briefing.notice(MessageKind.VERIFY_FAILED, verify_notice(verification))
+        return step
 
     def _loop_state(self) -> LoopState:
         return loop_state(

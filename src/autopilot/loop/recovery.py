@@ -226,7 +226,11 @@ def settle_open_attempt(
         stop_note=stop_note or "stop requested",
         agent=state.agent,
     )
-    return write_step(store, log, conclude(before, attempt, state.config.policy(), now_ms))
+    return write_step(
+        store,
+        log,
+        conclude(before, attempt, state.config.policy(backlog=state.mode == "backlog"), now_ms),
+    )
 
 
 def open_iteration(log_path: Path) -> int | None:

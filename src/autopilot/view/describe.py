@@ -85,6 +85,10 @@ def describe_event(event: Mapping[str, Any]) -> str:
         paths = event.get("paths")
         shown = ", ".join(map(str, paths[:5])) if isinstance(paths, list) else "files"
         return f"{event.get('itemId')} changed {shown} outside its surface"
+    if kind == "verify":
+        results = event.get("results")
+        shown = "; ".join(map(str, results[:3])) if isinstance(results, list) else ""
+        return f"{'passed' if event.get('passed') is True else 'failed'}: {shown}"
     if kind == "gate":
         said = event.get("question") or event.get("answer") or ""
         return f"{event.get('state') or 'waiting'}: {said}"
