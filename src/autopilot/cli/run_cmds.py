@@ -14,6 +14,7 @@ from autopilot.cli.echo import say
 from autopilot.config import RunConfig, build_config
 from autopilot.core.ending import RunResult
 from autopilot.errors import RunLockedError, UsageError
+from autopilot.loop.approved import prepare_boundary
 from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
 from autopilot.runtime.agents import adapter_for_state
@@ -166,6 +167,20 @@ def backlog_prompt_source(cwd: Path) -> str:
     return "work items of .autopilot/tasks.jsonl (the prompt is composed per item)"
 
 
+def _boundary(cwd: Path, *, approve: bool, steps: int, surfaces: tuple[str, ...]) -> None:
+    """Check (or with ``approve`` write) the project's approved run boundary."""
+    items = Backlog(cwd, runs_root() / ".locks").read().items
+    item_surfaces = [path for item in items for path in item.allowed_surface]
+    boundary = prepare_boundary(
+        cwd, approve=approve, steps=steps, surfaces=surfaces, item_surfaces=item_surfaces
+    )
+    if boundary is not None:
+        say(
+            f"autopilot: approved run boundary: {boundary.remaining_steps} steps, "
+            f"allowed surfaces {', '.join(boundary.allowed_surfaces)}"
+        )
+
+
 def _print_result(result: RunResult, *, replay_hint: bool = True) -> None:
     say(ending_line(result))
     if replay_hint:
@@ -206,6 +221,20 @@ def drive(
     "--backlog",
     is_flag=True,
     help="Work through .autopilot/tasks.jsonl, one work item per iteration.",
+)
+@click.option(
+    "--approve",
+    is_flag=True,
+    help="With --backlog: write .autopilot/approved-run.json, the run's approved boundary "
+    "(--max-iterations steps, the --surface paths).",
+)
+@click.option(
+    "--surface",
+    "surfaces",
+    metavar="PATTERN",
+    multiple=True,
+    help="With --approve: a path the run may change (src/..., docs/*.md); repeatable "
+    "(default: the work items' allowed_surface).",
 )
 @click.option(
     "--fresh", "context", flag_value="fresh", help="A new agent session every iteration (default)."
@@ -259,6 +288,8 @@ def run(
     prompt_text: str | None,
     prompt_file: str | None,
     backlog: bool,
+    approve: bool,
+    surfaces: tuple[str, ...],
     context: str | None,
     plain: bool,
     env_exclude: tuple[str, ...],
@@ -281,6 +312,10 @@ def run(
         raise UsageError("give exactly one of -p TEXT, -f FILE or --backlog")
     if verify and backlog:
         raise UsageError("--verify is for prompt runs: a backlog item's criteria carry checks")
+    if (approve or surfaces) and not backlog:
+        raise UsageError("--approve and --surface are for backlog runs (--backlog)")
+    if surfaces and not approve:
+        raise UsageError("--surface goes with --approve")
     cwd = Path.cwd().resolve()
     if backlog:
         source = PromptSource(text=backlog_prompt_source(cwd))
@@ -328,6 +363,8 @@ def run(
             f"the runs root {root} is inside the work tree; an agent could delete it and "
             "its writes would count as progress: set AUTOPILOT_RUNS_DIR elsewhere"
         )
+    if backlog:
+        _boundary(cwd, approve=approve, steps=config.max_iterations, surfaces=surfaces)
     if worktree:
         # A new worktree of its own: no other run can hold it, and the checkout's own
         # run (if any) is not in its way.

@@ -46,6 +46,7 @@ from autopilot.core.workitems import (
     open_items,
 )
 from autopilot.errors import BacklogError
+from autopilot.loop.approved import ApprovedRun
 from autopilot.loop.checks import DEFAULT_CHECK_TIMEOUT_SECONDS, run_checks
 from autopilot.store.backlog import Backlog, BacklogFile
 from autopilot.store.reports import claim_reports, take_decision_file
@@ -108,6 +109,7 @@ class BacklogShell:
         run_surface: The approved boundary's allowed surfaces (empty: any path).
         check_timeout_seconds: Per check command.
         environ: The environment check commands run with (default ``os.environ``).
+        approved: The project's approved run boundary (``loop.approved``).
     """
 
     backlog: Backlog
@@ -118,6 +120,7 @@ class BacklogShell:
     run_surface: Sequence[str] = ()
     check_timeout_seconds: float = DEFAULT_CHECK_TIMEOUT_SECONDS
     environ: Mapping[str, str] | None = None
+    approved: ApprovedRun | None = None
     ours: tuple[WorkItem, ...] | None = field(default=None, init=False)
     running: WorkItem | None = field(default=None, init=False)
     _problems_told: tuple[str, ...] = field(default=(), init=False)

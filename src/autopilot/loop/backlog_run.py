@@ -15,9 +15,11 @@ from typing import Any, Protocol
 
 from autopilot.core.attempt import Attempt, BacklogFacts
 from autopilot.core.vocabulary import EventType, Progress, RunStatus
+from autopilot.loop.approved import ApprovedRun
 from autopilot.loop.backlog import BacklogShell, Begun
 from autopilot.store.backlog import Backlog
 from autopilot.store.events import read_events
+from autopilot.store.rundir import RunDir
 
 
 @dataclass(frozen=True)
@@ -28,12 +30,14 @@ class Boundary:
         again: Go through the boundary once more (a gate was answered, a hold ended,
             a gate was just set).
         done: The note of a backlog that is done (the run completes), else None.
+        stop: ``(reason, note)`` when the approved run boundary is over (the run ends).
         begun: The item started, when the iteration can go on.
     """
 
     again: bool = False
     done: str | None = None
     begun: Begun | None = None
+    stop: tuple[str, str] | None = None
 
 
 class Gates(Protocol):
@@ -66,7 +70,18 @@ def backlog_boundary(shell: BacklogShell, state: Any, waits: Gates) -> Boundary:
             item = shell.answer(answer)
             shell.emit("gate", state="answered", answer=answer, itemId=item.id if item else None)
         return Boundary(again=True)
+    approved = shell.approved
+    if approved is not None:
+        fence = approved.check()
+        if fence.stop is not None:
+            return Boundary(stop=fence.stop)
+        if fence.hold is not None:
+            waits.hold_until(fence.hold, lambda: approved.check().hold is None)
+            return Boundary(again=True)
+        shell.run_surface = fence.surfaces
     begun = shell.begin(state.iteration + (0 if state.iteration_open else 1))
+    if begun.item is not None and approved is not None:
+        approved.spend()
     if begun.hold is not None:
         waits.hold_until(begun.hold, lambda: shell.problem() is None)
         return Boundary(again=True)
@@ -101,6 +116,8 @@ def item_facts(
     shell: BacklogShell, iteration: int, folder: Path, changed_paths: Sequence[str], cwd: Path
 ) -> BacklogFacts | None:
     """``end`` the iteration's item, as the facts ``conclude`` reads (None: no item)."""
+    if shell.approved is not None:
+        shell.approved.end()
     ended = shell.end(iteration, folder, changed_paths, cwd)
     if ended is None:
         return None
@@ -130,6 +147,10 @@ def backlog_shell(
     if state.mode != "backlog" or state.cwd is None:
         return None
     folder = root / run_id
+
+    def warn(note: str) -> None:
+        record.emit(EventType.WARNING, note=note)
+
     return BacklogShell(
         Backlog(Path(state.cwd), root / ".locks"),
         run_id,
@@ -137,4 +158,5 @@ def backlog_shell(
         lambda event_type, **fields: record.emit(EventType(event_type), **fields),
         log_events=lambda: read_events(folder / "events.jsonl"),
         environ=environ,
+        approved=ApprovedRun(Path(state.cwd), RunDir(folder).approved_run, warn),
     )

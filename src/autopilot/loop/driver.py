@@ -263,6 +263,8 @@ class Driver:
                 found = backlog_boundary(self.backlog, state, self.waits)
                 if found.done:
                     return self._finish(EventType.COMPLETE, Reason.BACKLOG_DONE, found.done)
+                if found.stop is not None:
+                    return self._finish(EventType.ABORT, *found.stop)
                 if not found.again:
                     self._begun = found.begun
                     return None

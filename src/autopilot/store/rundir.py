@@ -6,6 +6,7 @@ A run folder is ``<runs-root>/<runId>/``::
     state.json.lock   the fcntl lock of its writers
     events.jsonl      the append-only event log (``store.events``)
     driver.lock       held by the run's driver while it runs
+    approved-run.json a backlog run's copy of its approved run boundary
     iter-NNNN/        one folder per attempt at an iteration (a retry of the same
                       iteration gets iter-NNNN.2, …): prompt.md, stdout.log, stderr.log
 
@@ -23,6 +24,7 @@ from autopilot.store.private import make_private_dir
 STATE_FILE = "state.json"
 EVENTS_FILE = "events.jsonl"
 DRIVER_LOCK_FILE = "driver.lock"
+APPROVED_RUN_COPY = "approved-run.json"
 PROMPT_FILE = "prompt.md"
 STDOUT_FILE = "stdout.log"
 STDERR_FILE = "stderr.log"
@@ -75,6 +77,11 @@ class RunDir:
     def events(self) -> Path:
         """``events.jsonl``."""
         return self.path / EVENTS_FILE
+
+    @property
+    def approved_run(self) -> Path:
+        """The copy of the project's ``approved-run.json`` autopilot last wrote."""
+        return self.path / APPROVED_RUN_COPY
 
     @property
     def driver_lock(self) -> Path:
