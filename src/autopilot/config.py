@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from autopilot.core.adaptive import DEFAULT_EXTENSION, DEFAULT_MAX_TOTAL
 from autopilot.core.completion import MatchMode
 from autopilot.core.policy import PolicyConfig
 from autopilot.errors import StateFileError, UsageError
@@ -180,11 +181,14 @@ class RunConfig:
     notify: tuple[str, ...] = ()
     checkpoints: str = "on"
     verify: tuple[str, ...] = ()
+    adaptive_extension: int = DEFAULT_EXTENSION
+    adaptive_max_total: int = DEFAULT_MAX_TOTAL
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
-    def policy(self, *, backlog: bool = False) -> PolicyConfig:
-        """The limits and promises as the decision policy takes them (a ``backlog``
-        run has its own evidence gate and no verify commands)."""
+    def policy(self, mode: str = "prompt") -> PolicyConfig:
+        """The limits and promises as the decision policy takes them for a run of
+        ``mode`` (a ``backlog`` run has its own evidence gate and no verify commands;
+        only a ``self-improve`` run extends its iteration budget)."""
         return PolicyConfig(
             completion_promise=self.completion_promise,
             abort_promise=self.abort_promise,
@@ -197,7 +201,9 @@ class RunConfig:
             max_duration_ms=(
                 int(self.max_duration_seconds * 1000) if self.max_duration_seconds else None
             ),
-            verify=bool(self.verify) and not backlog,
+            verify=bool(self.verify) and mode != "backlog",
+            adaptive_extension=self.adaptive_extension if mode == "self-improve" else 0,
+            adaptive_max_total=self.adaptive_max_total,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -261,6 +267,8 @@ _JSON_KINDS: dict[str, tuple[str, tuple[type, ...]]] = {
     "min_iterations": ("a whole number", (int,)),
     "max_tokens": ("a whole number", (int,)),
     "stagnation_limit": ("a whole number", (int,)),
+    "adaptive_extension": ("a whole number", (int,)),
+    "adaptive_max_total": ("a whole number", (int,)),
     "max_cost_usd": ("a number", (int, float)),
     "max_duration_seconds": ("a number of seconds", (int, float)),
     "iteration_timeout_seconds": ("a number of seconds", (int, float)),
@@ -399,6 +407,8 @@ SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "notify": ("notify", _urls),
     "checkpoints": ("checkpoints", parse_choice(("on", "off"))),
     "verify": ("verify", _commands),
+    "adaptive-extension": ("adaptive_extension", _int_setting(0)),
+    "adaptive-max-total": ("adaptive_max_total", _int_setting(1)),
 }
 """Settable keys: the flag name (also the TOML key, ``-`` or ``_``) → field, parser."""
 
@@ -472,11 +482,10 @@ def _load_toml(path: Path, project: Path | None = None) -> _KeyedValues:
         if flag in _UNION_SETTINGS | _LIST_SETTINGS and isinstance(value, list):
             if not all(isinstance(item, str) for item in value):
                 raise UsageError(f"{path}: {key} must be a list of strings")
-            text = ("," if flag in _UNION_SETTINGS else " ").join(value)
-        elif isinstance(value, bool) and flag in _SWITCH_SETTINGS:
-            text = "on" if value else "off"
             joint = "," if flag in _UNION_SETTINGS else "\n" if flag in _LINE_SETTINGS else " "
             text = joint.join(value)
+        elif isinstance(value, bool) and flag in _SWITCH_SETTINGS:
+            text = "on" if value else "off"
         elif isinstance(value, bool) or not isinstance(value, str | int | float):
             raise UsageError(f"{path}: {key} must be a string or a number")
         elif isinstance(value, int):

@@ -32,7 +32,7 @@ def test_verify_commands_come_from_flags_environment_or_a_config_list(tmp_path: 
     )
     config = RunConfig(verify=("make test",))
     assert RunConfig.from_json(config.to_json()).verify == ("make test",)
-    assert config.policy().verify and not config.policy(backlog=True).verify
+    assert config.policy().verify and not config.policy("backlog").verify
     assert not RunConfig().policy().verify
 
 

@@ -71,3 +71,19 @@ def test_verify_events_read_as_one_line() -> None:
     passed = {"type": "verify", "passed": True, "results": ["$ a: exit 0", "$ b: exit 0"]}
     assert describe_event(passed) == "passed: $ a: exit 0; $ b: exit 0"
     assert describe_event({"type": "verify", "passed": "x", "results": 3}) == "failed: "
+
+
+def test_an_extended_budget_shows_its_new_ceiling_and_why() -> None:
+    from autopilot.store.fold import fold
+    from autopilot.view.describe import describe_event
+    from autopilot.view.present import iteration_text
+
+    note = "extended to 15 iterations (at most 50): uncommitted changes"
+    events = [
+        {"type": "armed", "ts": 1, "runId": "r", "maxIterations": 10},
+        {"type": "budget_extended", "ts": 2, "runId": "r", "maxIterations": 15, "note": note},
+    ]
+    snapshot = fold(events)
+    assert snapshot.maxIterations == 15
+    assert iteration_text(None, snapshot) == "iteration 0 of 15"
+    assert describe_event(events[1]) == note

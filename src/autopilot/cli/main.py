@@ -27,8 +27,8 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 
 _COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run_cmds", "run"),
-    "start": ("run_cmds", "start"),
-    "relaunch": ("run_cmds", "relaunch"),
+    "start": ("start_cmds", "start"),
+    "relaunch": ("start_cmds", "relaunch"),
     "demo": ("run_cmds", "demo"),
     "pause": ("control_cmds", "pause"),
     "resume": ("control_cmds", "resume"),
@@ -85,7 +85,7 @@ class _LazyGroup(click.Group):
 def cli(ctx: click.Context) -> None:
     """Run coding agents unattended, with durable state and honest stopping."""
     if ctx.invoked_subcommand is None:
-        from autopilot.cli.run_cmds import relaunch_active_run
+        from autopilot.cli.start_cmds import relaunch_active_run
 
         ctx.exit(relaunch_active_run())
 

@@ -7,26 +7,20 @@ from typing import Any
 
 import click
 
-from autopilot import control
 from autopilot.agents.base import AgentAdapter
 from autopilot.agents.registry import AGENT_NAMES, make_adapter
 from autopilot.cli.echo import say
+from autopilot.cli.run_sources import approve_boundary, run_source, with_baked_defaults
 from autopilot.config import RunConfig, build_config
 from autopilot.core.ending import RunResult
-from autopilot.errors import RunLockedError, UsageError
-from autopilot.loop.approved import prepare_boundary
+from autopilot.errors import UsageError
 from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
-from autopilot.runtime.agents import adapter_for_state
 from autopilot.runtime.drive import drive as runtime_drive
-from autopilot.runtime.drive import ending_line, result_of
-from autopilot.runtime.liveness import driver_alive, supervisor_alive
+from autopilot.runtime.drive import ending_line
+from autopilot.runtime.liveness import driver_alive
 from autopilot.runtime.locks import ProjectLock
-from autopilot.store.backlog import Backlog
-from autopilot.store.files import read_prompt_file
-from autopilot.store.paths import list_run_ids, resolve_run, run_dir, runs_root
-from autopilot.store.project_files import is_off
-from autopilot.store.run_state import PromptSource
+from autopilot.store.paths import run_dir, runs_root
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state, read_state_quietly
 from autopilot.workspace.git import is_repository, work_tree_root
@@ -148,39 +142,6 @@ def _print_limits(run_id: str, config: RunConfig, folder: Path) -> None:
         )
 
 
-def backlog_prompt_source(cwd: Path) -> str:
-    """Check the project's backlog before a ``--backlog`` run; returns the run's prompt
-    note (the prompts themselves are composed per work item).
-
-    Raises:
-        UsageError: no ``.autopilot/tasks.jsonl``, no work item in it, or a line that
-            is not one (named with its number).
-    """
-    backlog = Backlog(cwd, runs_root() / ".locks").read()
-    if not backlog.exists or not backlog.entries:
-        raise UsageError(
-            "no work items in .autopilot/tasks.jsonl: add some with autopilot tasks add "
-            "PROMPT (or autopilot tasks import FILE)"
-        )
-    if backlog.malformed:
-        raise UsageError(f"fix it first: {backlog.malformed[0].describe()}")
-    return "work items of .autopilot/tasks.jsonl (the prompt is composed per item)"
-
-
-def _boundary(cwd: Path, *, approve: bool, steps: int, surfaces: tuple[str, ...]) -> None:
-    """Check (or with ``approve`` write) the project's approved run boundary."""
-    items = Backlog(cwd, runs_root() / ".locks").read().items
-    item_surfaces = [path for item in items for path in item.allowed_surface]
-    boundary = prepare_boundary(
-        cwd, approve=approve, steps=steps, surfaces=surfaces, item_surfaces=item_surfaces
-    )
-    if boundary is not None:
-        say(
-            f"autopilot: approved run boundary: {boundary.remaining_steps} steps, "
-            f"allowed surfaces {', '.join(boundary.allowed_surfaces)}"
-        )
-
-
 def _print_result(result: RunResult, *, replay_hint: bool = True) -> None:
     say(ending_line(result))
     if replay_hint:
@@ -221,6 +182,23 @@ def drive(
     "--backlog",
     is_flag=True,
     help="Work through .autopilot/tasks.jsonl, one work item per iteration.",
+)
+@click.option(
+    "--self-improve",
+    "self_improve",
+    is_flag=True,
+    help="The baked self-improvement prompt: one verified improvement per iteration.",
+)
+@click.option(
+    "--grow-project",
+    "grow_project",
+    is_flag=True,
+    help="The baked backlog-grooming prompt: the agent adds work items to tasks.jsonl.",
+)
+@click.option(
+    "--focus",
+    metavar="TEXT",
+    help="With --self-improve or --grow-project: what to narrow the work to.",
 )
 @click.option(
     "--approve",
@@ -276,6 +254,8 @@ def drive(
     is_flag=True,
     help="Work in a new git worktree on branch autopilot/<run id>; your checkout is "
     "never written (merge it back with autopilot merge).",
+)
+@click.option(
     "--verify",
     "verify",
     metavar="CMD",
@@ -288,6 +268,9 @@ def run(
     prompt_text: str | None,
     prompt_file: str | None,
     backlog: bool,
+    self_improve: bool,
+    grow_project: bool,
+    focus: str | None,
     approve: bool,
     surfaces: tuple[str, ...],
     context: str | None,
@@ -307,9 +290,6 @@ def run(
     """
     obj = click.get_current_context().find_root().obj
     extra: tuple[str, ...] = obj.get("extra", ()) if isinstance(obj, dict) else ()
-    given_prompts = sum(x is not None for x in (prompt_text, prompt_file)) + int(backlog)
-    if given_prompts != 1:
-        raise UsageError("give exactly one of -p TEXT, -f FILE or --backlog")
     if verify and backlog:
         raise UsageError("--verify is for prompt runs: a backlog item's criteria carry checks")
     if (approve or surfaces) and not backlog:
@@ -317,27 +297,15 @@ def run(
     if surfaces and not approve:
         raise UsageError("--surface goes with --approve")
     cwd = Path.cwd().resolve()
-    if backlog:
-        source = PromptSource(text=backlog_prompt_source(cwd))
-    elif prompt_file is not None:
-        given = Path(prompt_file).expanduser()
-        try:
-            # A bounded regular file only: a repository can plant a FIFO or a link to
-            # /dev/zero under the name the user types.
-            text = read_prompt_file(given, project=cwd)
-        except OSError as error:
-            raise UsageError(
-                f"cannot read prompt file {prompt_file}: {error.strerror or error}"
-            ) from None
-        if not text.strip():
-            raise UsageError(f"prompt file {prompt_file} is empty")
-        # Re-read every iteration (edit it mid-run).
-        source = PromptSource(path=given.resolve())
-    else:
-        assert prompt_text is not None
-        if not prompt_text.strip():
-            raise UsageError("the prompt is empty")
-        source = PromptSource(text=prompt_text)
+    chosen = run_source(
+        cwd,
+        prompt_text=prompt_text,
+        prompt_file=prompt_file,
+        backlog=backlog,
+        self_improve=self_improve,
+        grow_project=grow_project,
+        focus=focus,
+    )
     flags = {name: limits.get(name.replace("-", "_")) for name in _LIMIT_OPTIONS}
     flags["agent"] = agent
     flags["context"] = context
@@ -346,6 +314,8 @@ def run(
     flags["checkpoints"] = "off" if no_checkpoints else None
     flags["verify"] = "\n".join(verify) if verify else None
     config = build_config(flags, project=cwd)
+    if chosen.baked is not None:
+        config = with_baked_defaults(config, chosen.baked)
     if config.notify:
         from autopilot.runtime.notify import check_urls
 
@@ -364,20 +334,20 @@ def run(
             "its writes would count as progress: set AUTOPILOT_RUNS_DIR elsewhere"
         )
     if backlog:
-        _boundary(cwd, approve=approve, steps=config.max_iterations, surfaces=surfaces)
+        approve_boundary(cwd, approve=approve, steps=config.max_iterations, surfaces=surfaces)
     if worktree:
         # A new worktree of its own: no other run can hold it, and the checkout's own
         # run (if any) is not in its way.
         run_id = arm_run(
             root,
             config,
-            source,
+            chosen.source,
             cwd,
             SystemClock(),
             extra_args=agent_args,
             command=command,
             worktree=True,
-            mode="backlog" if backlog else "prompt",
+            mode=chosen.mode,
         )
         state = read_state(RunDir(run_dir(root, run_id)).state)
         place = RunWorktree.from_json(state.extra.get("worktree"))
@@ -393,12 +363,12 @@ def run(
             run_id = arm_run(
                 root,
                 config,
-                source,
+                chosen.source,
                 cwd,
                 SystemClock(),
                 extra_args=agent_args,
                 command=command,
-                mode="backlog" if backlog else "prompt",
+                mode=chosen.mode,
             )
         _print_limits(run_id, config, run_dir(root, run_id))
         if not detach:
@@ -437,143 +407,6 @@ def _wait_for_daemon(folder: Path) -> int | None:
             return state.pid
         time.sleep(0.1)
     return None
-
-
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("run_ref", metavar="[RUN]", required=False)
-@click.option(
-    "--foreground",
-    is_flag=True,
-    help="Drive the run in this terminal (the live view) instead of in the background.",
-)
-@click.option(
-    "--plain", is_flag=True, help="Drive it in this terminal, one line per event (--foreground)."
-)
-def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
-    """Start RUN again: in the background, whatever its status (after a crash, a reboot,
-    a pause). Returns at once.
-
-    A pause request left over is cleared. Budgets, spend, iteration count, session ids
-    and queued messages are restored; an iteration that was running is started again.
-    A daemon still running is never doubled: if only its supervisor died, a new
-    supervisor adopts it.
-    """
-    foreground = foreground or plain
-    root = runs_root()
-    run_id = resolve_run(root, run_ref, project=None if run_ref else Path.cwd().resolve())
-    folder = run_dir(root, run_id)
-    before = read_state(RunDir(folder).state)
-    state = control.repair(folder, SystemClock())
-    if state.terminated and not before.terminated:
-        # It had ended: the crash came after its last decision was logged.
-        result = result_of(state)
-        say(ending_line(result) + " (repaired from the event log)")
-        return result.exit_code
-    if state.terminated:
-        raise UsageError(f"run {run_id} has already ended ({state.termination_reason})")
-    if state.cwd is None:
-        raise UsageError(
-            f"run {run_id} was written by another implementation and records no work tree; "
-            "it cannot be relaunched"
-        )
-    daemon_alive = driver_alive(state)
-    if daemon_alive and foreground:
-        raise RunLockedError(f"run {run_id} is still being driven (pid {state.pid})")
-    if state.paused:
-        control.resume(folder, SystemClock())
-        say(f"autopilot: {run_id}: the pause request left over is cleared")
-    if is_off(Path(state.cwd)):
-        say(
-            "autopilot: autopilot is OFF in this project: the run holds at its next "
-            "boundary until `autopilot on`",
-            err=True,
-        )
-    if daemon_alive and state.pid is not None:
-        if supervisor_alive(state):
-            say(
-                f"autopilot: run {run_id} is already running (daemon pid {state.pid}, "
-                f"supervisor pid {state.supervisor_pid})"
-            )
-            return 0
-        say(f"autopilot: adopting the running daemon of {run_id} (pid {state.pid})")
-        return launch_detached(root, run_id, adopt=state.pid)
-    adapter = adapter_for_state(state)
-    adapter.check_installed()
-    say(
-        f"autopilot: relaunching {run_id} at iteration {state.iteration} "
-        f"({state.spend.iterations} spent)"
-    )
-    if foreground:
-        return drive(root, run_id, adapter, plain=plain)
-    return launch_detached(root, run_id)
-
-
-def relaunchable_runs(root: Path, project: Path | None) -> list[tuple[str, str | None]]:
-    """Every run of ``project`` (None: every project) not ended, with why it must not
-    be relaunched automatically (None: it should be; ``core.restart.relaunch_verdict``)."""
-    from autopilot.core.restart import relaunch_verdict
-
-    found = []
-    for run_id in list_run_ids(root):
-        state = read_state_quietly(RunDir(root / run_id).state)
-        if state is None or state.terminated:
-            continue
-        if project is not None and state.cwd != str(project):
-            continue
-        why = relaunch_verdict(
-            status=state.status.value,
-            terminated=False,
-            daemon_alive=driver_alive(state),
-            supervisor_alive=supervisor_alive(state),
-            off=is_off(Path(state.cwd or ".")),
-        )
-        found.append((run_id, why))
-    return found
-
-
-def relaunch_runs(project: Path | None) -> int:
-    """Relaunch, detached, the runs left active in ``project`` (None: all); returns how
-    many were relaunched. Runs that are not relaunched are listed with the reason."""
-    root = runs_root(create=False)
-    launched = 0
-    for run_id, why in relaunchable_runs(root, project):
-        if why is not None:
-            say(f"autopilot: not relaunching {run_id}: {why}")
-            continue
-        state = control.repair(run_dir(root, run_id), SystemClock())
-        if state.terminated:
-            # A crash between the log's terminal event and state.json: repaired, not rerun.
-            say(f"autopilot: run {run_id} had ended; its state.json now says so")
-            continue
-        say(f"autopilot: relaunching {run_id} at iteration {state.iteration}")
-        launch_detached(root, run_id)
-        launched += 1
-    return launched
-
-
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--all", "all_projects", is_flag=True, help="Every project's runs, not this one's.")
-def relaunch(all_projects: bool) -> int:
-    """Relaunch runs left active (what bare `autopilot` does; the login service runs
-    `autopilot relaunch --all`).
-
-    A run whose status was running, planning, waiting or rate_limited goes on in the
-    background; a paused, gated or ended run, or one whose daemon or supervisor is
-    alive, is left alone, as is everything while autopilot is OFF in its project.
-    """
-    launched = relaunch_runs(None if all_projects else Path.cwd().resolve())
-    if not launched:
-        say("autopilot: no run to relaunch")
-    return 0
-
-
-def relaunch_active_run() -> int:
-    """Bare ``autopilot``: relaunch this project's run that was left active, if any;
-    otherwise show the help."""
-    if relaunch_runs(Path.cwd().resolve()):
-        return 0
-    click.echo(click.get_current_context().get_help())
-    return 0
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

@@ -13,6 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autopilot.core.attempt import Attempt
+from autopilot.core.policy import Decision, PolicyConfig
+from autopilot.core.vocabulary import Action, Reason
+
 DEFAULT_EXTENSION = 5
 DEFAULT_MAX_TOTAL = 50
 
@@ -79,4 +83,45 @@ def adaptive_extension(
     return Extension(
         ceiling,
         f"extended to {ceiling} iterations (at most {max_total}): {', '.join(positive)}",
+    )
+
+
+def extend_budget(
+    decision: Decision,
+    attempt: Attempt,
+    config: PolicyConfig,
+    *,
+    iterations_done: int,
+    previous_digest: str | None,
+    digest: str | None,
+) -> Extension | None:
+    """The extension a ``--self-improve`` run earns when ``decision`` ends it on its
+    iteration budget, else None.
+
+    Args:
+        decision: What the policy decided after ``attempt``.
+        attempt: The attempt (its commits, and the work tree's uncommitted changes).
+        config: The run's policy (``adaptive_extension`` 0: never extended).
+        iterations_done: Iterations spent, this one included.
+        previous_digest: The previous response's digest (None: unknown).
+        digest: This response's digest.
+    """
+    if (
+        config.adaptive_extension <= 0
+        or config.max_iterations is None
+        or decision.action is not Action.ABORT
+        or decision.reason != Reason.MAX_ITERATIONS
+    ):
+        return None
+    signals = ProgressSignals(
+        uncommitted_changes=bool(attempt.uncommitted_changes),
+        recent_commits=bool(attempt.commits),
+        tail_distinct=digest is not None and previous_digest not in (None, digest),
+    )
+    return adaptive_extension(
+        max_iterations=config.max_iterations,
+        iterations_done=iterations_done,
+        signals=signals,
+        extension=config.adaptive_extension,
+        max_total=config.adaptive_max_total,
     )

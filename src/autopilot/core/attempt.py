@@ -133,6 +133,8 @@ class Attempt:
         resumed_session: The session this attempt resumed (``--continue``), if any.
         denials: Tool calls the agent CLI refused under a permission rule.
         progress: Whether the work tree or HEAD changed.
+        uncommitted_changes: The work tree has changes after the attempt (outside
+            ``.autopilot/``); None outside a repository.
         commits: Commits made during the attempt, oldest first.
         files_changed: Paths changed (None outside a git repository).
         duration_ms: Wall time of the attempt.
@@ -167,6 +169,7 @@ class Attempt:
     resumed_session: str | None = None
     denials: tuple[Denial, ...] = ()
     progress: Progress = Progress.UNKNOWN
+    uncommitted_changes: bool | None = None
     commits: tuple[CommitSeen, ...] = ()
     files_changed: int | None = None
     duration_ms: int = 0

@@ -64,6 +64,8 @@ class StateChange:
     ``messages_stand`` is False when the messages handed to the attempt must be
     handed again to the next one: the same iteration is retried, or a crash of the
     driver cut the attempt short.
+    ``max_iterations`` is the new iteration budget when the step extended it
+    (``core.adaptive``), else None.
     """
 
     iteration: int
@@ -75,6 +77,7 @@ class StateChange:
     ending: Ending | None = None
     messages_stand: bool = True
     gate: str | None = None
+    max_iterations: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The ``change`` object of ``decision_applied``."""
@@ -94,6 +97,7 @@ class StateChange:
             else [ending.event.value, ending.reason, ending.note, ending.status.value],
             "messagesStand": self.messages_stand,
             "gate": self.gate,
+            "maxIterations": self.max_iterations,
         }
 
     @classmethod
@@ -140,6 +144,7 @@ class StateChange:
                 ),
                 messages_stand=bool(data.get("messagesStand", True)),
                 gate=data["gate"] if isinstance(data.get("gate"), str) else None,
+                max_iterations=_count(data.get("maxIterations")),
             )
         except (KeyError, TypeError, ValueError, IndexError) as error:
             raise ValueError(f"not a state change: {error}") from None
@@ -151,3 +156,7 @@ class Event:
 
     type: EventType
     fields: Mapping[str, Any]
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

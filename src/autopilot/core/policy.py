@@ -47,6 +47,9 @@ class PolicyConfig:
         backoff_max_ms: Backoff cap.
         verify: The completion promise counts only once the run's verify commands
             pass (``core.verification``).
+        adaptive_extension: Iterations granted at a time when the iteration budget
+            is reached with work in flight (``core.adaptive``; 0: never).
+        adaptive_max_total: The iteration budget is never extended above this.
     """
 
     completion_promise: str | None = "COMPLETE"
@@ -63,6 +66,8 @@ class PolicyConfig:
     backoff_base_ms: int = 2_000
     backoff_max_ms: int = 300_000
     verify: bool = False
+    adaptive_extension: int = 0
+    adaptive_max_total: int = 50
 
 
 @dataclass(frozen=True)

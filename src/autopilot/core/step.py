@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, replace
 
+from autopilot.core.adaptive import extend_budget
 from autopilot.core.attempt import Attempt, Denial
 from autopilot.core.backlog_rule import backlog_rule
 from autopilot.core.change import Ending, Event, LoopState, StateChange
@@ -105,6 +106,16 @@ def conclude(state: LoopState, attempt: Attempt, config: PolicyConfig, now_ms: i
         unverified = awaits_verification(decision, config) and attempt.verification is None
         decision = verify_rule(decision, attempt, config)
         decision = backlog_rule(decision, attempt)
+    extension = extend_budget(
+        decision,
+        attempt,
+        config,
+        iterations_done=spend.iterations,
+        previous_digest=state.counters.last_response_digest,
+        digest=digest,
+    )
+    if extension is not None:
+        decision = replace(decision, action=Action.CONTINUE, reason=None, note=extension.reason)
     counters = _new_counters(state.counters, decision, signature, attempt)
     ending = _ending(decision, state, config)
     backlog = attempt.backlog
@@ -119,6 +130,7 @@ def conclude(state: LoopState, attempt: Attempt, config: PolicyConfig, now_ms: i
         # A crash cut the attempt short: its messages go to the next attempt again.
         messages_stand=not retried and attempt.ended_by is not EndedBy.DRIVER_DIED,
         gate=backlog.question if backlog is not None and ending is None else None,
+        max_iterations=extension.max_iterations if extension is not None else None,
     )
     events = step_events(state, attempt, outcome, response, error_text, decision, change, config)
     return Step(decision, outcome, change, events, awaits_verification=unverified)

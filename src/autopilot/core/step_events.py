@@ -122,6 +122,9 @@ def step_events(
         )
     if decision.warning:
         events.append(Event(EventType.WARNING, {"iteration": number, "note": decision.warning}))
+    if change.max_iterations is not None:
+        extended = {"iteration": number, "maxIterations": change.max_iterations}
+        events.append(Event(EventType.BUDGET_EXTENDED, {**extended, "note": decision.note}))
     if change.gate is not None and backlog is not None:
         question = {"iteration": number, "itemId": backlog.item_id, "question": change.gate}
         events.append(Event(EventType.GATE, question))

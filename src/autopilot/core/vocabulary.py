@@ -201,3 +201,4 @@ class EventType(StrEnum):
     HEAD_MOVED = "head_moved"
     SURFACE_VIOLATION = "surface_violation"
     VERIFY = "verify"
+    BUDGET_EXTENDED = "budget_extended"

@@ -102,7 +102,7 @@ class Driver:
             raise StateFileError(f"{self.run_dir.state} has no work tree or prompt to run")
         self.cwd = Path(state.cwd)
         self.config = state.config
-        self.policy = self.config.policy(backlog=state.mode == "backlog")
+        self.policy = self.config.policy(state.mode)
         self.notifier = RunNotifier(self.config.notify, run_id) if self.config.notify else None
         self.record.notify = self.notifier
         self.prompts = PromptReader(state.prompt, self.cwd, self._warn)
@@ -193,6 +193,9 @@ class Driver:
         if step.ending is not None:
             self.briefing.undelivered()
         self.record.apply(step)
+        if step.change.max_iterations is not None:  # the budget was extended
+            self.config = self.state.config
+            self.policy = self.config.policy(self.state.mode)
         self.briefing.after(spend_before, ended=step.ending is not None)
         ending = step.ending
         if ending is None:

@@ -146,6 +146,9 @@ def attempt_of(
         resumed_session=resumed_session,
         denials=tuple(Denial(d.tool, d.command) for d in denials),
         progress=progress_between(before, after),
+        uncommitted_changes=None
+        if after.entries is None
+        else any(not path.startswith(".autopilot/") for path in after.entries),
         commits=tuple(CommitSeen(c.sha, c.subject, c.trailers) for c in commits),
         files_changed=workspace.changed_files(before, after),
         duration_ms=int((now_monotonic() - started_monotonic) * 1000),

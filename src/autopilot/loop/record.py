@@ -19,6 +19,7 @@ import copy
 import os
 import socket
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from autopilot.core.change import LoopState, StateChange
@@ -63,6 +64,9 @@ def absorb(state: RunState, change: StateChange) -> None:
         state.stop_requested = True
     if change.gate is not None:
         state.gate, state.status = change.gate, RunStatus.AWAITING_USER
+    if change.max_iterations is not None:
+        state.max_iterations = change.max_iterations
+        state.config = replace(state.config, max_iterations=change.max_iterations)
     ending = change.ending
     if ending is not None:
         state.terminated, state.termination_reason = True, ending.reason

@@ -229,7 +229,7 @@ def settle_open_attempt(
     return write_step(
         store,
         log,
-        conclude(before, attempt, state.config.policy(backlog=state.mode == "backlog"), now_ms),
+        conclude(before, attempt, state.config.policy(state.mode), now_ms),
     )
 
 

@@ -251,6 +251,12 @@ def _rate_limited(snap: Snapshot, e: Any, ts: Any) -> None:
     snap.waitingUntil = until if finite(until) else None
 
 
+def _budget_extended(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
+    ceiling = e.get("maxIterations")
+    if finite(ceiling) and ceiling > 0:
+        snap.maxIterations = ceiling
+
+
 _HANDLERS: dict[str, Any] = {
     "armed": _armed,
     "iteration_start": _iteration_start,
@@ -264,6 +270,7 @@ _HANDLERS: dict[str, Any] = {
     "commit_observed": _commit_observed,
     "session_attached": _session_attached,
     "rate_limited": _rate_limited,
+    "budget_extended": _budget_extended,
     **PROGRESS_HANDLERS,
 }
 

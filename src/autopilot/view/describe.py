@@ -85,6 +85,8 @@ def describe_event(event: Mapping[str, Any]) -> str:
         paths = event.get("paths")
         shown = ", ".join(map(str, paths[:5])) if isinstance(paths, list) else "files"
         return f"{event.get('itemId')} changed {shown} outside its surface"
+    if kind == "budget_extended":
+        return str(event.get("note") or f"extended to {event.get('maxIterations')} iterations")
     if kind == "verify":
         results = event.get("results")
         shown = "; ".join(map(str, results[:3])) if isinstance(results, list) else ""

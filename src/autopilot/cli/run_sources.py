@@ -1,0 +1,125 @@
+"""What ``autopilot run`` works from: a prompt (``-p``), a prompt file (``-f``), the
+backlog (``--backlog``, with its approved run boundary) or a baked prompt
+(``--self-improve``, ``--grow-project``, narrowed by ``--focus``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from autopilot.cli.echo import say
+from autopilot.config import RunConfig
+from autopilot.errors import UsageError
+from autopilot.loop.approved import prepare_boundary
+from autopilot.prompts import BakedMode, BakedPrompt, load_baked_prompt
+from autopilot.store.backlog import Backlog
+from autopilot.store.files import read_prompt_file
+from autopilot.store.paths import runs_root
+from autopilot.store.run_state import PromptSource
+
+
+@dataclass(frozen=True)
+class RunSource:
+    """A run's prompt source, its ``mode`` and, for a baked prompt, the prompt."""
+
+    source: PromptSource
+    mode: str
+    baked: BakedPrompt | None = None
+
+
+def run_source(
+    cwd: Path,
+    *,
+    prompt_text: str | None,
+    prompt_file: str | None,
+    backlog: bool,
+    self_improve: bool,
+    grow_project: bool,
+    focus: str | None,
+) -> RunSource:
+    """The one source the flags name, checked.
+
+    Raises:
+        UsageError: none or several given, ``--focus`` without a baked prompt, an
+            empty prompt, a prompt file that cannot be read, an empty backlog.
+        EnvironmentProblem: a baked prompt lost a token (the installation is broken).
+    """
+    flags = ((BakedMode.SELF_IMPROVE, self_improve), (BakedMode.GROW_PROJECT, grow_project))
+    modes = [mode for mode, on in flags if on]
+    given = sum(x is not None for x in (prompt_text, prompt_file)) + backlog + len(modes)
+    if given != 1:
+        raise UsageError(
+            "give exactly one of -p TEXT, -f FILE, --backlog, --self-improve or --grow-project"
+        )
+    if focus is not None and not modes:
+        raise UsageError("--focus goes with --self-improve or --grow-project")
+    if modes:
+        baked = load_baked_prompt(modes[0], focus)
+        return RunSource(PromptSource(text=baked.text), baked.mode.value, baked)
+    if backlog:
+        return RunSource(PromptSource(text=backlog_prompt_source(cwd)), "backlog")
+    if prompt_file is not None:
+        given_path = Path(prompt_file).expanduser()
+        try:
+            # A bounded regular file only: a repository can plant a FIFO or a link to
+            # /dev/zero under the name the user types.
+            text = read_prompt_file(given_path, project=cwd)
+        except OSError as error:
+            raise UsageError(
+                f"cannot read prompt file {prompt_file}: {error.strerror or error}"
+            ) from None
+        if not text.strip():
+            raise UsageError(f"prompt file {prompt_file} is empty")
+        # Re-read every iteration (edit it mid-run).
+        return RunSource(PromptSource(path=given_path.resolve()), "prompt")
+    assert prompt_text is not None
+    if not prompt_text.strip():
+        raise UsageError("the prompt is empty")
+    return RunSource(PromptSource(text=prompt_text), "prompt")
+
+
+def backlog_prompt_source(cwd: Path) -> str:
+    """Check the project's backlog before a ``--backlog`` run; returns the run's prompt
+    note (the prompts themselves are composed per work item).
+
+    Raises:
+        UsageError: no ``.autopilot/tasks.jsonl``, no work item in it, or a line that
+            is not one (named with its number).
+    """
+    backlog = Backlog(cwd, runs_root() / ".locks").read()
+    if not backlog.exists or not backlog.entries:
+        raise UsageError(
+            "no work items in .autopilot/tasks.jsonl: add some with autopilot tasks add "
+            "PROMPT (or autopilot tasks import FILE)"
+        )
+    if backlog.malformed:
+        raise UsageError(f"fix it first: {backlog.malformed[0].describe()}")
+    return "work items of .autopilot/tasks.jsonl (the prompt is composed per item)"
+
+
+def with_baked_defaults(config: RunConfig, baked: BakedPrompt) -> RunConfig:
+    """``config`` with the baked prompt's tokens and name wherever no flag, variable or
+    file set them (the prompt says which tokens end it)."""
+    given = config.sources
+    return replace(
+        config,
+        completion_promise=config.completion_promise
+        if "completion_promise" in given
+        else baked.completion_promise,
+        abort_promise=config.abort_promise if "abort_promise" in given else baked.abort_promise,
+        label=config.label if "label" in given else baked.mode.value,
+    )
+
+
+def approve_boundary(cwd: Path, *, approve: bool, steps: int, surfaces: tuple[str, ...]) -> None:
+    """Check (or with ``approve`` write) the project's approved run boundary."""
+    items = Backlog(cwd, runs_root() / ".locks").read().items
+    item_surfaces = [path for item in items for path in item.allowed_surface]
+    boundary = prepare_boundary(
+        cwd, approve=approve, steps=steps, surfaces=surfaces, item_surfaces=item_surfaces
+    )
+    if boundary is not None:
+        say(
+            f"autopilot: approved run boundary: {boundary.remaining_steps} steps, "
+            f"allowed surfaces {', '.join(boundary.allowed_surfaces)}"
+        )

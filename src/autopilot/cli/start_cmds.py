@@ -1,0 +1,157 @@
+"""``autopilot start`` (drive a run again) and ``relaunch`` (the runs left active)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from autopilot import control
+from autopilot.cli.echo import say
+from autopilot.cli.run_cmds import drive, launch_detached
+from autopilot.errors import RunLockedError, UsageError
+from autopilot.loop.clock import SystemClock
+from autopilot.runtime.agents import adapter_for_state
+from autopilot.runtime.drive import ending_line, result_of
+from autopilot.runtime.liveness import driver_alive, supervisor_alive
+from autopilot.store.paths import list_run_ids, resolve_run, run_dir, runs_root
+from autopilot.store.project_files import is_off
+from autopilot.store.rundir import RunDir
+from autopilot.store.state import read_state, read_state_quietly
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("run_ref", metavar="[RUN]", required=False)
+@click.option(
+    "--foreground",
+    is_flag=True,
+    help="Drive the run in this terminal (the live view) instead of in the background.",
+)
+@click.option(
+    "--plain", is_flag=True, help="Drive it in this terminal, one line per event (--foreground)."
+)
+def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
+    """Start RUN again: in the background, whatever its status (after a crash, a reboot,
+    a pause). Returns at once.
+
+    A pause request left over is cleared. Budgets, spend, iteration count, session ids
+    and queued messages are restored; an iteration that was running is started again.
+    A daemon still running is never doubled: if only its supervisor died, a new
+    supervisor adopts it.
+    """
+    foreground = foreground or plain
+    root = runs_root()
+    run_id = resolve_run(root, run_ref, project=None if run_ref else Path.cwd().resolve())
+    folder = run_dir(root, run_id)
+    before = read_state(RunDir(folder).state)
+    state = control.repair(folder, SystemClock())
+    if state.terminated and not before.terminated:
+        # It had ended: the crash came after its last decision was logged.
+        result = result_of(state)
+        say(ending_line(result) + " (repaired from the event log)")
+        return result.exit_code
+    if state.terminated:
+        raise UsageError(f"run {run_id} has already ended ({state.termination_reason})")
+    if state.cwd is None:
+        raise UsageError(
+            f"run {run_id} was written by another implementation and records no work tree; "
+            "it cannot be relaunched"
+        )
+    daemon_alive = driver_alive(state)
+    if daemon_alive and foreground:
+        raise RunLockedError(f"run {run_id} is still being driven (pid {state.pid})")
+    if state.paused:
+        control.resume(folder, SystemClock())
+        say(f"autopilot: {run_id}: the pause request left over is cleared")
+    if is_off(Path(state.cwd)):
+        say(
+            "autopilot: autopilot is OFF in this project: the run holds at its next "
+            "boundary until `autopilot on`",
+            err=True,
+        )
+    if daemon_alive and state.pid is not None:
+        if supervisor_alive(state):
+            say(
+                f"autopilot: run {run_id} is already running (daemon pid {state.pid}, "
+                f"supervisor pid {state.supervisor_pid})"
+            )
+            return 0
+        say(f"autopilot: adopting the running daemon of {run_id} (pid {state.pid})")
+        return launch_detached(root, run_id, adopt=state.pid)
+    adapter = adapter_for_state(state)
+    adapter.check_installed()
+    say(
+        f"autopilot: relaunching {run_id} at iteration {state.iteration} "
+        f"({state.spend.iterations} spent)"
+    )
+    if foreground:
+        return drive(root, run_id, adapter, plain=plain)
+    return launch_detached(root, run_id)
+
+
+def relaunchable_runs(root: Path, project: Path | None) -> list[tuple[str, str | None]]:
+    """Every run of ``project`` (None: every project) not ended, with why it must not
+    be relaunched automatically (None: it should be; ``core.restart.relaunch_verdict``)."""
+    from autopilot.core.restart import relaunch_verdict
+
+    found = []
+    for run_id in list_run_ids(root):
+        state = read_state_quietly(RunDir(root / run_id).state)
+        if state is None or state.terminated:
+            continue
+        if project is not None and state.cwd != str(project):
+            continue
+        why = relaunch_verdict(
+            status=state.status.value,
+            terminated=False,
+            daemon_alive=driver_alive(state),
+            supervisor_alive=supervisor_alive(state),
+            off=is_off(Path(state.cwd or ".")),
+        )
+        found.append((run_id, why))
+    return found
+
+
+def relaunch_runs(project: Path | None) -> int:
+    """Relaunch, detached, the runs left active in ``project`` (None: all); returns how
+    many were relaunched. Runs that are not relaunched are listed with the reason."""
+    root = runs_root(create=False)
+    launched = 0
+    for run_id, why in relaunchable_runs(root, project):
+        if why is not None:
+            say(f"autopilot: not relaunching {run_id}: {why}")
+            continue
+        state = control.repair(run_dir(root, run_id), SystemClock())
+        if state.terminated:
+            # A crash between the log's terminal event and state.json: repaired, not rerun.
+            say(f"autopilot: run {run_id} had ended; its state.json now says so")
+            continue
+        say(f"autopilot: relaunching {run_id} at iteration {state.iteration}")
+        launch_detached(root, run_id)
+        launched += 1
+    return launched
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--all", "all_projects", is_flag=True, help="Every project's runs, not this one's.")
+def relaunch(all_projects: bool) -> int:
+    """Relaunch runs left active (what bare `autopilot` does; the login service runs
+    `autopilot relaunch --all`).
+
+    A run whose status was running, planning, waiting or rate_limited goes on in the
+    background; a paused, gated or ended run, or one whose daemon or supervisor is
+    alive, is left alone, as is everything while autopilot is OFF in its project.
+    """
+    launched = relaunch_runs(None if all_projects else Path.cwd().resolve())
+    if not launched:
+        say("autopilot: no run to relaunch")
+    return 0
+
+
+def relaunch_active_run() -> int:
+    """Bare ``autopilot``: relaunch this project's run that was left active, if any;
+    otherwise show the help."""
+    if relaunch_runs(Path.cwd().resolve()):
+        return 0
+    click.echo(click.get_current_context().get_help())
+    return 0
