@@ -238,7 +238,7 @@ def test_concurrent_pause_and_stop_lose_nothing(
         (["run", "-p", "x", "--max-duration", "soon"], "--max-duration must be a duration"),
         (["run", "-p", "x", "--max-cost", "nan"], "--max-cost must be a non-negative number"),
         (["run", "-p", "x", "fix", "the", "bug"], "unexpected extra argument"),
-        (["run"], "exactly one of -p TEXT, -f FILE or --backlog"),
+        (["run"], "exactly one of -p TEXT, -f FILE, --backlog, --self-improve or --grow-project"),
         (["run", "-f", "missing.md"], "cannot read prompt file"),
         (["run", "-p", "x", "--agent", "nobody"], "unknown agent"),
         (["status", "no-such-run"], "no run matches"),
