@@ -315,7 +315,7 @@ class Driver:
             last_root_text=texts[-1] if texts else None,
         )
         if self.backlog and begun and begun.item and not facts.usage_limited:
-            paths = self.workspace.changed_paths(before, after) or []
+            paths = self.workspace.changed_paths(before, self.workspace.mark()) or []
             facts = with_item_facts(self.backlog, facts, attempt.path, paths, self.cwd)
         step = conclude(self._loop_state(), facts, self.policy, self.clock.now_ms())
         if not step.awaits_verification:
