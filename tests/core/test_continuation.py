@@ -78,3 +78,19 @@ def test_a_missing_decision_and_the_runs_surface() -> None:
     bare = continuation_message("r-1", item)
     assert "allowed-surface:\n- any path\n" in bare
     assert "autopilot report continue_next --item b --evidence" in bare
+
+
+def test_a_reopened_item_has_a_short_notice_and_others_none() -> None:
+    from autopilot.core.continuation import reopened_notice
+    from autopilot.core.decisions import reopen_for_violation
+
+    reopened = reopen_for_violation(ITEM, ["deploy/prod.yaml"])
+    assert reopened_notice(reopened) == (
+        "Work item unit-1 was reopened (micro) after attempt 1: changed files outside the "
+        "allowed surface: deploy/prod.yaml. It is back in the queue; when it is your work "
+        "item, its prompt says what to fix."
+    )
+    assert reopened_notice(ITEM) is None
+    long = reopen_for_violation(ITEM, [f"src/some/deep/folder/file-{n}.txt" for n in range(20)])
+    notice = reopened_notice(long)
+    assert notice is not None and "…. It is back in the queue" in notice

@@ -119,6 +119,10 @@ def test_a_backlog_drains_in_order_and_a_failing_check_reopens_once(tmp_path: Pa
     assert (
         "reopen-target: micro" in third and "check ac1 ($ grep -q fixed beta.txt) exit 1" in third
     )
+    # ... and the reopen notice, through the run's inbox (one message_delivered).
+    assert "Work item beta was reopened (micro) after attempt 1: check ac1" in third
+    delivered = [e for e in _events(rig) if e["type"] == "message_delivered"]
+    assert [(e["kind"], e["iteration"]) for e in delivered] == [("reopened", 3)]
     # Events, tasks.jsonl and state.json agree.
     terminal = [e for e in events if e["type"] in ("complete", "abort")]
     assert [(e["type"], e["reason"]) for e in terminal] == [("complete", "backlog_done")]

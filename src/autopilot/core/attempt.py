@@ -68,6 +68,7 @@ class BacklogFacts:
         open_items: Items still open.
         item_closed: The item was completed, stopped or set aside for a person
             (progress, whatever the work tree shows).
+        reopened_notice: The notice for the agent when the item was reopened.
         events: The item's events (``workitem_end``, ``workitem_recorded``,
             ``backlog_snapshot``, warnings), as (type, fields).
     """
@@ -79,6 +80,7 @@ class BacklogFacts:
     done: bool = False
     open_items: int = 0
     item_closed: bool = False
+    reopened_notice: str | None = None
     events: tuple[tuple[str, Mapping[str, Any]], ...] = ()
 
 

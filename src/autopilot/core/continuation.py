@@ -118,3 +118,22 @@ def continuation_message(
     lines.append("prompt:")
     lines.append(item.prompt.rstrip("\n"))
     return "\n".join(lines) + "\n"
+
+
+NOTICE_REASON_CHARS = 300
+
+
+def reopened_notice(item: WorkItem) -> str | None:
+    """The driver's notice that ``item`` was reopened (delivered with the next prompt
+    through the run's inbox), or None if it is not reopened."""
+    if item.status is not ItemStatus.REOPENED:
+        return None
+    target = item.completion.reopen_target
+    layer = f" ({target.value})" if target is not None else ""
+    why = " ".join((item.completion.feedback or "").split()) or "its decision reopened it"
+    if len(why) > NOTICE_REASON_CHARS:
+        why = why[: NOTICE_REASON_CHARS - 1] + "…"
+    return (
+        f"Work item {item.id} was reopened{layer} after attempt {item.attempt}: {why}. "
+        "It is back in the queue; when it is your work item, its prompt says what to fix."
+    )

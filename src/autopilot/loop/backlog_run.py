@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from autopilot.core.attempt import Attempt, BacklogFacts
+from autopilot.core.continuation import reopened_notice
 from autopilot.core.vocabulary import EventType, Progress, RunStatus
 from autopilot.loop.approved import ApprovedRun
 from autopilot.loop.backlog import BacklogShell, Begun
@@ -129,6 +130,7 @@ def item_facts(
         done=shell.done(),
         open_items=shell.open_count(),
         item_closed=not ended.item.is_open or ended.question is not None,
+        reopened_notice=reopened_notice(ended.item),
     )
 
 

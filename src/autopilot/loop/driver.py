@@ -317,6 +317,8 @@ class Driver:
         if self.backlog and begun and begun.item and not facts.usage_limited:
             paths = self.workspace.changed_paths(before, self.workspace.mark()) or []
             facts = with_item_facts(self.backlog, facts, attempt.path, paths, self.cwd)
+            if facts.backlog is not None and facts.backlog.reopened_notice:
+                self.briefing.notice(MessageKind.REOPENED, facts.backlog.reopened_notice)
         step = conclude(self._loop_state(), facts, self.policy, self.clock.now_ms())
         if not step.awaits_verification:
             return step
