@@ -251,8 +251,8 @@ def _rate_limited(snap: Snapshot, e: Any, ts: Any) -> None:
     snap.waitingUntil = until if finite(until) else None
 
 
-def _budget_extended(snap: Snapshot, e: Mapping[str, Any], ts: Any) -> None:
-    ceiling = e.get("maxIterations")
+def _budget_extended(snap: Snapshot, e: Any, ts: Any) -> None:
+    ceiling = e.maxIterations
     if finite(ceiling) and ceiling > 0:
         snap.maxIterations = ceiling
 

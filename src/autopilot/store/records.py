@@ -68,6 +68,7 @@ FOLDED_FIELDS: dict[str, tuple[str, ...]] = {
     "worktree_kept": ("path", "branch", "iteration"),
     "rate_limited": ("waitingUntil",),
     "workitem_recorded": ("itemId", "item"),
+    "budget_extended": ("maxIterations",),
 }
 """The fields ``fold`` reads of each event type (other types: only ``ts``, ``runId``)."""
 
