@@ -150,7 +150,11 @@ def repair(run_dir: Path, clock: Clock) -> RunState:
 
 def _end_without_driver(run_dir: Path, store: StateStore, clock: Clock, note: str) -> RunState:
     """End a run nobody drives: its leftover agent processes, then its records."""
-    from autopilot.loop.recovery import reconcile_terminal, settle_open_attempt
+    from autopilot.loop.recovery import (
+        end_left_processes,
+        reconcile_terminal,
+        settle_open_attempt,
+    )
     from autopilot.runtime.agents import adapter_for_state
 
     folder = RunDir(run_dir)
@@ -164,6 +168,8 @@ def _end_without_driver(run_dir: Path, store: StateStore, clock: Clock, note: st
             state = settle_open_attempt(folder, store, log, adapter, clock.now_ms(), stop_note=note)
             if state.terminated:
                 return state
+        else:
+            end_left_processes(state)  # a crash during the spawn leaves no agent pid
 
         def end(s: RunState) -> None:
             s.terminated, s.termination_reason = True, "user_stopped"

@@ -3,11 +3,20 @@ plant git configuration in the work tree, leave processes behind."""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from autopilot.loop.cgroup import AgentCgroup
 from autopilot.store.events import read_events
-from tests.cli.test_control import _run_dir
+from autopilot.store.state import read_state_json
+from tests.cli.test_control import _run_dir, _start, _wait_for
 from tests.conftest import FakeAgent, run_cli
+from tests.loop.test_descendants import KINDS, recorded, spawner, survivors, wait_for_survivors
 
 
 def test_a_half_line_the_agent_appends_to_the_log_glues_nothing(
@@ -27,3 +36,117 @@ def test_a_half_line_the_agent_appends_to_the_log_glues_nothing(
     for kind in ("iteration_start", "session_attached", "usage_update", "iteration_end"):
         assert [e["iteration"] for e in events if e["type"] == kind] == [1, 2, 3], kind
     assert [e["reason"] for e in events if e["type"] == "abort"] == ["max_iterations"]
+
+
+# -- processes: nothing left behind ----------------------------------------------------
+
+
+def _cgroup_env(mode: str) -> dict[str, str]:
+    if mode == "off":
+        return {"AUTOPILOT_CGROUP": "off"}
+    probe = AgentCgroup.for_run(f"probe-{time.time_ns()}", {})
+    if probe is None:
+        pytest.skip("this machine gives this user no cgroup v2")
+    probe.remove()
+    return {}
+
+
+@pytest.fixture
+def kids_file(tmp_path: Path) -> Iterator[Path]:
+    """Where the grandchildren write their pids; any left are killed at the end."""
+    path = tmp_path / "kids"
+    path.touch()
+    yield path
+    for process in survivors(recorded(path)):
+        process.kill()
+
+
+@pytest.mark.parametrize("cgroup", ["on", "off"])
+def test_no_grandchild_outlives_a_normal_run(
+    repo: Path, fake_agent: FakeAgent, kids_file: Path, cgroup: str
+) -> None:
+    env = fake_agent([[{"shell": spawner(kids_file)}, {"result": "Done. COMPLETE"}]])
+    done = run_cli(["run", "-p", "x", "--plain"], cwd=repo, env={**env, **_cgroup_env(cgroup)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    kids = recorded(kids_file)
+    assert len(kids) == len(KINDS)
+    assert wait_for_survivors(kids, 0) == []
+
+
+@pytest.mark.parametrize("cgroup", ["on", "off"])
+def test_no_grandchild_outlives_stop_now(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent, kids_file: Path, cgroup: str
+) -> None:
+    env = fake_agent([[{"shell": spawner(kids_file)}, {"sleep": 600}]])
+    proc = _start(repo, {**env, **_cgroup_env(cgroup)})
+    folder = _run_dir(tmp_path)
+    _wait_for(lambda: len(kids_file.read_text().split()) == len(KINDS))
+    kids = recorded(kids_file)
+    assert run_cli(["stop", "--now", folder.name], cwd=repo).returncode == 0
+    assert proc.wait(timeout=60) == 130
+    assert wait_for_survivors(kids, 0) == []
+
+
+@pytest.mark.parametrize("cgroup", ["on", "off"])
+def test_no_grandchild_outlives_a_killed_driver_once_it_is_relaunched(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent, kids_file: Path, cgroup: str
+) -> None:
+    # Without a cgroup, a grandchild with no run id, no session and no parent of ours
+    # is out of reach once the driver is dead: that one needs the cgroup.
+    kinds = KINDS if cgroup == "on" else KINDS[:4]
+    env = fake_agent(
+        [[{"shell": spawner(kids_file, kinds)}, {"sleep": 600}], [{"result": "COMPLETE"}]]
+    )
+    env.update(_cgroup_env(cgroup))
+    proc = _start(repo, env)
+    folder = _run_dir(tmp_path)
+    _wait_for(lambda: len(kids_file.read_text().split()) == len(kinds))
+    kids = recorded(kids_file)
+    proc.kill()
+    proc.wait()
+    assert len(wait_for_survivors(kids, len(kinds))) == len(kinds)  # the crash left them
+    done = run_cli(["start", folder.name, "--plain"], cwd=repo, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert wait_for_survivors(kids, 0) == []
+
+
+def test_a_lone_env_i_grandchild_in_the_agents_group_outlives_no_relaunch(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent, kids_file: Path
+) -> None:
+    # No cgroup, and nothing left carries the run id: the agent's own process group
+    # (its leader died with the driver) is all that names this grandchild.
+    env = fake_agent(
+        [[{"shell": spawner(kids_file, ("env-i",))}, {"sleep": 600}], [{"result": "COMPLETE"}]]
+    )
+    env.update(_cgroup_env("off"))
+    proc = _start(repo, env)
+    folder = _run_dir(tmp_path)
+    _wait_for(lambda: len(kids_file.read_text().split()) == 1)
+    kids = recorded(kids_file)
+    proc.kill()
+    proc.wait()
+    assert len(wait_for_survivors(kids, 1)) == 1  # the crash left it
+    done = run_cli(["start", folder.name, "--plain"], cwd=repo, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert wait_for_survivors(kids, 0) == []
+
+
+def test_no_grandchild_outlives_a_killed_daemon_its_supervisor_restarts(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent, kids_file: Path
+) -> None:
+    # No cgroup: the grandchild that shed the run id, its session and its parent is
+    # re-parented to the supervisor (a subreaper too) when the daemon dies.
+    env = fake_agent(
+        [[{"shell": spawner(kids_file)}, {"sleep": 600}], [{"result": "COMPLETE"}]],
+        select="invocation",
+    )
+    env.update(_cgroup_env("off"))
+    done = run_cli(["run", "--detach", "-p", "x"], cwd=repo, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    folder = _run_dir(tmp_path)
+    _wait_for(lambda: len(kids_file.read_text().split()) == len(KINDS), 60)
+    kids = recorded(kids_file)
+    os.kill(read_state_json(folder / "state.json")["pid"], signal.SIGKILL)
+    _wait_for(lambda: read_state_json(folder / "state.json").get("terminated") is True, 120)
+    assert read_state_json(folder / "state.json")["status"] == "completed"
+    assert wait_for_survivors(kids, 0) == []

@@ -184,7 +184,7 @@ class Launcher:
             self.handoff.handed(number)
 
         request_run = RunRequest(
-            invocation.argv, env, invocation.stdin, self.cwd, attempt, self.limits()
+            invocation.argv, env, invocation.stdin, self.cwd, attempt, self.limits(), self.run_id
         )
         result = self.runner.run(
             request_run,

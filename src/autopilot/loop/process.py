@@ -1,11 +1,13 @@
 """Run one agent process: argv in, bytes out, bounded memory, every limit enforced.
 
 The agent gets its own session and process group (so a terminal's Ctrl-C reaches
-the driver, not the agent) and a parent-death signal (so it dies with the driver).
-Output is read as bytes with ``os.read`` from both pipes: the raw stream goes to the
-iteration's files, stdout is split into lines with no line-length limit other than
-``max_line_bytes`` (a longer line is skipped whole, never the lines after it), and
-bad UTF-8 is replaced. Field reports 12–14, 19 and 20 describe what this guards
+the driver, not the agent), a parent-death signal (so it dies with the driver) and,
+where the machine allows, the run's cgroup. Output is read as bytes with ``os.read``
+from both pipes: the raw stream goes to the iteration's files, stdout is split into
+lines with no line-length limit other than ``max_line_bytes`` (a longer line is
+skipped whole, never the lines after it), and bad UTF-8 is replaced. When it ends —
+by exiting, a limit, or a stop — every process it started is ended too, wherever it
+went (``loop.descendants``). Field reports 12–14, 19 and 20 describe what this guards
 against: a child that ignores Ctrl-C, a CLI that never exits after its result, a
 grandchild holding stdout open, a stopped (T-state) child, a 64 KiB line limit.
 """
@@ -28,13 +30,18 @@ from typing import Any
 import psutil
 
 from autopilot.core.vocabulary import EndedBy
+from autopilot.loop.cgroup import AgentCgroup
+from autopilot.loop.descendants import agent_processes, end_all, reap_adopted
+from autopilot.loop.subreaper import become_subreaper
 from autopilot.store.lines import LineSplitter
 from autopilot.store.private import create_private
 
 _READ_BYTES = 256 * 1024
 _STDERR_TAIL_BYTES = 8192
 _POLL_SECONDS = 0.25
+_REAP_SECONDS = 1.0
 _PR_SET_PDEATHSIG = 1
+_PEEK = os.WEXITED | os.WNOHANG | os.WNOWAIT
 
 
 @dataclass(frozen=True)
@@ -94,10 +101,24 @@ class ProcessResult:
     write_error: str | None = None
 
 
-def _set_parent_death_signal() -> None:
+def _child_setup(cgroup: AgentCgroup | None) -> Callable[[], None]:
+    """What the agent runs between fork and exec: the parent-death signal and the
+    cgroup. libc is looked up here, in the driver: a child forked from a threaded
+    process must not take the loader's locks."""
+    prctl: Any = None
     with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    driver = os.getpid()
+
+    def setup() -> None:
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != driver:  # the driver died before the signal was set
+                os._exit(1)
+        if cgroup is not None:
+            cgroup.join_from_child()
+
+    return setup
 
 
 def run_agent_process(
@@ -113,6 +134,7 @@ def run_agent_process(
     should_kill: Callable[[], bool],
     limits: ProcessLimits,
     on_start: Callable[[int], None] | None = None,
+    cgroup: AgentCgroup | None = None,
 ) -> ProcessResult:
     """Run ``argv`` to its end under ``limits``; never raises for the agent's sake.
 
@@ -128,10 +150,14 @@ def run_agent_process(
         should_kill: Polled; True ends the process group now (``stop --now``).
         limits: See ``ProcessLimits``.
         on_start: Called with the child's pid once it runs.
+        cgroup: The run's cgroup, for the agent and all it starts (see
+            ``AgentCgroup.for_run``); emptied and removed at the end.
 
     Returns:
-        A ``ProcessResult``; the whole process group has ended by then.
+        A ``ProcessResult``; the agent and every process it started (whatever it
+        did: ``setsid``, double fork, ``nohup``, ``env -i``) have ended by then.
     """
+    become_subreaper()
     started = time.monotonic()
     # Unbuffered: the live view tails these files, and a crash loses nothing.
     stdout_file = create_private(stdout_path)
@@ -146,31 +172,84 @@ def run_agent_process(
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
-                preexec_fn=_set_parent_death_signal,  # noqa: PLW1509 - no threads fork here
+                preexec_fn=_child_setup(cgroup),  # noqa: PLW1509 - os calls only after fork
                 close_fds=True,
             )
         except OSError as error:
             message = f"cannot start {argv[0]}: {error.strerror or error}"
             stderr_file.write(message.encode() + b"\n")
+            if cgroup is not None:
+                cgroup.remove()
             return ProcessResult(
                 EndedBy.LAUNCH_FAILED, None, message, message, 0, 0, time.monotonic() - started
             )
-        if on_start is not None:
-            on_start(proc.pid)
-        return _supervise(
-            proc,
-            stdin_data,
-            stdout_file,
-            stderr_file,
-            on_line,
-            result_seen,
-            should_kill,
-            limits,
-            started,
-        )
+        agent = _Agent(proc, cgroup)
+        try:
+            if on_start is not None:
+                on_start(proc.pid)
+            return _supervise(
+                agent,
+                stdin_data,
+                stdout_file,
+                stderr_file,
+                on_line,
+                result_seen,
+                should_kill,
+                limits,
+                started,
+            )
+        finally:
+            # Whatever happened (even an exception in a callback), no process the
+            # agent started outlives this call.
+            agent.end(limits.kill_grace_seconds)
     finally:
         stdout_file.close()
         stderr_file.close()
+
+
+class _Agent:
+    """The agent's leader process and what it started.
+
+    The leader is reaped only in ``end``, after everything else: until then its pid
+    (also its process group's and session's id) cannot be reused, so finding its
+    group members by that id is safe.
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes], cgroup: AgentCgroup | None) -> None:
+        self.proc = proc
+        self.cgroup = cgroup
+        self.ended = False
+
+    def exited(self) -> bool:
+        """Has the leader exited? (Its status is left for ``end`` to collect.)"""
+        try:
+            return os.waitid(os.P_PID, self.proc.pid, _PEEK) is not None
+        except ChildProcessError:
+            return True
+
+    def find(self) -> dict[int, psutil.Process]:
+        return agent_processes(self.proc.pid, self.cgroup)
+
+    def end(self, kill_grace_seconds: float) -> None:
+        """End the leader and every descendant (TERM, grace, KILL); reap the leader."""
+        if self.ended:
+            return
+        self.ended = True
+        end_all(
+            self.find,
+            grace_seconds=kill_grace_seconds,
+            cgroups=[self.cgroup] if self.cgroup is not None else [],
+            keep_unreaped=self.proc.pid,
+        )
+        try:
+            self.proc.wait(timeout=kill_grace_seconds + 5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+            self.proc.wait()
+        reap_adopted()
+        if self.cgroup is not None:
+            self.cgroup.remove()
 
 
 def _feed_stdin(proc: subprocess.Popen[bytes], data: bytes) -> None:
@@ -182,7 +261,7 @@ def _feed_stdin(proc: subprocess.Popen[bytes], data: bytes) -> None:
 
 
 def _supervise(
-    proc: subprocess.Popen[bytes],
+    agent: _Agent,
     stdin_data: bytes | None,
     stdout_file: object,
     stderr_file: object,
@@ -192,6 +271,7 @@ def _supervise(
     limits: ProcessLimits,
     started: float,
 ) -> ProcessResult:
+    proc = agent.proc
     assert proc.stdout is not None and proc.stderr is not None
     if stdin_data is not None:
         threading.Thread(target=_feed_stdin, args=(proc, stdin_data), daemon=True).start()
@@ -211,6 +291,7 @@ def _supervise(
     ended_by: EndedBy | None = None
     was_stopped = False
     last_state_check = started
+    last_reap = started
     leader_exited = False
     try:
         while selector.get_map():
@@ -225,7 +306,7 @@ def _supervise(
             if limits.idle_timeout_seconds is not None and idle >= limits.idle_timeout_seconds:
                 ended_by = EndedBy.IDLE_TIMEOUT
                 break
-            if grace_since is None and (result_seen() or proc.poll() is not None):
+            if grace_since is None and (result_seen() or agent.exited()):
                 grace_since = now
             if grace_since is not None and now - grace_since >= limits.result_grace_seconds:
                 ended_by = EndedBy.RESULT_GRACE
@@ -233,6 +314,10 @@ def _supervise(
             if idle >= 1.0 and now - last_state_check >= 1.0:
                 last_state_check = now
                 was_stopped = was_stopped or _is_stopped(proc.pid)
+            if now - last_reap >= _REAP_SECONDS:
+                # Adopted orphans that exited: their pids go back to the system.
+                last_reap = now
+                reap_adopted(keep=proc.pid)
             for key, _ in selector.select(_POLL_SECONDS):
                 fd = int(key.fd)
                 try:
@@ -258,14 +343,13 @@ def _supervise(
             if last is not None:
                 on_line(last.decode("utf-8", "replace"))
             # Both pipes closed: the agent is exiting. Let it, before signalling anyone.
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=limits.result_grace_seconds)
-        leader_exited = proc.poll() is not None
+            deadline = time.monotonic() + limits.result_grace_seconds
+            while not agent.exited() and time.monotonic() < deadline:
+                time.sleep(0.02)
+        leader_exited = agent.exited()
     finally:
-        # Whatever happened above (even an exception in a callback), no agent
-        # process outlives this call.
         selector.close()
-        _end_group(proc, limits.kill_grace_seconds)
+        agent.end(limits.kill_grace_seconds)
         with contextlib.suppress(OSError):
             proc.stdout.close()
         with contextlib.suppress(OSError):
@@ -315,75 +399,3 @@ def _is_stopped(pid: int) -> bool:
         return bool(psutil.Process(pid).status() == psutil.STATUS_STOPPED)
     except psutil.Error:
         return False
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _end_group(proc: subprocess.Popen[bytes], kill_grace_seconds: float) -> None:
-    """SIGTERM the agent's process group, then SIGKILL what is left; reap the leader."""
-    pgid = proc.pid  # start_new_session: the leader's pid is the group id
-    if _group_alive(pgid):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGTERM)
-            os.killpg(pgid, signal.SIGCONT)
-        deadline = time.monotonic() + kill_grace_seconds
-        while time.monotonic() < deadline:
-            proc.poll()
-            if not _group_alive(pgid):
-                break
-            time.sleep(0.05)
-        else:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, signal.SIGKILL)
-    try:
-        proc.wait(timeout=kill_grace_seconds + 5)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        proc.wait()
-
-
-def end_process_group_of(pgid: int, started_at: float | None, run_id: str) -> bool:
-    """End what is left of an earlier driver's agent process group.
-
-    The group is the agent leader's pid. Even when the leader is gone, members it
-    left behind (a shell's background jobs) keep the group alive; they are ended
-    too. A member counts as ours only if it started after ``started_at`` and carries
-    ``AUTOPILOT_RUN_ID=<run_id>`` in its environment (every agent and its children
-    inherit it), so a reused id or an unrelated group is never signalled.
-
-    Args:
-        pgid: The agent leader's pid recorded in ``state.json``.
-        started_at: Its recorded start time (epoch s).
-        run_id: The run the agent belonged to.
-
-    Returns:
-        True if a group was signalled.
-    """
-    if started_at is None or pgid <= 1 or pgid == os.getpgrp():
-        return False
-    ours = False
-    for process in psutil.process_iter():
-        try:
-            if os.getpgid(process.pid) != pgid or process.create_time() < started_at - 1:
-                continue
-            if process.environ().get("AUTOPILOT_RUN_ID") == run_id:
-                ours = True
-                break
-        except (psutil.Error, OSError):
-            continue
-    if not ours:
-        return False
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True

@@ -6,8 +6,10 @@
   agent's final result, and the attempt is concluded like any other (a COMPLETE it
   printed before the crash completes the run), so budgets hold across any number of
   crashes. The same holds for an attempt whose agent started before the driver
-  recorded it (a crash during the spawn): its processes are found by the run id and
-  iteration in their environment.
+  recorded it (a crash during the spawn).
+* What the dead driver's agent left running is ended first, by every means there is
+  (``end_left_processes``): the run's cgroup, the run id in the environment, the
+  agent's process group — and nothing while the run's driver is alive.
 * The run's two records agree on whether it ended: a terminal event without
   ``terminated`` in ``state.json``, or the reverse (a crash between the two writes),
   is completed from the other.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,8 +33,9 @@ from autopilot.core.spend import larger
 from autopilot.core.state import Spend, Tokens
 from autopilot.core.step import conclude
 from autopilot.core.vocabulary import EndedBy, EventType, RunStatus
+from autopilot.loop.descendants import end_leftovers
+from autopilot.loop.identity import is_same_process
 from autopilot.loop.observe import LIMIT_ERROR_KINDS, sane_report
-from autopilot.loop.process import end_process_group_of
 from autopilot.loop.record import RunRecord, absorb, loop_state, write_step
 from autopilot.store.events import EventLog, read_events
 from autopilot.store.lines import iter_lines
@@ -151,11 +155,34 @@ def logged_change(folder: RunDir, state: RunState) -> StateChange | None:
     return found
 
 
+def end_left_processes(state: RunState) -> int:
+    """End what the agent of a dead driver left running (``loop.descendants``): the
+    run's cgroup, every process carrying its run id and their process groups, and the
+    recorded agent's group — unless the run's driver (by pid and identity) is alive,
+    or ran on another host.
+
+    Returns:
+        How many processes were ended.
+    """
+    if state.host and state.host != socket.gethostname():
+        return 0  # its agent ran on another machine
+    if state.pid is not None and (
+        is_same_process(state.pid, state.pid_start_time, state.pid_command) is not False
+    ):
+        return 0  # alive, or it cannot be told: never signal a live driver's agent
+    return end_leftovers(
+        state.run_id, agent_pid=state.agent_pid, agent_started=state.agent_start_time
+    )
+
+
 def attempt_left(
     record: RunRecord, folder: RunDir, adapter: AgentAdapter, now_ms: int
 ) -> Attempt | None:
-    """On a relaunch: the attempt a dead driver left, to be concluded
+    """On a relaunch: what the dead driver's agent left running is ended
+    (``end_left_processes``), and the attempt it left is returned to be concluded
     (``open_attempt_left``, else ``unrecorded_attempt``), or None."""
+    if record.state.pid is not None:  # a driver ran this and did not finish
+        end_left_processes(record.state)
     attempt = open_attempt_left(record, folder, adapter, now_ms)
     if attempt is None:
         attempt = unrecorded_attempt(record.state, folder, adapter, now_ms)
@@ -167,14 +194,13 @@ def open_attempt_left(
 ) -> Attempt | None:
     """On a relaunch: the attempt a dead driver left open, to be concluded.
 
-    Its leftover agent processes are ended first. If the log holds its decision
+    Call once its leftover processes are ended (``attempt_left``). If the log holds its decision
     (the crash came between the log and the state), that decision is applied here
     and None is returned; otherwise the attempt as its saved output tells it.
     """
     state = record.state
     if state.agent_pid is None or state.agent_pid == os.getpid():
         return None
-    end_process_group_of(state.agent_pid, state.agent_start_time, state.run_id)
     change = logged_change(folder, state)
     if change is not None:
         record.update(lambda s: absorb(s, change))
@@ -193,10 +219,10 @@ def settle_open_attempt(
 ) -> RunState:
     """Where no driver runs (``stop``, the supervisor giving up): the run's spend is
     taken at the larger of ``state.json``'s and the event log's (``restore_spend``),
-    and the attempt a dead driver left open is settled as a relaunch would settle it —
-    its agent processes ended, then its logged decision applied, or else the attempt
-    concluded from its saved output (``stop_note``: recorded as stopped, with these
-    words).
+    what a dead driver's agent left running is ended (``end_left_processes``, also
+    when no attempt is open), and the attempt it left open is settled as a relaunch
+    would settle it — its logged decision applied, or else the attempt concluded from
+    its saved output (``stop_note``: recorded as stopped, with these words).
 
     Call holding the run's ``driver.lock``.
 
@@ -211,9 +237,9 @@ def settle_open_attempt(
     if restored is not None:
         state = store.update(lambda s: setattr(s, "spend", restored))
         log.emit(EventType.WARNING, note=SPEND_RESTORED_NOTE)
+    end_left_processes(state)
     if state.agent_pid is None:
         return state
-    end_process_group_of(state.agent_pid, state.agent_start_time, state.run_id)
     change = logged_change(folder, state)
     if change is not None:
         return store.update(lambda s: absorb(s, change))
@@ -250,25 +276,15 @@ def unrecorded_attempt(
 ) -> Attempt | None:
     """On a relaunch: an attempt whose agent started but whose driver died before
     recording it in ``state.json`` (``iteration_start`` is in the log, the state has
-    no open attempt). Its agent processes, found by the run's id and the iteration in
-    their environment, are ended; the attempt is then concluded from its saved output
-    like any interrupted attempt.
+    no open attempt). Once its processes are ended (``attempt_left``: found by the
+    run's id in their environment and the run's cgroup), the attempt is concluded
+    from its saved output like any interrupted attempt.
 
     Call holding the run's ``driver.lock``.
     """
     number = open_iteration(folder.events)
     if number is None or state.iteration_open or state.agent_pid is not None:
         return None
-    for process in psutil.process_iter():
-        try:
-            env = process.environ()
-            if env.get("AUTOPILOT_RUN_ID") != state.run_id:
-                continue
-            if env.get("AUTOPILOT_ITERATION") != str(number):
-                continue
-            end_process_group_of(process.pid, process.create_time(), state.run_id)
-        except (psutil.Error, OSError):
-            continue
     attempts = sorted(
         folder.path.glob(f"{folder.attempt(number).path.name}*"),
         key=lambda p: p.stat().st_mtime if p.exists() else 0,

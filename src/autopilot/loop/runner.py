@@ -1,17 +1,20 @@
 """The agent runner: start one agent process for an attempt and read it to its end.
 
-``SubprocessRunner`` is the real one (``loop.process``: own process group, bytes
-read with no line limit, every timeout enforced); tests inject a fake that feeds
-scripted lines, so the driver runs in-process with no subprocess and no sleep.
+``SubprocessRunner`` is the real one (``loop.process``: own session, bytes read
+with no line limit, every timeout enforced, nothing it started left running); tests
+inject a fake that feeds scripted lines, so the driver runs in-process with no
+subprocess and no sleep.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from autopilot.loop.cgroup import AgentCgroup
 from autopilot.loop.process import ProcessLimits, ProcessResult, run_agent_process
 from autopilot.store.rundir import AttemptDir
 
@@ -27,6 +30,8 @@ class RunRequest:
         cwd: The work tree.
         attempt: Where the raw stdout and stderr are copied.
         limits: Timeouts and caps.
+        run_id: The run, naming its cgroup (``autopilot-<runId>``) where the
+            machine gives one; empty: none.
     """
 
     argv: list[str]
@@ -35,6 +40,7 @@ class RunRequest:
     cwd: Path
     attempt: AttemptDir
     limits: ProcessLimits
+    run_id: str = ""
 
 
 class AgentRunner(Protocol):
@@ -62,7 +68,8 @@ class AgentRunner(Protocol):
 
 
 class SubprocessRunner:
-    """Runs the agent as a real process (``loop.process.run_agent_process``)."""
+    """Runs the agent as a real process (``loop.process.run_agent_process``), in the
+    run's cgroup where the machine gives one (``AUTOPILOT_CGROUP=off``: never)."""
 
     def run(
         self,
@@ -86,6 +93,7 @@ class SubprocessRunner:
             should_kill=should_kill,
             limits=request.limits,
             on_start=on_start,
+            cgroup=AgentCgroup.for_run(request.run_id, os.environ) if request.run_id else None,
         )
 
 

@@ -21,6 +21,10 @@ an attempt was cut short), end a run whose stop was requested, give up (one
 ``supervisor_giveup``, and a notification), or leave the run as it is. SIGTERM or
 SIGINT make the supervisor leave and the daemon go on; SIGHUP is ignored. It waits
 on a pidfd where the platform has one, so it costs nothing while the daemon runs.
+
+On Linux the supervisor is a child subreaper (``loop.subreaper``): when the daemon
+dies, whatever its agents left running is re-parented to the supervisor, which ends
+it before anything else (``loop.descendants.end_descendants``), cgroup or not.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autopilot.core.restart import DaemonExit, RestartDecision, Verdict
+from autopilot.loop.subreaper import become_subreaper, reap_zombie_children
 
 if TYPE_CHECKING:
     from autopilot.store.run_state import RunState
@@ -128,18 +133,29 @@ class Supervisor:
         me = os.getpid()
         if _in_child(lambda: _Acts(self).attach(me)) != 0:
             return 4
+        # Orphans the daemon's agents leave when the daemon dies come to us, not init.
+        subreaper = become_subreaper()
         try:
             pid, child = (self._adopt, None) if self._adopt else self._spawn()
             while True:
                 ended = self._wait(pid, child)
                 if ended is None:
                     return 0  # asked to leave: the daemon goes on without us
+                if subreaper:
+                    self._end_orphans(me)
                 verdict = _in_child(lambda ended=ended: _Acts(self).after_exit(ended))
                 if verdict != _KEEP_GOING or self._leaving:
                     return 0
                 pid, child = self._spawn()
         finally:
             _in_child(lambda: _Acts(self).forget(me))
+
+    def _end_orphans(self, me: int) -> None:
+        """End what the daemon left running (re-parented to us: its agents' leftovers,
+        its sleep inhibitor), then collect their exit statuses. Between two daemons
+        only: no child of ours is waited for by anyone else then."""
+        _in_child(lambda: _end_descendants(me))
+        reap_zombie_children()
 
     def _spawn(self) -> tuple[int, subprocess.Popen[bytes]]:
         from autopilot.store.private import open_private
@@ -186,6 +202,13 @@ class Supervisor:
         finally:
             if pidfd is not None:
                 os.close(pidfd)
+
+
+def _end_descendants(supervisor: int) -> int:
+    from autopilot.loop.descendants import end_descendants
+
+    end_descendants(supervisor)
+    return 0
 
 
 def _exists(pid: int) -> bool:
@@ -343,7 +366,11 @@ class _Acts:
     def _give_up(self, ended: DaemonExit, decision: RestartDecision) -> None:
         """End the run in ``error``: one ``supervisor_giveup``, one ``abort``."""
         from autopilot.core.vocabulary import EventType, Reason, RunStatus
-        from autopilot.loop.recovery import reconcile_terminal, settle_open_attempt
+        from autopilot.loop.recovery import (
+            end_left_processes,
+            reconcile_terminal,
+            settle_open_attempt,
+        )
         from autopilot.runtime.agents import adapter_for_state
         from autopilot.store.flock import FileLock
 
@@ -361,6 +388,9 @@ class _Acts:
                     state = settle_open_attempt(self.folder, self.store, self.log, adapter, now_ms)
                 if state.terminated:
                     return  # the attempt the daemon left had ended the run
+            else:
+                with contextlib.suppress(Exception):
+                    end_left_processes(state)  # a crash during the spawn: no agent pid
             giveup = self.log.emit(
                 EventType.SUPERVISOR_GIVEUP,
                 note=decision.reason,

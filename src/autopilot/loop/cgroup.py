@@ -1,0 +1,140 @@
+"""A run's cgroup v2: where the machine lets this user have one, the agent and all it
+starts live in ``autopilot-<runId>`` below the driver's own cgroup, and
+``cgroup.kill`` ends all of it at once (cgroup-v2(7), "Cgroups v2 delegation").
+
+Detection never fails a run: no cgroup v2 mount, a cgroup this user may not write
+(the common case outside a delegated systemd user slice), or ``AUTOPILOT_CGROUP=off``
+all mean no cgroup, and the other means in ``loop.descendants`` work alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+
+CGROUP_ENV = "AUTOPILOT_CGROUP"
+"""``off`` keeps agents out of cgroups."""
+
+_PREFIX = "autopilot-"
+
+
+def _cgroup2_mount() -> tuple[Path, str] | None:
+    """The cgroup v2 mount point and the hierarchy path mounted there."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                left, _, right = line.partition(" - ")
+                if right.split(" ", 1)[0] == "cgroup2":
+                    fields = left.split(" ")
+                    return Path(_unescape(fields[4])), _unescape(fields[3])
+    except (OSError, IndexError):
+        pass
+    return None
+
+
+def _unescape(field: str) -> str:
+    # mountinfo writes space, tab, newline and backslash as \ooo.
+    return field.encode().decode("unicode_escape") if "\\" in field else field
+
+
+def _own_cgroup_dir() -> Path | None:
+    mount = _cgroup2_mount()
+    if mount is None:
+        return None
+    mount_point, mounted = mount
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8", errors="replace") as lines:
+            own = next((line[3:].strip() for line in lines if line.startswith("0::")), None)
+    except OSError:
+        return None
+    if own is None or not own.startswith("/"):
+        return None
+    relative = os.path.relpath(own, mounted)
+    if relative.startswith(".."):
+        return None
+    return Path(os.path.normpath(mount_point / relative))
+
+
+class AgentCgroup:
+    """One run's cgroup v2 directory, ``autopilot-<runId>``.
+
+    Args:
+        path: The directory.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def for_run(cls, run_id: str, environ: Mapping[str, str]) -> AgentCgroup | None:
+        """Create (or reuse) the run's cgroup below this process's own.
+
+        Returns:
+            None where there is no cgroup v2, this user may not create or fill one
+            there, or ``AUTOPILOT_CGROUP`` is ``off``.
+        """
+        if environ.get(CGROUP_ENV, "").strip().lower() in ("off", "0", "no", "false"):
+            return None
+        parent = _own_cgroup_dir()
+        # Moving a process needs write access to cgroup.procs of the common ancestor.
+        if parent is None or not os.access(parent / "cgroup.procs", os.W_OK):
+            return None
+        path = parent / f"{_PREFIX}{run_id}"
+        try:
+            path.mkdir(exist_ok=True)
+        except OSError:
+            return None
+        if not os.access(path / "cgroup.procs", os.W_OK):
+            return None
+        return cls(path)
+
+    def join_from_child(self) -> None:
+        """Move the calling process in (after fork, before exec; ``os`` calls only, so
+        a child forked from a threaded driver cannot deadlock here)."""
+        try:
+            fd = os.open(self.path / "cgroup.procs", os.O_WRONLY)
+        except OSError:
+            return
+        with contextlib.suppress(OSError):
+            os.write(fd, b"0")
+        os.close(fd)
+
+    def pids(self) -> list[int]:
+        """The processes in it now (none once it is gone)."""
+        try:
+            text = (self.path / "cgroup.procs").read_text()
+        except OSError:
+            return []
+        return [int(word) for word in text.split() if word.isdigit()]
+
+    def kill(self) -> None:
+        """SIGKILL everything in it: ``cgroup.kill`` (Linux 5.14+), else each member."""
+        try:
+            (self.path / "cgroup.kill").write_text("1")
+        except OSError:
+            for pid in self.pids():
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def remove(self) -> None:
+        """Remove the directory if it is empty (a process left in it keeps it)."""
+        with contextlib.suppress(OSError):
+            self.path.rmdir()
+
+
+def cgroups_of_run(run_id: str) -> list[AgentCgroup]:
+    """Every ``autopilot-<runId>`` directory in the cgroup v2 hierarchy (a relaunched
+    driver may sit in another cgroup than the one that died)."""
+    mount = _cgroup2_mount()
+    if mount is None:
+        return []
+    name = f"{_PREFIX}{run_id}"
+    found: list[AgentCgroup] = []
+    for folder, subfolders, _ in os.walk(mount[0]):
+        if name in subfolders:
+            found.append(AgentCgroup(Path(folder) / name))
+            subfolders.remove(name)
+    return found

@@ -1,0 +1,42 @@
+"""Being a child subreaper (Linux, prctl(2) ``PR_SET_CHILD_SUBREAPER``): an orphan
+among this process's descendants is re-parented to it instead of init, so whatever an
+agent leaves behind stays in sight. Standard library only: the long-lived supervisor
+imports this and stays small."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (Linux only); True if it is one."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def reap_zombie_children() -> int:
+    """Collect the exit status of every child of this process that has exited and
+    not been waited for (orphans it adopted); how many. Call only when no ``Popen``
+    of this process waits for a child of its own."""
+    reaped = 0
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return reaped
+        if pid == 0:
+            return reaped
+        reaped += 1
+
+
+__all__ = ["become_subreaper", "reap_zombie_children"]
