@@ -5,6 +5,7 @@ imports this and stays small."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -24,6 +25,25 @@ def become_subreaper() -> bool:
         return False
 
 
+def has_children() -> bool:
+    """Whether any process (a zombie too) has this one as its parent (Linux: from
+    ``/proc``; elsewhere always True, so a caller looks closer)."""
+    if not os.path.isdir("/proc/self"):
+        return True
+    own = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        with (
+            contextlib.suppress(OSError, IndexError, ValueError),
+            open(f"/proc/{name}/stat", "rb") as stat,
+        ):
+            # After "pid (comm) ": state ppid ...
+            if int(stat.read().rsplit(b")", 1)[-1].split()[1]) == own:
+                return True
+    return False
+
+
 def reap_zombie_children() -> int:
     """Collect the exit status of every child of this process that has exited and
     not been waited for (orphans it adopted); how many. Call only when no ``Popen``
@@ -39,4 +59,4 @@ def reap_zombie_children() -> int:
         reaped += 1
 
 
-__all__ = ["become_subreaper", "reap_zombie_children"]
+__all__ = ["become_subreaper", "has_children", "reap_zombie_children"]

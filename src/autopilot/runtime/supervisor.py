@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autopilot.core.restart import DaemonExit, RestartDecision, Verdict
-from autopilot.loop.subreaper import become_subreaper, reap_zombie_children
+from autopilot.loop.subreaper import become_subreaper, has_children, reap_zombie_children
 
 if TYPE_CHECKING:
     from autopilot.store.run_state import RunState
@@ -154,8 +154,9 @@ class Supervisor:
         """End what the daemon left running (re-parented to us: its agents' leftovers,
         its sleep inhibitor), then collect their exit statuses. Between two daemons
         only: no child of ours is waited for by anyone else then."""
-        _in_child(lambda: _end_descendants(me))
-        reap_zombie_children()
+        if has_children():  # the daemon's children came to us when it died
+            _in_child(lambda: _end_descendants(me))
+            reap_zombie_children()
 
     def _spawn(self) -> tuple[int, subprocess.Popen[bytes]]:
         from autopilot.store.private import open_private
