@@ -1,14 +1,17 @@
-"""``autopilot hook install|uninstall|claude-stop|codex-stop`` (docs/hooks.md)."""
+"""``autopilot hook install|uninstall|claude-stop|codex-stop`` and ``autopilot arm``
+(docs/hooks.md)."""
 
 from __future__ import annotations
 
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from autopilot.cli.echo import say
+from autopilot.errors import UsageError
 from autopilot.hook.inputs import HookAgent
 from autopilot.hook.settings import Change, Scope, default_program, install, uninstall
 
@@ -83,3 +86,103 @@ def _stop_command(agent: HookAgent) -> click.Command:
 
 hook.add_command(_stop_command(HookAgent.CLAUDE))
 hook.add_command(_stop_command(HookAgent.CODEX))
+
+
+_ARM_LIMITS = (
+    ("max-iterations", "N", "Iteration budget: stops of the session (default 10; 0 = unlimited)."),
+    ("min-iterations", "N", "Promises are not honoured before this many iterations."),
+    ("max-cost", "USD", "Cost budget in USD."),
+    ("max-tokens", "N", "Token budget (input + output), from the session's transcript."),
+    ("max-duration", "DURATION", "Active time budget, e.g. 2h."),
+    ("completion-promise", "TOKEN", "Token that completes the run (default COMPLETE)."),
+    ("abort-promise", "TOKEN", "Token that aborts the run."),
+    ("completion-match", "sentence|word|tag|substring", "How the promise is matched."),
+    ("stagnation-limit", "N", "Iterations without progress that halt the run (0 = off)."),
+    ("label", "LABEL", "Label for the run id (default: the directory name)."),
+)
+
+
+def _arm_options(func: Any) -> Any:
+    for name, metavar, text in reversed(_ARM_LIMITS):
+        func = click.option(f"--{name}", name.replace("-", "_"), metavar=metavar, help=text)(func)
+    return func
+
+
+@click.command(context_settings=_CTX)
+@click.option(
+    "-p", "--prompt", "prompt_text", metavar="TEXT", help="The prompt of every iteration."
+)
+@click.option(
+    "-f", "--prompt-file", "prompt_file", metavar="FILE", help="Read the prompt from FILE."
+)
+@click.option(
+    "--agent",
+    type=click.Choice([a.value for a in HookAgent]),
+    help="The CLI whose session is continued (default: the one this runs inside, else claude).",
+)
+@click.option(
+    "--session",
+    "session_id",
+    metavar="ID",
+    help="The session to continue (default: the one this runs inside, else the first "
+    "session of the agent that stops in this project within 5 minutes).",
+)
+@_arm_options
+def arm(
+    prompt_text: str | None,
+    prompt_file: str | None,
+    agent: str | None,
+    session_id: str | None,
+    **limits: str | None,
+) -> None:
+    """Arm a run that a Claude Code or Codex session's Stop hook continues.
+
+    Each time the session stops, the run's step decides: the session goes on with the
+    prompt again (an iteration) or stops (promise, budget, stagnation, autopilot stop,
+    pause or .autopilot/OFF). Needs autopilot hook install.
+    """
+    from autopilot.config import build_config
+    from autopilot.hook.arm import CLAIM_WINDOW_SECONDS, arm_hook_run, session_from_env
+    from autopilot.loop.clock import SystemClock
+    from autopilot.store.files import read_prompt_file
+    from autopilot.store.paths import runs_root
+    from autopilot.store.run_state import PromptSource
+
+    cwd = Path.cwd().resolve()
+    if (prompt_text is None) == (prompt_file is None):
+        raise UsageError("give the prompt with exactly one of -p TEXT or -f FILE")
+    if prompt_file is not None:
+        given = Path(prompt_file).expanduser()
+        try:
+            text = read_prompt_file(given, project=cwd)
+        except OSError as error:
+            raise UsageError(
+                f"cannot read prompt file {prompt_file}: {error.strerror or error}"
+            ) from None
+        if not text.strip():
+            raise UsageError(f"prompt file {prompt_file} is empty")
+        source = PromptSource(path=given.resolve())
+    else:
+        assert prompt_text is not None
+        if not prompt_text.strip():
+            raise UsageError("the prompt is empty")
+        source = PromptSource(text=prompt_text)
+    inside = session_from_env(os.environ)
+    chosen = HookAgent(agent) if agent else (inside[0] if inside else HookAgent.CLAUDE)
+    if session_id is not None and not session_id.strip():
+        raise UsageError("--session needs a session id")
+    if session_id is None and inside is not None and inside[0] is chosen:
+        session_id = inside[1]
+    flags = {name: limits.get(name.replace("-", "_")) for name, _, _ in _ARM_LIMITS}
+    flags["agent"] = chosen.value
+    config = build_config(flags, project=cwd)
+    armed = arm_hook_run(runs_root(), config, source, cwd, chosen, session_id, SystemClock())
+    if armed.arming.session_id:
+        whose = f"{chosen.value} session {armed.arming.session_id}"
+    else:
+        minutes = CLAIM_WINDOW_SECONDS // 60
+        whose = f"the first {chosen.value} session that stops in {cwd} within {minutes} minutes"
+    say(
+        f"autopilot: armed run {armed.run_id} for {whose}: each stop is an iteration "
+        f"(autopilot status {armed.run_id}; autopilot stop {armed.run_id} ends it)"
+    )

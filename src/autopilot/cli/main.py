@@ -55,6 +55,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "approve": ("gate_cmds", "approve"),
     "report": ("report_cmd", "report"),
     "hook": ("hook_cmds", "hook"),
+    "arm": ("hook_cmds", "arm"),
 }
 """Each command's name → (module in ``autopilot.cli``, attribute). A command's module
 is imported only when that command runs (or ``--help`` lists them all), so

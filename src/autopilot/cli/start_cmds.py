@@ -9,6 +9,7 @@ import click
 from autopilot import control
 from autopilot.cli.echo import say
 from autopilot.cli.run_cmds import drive, launch_detached
+from autopilot.core.restart import HOOK_MODE
 from autopilot.errors import RunLockedError, UsageError
 from autopilot.loop.clock import SystemClock
 from autopilot.runtime.agents import adapter_for_state
@@ -56,6 +57,11 @@ def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
         raise UsageError(
             f"run {run_id} was written by another implementation and records no work tree; "
             "it cannot be relaunched"
+        )
+    if state.mode == HOOK_MODE:
+        raise UsageError(
+            f"run {run_id} runs in its agent session's Stop hook (autopilot arm): prompt that "
+            "session to go on, or autopilot stop it"
         )
     daemon_alive = driver_alive(state)
     if daemon_alive and foreground:
@@ -107,6 +113,7 @@ def relaunchable_runs(root: Path, project: Path | None) -> list[tuple[str, str |
             daemon_alive=driver_alive(state),
             supervisor_alive=supervisor_alive(state),
             off=is_off(Path(state.cwd or ".")),
+            mode=state.mode,
         )
         found.append((run_id, why))
     return found

@@ -151,6 +151,10 @@ RELAUNCH_STATUSES = frozenset({"running", "planning", "waiting", "rate_limited"}
 reboot"); a paused, gated or ended run is not: the decision is the user's."""
 
 
+HOOK_MODE = "hook"
+"""The ``mode`` of a run armed with ``autopilot arm`` (each Stop of its session an iteration)."""
+
+
 def relaunch_verdict(
     *,
     status: str,
@@ -158,6 +162,7 @@ def relaunch_verdict(
     daemon_alive: bool | None,
     supervisor_alive: bool | None,
     off: bool,
+    mode: str = "prompt",
 ) -> str | None:
     """Why a run must not be relaunched automatically, or None when it should be.
 
@@ -168,9 +173,13 @@ def relaunch_verdict(
             check that cannot answer is True, so a live daemon is never doubled.
         supervisor_alive: The same for its supervisor, which restarts the daemon itself.
         off: The project's OFF switch is set (no automatic relaunch).
+        mode: The run's mode; a ``hook`` run lives in its agent session's Stop hook
+            and has no daemon to relaunch.
     """
     if terminated:
         return "it has ended"
+    if mode == HOOK_MODE:
+        return "it runs in its agent session's Stop hook: prompt that session to go on"
     if daemon_alive:
         return "its daemon is running"
     if supervisor_alive:

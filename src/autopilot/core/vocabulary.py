@@ -202,3 +202,4 @@ class EventType(StrEnum):
     SURFACE_VIOLATION = "surface_violation"
     VERIFY = "verify"
     BUDGET_EXTENDED = "budget_extended"
+    HOOK_SESSION = "hook_session"

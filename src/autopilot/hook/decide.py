@@ -38,6 +38,11 @@ class Arming:
         claim_until_ms: An unclaimed arming can be claimed until then (epoch ms).
         block_streak: Consecutive blocks of the current turn so far.
         last_assistant_key: The newest assistant entry at the previous iteration.
+        iteration_started_at_ms: When the open iteration started (epoch ms).
+        input_tokens: The session's input tokens when it started (the transcript's).
+        output_tokens: The session's output tokens then.
+        tree_head: The work tree's HEAD then.
+        tree_fingerprint: The digest of the work tree's changes then (None: no repo).
     """
 
     run_id: str
@@ -47,6 +52,11 @@ class Arming:
     claim_until_ms: int = 0
     block_streak: int = 0
     last_assistant_key: str | None = None
+    iteration_started_at_ms: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tree_head: str | None = None
+    tree_fingerprint: str | None = None
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 One JSON object per file (written with temp + fsync + rename, mode 0600)::
 
     {"runId": "…", "agent": "claude", "project": "/abs/project", "sessionId": "",
-     "claimUntilMs": 0, "blockStreak": 0, "lastAssistantKey": null}
+     "claimUntilMs": 0, "blockStreak": 0, "lastAssistantKey": null,
+     "iterationStartedAtMs": 0, "inputTokens": 0, "outputTokens": 0,
+     "treeHead": null, "treeFingerprint": null}
 
 ``sessionId`` "" means not yet claimed. Changes hold ``<runs-root>/hooks/.lock``
 (``fcntl``), so two sessions stopping at once cannot both claim one run. An entry
@@ -43,6 +45,11 @@ def to_json(arming: Arming) -> dict[str, object]:
         "claimUntilMs": arming.claim_until_ms,
         "blockStreak": arming.block_streak,
         "lastAssistantKey": arming.last_assistant_key,
+        "iterationStartedAtMs": arming.iteration_started_at_ms,
+        "inputTokens": arming.input_tokens,
+        "outputTokens": arming.output_tokens,
+        "treeHead": arming.tree_head,
+        "treeFingerprint": arming.tree_fingerprint,
     }
 
 
@@ -61,7 +68,26 @@ def from_json(raw: object) -> Arming | None:
         return None
     if key is not None and not isinstance(key, str):
         return None
-    return Arming(run_id, HookAgent(agent), project, session, until, streak, key)
+    numbers = [raw.get(name, 0) for name in ("iterationStartedAtMs", "inputTokens", "outputTokens")]
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers):
+        return None
+    head, fingerprint = raw.get("treeHead"), raw.get("treeFingerprint")
+    if not all(v is None or isinstance(v, str) for v in (head, fingerprint)):
+        return None
+    return Arming(
+        run_id,
+        HookAgent(agent),
+        project,
+        session,
+        until,
+        streak,
+        key,
+        numbers[0],
+        numbers[1],
+        numbers[2],
+        head,
+        fingerprint,
+    )
 
 
 def load_armings(runs_root: Path) -> tuple[list[Arming], list[str]]:

@@ -1,9 +1,9 @@
 """``autopilot hook claude-stop`` / ``codex-stop`` once something is armed: read the
-hook's input, find the run armed for this session, and answer.
+hook's input, find the run armed for this session, decide, record, answer.
 
 Whatever goes wrong here lets the session stop: a hook that fails must not trap a
 user's session. The reason goes to stderr as one line (the CLI shows a hook's
-stderr to the user), never a traceback, and no file is deleted.
+stderr to the user), never a traceback, and no state file is deleted.
 """
 
 from __future__ import annotations
@@ -11,14 +11,34 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
 
-from autopilot.errors import AutopilotError
-from autopilot.hook.decide import match_arming
-from autopilot.hook.inputs import HookAgent, HookInputError, let_stop, parse_hook_input
-from autopilot.hook.registry import load_armings
+from autopilot.core.vocabulary import EventType
+from autopilot.errors import AutopilotError, StateFileError
+from autopilot.hook.decide import (
+    FLUSH_WAIT_SECONDS,
+    Arming,
+    LetStopReason,
+    RunView,
+    StopAction,
+    StopFacts,
+    block_cap_from,
+    decide_stop,
+    match_arming,
+)
+from autopilot.hook.inputs import HookAgent, HookInput, HookInputError, let_stop, parse_hook_input
+from autopilot.hook.registry import load_armings, locked, remove_arming, write_arming
+from autopilot.hook.transcript import TurnView, read_turn
+from autopilot.loop.clock import Clock, SystemClock
+from autopilot.store.events import EventLog
 from autopilot.store.paths import runs_root
+from autopilot.store.project_files import is_off
+from autopilot.store.state import StateStore
 
 MAX_INPUT_BYTES = 4 << 20
+_POLL_SECONDS = 0.1
 
 
 def _read_input() -> bytes:
@@ -36,14 +56,61 @@ def _note(line: str) -> None:
     print(f"autopilot: {' '.join(line.split())}", file=sys.stderr)
 
 
-def answer_stop(agent: HookAgent, data: bytes, now_ms: int) -> str:
+def run_view(root: Path, run_id: str) -> tuple[RunView, str | None]:
+    """What the run's ``state.json`` says, and why it cannot be read."""
+    try:
+        state = StateStore(root / run_id / "state.json").read()
+    except StateFileError as error:
+        return RunView.UNREADABLE, str(error)
+    if state.terminated:
+        return RunView.ENDED, None
+    if state.stop_requested or state.stop_now:
+        return RunView.STOP_REQUESTED, None
+    if state.paused:
+        return RunView.PAUSED, None
+    return RunView.RUNNING, None
+
+
+def _claim(root: Path, arming: Arming, hook: HookInput, clock: Clock) -> Arming:
+    claimed = replace(arming, session_id=hook.session_id)
+    write_arming(root, claimed)
+    log = EventLog(root / arming.run_id / "events.jsonl", arming.run_id, clock.now_ms)
+    try:
+        log.emit(
+            EventType.HOOK_SESSION,
+            sessionId=hook.session_id,
+            agent=hook.agent.value,
+            how="claimed",
+            note=f"claimed by the first stop of a {hook.agent.value} session in {hook.cwd}",
+        )
+    finally:
+        log.close()
+    return claimed
+
+
+def _turn(hook: HookInput) -> TurnView | None:
+    return read_turn(hook.agent, hook.transcript_path) if hook.transcript_path else None
+
+
+def answer_stop(
+    agent: HookAgent,
+    data: bytes,
+    *,
+    clock: Clock | None = None,
+    environ: Mapping[str, str] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
     """The answer to one Stop hook call (stdout text; "" lets the session stop).
 
     Args:
         agent: The CLI that called.
         data: The hook's stdin.
-        now_ms: The current epoch time in ms.
+        clock: Wall and monotonic time (default: the system's).
+        environ: The hook's environment (the CLI's block cap).
+        sleep: How the flush wait sleeps.
     """
+    clock = clock or SystemClock()
+    environ = os.environ if environ is None else environ
     try:
         hook = parse_hook_input(agent, data)
     except HookInputError as error:
@@ -57,24 +124,80 @@ def answer_stop(agent: HookAgent, data: bytes, now_ms: int) -> str:
     armings, problems = load_armings(root)
     for problem in problems:
         _note(problem)
-    match = match_arming(hook, armings, now_ms)
-    if match is None:
+    if match_arming(hook, armings, clock.now_ms()) is None:
         return let_stop()
-    _note(
-        f"run {match.arming.run_id} is armed for this session, but this version of "
-        "autopilot cannot continue hook runs; letting the session stop"
+    with locked(root):
+        armings, _ = load_armings(root)  # again, under the lock
+        match = match_arming(hook, armings, clock.now_ms())
+        if match is None:
+            return let_stop()
+        arming = match.arming
+        if match.claims:
+            arming = _claim(root, arming, hook, clock)
+        return _answer(root, arming, hook, clock, environ, sleep)
+
+
+def _answer(
+    root: Path,
+    arming: Arming,
+    hook: HookInput,
+    clock: Clock,
+    environ: Mapping[str, str],
+    sleep: Callable[[float], None],
+) -> str:
+    from autopilot.hook.iteration import HookStop
+
+    view, problem = run_view(root, arming.run_id)
+    facts = StopFacts(
+        hook=hook,
+        arming=arming,
+        run=view,
+        off=is_off(Path(arming.project)),
+        turn=_turn(hook),
+        block_cap=block_cap_from(hook.agent, dict(environ)),
     )
-    return let_stop()
+    decision = decide_stop(facts)
+    deadline = clock.monotonic() + FLUSH_WAIT_SECONDS
+    while decision.action is StopAction.WAIT:
+        if clock.monotonic() >= deadline:
+            facts = replace(facts, waited=True)
+        else:
+            sleep(_POLL_SECONDS)
+            facts = replace(facts, turn=_turn(hook))
+        decision = decide_stop(facts)
+    if decision.reason is LetStopReason.NOT_STOP_EVENT:
+        return let_stop()
+    if decision.reason is LetStopReason.STATE_UNREADABLE:
+        _note(
+            f"run {arming.run_id}: {problem}; letting the session stop "
+            "(the file is left as it is: autopilot doctor or status says more)"
+        )
+        return let_stop()
+    stop = HookStop(root, arming, hook, clock)
+    try:
+        outcome = stop.handle(decision, facts.turn)
+    finally:
+        stop.close()
+    if outcome.arming is None:
+        remove_arming(root, arming.run_id)
+    else:
+        write_arming(root, outcome.arming)
+    return outcome.answer
 
 
 def main(agent: HookAgent) -> int:
     """Read stdin, answer on stdout; always exit 0 (the answer is in the output)."""
     try:
         data = _read_input()
-    except (OSError, ValueError) as error:
-        _note(f"cannot read the hook input: {error}; letting the session stop")
+        text = answer_stop(agent, data)
+    except (OSError, AutopilotError) as error:
+        _note(f"{error}; letting the session stop")
         return 0
-    text = answer_stop(agent, data, time.time_ns() // 1_000_000)
+    except Exception as error:
+        if os.environ.get("AUTOPILOT_DEBUG", "") not in ("", "0"):
+            raise
+        _note(f"internal error: {type(error).__name__}: {error}; letting the session stop")
+        return 0
     if text:
         sys.stdout.write(text)
         sys.stdout.flush()

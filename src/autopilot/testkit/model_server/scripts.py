@@ -289,6 +289,9 @@ def _slowed(rules: tuple[Rule, ...], delay_seconds: float) -> tuple[Rule, ...]:
     )
 
 
+KEEP_WORKING = "Keep working"
+"""What ``stop-self`` looks for in the prompt before it runs ``autopilot stop``."""
+
 USAGE_LIMIT_RESET_SECONDS = 3600
 """How far away ``usage-limit-429`` puts the reset, like a plan's hourly window."""
 
@@ -333,6 +336,18 @@ SCRIPTS: Mapping[str, Script] = MappingProxyType(
             Script("drop-stream", _always(Drop())),
             Script("recover-429", _DEFAULT, fail_for_seconds=RECOVER_SECONDS),
             Script("backlog", BACKLOG_RULES),
+            Script(
+                "stop-self",
+                (
+                    Rule(
+                        RunShell('"${AUTOPILOT:-autopilot}" stop'),
+                        step=0,
+                        prompt_contains=KEEP_WORKING,
+                    ),
+                    Rule(Say("still working on it"), prompt_contains=KEEP_WORKING),
+                    Rule(Say("ready")),
+                ),
+            ),
         )
     }
 )
@@ -354,6 +369,9 @@ SCRIPTS: Mapping[str, Script] = MappingProxyType(
   (continuation messages, ``work-item: ID``): write ``<id>.txt``, then run
   ``autopilot report continue_next`` with the shell; ``beta`` is a draft on its first
   attempt and ``fixed`` on its second.
+- ``stop-self``: a prompt holding :data:`KEEP_WORKING` runs ``autopilot stop`` with the
+  shell (``$AUTOPILOT`` when set: a login shell may not have autopilot on its PATH),
+  then says "still working on it" (never the promise); any other says "ready".
 """
 
 

@@ -1,0 +1,120 @@
+"""``autopilot arm``: a run in the runs root, continued by one session's Stop hook.
+
+The run is the driver's kind (its folder, ``state.json``, ``events.jsonl`` and index
+row, from ``loop.arming.arm_run``) with ``mode`` ``hook``, plus an entry in the
+registry of armed runs naming its session. The session is the one given, else the
+one the agent CLI names to a command run inside it (``CLAUDE_CODE_SESSION_ID`` in
+Claude Code's Bash tool, ``CODEX_THREAD_ID`` in Codex's shell tool; docs/hooks.md);
+else the first Stop of a session of that agent in the project within
+``CLAIM_WINDOW_SECONDS`` claims it (recorded with a ``hook_session`` event).
+
+One session has at most one armed run, and a project at most one unclaimed one: a
+second arming is refused (field report 17: a second loop must not take over the
+first one's state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from autopilot.config import RunConfig
+from autopilot.core.restart import HOOK_MODE
+from autopilot.core.vocabulary import EventType
+from autopilot.errors import UsageError
+from autopilot.hook.decide import Arming, RunView
+from autopilot.hook.inputs import HookAgent
+from autopilot.hook.registry import load_armings, locked, remove_arming, write_arming
+from autopilot.hook.stop import run_view
+from autopilot.loop.arming import arm_run
+from autopilot.loop.clock import Clock
+from autopilot.store.events import EventLog
+from autopilot.store.run_state import PromptSource
+
+CLAIM_WINDOW_SECONDS = 300
+SESSION_VARIABLES = {
+    HookAgent.CLAUDE: "CLAUDE_CODE_SESSION_ID",
+    HookAgent.CODEX: "CODEX_THREAD_ID",
+}
+"""The variable each CLI's shell tool sets to its session id (docs/hooks.md)."""
+
+
+def session_from_env(environ: Mapping[str, str]) -> tuple[HookAgent, str] | None:
+    """The agent session a command runs inside, from its environment, or None."""
+    for agent, variable in SESSION_VARIABLES.items():
+        value = environ.get(variable, "").strip()
+        if value:
+            return agent, value
+    return None
+
+
+@dataclass(frozen=True)
+class Armed:
+    """A run armed for a session: its id and its registry entry."""
+
+    run_id: str
+    arming: Arming
+
+
+def _refuse_second(
+    root: Path, armings: list[Arming], agent: HookAgent, session: str, cwd: Path
+) -> None:
+    for other in armings:
+        view, _ = run_view(root, other.run_id)
+        if view is RunView.ENDED:
+            remove_arming(root, other.run_id)
+            continue
+        if session and other.session_id == session:
+            raise UsageError(
+                f"this session already has run {other.run_id} armed; autopilot stop "
+                f"{other.run_id} first"
+            )
+        if (
+            not session
+            and not other.session_id
+            and other.agent is agent
+            and (other.project == str(cwd))
+        ):
+            raise UsageError(
+                f"run {other.run_id} is armed in this project and no session has claimed it "
+                f"yet; autopilot stop {other.run_id} first, or give --session ID"
+            )
+
+
+def arm_hook_run(
+    root: Path,
+    config: RunConfig,
+    prompt: PromptSource,
+    cwd: Path,
+    agent: HookAgent,
+    session_id: str | None,
+    clock: Clock,
+) -> Armed:
+    """Create the run and register it for ``session_id`` (None: claimed by a Stop).
+
+    Raises:
+        UsageError: the session (or, unclaimed, the project) already has a run armed.
+        RunsRootError/StateFileError: the files cannot be written.
+    """
+    session = (session_id or "").strip()
+    with locked(root):
+        armings, _ = load_armings(root)
+        _refuse_second(root, armings, agent, session, cwd)
+        run_id = arm_run(root, config, prompt, cwd, clock, mode=HOOK_MODE)
+        now_ms = clock.now_ms()
+        arming = Arming(
+            run_id=run_id,
+            agent=agent,
+            project=str(cwd),
+            session_id=session,
+            claim_until_ms=0 if session else now_ms + CLAIM_WINDOW_SECONDS * 1000,
+        )
+        write_arming(root, arming)
+    if session:
+        log = EventLog(root / run_id / "events.jsonl", run_id, clock.now_ms)
+        try:
+            log.emit(EventType.HOOK_SESSION, sessionId=session, agent=agent.value, how="armed")
+        finally:
+            log.close()
+    return Armed(run_id, arming)

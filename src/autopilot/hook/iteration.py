@@ -1,0 +1,246 @@
+"""One Stop of an armed run's own session, recorded the driver's way.
+
+A hook run has no driver process: each Stop is a short-lived ``autopilot hook
+…-stop`` that holds the registry's lock. Iteration N starts when a Stop answers with
+a block (the block's reason is its prompt) and ends at the next Stop of the session;
+the first Stop after arming starts iteration 1. Ending an iteration goes through the
+same ``core.step.conclude`` as the driver and is written through ``loop.record``
+(events first, then ``state.json``), so ``status``, ``watch``, ``list``, ``replay``
+and ``stats`` read a hook run like any other. Messages from the inbox reach the agent
+through the driver's ``Briefing`` (``runtime.delivery``'s one ``deliver()``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from autopilot.core.attempt import Attempt
+from autopilot.core.change import LoopState
+from autopilot.core.policy import budget_note, budget_reached
+from autopilot.core.step import Step, conclude, spend_counters
+from autopilot.core.vocabulary import Action, EndedBy, EventType, Progress, Reason, RunStatus
+from autopilot.hook.decide import Arming, LetStopReason, StopAction, StopDecision
+from autopilot.hook.inputs import HookInput, keep_going, let_stop
+from autopilot.hook.transcript import TokenTotals, TurnView
+from autopilot.loop.briefing import Briefing
+from autopilot.loop.clock import Clock
+from autopilot.loop.prompt import PromptReader
+from autopilot.loop.record import RunRecord, loop_state
+from autopilot.store.events import EventLog
+from autopilot.store.private import write_private
+from autopilot.store.run_state import RunState
+from autopilot.store.rundir import RunDir
+from autopilot.store.state import StateStore
+from autopilot.workspace import git
+
+_NEXT_ITERATION_HELD = {
+    LetStopReason.PAUSED: "paused: the session stops; after autopilot resume, your next "
+    "prompt in it picks the run up",
+    LetStopReason.OFF_SWITCH: ".autopilot/OFF is set: the session stops; remove it and "
+    "prompt again to go on",
+    LetStopReason.BLOCK_CAP: "Claude Code allows no more consecutive continuations in this "
+    "turn: the session stops; your next prompt in it picks the run up",
+    LetStopReason.INTERRUPTED: "interrupted: the session stops; your next prompt in it "
+    "picks the run up",
+    LetStopReason.COMPACTION: "the session is compacting: it stops; your next prompt in it "
+    "picks the run up",
+}
+
+
+@dataclass(frozen=True)
+class HookOutcome:
+    """What one Stop did.
+
+    Attributes:
+        answer: The hook's stdout ("" lets the session stop).
+        arming: The run's arming to keep, or None when the run has ended (its
+            registry entry goes).
+    """
+
+    answer: str
+    arming: Arming | None
+
+
+def _tokens(turn: TurnView | None) -> TokenTotals | None:
+    return turn.tokens if turn is not None else None
+
+
+class HookStop:
+    """The run's side of one Stop.
+
+    Args:
+        root: The runs root.
+        arming: The run's arming (already matched to this session).
+        hook: The hook's input.
+        clock: Wall and monotonic time.
+    """
+
+    def __init__(self, root: Path, arming: Arming, hook: HookInput, clock: Clock) -> None:
+        self.arming = arming
+        self.hook = hook
+        self.clock = clock
+        self.folder = RunDir(root / arming.run_id)
+        self.log = EventLog(self.folder.events, arming.run_id, clock.now_ms)
+        self.record = RunRecord(StateStore(self.folder.state), self.log)
+        state = self.record.state
+        self.cwd = Path(state.cwd or arming.project)
+        self.policy = state.config.policy()
+        self.briefing = Briefing(self.folder, self.record, self.cwd, clock, self.policy)
+
+    def close(self) -> None:
+        """Close the event log."""
+        self.log.close()
+
+    # -- the decision's effects ------------------------------------------------------
+
+    def handle(self, decision: StopDecision, turn: TurnView | None) -> HookOutcome:
+        """Record the Stop and answer it.
+
+        Raises:
+            StateFileError: the run's state cannot be written.
+        """
+        if decision.action is StopAction.LET_STOP and decision.reason is LetStopReason.RUN_ENDED:
+            return HookOutcome(let_stop(), None)
+        state = self.record.state
+        if state.iteration_open:
+            step = self._conclude(decision, turn)
+            if step.ending is not None:
+                return HookOutcome(self._ended_note(step), None)
+        elif decision.reason is LetStopReason.STOP_REQUESTED:
+            result = self.record.finish(EventType.ABORT, Reason.USER_STOPPED, self._stop_note())
+            self.briefing.undelivered()
+            return HookOutcome(let_stop(f"autopilot: run {result.run_id} stopped"), None)
+        if decision.action is StopAction.LET_STOP:
+            held = _NEXT_ITERATION_HELD.get(decision.reason) if decision.reason else None
+            arming = replace(
+                self.arming, block_streak=0, last_assistant_key=_key(turn, self.arming)
+            )
+            note = f"autopilot: run {self.arming.run_id} {held}" if held else None
+            return HookOutcome(let_stop(note), arming)
+        return self._start_next(decision, turn)
+
+    def _stop_note(self) -> str:
+        reason = self.record.state.stop_reason
+        return str(reason) if reason else "stop requested"
+
+    def _ended_note(self, step: Step) -> str:
+        ending = step.ending
+        assert ending is not None
+        words = f"{ending.event.value} ({ending.reason})"
+        return let_stop(f"autopilot: run {self.arming.run_id} ended: {words}")
+
+    def _loop_state(self) -> LoopState:
+        return loop_state(
+            self.record.state,
+            interrupted=False,
+            stop_note=self._stop_note(),
+            agent=self.record.state.agent,
+        )
+
+    def _conclude(self, decision: StopDecision, turn: TurnView | None) -> Step:
+        """End the open iteration through ``conclude`` and write it."""
+        state = self.record.state
+        now_ms = self.clock.now_ms()
+        arming = self.arming
+        tokens = _tokens(turn)
+        input_tokens = output_tokens = None
+        if tokens is not None:
+            input_tokens = max(tokens.input_tokens - arming.input_tokens, 0)
+            output_tokens = max(tokens.output_tokens - arming.output_tokens, 0)
+        mark = git.mark(self.cwd)
+        if mark.fingerprint is None:
+            progress = Progress.UNKNOWN
+        elif mark.head != arming.tree_head or mark.fingerprint != arming.tree_fingerprint:
+            progress = Progress.MADE
+        else:
+            progress = Progress.NONE
+        number = state.iteration
+        final = decision.final_message if decision.action is StopAction.ITERATE else None
+        attempt = Attempt(
+            number=number,
+            folder=self.folder.attempt(number).path.name,
+            prompt=_read_prompt(self.folder, number),
+            ended_by=EndedBy.EXIT,
+            exit_code=0,
+            result_seen=True,
+            final_message=final,
+            last_root_text=final,
+            tool_calls=None,
+            session_id=self.hook.session_id,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            progress=progress,
+            duration_ms=max(now_ms - arming.iteration_started_at_ms, 0)
+            if arming.iteration_started_at_ms
+            else 0,
+        )
+        step = conclude(self._loop_state(), attempt, self.policy, now_ms)
+        spend_before = state.spend
+        if step.ending is not None:
+            self.briefing.undelivered()
+        self.record.apply(step)
+        self.briefing.after(spend_before, ended=step.ending is not None)
+        if step.decision.action is Action.PAUSE:
+            self.record.emit(EventType.PAUSE, iteration=number)
+            self.record.update(lambda s: setattr(s, "status", RunStatus.PAUSED))
+        return step
+
+    def _start_next(self, decision: StopDecision, turn: TurnView | None) -> HookOutcome:
+        """Start the next iteration: its prompt is the block's reason."""
+        state = self.record.refresh()
+        reached = budget_reached(spend_counters(state.spend), self.policy, iterations=True)
+        if reached is not None:
+            reason, budget = reached
+            self.briefing.undelivered()
+            self.record.finish(EventType.ABORT, reason, budget_note(reason, budget))
+            return HookOutcome(
+                let_stop(
+                    f"autopilot: run {self.arming.run_id} ended: {budget_note(reason, budget)}"
+                ),
+                None,
+            )
+        number = state.iteration + 1
+        base = PromptReader(state.prompt, self.cwd, self._warn).read()
+        prompt = self.briefing.prompt(base, number)
+        attempt = self.folder.new_attempt(number)
+        write_private(attempt.prompt, prompt.encode("utf-8", "replace"))
+        mark = git.mark(self.cwd)
+        now_ms = self.clock.now_ms()
+        self.record.emit(EventType.ITERATION_START, iteration=number)
+
+        def open_iteration(s: RunState) -> None:
+            s.iteration, s.iteration_open, s.status = number, True, RunStatus.RUNNING
+            self.briefing.hand_off(s)
+
+        self.record.update(open_iteration)
+        self.briefing.handed(number)
+        tokens = _tokens(turn)
+        arming = replace(
+            self.arming,
+            block_streak=decision.block_streak + 1,
+            last_assistant_key=_key(turn, self.arming),
+            iteration_started_at_ms=now_ms,
+            input_tokens=tokens.input_tokens if tokens else self.arming.input_tokens,
+            output_tokens=tokens.output_tokens if tokens else self.arming.output_tokens,
+            tree_head=mark.head,
+            tree_fingerprint=mark.fingerprint,
+        )
+        note = f"autopilot: run {self.arming.run_id}, iteration {number}"
+        return HookOutcome(keep_going(prompt, note), arming)
+
+    def _warn(self, note: str) -> None:
+        self.record.emit(EventType.WARNING, note=note)
+
+
+def _key(turn: TurnView | None, arming: Arming) -> str | None:
+    if turn is None or turn.newest_assistant_key is None:
+        return arming.last_assistant_key
+    return turn.newest_assistant_key
+
+
+def _read_prompt(folder: RunDir, number: int) -> str:
+    try:
+        return folder.attempt(number).prompt.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""

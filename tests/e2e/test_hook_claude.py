@@ -1,0 +1,82 @@
+"""The real Claude Code CLI (2.1.197) continued by autopilot's Stop hook, offline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.e2e.conftest import cli_path
+from tests.e2e.hook_session import HookSession
+
+PROMPT = "Make sure hello.txt exists. When it does, say COMPLETE."
+
+
+def _claude(session: HookSession, script: str, prompt: str = "start"):  # type: ignore[no-untyped-def]
+    return session.run_cli(
+        script,
+        [
+            str(cli_path("claude")),
+            "-p",
+            prompt,
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--dangerously-skip-permissions",
+        ],
+        {
+            "ANTHROPIC_BASE_URL": "{base_url}",
+            "ANTHROPIC_API_KEY": "dummy",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "CLAUDE_CODE_MAX_RETRIES": "0",
+            "IS_SANDBOX": "1",
+        },
+    )
+
+
+def test_prompt_mode_continues_the_session_until_the_promise(
+    tmp_path: Path, e2e_repo: Path
+) -> None:
+    session = HookSession(tmp_path, e2e_repo, "claude")
+    installed = session.autopilot("hook", "install")
+    assert installed.returncode == 0, installed.stderr
+    armed = session.autopilot("arm", "-p", PROMPT, "--max-iterations", "5")
+    assert armed.returncode == 0, armed.stderr
+    assert "the first claude session that stops in" in armed.stdout
+    done = _claude(session, "check-then-write")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (run_dir,) = session.run_dirs()
+    events = session.events(run_dir)
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "armed"
+    claimed = [e for e in events if e["type"] == "hook_session"]
+    assert len(claimed) == 1 and claimed[0]["how"] == "claimed" and claimed[0]["sessionId"]
+    assert [e["iteration"] for e in events if e["type"] == "iteration_start"] == [1]
+    ends = [e for e in events if e["type"] == "iteration_end"]
+    assert [e["iteration"] for e in ends] == [1]
+    terminal = [e for e in events if e["type"] in ("complete", "abort")]
+    assert [(e["type"], e["reason"]) for e in terminal] == [("complete", "completion_promise")]
+    state = session.state(run_dir)
+    assert state["terminated"] is True and state["status"] == "completed"
+    assert state["mode"] == "hook"
+    assert (run_dir / "iter-0001" / "prompt.md").read_text().startswith(PROMPT)
+    assert session.armed_entries() == []
+    assert (e2e_repo / "hello.txt").read_text() == "hello from the fake model\n"
+
+
+def test_autopilot_stop_from_another_process_ends_the_session_at_its_next_stop(
+    tmp_path: Path, e2e_repo: Path
+) -> None:
+    session = HookSession(tmp_path, e2e_repo, "claude")
+    assert session.autopilot("hook", "install").returncode == 0
+    armed = session.autopilot("arm", "-p", "Keep working on the parser.", "--max-iterations", "0")
+    assert armed.returncode == 0, armed.stderr
+    done = _claude(session, "stop-self")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (run_dir,) = session.run_dirs()
+    events = session.events(run_dir)
+    assert [e["iteration"] for e in events if e["type"] == "iteration_start"] == [1]
+    terminal = [e for e in events if e["type"] in ("complete", "abort")]
+    assert [(e["type"], e["reason"]) for e in terminal] == [("abort", "user_stopped")]
+    assert session.state(run_dir)["status"] == "stopped"
+    assert session.armed_entries() == []
+    # The session ended at the stop after autopilot stop: its last answer is the agent's.
+    assert '"result":"still working on it"' in done.stdout
