@@ -80,3 +80,46 @@ def test_autopilot_stop_from_another_process_ends_the_session_at_its_next_stop(
     assert session.armed_entries() == []
     # The session ended at the stop after autopilot stop: its last answer is the agent's.
     assert '"result":"still working on it"' in done.stdout
+
+
+def test_a_two_item_backlog_is_worked_through_in_one_session(
+    tmp_path: Path, e2e_repo: Path
+) -> None:
+    session = HookSession(tmp_path, e2e_repo, "claude")
+    assert session.autopilot("hook", "install").returncode == 0
+    for item_id, name in (("item-1", "one.txt"), ("item-2", "two.txt")):
+        added = session.autopilot(
+            "tasks",
+            "add",
+            f"Write {name}",
+            "--id",
+            item_id,
+            "--criterion",
+            f"{name} exists :: test -f {name}",
+        )
+        assert added.returncode == 0, added.stderr
+    armed = session.autopilot("arm", "--backlog", "--max-iterations", "5")
+    assert armed.returncode == 0, armed.stderr
+    done = _claude(session, "backlog-two")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (run_dir,) = session.run_dirs()
+    events = session.events(run_dir)
+    starts = [
+        (e["type"], e.get("itemId"), e.get("iteration"))
+        for e in events
+        if e["type"] in ("iteration_start", "workitem_start", "workitem_end")
+    ]
+    assert [s for s in starts if s[0] == "iteration_start"] == [
+        ("iteration_start", None, 1),
+        ("iteration_start", None, 2),
+    ]
+    ended = [e for e in events if e["type"] == "workitem_end"]
+    assert [(e["itemId"], e["status"]) for e in ended] == [
+        ("item-1", "completed"),
+        ("item-2", "completed"),
+    ]
+    terminal = [e for e in events if e["type"] in ("complete", "abort")]
+    assert [(e["type"], e["reason"]) for e in terminal] == [("complete", "backlog_done")]
+    assert (e2e_repo / "one.txt").exists() and (e2e_repo / "two.txt").exists()
+    assert session.armed_entries() == []
+    assert '"result":"item-2 done"' in done.stdout

@@ -79,3 +79,36 @@ def test_autopilot_stop_from_another_process_ends_the_session_at_its_next_stop(
     assert [(e["type"], e["reason"]) for e in terminal] == [("abort", "user_stopped")]
     assert session.armed_entries() == []
     assert done.stdout.count('"still working on it"') == 1
+
+
+def test_a_two_item_backlog_is_worked_through_in_one_session(
+    tmp_path: Path, e2e_repo: Path
+) -> None:
+    session = HookSession(tmp_path, e2e_repo, "codex")
+    assert session.autopilot("hook", "install", "--agent", "codex").returncode == 0
+    for item_id, name in (("item-1", "one.txt"), ("item-2", "two.txt")):
+        added = session.autopilot(
+            "tasks",
+            "add",
+            f"Write {name}",
+            "--id",
+            item_id,
+            "--criterion",
+            f"{name} exists :: test -f {name}",
+        )
+        assert added.returncode == 0, added.stderr
+    armed = session.autopilot("arm", "--agent", "codex", "--backlog", "--max-iterations", "5")
+    assert armed.returncode == 0, armed.stderr
+    done = _codex(session, "backlog-two")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (run_dir,) = session.run_dirs()
+    events = session.events(run_dir)
+    assert [e["iteration"] for e in events if e["type"] == "iteration_start"] == [1, 2]
+    ended = [e for e in events if e["type"] == "workitem_end"]
+    assert [(e["itemId"], e["status"]) for e in ended] == [
+        ("item-1", "completed"),
+        ("item-2", "completed"),
+    ]
+    terminal = [e for e in events if e["type"] in ("complete", "abort")]
+    assert [(e["type"], e["reason"]) for e in terminal] == [("complete", "backlog_done")]
+    assert session.armed_entries() == []

@@ -108,12 +108,33 @@ def _arm_options(func: Any) -> Any:
     return func
 
 
+def _check_backlog(cwd: Path) -> None:
+    from autopilot.core.workitems import open_items
+    from autopilot.store.backlog import Backlog
+    from autopilot.store.paths import runs_root
+
+    locks = runs_root() / ".locks"
+    locks.mkdir(mode=0o700, exist_ok=True)
+    backlog = Backlog(cwd, locks).read()
+    if not backlog.exists:
+        raise UsageError(
+            "--backlog needs .autopilot/tasks.jsonl in this directory (autopilot tasks add)"
+        )
+    if not open_items(backlog.items):
+        raise UsageError("--backlog: .autopilot/tasks.jsonl has no open work item")
+
+
 @click.command(context_settings=_CTX)
 @click.option(
     "-p", "--prompt", "prompt_text", metavar="TEXT", help="The prompt of every iteration."
 )
 @click.option(
     "-f", "--prompt-file", "prompt_file", metavar="FILE", help="Read the prompt from FILE."
+)
+@click.option(
+    "--backlog",
+    is_flag=True,
+    help="Work through .autopilot/tasks.jsonl: each iteration gets the next ready work item.",
 )
 @click.option(
     "--agent",
@@ -131,6 +152,7 @@ def _arm_options(func: Any) -> Any:
 def arm(
     prompt_text: str | None,
     prompt_file: str | None,
+    backlog: bool,
     agent: str | None,
     session_id: str | None,
     **limits: str | None,
@@ -149,9 +171,12 @@ def arm(
     from autopilot.store.run_state import PromptSource
 
     cwd = Path.cwd().resolve()
-    if (prompt_text is None) == (prompt_file is None):
-        raise UsageError("give the prompt with exactly one of -p TEXT or -f FILE")
-    if prompt_file is not None:
+    if [prompt_text is not None, prompt_file is not None, backlog].count(True) != 1:
+        raise UsageError("give exactly one of -p TEXT, -f FILE or --backlog")
+    if backlog:
+        source = PromptSource()
+        _check_backlog(cwd)
+    elif prompt_file is not None:
         given = Path(prompt_file).expanduser()
         try:
             text = read_prompt_file(given, project=cwd)
@@ -176,7 +201,9 @@ def arm(
     flags = {name: limits.get(name.replace("-", "_")) for name, _, _ in _ARM_LIMITS}
     flags["agent"] = chosen.value
     config = build_config(flags, project=cwd)
-    armed = arm_hook_run(runs_root(), config, source, cwd, chosen, session_id, SystemClock())
+    armed = arm_hook_run(
+        runs_root(), config, source, cwd, chosen, session_id, SystemClock(), backlog=backlog
+    )
     if armed.arming.session_id:
         whose = f"{chosen.value} session {armed.arming.session_id}"
     else:

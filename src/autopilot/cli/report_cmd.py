@@ -1,7 +1,9 @@
 """``autopilot report``: the agent's decision about its running work item.
 
 The agent runs it through its shell tool inside an iteration; it finds its run from
-``AUTOPILOT_RUN_ID`` (set in every agent's environment) or ``--run``. The report is
+``AUTOPILOT_RUN_ID`` (set in every agent's environment), ``--run``, or in hook mode
+the run armed for the session it runs inside (``CLAUDE_CODE_SESSION_ID``,
+``CODEX_THREAD_ID``). The report is
 checked at once against the backlog, and anything wrong is printed with how to fix
 it (exit 2), so the agent can correct itself in the same turn. An accepted report
 waits in the run's folder for the driver, which applies it when the iteration ends.
@@ -42,6 +44,19 @@ def _criteria(given: tuple[str, ...]) -> dict[str, bool]:
     return criteria
 
 
+def _hook_run(root: Path) -> str | None:
+    """The run armed for the agent session this runs inside (hook mode), if any."""
+    from autopilot.hook.arm import session_from_env
+    from autopilot.hook.registry import load_armings
+
+    inside = session_from_env(os.environ)
+    if inside is None:
+        return None
+    agent, session = inside
+    armings, _ = load_armings(root)
+    return next((a.run_id for a in armings if a.session_id == session and a.agent is agent), None)
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("decision", metavar="DECISION")
 @click.option("--item", "item_id", required=True, metavar="ID", help="The running work item.")
@@ -70,13 +85,13 @@ def report(
         chosen = ItemDecision(decision)
     except ValueError:
         raise UsageError(f"DECISION must be one of {_DECISIONS}; got {decision!r}") from None
-    ref = run_ref or os.environ.get(RUN_ID_ENV, "").strip() or None
+    root = runs_root(create=False)
+    ref = run_ref or os.environ.get(RUN_ID_ENV, "").strip() or _hook_run(root)
     if ref is None:
         raise UsageError(
-            f"autopilot report is for an agent inside a run: ${RUN_ID_ENV} is not set "
-            "(or give --run RUN)"
+            f"autopilot report is for an agent inside a run: ${RUN_ID_ENV} is not set, "
+            "this is no session with a run armed (autopilot arm), and no --run RUN was given"
         )
-    root = runs_root(create=False)
     run_id = resolve_run(root, ref)
     folder = run_dir(root, run_id)
     state = read_state(RunDir(folder).state)

@@ -90,6 +90,8 @@ def arm_hook_run(
     agent: HookAgent,
     session_id: str | None,
     clock: Clock,
+    *,
+    backlog: bool = False,
 ) -> Armed:
     """Create the run and register it for ``session_id`` (None: claimed by a Stop).
 
@@ -109,6 +111,7 @@ def arm_hook_run(
             project=str(cwd),
             session_id=session,
             claim_until_ms=0 if session else now_ms + CLAIM_WINDOW_SECONDS * 1000,
+            backlog=backlog,
         )
         write_arming(root, arming)
     if session:

@@ -43,6 +43,7 @@ class Arming:
         output_tokens: The session's output tokens then.
         tree_head: The work tree's HEAD then.
         tree_fingerprint: The digest of the work tree's changes then (None: no repo).
+        backlog: Each iteration works on the project's next ready work item.
     """
 
     run_id: str
@@ -57,6 +58,7 @@ class Arming:
     output_tokens: int = 0
     tree_head: str | None = None
     tree_fingerprint: str | None = None
+    backlog: bool = False
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autopilot.core.attempt import Attempt
-from autopilot.core.change import LoopState
+from autopilot.core.change import Ending, LoopState
+from autopilot.core.ending import exit_code_for
 from autopilot.core.policy import budget_note, budget_reached
 from autopilot.core.step import Step, conclude, spend_counters
 from autopilot.core.vocabulary import Action, EndedBy, EventType, Progress, Reason, RunStatus
+from autopilot.hook.backlog import HookBacklog
 from autopilot.hook.decide import Arming, LetStopReason, StopAction, StopDecision
 from autopilot.hook.inputs import HookInput, keep_going, let_stop
 from autopilot.hook.transcript import TokenTotals, TurnView
@@ -46,6 +48,15 @@ _NEXT_ITERATION_HELD = {
     LetStopReason.COMPACTION: "the session is compacting: it stops; your next prompt in it "
     "picks the run up",
 }
+
+
+_AGENT_STOP = Ending(
+    EventType.ABORT,
+    Reason.USER_STOPPED,
+    "the agent reported stop for its work item",
+    RunStatus.STOPPED,
+    exit_code_for(EventType.ABORT, Reason.USER_STOPPED),
+)
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,11 @@ class HookStop:
         self.cwd = Path(state.cwd or arming.project)
         self.policy = state.config.policy()
         self.briefing = Briefing(self.folder, self.record, self.cwd, clock, self.policy)
+        self.backlog = (
+            HookBacklog(root, arming.run_id, self.cwd, self.folder.path, self.record.emit)
+            if arming.backlog
+            else None
+        )
 
     def close(self) -> None:
         """Close the event log."""
@@ -156,6 +172,10 @@ class HookStop:
         else:
             progress = Progress.NONE
         number = state.iteration
+        stop_asked = False
+        if self.backlog is not None:
+            conclusion = self.backlog.conclude(number, self.folder.attempt(number).path)
+            stop_asked = conclusion is not None and conclusion.stop
         final = decision.final_message if decision.action is StopAction.ITERATE else None
         attempt = Attempt(
             number=number,
@@ -181,6 +201,12 @@ class HookStop:
             self.briefing.undelivered()
         self.record.apply(step)
         self.briefing.after(spend_before, ended=step.ending is not None)
+        if stop_asked and step.ending is None:
+            self.briefing.undelivered()
+            self.record.finish(
+                EventType.ABORT, Reason.USER_STOPPED, "the agent reported stop for its work item"
+            )
+            return replace(step, change=replace(step.change, ending=_AGENT_STOP))
         if step.decision.action is Action.PAUSE:
             self.record.emit(EventType.PAUSE, iteration=number)
             self.record.update(lambda s: setattr(s, "status", RunStatus.PAUSED))
@@ -201,13 +227,33 @@ class HookStop:
                 None,
             )
         number = state.iteration + 1
-        base = PromptReader(state.prompt, self.cwd, self._warn).read()
+        plan = None
+        if self.backlog is not None:
+            plan = self.backlog.plan(number)
+            if plan.done:
+                self.briefing.undelivered()
+                note = "every work item is completed with passing evidence"
+                self.record.finish(EventType.COMPLETE, Reason.BACKLOG_DONE, note)
+                ended = f"autopilot: run {self.arming.run_id} complete: {note}"
+                return HookOutcome(let_stop(ended), None)
+            if plan.prompt is None:
+                question = plan.question or "no work item can start"
+                self._warn(question)
+                arming = replace(self.arming, block_streak=0)
+                return HookOutcome(
+                    let_stop(f"autopilot: run {self.arming.run_id}: {question}"), arming
+                )
+            base = plan.prompt
+        else:
+            base = PromptReader(state.prompt, self.cwd, self._warn).read()
         prompt = self.briefing.prompt(base, number)
         attempt = self.folder.new_attempt(number)
         write_private(attempt.prompt, prompt.encode("utf-8", "replace"))
         mark = git.mark(self.cwd)
         now_ms = self.clock.now_ms()
         self.record.emit(EventType.ITERATION_START, iteration=number)
+        if self.backlog is not None and plan is not None:
+            self.backlog.start(plan)
 
         def open_iteration(s: RunState) -> None:
             s.iteration, s.iteration_open, s.status = number, True, RunStatus.RUNNING

@@ -5,7 +5,7 @@ One JSON object per file (written with temp + fsync + rename, mode 0600)::
     {"runId": "…", "agent": "claude", "project": "/abs/project", "sessionId": "",
      "claimUntilMs": 0, "blockStreak": 0, "lastAssistantKey": null,
      "iterationStartedAtMs": 0, "inputTokens": 0, "outputTokens": 0,
-     "treeHead": null, "treeFingerprint": null}
+     "treeHead": null, "treeFingerprint": null, "backlog": false}
 
 ``sessionId`` "" means not yet claimed. Changes hold ``<runs-root>/hooks/.lock``
 (``fcntl``), so two sessions stopping at once cannot both claim one run. An entry
@@ -50,6 +50,7 @@ def to_json(arming: Arming) -> dict[str, object]:
         "outputTokens": arming.output_tokens,
         "treeHead": arming.tree_head,
         "treeFingerprint": arming.tree_fingerprint,
+        "backlog": arming.backlog,
     }
 
 
@@ -74,6 +75,9 @@ def from_json(raw: object) -> Arming | None:
     head, fingerprint = raw.get("treeHead"), raw.get("treeFingerprint")
     if not all(v is None or isinstance(v, str) for v in (head, fingerprint)):
         return None
+    backlog = raw.get("backlog", False)
+    if not isinstance(backlog, bool):
+        return None
     return Arming(
         run_id,
         HookAgent(agent),
@@ -87,6 +91,7 @@ def from_json(raw: object) -> Arming | None:
         numbers[2],
         head,
         fingerprint,
+        backlog,
     )
 
 

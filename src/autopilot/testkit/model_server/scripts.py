@@ -289,6 +289,21 @@ def _slowed(rules: tuple[Rule, ...], delay_seconds: float) -> tuple[Rule, ...]:
     )
 
 
+def _backlog_rules(*items: tuple[str, str]) -> tuple[Rule, ...]:
+    """Per work item (id, file): write the file, report ``continue_next`` with
+    ``autopilot report`` (``$AUTOPILOT`` when set), then say the item is done."""
+    rules: list[Rule] = []
+    for item_id, file_name in items:
+        marker = f"work-item: {item_id}"
+        report = (
+            f'echo {item_id} > {file_name} && "${{AUTOPILOT:-autopilot}}" report continue_next '
+            f"--item {item_id} --criterion ac1=pass"
+        )
+        rules.append(Rule(RunShell(report), step=0, prompt_contains=marker))
+        rules.append(Rule(Say(f"{item_id} done"), prompt_contains=marker))
+    return (*rules, Rule(Say("ready")))
+
+
 KEEP_WORKING = "Keep working"
 """What ``stop-self`` looks for in the prompt before it runs ``autopilot stop``."""
 
@@ -336,6 +351,7 @@ SCRIPTS: Mapping[str, Script] = MappingProxyType(
             Script("drop-stream", _always(Drop())),
             Script("recover-429", _DEFAULT, fail_for_seconds=RECOVER_SECONDS),
             Script("backlog", BACKLOG_RULES),
+            Script("backlog-two", _backlog_rules(("item-1", "one.txt"), ("item-2", "two.txt"))),
             Script(
                 "stop-self",
                 (
@@ -369,6 +385,9 @@ SCRIPTS: Mapping[str, Script] = MappingProxyType(
   (continuation messages, ``work-item: ID``): write ``<id>.txt``, then run
   ``autopilot report continue_next`` with the shell; ``beta`` is a draft on its first
   attempt and ``fixed`` on its second.
+- ``backlog-two``: a prompt naming ``work-item: item-1`` (``item-2``) writes
+  ``one.txt`` (``two.txt``) and reports ``continue_next`` for it, then says it is done;
+  any other says "ready".
 - ``stop-self``: a prompt holding :data:`KEEP_WORKING` runs ``autopilot stop`` with the
   shell (``$AUTOPILOT`` when set: a login shell may not have autopilot on its PATH),
   then says "still working on it" (never the promise); any other says "ready".
