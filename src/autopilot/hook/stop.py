@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -98,16 +97,15 @@ def answer_stop(
     *,
     clock: Clock | None = None,
     environ: Mapping[str, str] | None = None,
-    sleep: Callable[[float], None] = time.sleep,
 ) -> str:
     """The answer to one Stop hook call (stdout text; "" lets the session stop).
 
     Args:
         agent: The CLI that called.
         data: The hook's stdin.
-        clock: Wall and monotonic time (default: the system's).
+        clock: Wall and monotonic time and the flush wait's sleep (default: the
+            system's).
         environ: The hook's environment (the CLI's block cap).
-        sleep: How the flush wait sleeps.
     """
     clock = clock or SystemClock()
     environ = os.environ if environ is None else environ
@@ -134,7 +132,7 @@ def answer_stop(
         arming = match.arming
         if match.claims:
             arming = _claim(root, arming, hook, clock)
-        return _answer(root, arming, hook, clock, environ, sleep)
+        return _answer(root, arming, hook, clock, environ)
 
 
 def _answer(
@@ -143,7 +141,6 @@ def _answer(
     hook: HookInput,
     clock: Clock,
     environ: Mapping[str, str],
-    sleep: Callable[[float], None],
 ) -> str:
     from autopilot.hook.iteration import HookStop
 
@@ -162,7 +159,7 @@ def _answer(
         if clock.monotonic() >= deadline:
             facts = replace(facts, waited=True)
         else:
-            sleep(_POLL_SECONDS)
+            clock.sleep(_POLL_SECONDS)
             facts = replace(facts, turn=_turn(hook))
         decision = decide_stop(facts)
     if decision.reason is LetStopReason.NOT_STOP_EVENT:

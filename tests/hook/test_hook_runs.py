@@ -1,0 +1,301 @@
+"""Hook runs without a real CLI: arm, then feed Stop inputs and transcripts as Claude
+Code 2.1.197 writes them (docs/hooks.md), and read what the run recorded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autopilot.config import build_config
+from autopilot.control import pause, resume
+from autopilot.errors import UsageError
+from autopilot.hook.arm import arm_hook_run, session_from_env
+from autopilot.hook.inputs import HookAgent
+from autopilot.hook.registry import entry_path, load_armings
+from autopilot.hook.stop import answer_stop
+from autopilot.store.paths import runs_root
+from autopilot.store.run_state import PromptSource
+from tests.conftest import read_jsonl
+from tests.fakes import FakeClock
+
+SESSION = "5e55-1011"
+PROMPT = "Fix the parser. Say COMPLETE when the tests pass."
+
+
+class Session:
+    """One Claude Code session in ``project``: its transcript and its Stop inputs."""
+
+    def __init__(self, tmp_path: Path, project: Path, session_id: str = SESSION) -> None:
+        self.project = project
+        self.session_id = session_id
+        self.transcript = tmp_path / f"{session_id}.jsonl"
+        self.transcript.write_text("")
+        self.count = 0
+
+    def prompt(self, text: str) -> None:
+        self._append({"type": "user", "message": {"role": "user", "content": text}})
+
+    def say(self, text: str) -> None:
+        self.count += 1
+        self._append(
+            {
+                "type": "assistant",
+                "uuid": f"a{self.count}",
+                "message": {
+                    "id": f"m{self.count}",
+                    "content": [{"type": "text", "text": text}],
+                    "usage": {"input_tokens": 100, "output_tokens": 10},
+                },
+            }
+        )
+
+    def _append(self, entry: dict[str, Any]) -> None:
+        with self.transcript.open("a") as handle:
+            handle.write(json.dumps(entry) + "\n")
+
+    def stop(
+        self,
+        clock: FakeClock,
+        *,
+        active: bool = False,
+        last: str | None = None,
+        environ: dict[str, str] | None = None,
+    ) -> str:
+        data = {
+            "session_id": self.session_id,
+            "transcript_path": str(self.transcript),
+            "cwd": str(self.project),
+            "hook_event_name": "Stop",
+            "stop_hook_active": active,
+        }
+        if last is not None:
+            data["last_assistant_message"] = last
+        return answer_stop(
+            HookAgent.CLAUDE, json.dumps(data).encode(), clock=clock, environ=environ or {}
+        )
+
+
+def _arm(project: Path, clock: FakeClock, session: str | None = None, **flags: str) -> str:
+    config = build_config({"agent": "claude", **flags}, project=project)
+    armed = arm_hook_run(
+        runs_root(), config, PromptSource(text=PROMPT), project, HookAgent.CLAUDE, session, clock
+    )
+    return armed.run_id
+
+
+def _events(run_id: str) -> list[dict[str, Any]]:
+    return read_jsonl(runs_root() / run_id / "events.jsonl")
+
+
+def _state(run_id: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((runs_root() / run_id / "state.json").read_text())
+    return loaded
+
+
+def _kinds(run_id: str, *kinds: str) -> list[tuple[str, Any]]:
+    return [
+        (e["type"], e.get("iteration", e.get("reason")))
+        for e in _events(run_id)
+        if e["type"] in kinds
+    ]
+
+
+def _blocks(answer: str) -> str:
+    value = json.loads(answer)
+    assert value["decision"] == "block"
+    return str(value["reason"])
+
+
+@pytest.fixture
+def project(repo: Path) -> Path:
+    return repo
+
+
+def test_a_session_is_continued_until_it_says_the_promise(tmp_path: Path, project: Path) -> None:
+    clock = FakeClock()
+    run_id = _arm(project, clock)
+    session = Session(tmp_path, project)
+    session.prompt("/autopilot")
+    session.say("armed")
+    assert _blocks(session.stop(clock, last="armed")).startswith(PROMPT)
+    assert load_armings(runs_root())[0][0].session_id == SESSION  # claimed
+    session.prompt("Stop hook feedback:\n" + PROMPT)
+    session.say("half done")
+    second = json.loads(session.stop(clock, active=True, last="half done"))
+    assert second["systemMessage"] == f"autopilot: run {run_id}, iteration 2"
+    session.say("tests pass. COMPLETE")
+    assert json.loads(session.stop(clock, active=True, last="tests pass. COMPLETE")) == {
+        "systemMessage": f"autopilot: run {run_id} ended: complete (completion_promise)"
+    }
+    assert _kinds(run_id, "hook_session", "iteration_start", "iteration_end", "complete") == [
+        ("hook_session", None),
+        ("iteration_start", 1),
+        ("iteration_end", 1),
+        ("iteration_start", 2),
+        ("iteration_end", 2),
+        ("complete", 2),
+    ]
+    state = _state(run_id)
+    assert (state["status"], state["spend"]["iterations"]) == ("completed", 2)
+    assert state["spend"]["tokens"] == {"input": 200, "output": 20}
+    assert not entry_path(runs_root(), run_id).exists()
+    assert session.stop(clock, last="anything") == ""
+
+
+def test_another_session_and_an_empty_session_id_are_never_continued(
+    tmp_path: Path, project: Path
+) -> None:
+    clock = FakeClock()
+    run_id = _arm(project, clock, session="owner")
+    other = Session(tmp_path, project, "other")
+    other.say("done")
+    assert other.stop(clock, last="done") == ""
+    empty = Session(tmp_path, project, "")
+    assert empty.stop(clock, last="done") == ""
+    assert _kinds(run_id, "iteration_start") == []
+
+
+def test_a_claim_window_that_passed_claims_nothing(tmp_path: Path, project: Path) -> None:
+    clock = FakeClock()
+    _arm(project, clock)
+    clock.advance(301)
+    session = Session(tmp_path, project)
+    assert session.stop(clock, last="hi") == ""
+    assert load_armings(runs_root())[0][0].session_id == ""
+
+
+def test_pause_lets_the_session_stop_and_the_next_prompt_picks_the_run_up(
+    tmp_path: Path, project: Path
+) -> None:
+    clock = FakeClock()
+    run_id = _arm(project, clock, session=SESSION)
+    session = Session(tmp_path, project)
+    _blocks(session.stop(clock, last="ok"))
+    pause(runs_root() / run_id, clock)
+    answer = json.loads(session.stop(clock, active=True, last="working"))
+    assert "paused" in answer["systemMessage"]
+    assert _kinds(run_id, "iteration_end", "pause") == [("iteration_end", 1), ("pause", 1)]
+    resume(runs_root() / run_id, clock)
+    session.prompt("go on")
+    assert _blocks(session.stop(clock, last="back")).startswith(PROMPT)
+    assert _kinds(run_id, "iteration_start")[-1] == ("iteration_start", 2)
+
+
+def test_the_off_switch_lets_the_session_stop_and_keeps_the_run(
+    tmp_path: Path, project: Path
+) -> None:
+    clock = FakeClock()
+    run_id = _arm(project, clock, session=SESSION)
+    session = Session(tmp_path, project)
+    (project / ".autopilot").mkdir(exist_ok=True)
+    (project / ".autopilot" / "OFF").write_text("")
+    assert ".autopilot/OFF" in json.loads(session.stop(clock, last="ok"))["systemMessage"]
+    assert _kinds(run_id, "iteration_start") == []
+    assert entry_path(runs_root(), run_id).exists()
+
+
+def test_the_block_cap_lets_the_turn_end_without_losing_the_run(
+    tmp_path: Path, project: Path
+) -> None:
+    clock = FakeClock()
+    run_id = _arm(project, clock, session=SESSION, **{"max-iterations": "0"})
+    session = Session(tmp_path, project)
+    environ = {"CLAUDE_CODE_STOP_HOOK_BLOCK_CAP": "2"}
+    _blocks(session.stop(clock, last="first", environ=environ))
+    _blocks(session.stop(clock, active=True, last="work 1", environ=environ))
+    capped = json.loads(session.stop(clock, active=True, last="work 2", environ=environ))
+    assert "no more consecutive continuations" in capped["systemMessage"]
+    assert _state(run_id)["terminated"] is False
+    session.prompt("keep going")
+    _blocks(session.stop(clock, active=False, last="work 3", environ=environ))
+    assert _kinds(run_id, "iteration_start")[-1] == ("iteration_start", 3)
+
+
+def test_the_flush_race_waits_for_the_final_entry(tmp_path: Path, project: Path) -> None:
+    clock = FakeClock()
+    run_id = _arm(project, clock, session=SESSION)
+    session = Session(tmp_path, project)
+    session.say("armed")
+    _blocks(session.stop(clock))
+
+    class Flushing(FakeClock):
+        def sleep(self, seconds: float) -> None:
+            super().sleep(seconds)
+            if self.slept >= 0.5 and session.count == 1:
+                session.say("done. <promise>COMPLETE</promise>")  # written late
+
+    late = Flushing(clock.ms)
+    assert "ended: complete" in session.stop(late, active=True)
+    assert 0.5 <= late.slept < 2
+    assert _state(run_id)["terminationReason"] == "completion_promise"
+
+
+def test_a_transcript_that_never_gains_the_line_means_no_promise(
+    tmp_path: Path, project: Path
+) -> None:
+    clock = FakeClock()
+    run_id = _arm(project, clock, session=SESSION)
+    session = Session(tmp_path, project)
+    session.say("armed")
+    _blocks(session.stop(clock))
+    _blocks(session.stop(clock, active=True))
+    assert clock.slept >= 2
+    assert _kinds(run_id, "iteration_end") == [("iteration_end", 1)]
+    assert _state(run_id)["terminated"] is False
+
+
+def test_a_corrupt_state_file_lets_the_stop_through_and_is_kept(
+    tmp_path: Path, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clock = FakeClock()
+    run_id = _arm(project, clock, session=SESSION)
+    state_file = runs_root() / run_id / "state.json"
+    state_file.write_text("{torn")
+    session = Session(tmp_path, project)
+    assert session.stop(clock, last="ok") == ""
+    err = capsys.readouterr().err
+    assert err.startswith(f"autopilot: run {run_id}: ") and len(err.splitlines()) == 1
+    assert state_file.read_text() == "{torn"
+    assert entry_path(runs_root(), run_id).exists()
+
+
+def test_an_interrupt_in_the_transcript_lets_the_session_stop(
+    tmp_path: Path, project: Path
+) -> None:
+    clock = FakeClock()
+    run_id = _arm(project, clock, session=SESSION)
+    session = Session(tmp_path, project)
+    session.say("partial")
+    session.prompt("[Request interrupted by user]")
+    assert "interrupted" in json.loads(session.stop(clock))["systemMessage"]
+    assert _kinds(run_id, "iteration_start") == []
+
+
+def test_the_iteration_budget_ends_the_run(tmp_path: Path, project: Path) -> None:
+    clock = FakeClock()
+    run_id = _arm(project, clock, session=SESSION, **{"max-iterations": "1"})
+    session = Session(tmp_path, project)
+    _blocks(session.stop(clock, last="ok"))
+    ended = json.loads(session.stop(clock, active=True, last="still going"))
+    assert "max_iterations" in ended["systemMessage"]
+    assert _state(run_id)["terminationReason"] == "max_iterations"
+
+
+def test_a_second_arming_is_refused(project: Path) -> None:
+    clock = FakeClock()
+    first = _arm(project, clock)
+    with pytest.raises(UsageError, match=first):
+        _arm(project, clock)
+    owned = _arm(project, clock, session="s1")
+    with pytest.raises(UsageError, match=owned):
+        _arm(project, clock, session="s1")
+
+
+def test_the_session_comes_from_the_clis_shell_environment() -> None:
+    assert session_from_env({"CLAUDE_CODE_SESSION_ID": "c1"}) == (HookAgent.CLAUDE, "c1")
+    assert session_from_env({"CODEX_THREAD_ID": "x1"}) == (HookAgent.CODEX, "x1")
+    assert session_from_env({"CLAUDE_CODE_SESSION_ID": " "}) is None
+    assert session_from_env({}) is None
