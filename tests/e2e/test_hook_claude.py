@@ -123,3 +123,18 @@ def test_a_two_item_backlog_is_worked_through_in_one_session(
     assert (e2e_repo / "one.txt").exists() and (e2e_repo / "two.txt").exists()
     assert session.armed_entries() == []
     assert '"result":"item-2 done"' in done.stdout
+
+
+def test_the_slash_command_arms_the_session_it_is_typed_in(tmp_path: Path, e2e_repo: Path) -> None:
+    session = HookSession(tmp_path, e2e_repo, "claude")
+    assert session.autopilot("hook", "install").returncode == 0
+    done = _claude(session, "check-then-write", f"/autopilot -p '{PROMPT}' --max-iterations 4")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (run_dir,) = session.run_dirs()
+    events = session.events(run_dir)
+    armed = [e for e in events if e["type"] == "hook_session"]
+    assert [e["how"] for e in armed] == ["armed"]
+    assert f'"session_id":"{armed[0]["sessionId"]}"' in done.stdout
+    terminal = [e for e in events if e["type"] in ("complete", "abort")]
+    assert [(e["type"], e["reason"]) for e in terminal] == [("complete", "completion_promise")]
+    assert (e2e_repo / ".autopilot" / "memory.md").exists()

@@ -15,6 +15,7 @@ from autopilot.hook.inputs import HookAgent
 from autopilot.hook.registry import entry_path, load_armings, locked, write_arming
 from autopilot.hook.stop import answer_stop
 from autopilot.store.paths import runs_root
+from tests.fakes import FakeClock
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "hook"
 INPUT = (DATA / "claude-2.1.197-stop-input-1.json").read_bytes()
@@ -93,7 +94,7 @@ def test_another_sessions_run_lets_the_stop_through(tmp_path: Path) -> None:
             root,
             Arming("r-1800000000000", HookAgent.CLAUDE, "/home/dev/work", session_id="other"),
         )
-    assert answer_stop(HookAgent.CLAUDE, INPUT, 1_800_000_000_000) == ""
+    assert answer_stop(HookAgent.CLAUDE, INPUT, clock=FakeClock()) == ""
 
 
 def test_a_corrupt_registry_entry_is_reported_and_kept(
@@ -103,7 +104,7 @@ def test_a_corrupt_registry_entry_is_reported_and_kept(
     path = entry_path(root, "r-1800000000000")
     path.parent.mkdir(parents=True)
     path.write_text("{torn")
-    assert answer_stop(HookAgent.CLAUDE, INPUT, 1_800_000_000_000) == ""
+    assert answer_stop(HookAgent.CLAUDE, INPUT, clock=FakeClock()) == ""
     err = capsys.readouterr().err
     assert err.startswith("autopilot: ") and "cannot be read" in err
     assert len(err.splitlines()) == 1
@@ -112,5 +113,5 @@ def test_a_corrupt_registry_entry_is_reported_and_kept(
 
 
 def test_input_that_is_not_json_lets_the_stop_through(capsys: pytest.CaptureFixture[str]) -> None:
-    assert answer_stop(HookAgent.CODEX, b"\x00garbage", 0) == ""
+    assert answer_stop(HookAgent.CODEX, b"\x00garbage", clock=FakeClock()) == ""
     assert "not JSON" in capsys.readouterr().err

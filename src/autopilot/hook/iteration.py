@@ -227,6 +227,8 @@ class HookStop:
                 None,
             )
         number = state.iteration + 1
+        if number == 1:
+            self.briefing.start()  # the memory file, as the driver makes it
         plan = None
         if self.backlog is not None:
             plan = self.backlog.plan(number)
