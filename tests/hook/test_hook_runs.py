@@ -299,3 +299,16 @@ def test_the_session_comes_from_the_clis_shell_environment() -> None:
     assert session_from_env({"CODEX_THREAD_ID": "x1"}) == (HookAgent.CODEX, "x1")
     assert session_from_env({"CLAUDE_CODE_SESSION_ID": " "}) is None
     assert session_from_env({}) is None
+
+
+def test_a_run_stopped_elsewhere_leaves_the_registry_at_the_next_stop_of_any_session(
+    tmp_path: Path, project: Path
+) -> None:
+    clock = FakeClock()
+    run_id = _arm(project, clock, session="owner")
+    state_file = runs_root() / run_id / "state.json"
+    state = json.loads(state_file.read_text())
+    state_file.write_text(json.dumps({**state, "terminated": True, "status": "stopped"}))
+    assert Session(tmp_path, project, "someone-else").stop(clock, last="hi") == ""
+    assert not entry_path(runs_root(), run_id).exists()
+    assert state_file.exists()

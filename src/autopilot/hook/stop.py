@@ -87,6 +87,16 @@ def _claim(root: Path, arming: Arming, hook: HookInput, clock: Clock) -> Arming:
     return claimed
 
 
+def _forget_ended(root: Path, armings: list[Arming]) -> None:
+    """Drop the entries of runs that ended without a Stop of their session (stopped
+    from another terminal): the idle hook then answers at once again."""
+    ended = [a.run_id for a in armings if run_view(root, a.run_id)[0] is RunView.ENDED]
+    if ended:
+        with locked(root):
+            for run_id in ended:
+                remove_arming(root, run_id)
+
+
 def _turn(hook: HookInput) -> TurnView | None:
     return read_turn(hook.agent, hook.transcript_path) if hook.transcript_path else None
 
@@ -123,6 +133,7 @@ def answer_stop(
     for problem in problems:
         _note(problem)
     if match_arming(hook, armings, clock.now_ms()) is None:
+        _forget_ended(root, armings)
         return let_stop()
     with locked(root):
         armings, _ = load_armings(root)  # again, under the lock
