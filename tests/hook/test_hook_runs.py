@@ -4,6 +4,8 @@ Code 2.1.197 writes them (docs/hooks.md), and read what the run recorded."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -312,3 +314,25 @@ def test_a_run_stopped_elsewhere_leaves_the_registry_at_the_next_stop_of_any_ses
     assert Session(tmp_path, project, "someone-else").stop(clock, last="hi") == ""
     assert not entry_path(runs_root(), run_id).exists()
     assert state_file.exists()
+
+
+def test_a_message_sent_to_a_hook_run_goes_with_its_next_iteration(
+    tmp_path: Path, project: Path
+) -> None:
+    clock = FakeClock()
+    run_id = _arm(project, clock, session=SESSION)
+    sent = subprocess.run(
+        [sys.executable, "-m", "autopilot", "send", run_id, "Use the new parser API."],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert sent.returncode == 0, sent.stderr
+    assert "Stop hook" in sent.stdout
+    assert not (runs_root() / run_id / "supervisor.log").exists()
+    session = Session(tmp_path, project)
+    prompt = _blocks(session.stop(clock, last="ok"))
+    assert prompt.startswith(PROMPT) and "Use the new parser API." in prompt
+    delivered = [e for e in _events(run_id) if e["type"] == "message_delivered"]
+    assert [e["iteration"] for e in delivered] == [1]

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from autopilot.cli.echo import say
+from autopilot.core.restart import HOOK_MODE
 from autopilot.core.vocabulary import RunStatus
 from autopilot.errors import UsageError
 from autopilot.loop.clock import SystemClock
@@ -69,6 +70,12 @@ def send(file_name: str | None, no_start: bool, args: tuple[str, ...]) -> int:
     )
     state = read_state(RunDir(folder).state)
     if driver_alive(state) or supervisor_alive(state):
+        return 0
+    if state.mode == HOOK_MODE:
+        say(
+            f"autopilot: {run_id} runs in its agent session's Stop hook: the message goes "
+            "with the next iteration that session starts"
+        )
         return 0
     why = _why_not_relaunched(state, no_start)
     if why is not None:
