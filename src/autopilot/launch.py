@@ -55,6 +55,11 @@ def main() -> None:
             # spares the CLI a broken pipe while it is still writing the input.
             _drain_stdin()
             sys.exit(0)
+        # Something is armed: the hook itself, still without the command line.
+        from autopilot.hook.inputs import HookAgent
+        from autopilot.hook.stop import main as stop_main
+
+        sys.exit(stop_main(HookAgent(agent)))
     from autopilot.cli.main import main as cli_main
 
     cli_main()
