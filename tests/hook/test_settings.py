@@ -50,7 +50,7 @@ def test_install_merges_backs_up_and_is_idempotent(tmp_path: Path, agent: HookAg
     assert settings["hooks"]["PreToolUse"] == OTHERS["hooks"]["PreToolUse"]
     assert settings["hooks"]["Stop"] == [
         *OTHERS["hooks"]["Stop"],
-        {"hooks": [{"type": "command", "command": f"{PROGRAM} hook {agent}-stop", "timeout": 30}]},
+        {"hooks": [{"type": "command", "command": f"{PROGRAM} hook {agent}-stop", "timeout": 600}]},
     ]
     written = path.read_bytes()
     second = install(agent, Scope.PROJECT, tmp_path, PROGRAM, env)

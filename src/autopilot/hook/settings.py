@@ -33,7 +33,8 @@ from typing import Any
 from autopilot.errors import UsageError
 from autopilot.hook.inputs import HookAgent
 
-HOOK_TIMEOUT_SECONDS = 30
+HOOK_TIMEOUT_SECONDS = 600
+"""Seconds the CLI gives the hook: an armed backlog run runs the item's checks in it."""
 BACKUP_SUFFIX = ".autopilot-backup"
 _OURS = re.compile(r"(?:^|[\s/'\"])autopilot['\"]?\s+hook\s+(?:claude|codex)-stop\s*$")
 SLASH_COMMAND_MARK = "<!-- autopilot: installed by autopilot hook install -->"
