@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from autopilot.agents.command import CommandAdapter
 from autopilot.config import RunConfig
 from autopilot.loop.runner import RunRequest
 from autopilot.store.state import read_state
@@ -76,6 +77,20 @@ def test_stagnation_warns_then_aborts(tmp_path: Path) -> None:
     warnings = [e["note"] for e in _of(rig, "warning")]
     assert any("one more halts the run" in note for note in warnings)
     assert "agent claude" in str(result.note)
+    assert len(runner.requests) == 3
+
+
+def test_an_empty_answer_again_is_stagnation_even_with_no_iteration_budget(
+    tmp_path: Path,
+) -> None:
+    # A program that prints nothing, in a loop with no iteration budget: each empty
+    # answer repeats the previous one, and nothing else can end the run.
+    rig = arm(tmp_path, RunConfig(max_iterations=0))
+    silent = Scripted([], seconds=0.01)
+    driver, runner = rig.driver([silent], adapter=CommandAdapter(["/bin/echo"]))
+    result = driver.run()
+    assert (result.reason, result.exit_code) == ("stagnation", 1)
+    assert [e["streak"] for e in _of(rig, "stagnation")] == [2, 3]
     assert len(runner.requests) == 3
 
 

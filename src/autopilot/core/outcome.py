@@ -38,9 +38,16 @@ def response_of(attempt: Attempt) -> str:
     return attempt.last_root_text or ""
 
 
-def digest_of(text: str) -> str | None:
-    """SHA-256 of a response, for byte-identity checks (None for no response)."""
-    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest() if text else None
+def digest_of(text: str, outcome: Outcome) -> str | None:
+    """SHA-256 of a response, for byte-identity checks.
+
+    An iteration that ended normally with an empty answer has the digest of the empty
+    text: a second empty answer is the same answer again, and counts toward
+    stagnation. A failed iteration with no text has none (None).
+    """
+    if not text and outcome is not Outcome.OK:
+        return None
+    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
 
 
 def error_text_of(outcome: Outcome, attempt: Attempt) -> str | None:

@@ -76,7 +76,7 @@ def conclude(state: LoopState, attempt: Attempt, config: PolicyConfig, now_ms: i
     """
     outcome = outcome_of(attempt)
     response = response_of(attempt)
-    digest = digest_of(response)
+    digest = digest_of(response, outcome)
     error_text = error_text_of(outcome, attempt)
     signature = failure_signature(outcome, error_text)
     resume_failed = attempt.resumed_session is not None and outcome in (
