@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.conftest import FakeAgent, read_jsonl, run_cli
@@ -357,3 +360,30 @@ def test_continue_falls_back_to_a_fresh_session_when_resume_fails(
     # The failed attempt's files are kept; the fresh one has a folder of its own.
     assert "No conversation found" in (folder / "iter-0002" / "stdout.log").read_text()
     assert S2 in (folder / "iter-0002.2" / "stdout.log").read_text()
+
+
+def test_a_closed_stdout_does_not_end_a_foreground_run(tmp_path: Path, repo: Path) -> None:
+    # `autopilot run … | head -1`: the reader has gone before the run prints its
+    # limits; the run goes on to its real end and exit code.
+    program = tmp_path / "agent.sh"
+    program.write_text("#!/bin/sh\necho working\necho\necho COMPLETE\n")
+    program.chmod(0o755)
+    argv = [sys.executable, "-m", "autopilot", "run", "--agent", "command", "-p", "hi"]
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [*argv, "--", str(program)],
+            cwd=repo,
+            stdin=subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (0, "")
+    state = _state(tmp_path)
+    assert (state["status"], state["terminationReason"]) == ("completed", "completion_promise")

@@ -1,20 +1,58 @@
 """How every command prints: through ``view.safe``, so nothing an agent wrote can
-drive the terminal and no well-known secret is shown."""
+drive the terminal and no well-known secret is shown.
+
+A closed stdout or stderr (``autopilot run … | head -1``) never ends a command: the
+first broken pipe points the stream at ``/dev/null`` and later lines to it are
+dropped, so a foreground run goes on to its real end and exit code.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import os
+import sys
+from typing import IO, Any
 
 import click
 
 from autopilot.view.safe import shown, shown_json
 
+_closed: set[str] = set()
+"""The streams (``stdout``, ``stderr``) a broken pipe has closed."""
+
 
 def say(text: str = "", *, err: bool = False) -> None:
     """Print ``text`` (lines kept) with secrets redacted and controls escaped."""
-    click.echo(shown(text, newlines=True), err=err)
+    _echo(shown(text, newlines=True), err=err)
 
 
 def say_json(value: Any, *, indent: int | None = None) -> None:
     """Print ``value`` as JSON, redacted, with controls ``\\u``-escaped."""
-    click.echo(shown_json(value, indent=indent))
+    _echo(shown_json(value, indent=indent), err=False)
+
+
+def _echo(text: str, *, err: bool) -> None:
+    name = "stderr" if err else "stdout"
+    if name in _closed:
+        return
+    try:
+        click.echo(text, err=err)
+    except BrokenPipeError:
+        _closed.add(name)
+        silence(sys.stderr if err else sys.stdout)
+
+
+def silence(stream: IO[str]) -> None:
+    """Point ``stream``'s descriptor at ``/dev/null`` after a broken pipe.
+
+    What is left in its buffer then goes nowhere, and the interpreter's own flush at
+    exit prints no second error.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, stream.fileno())
+        finally:
+            os.close(devnull)
+        stream.flush()
+    except (OSError, ValueError):
+        pass

@@ -134,12 +134,9 @@ def _quiet_stdout() -> None:
     try:
         sys.stdout.flush()
     except (OSError, ValueError):
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-        except (OSError, ValueError):
-            pass
+        from autopilot.cli.echo import silence
+
+        silence(sys.stdout)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
