@@ -65,6 +65,15 @@ def test_more_than_five_restarts_in_five_minutes_is_a_give_up() -> None:
     assert "6 times within 5 minutes" in decide_restart(KILLED, ACTIVE, restarts, now).reason
 
 
+def test_a_usage_error_of_the_daemon_is_given_up_at_once_with_its_error() -> None:
+    ended = DaemonExit(2, error="../agent.sh is not an executable file")
+    decision = decide_restart(ended, ACTIVE, [], NOW)
+    assert (decision.verdict, decision.restarts_ms) == (Verdict.GIVE_UP, ())
+    assert decision.reason == (
+        "the daemon cannot drive the run: ../agent.sh is not an executable file"
+    )
+
+
 def test_restarts_older_than_the_window_do_not_count() -> None:
     old = [NOW - RESTART_WINDOW_MS - 1] * 5
     decision = decide_restart(KILLED, ACTIVE, old, NOW)

@@ -238,3 +238,56 @@ def test_a_daemon_killed_after_a_stop_request_is_ended_not_restarted(
     assert _types(folder, "supervisor_restart") == []
     assert _terminals(folder) == [("abort", "user_stopped")]
     assert [e["endedBy"] for e in _types(folder, "iteration_end")] == ["driver_died"]
+
+
+def test_a_relative_program_is_found_by_the_detached_daemon(tmp_path: Path, repo: Path) -> None:
+    (repo / "sub").mkdir()
+    program = repo / "agent.sh"
+    program.write_text("#!/bin/sh\necho COMPLETE\n")
+    program.chmod(0o755)
+    done = run_cli(
+        ["run", "--detach", "--agent", "command", "-p", "x", "--", "../agent.sh"],
+        cwd=repo / "sub",
+    )
+    assert done.returncode == 0, done.stderr
+    folder = next(p for p in (tmp_path / "runs").iterdir() if (p / "state.json").exists())
+    _wait_for(lambda: _ended(folder), TIMEOUT)
+    state = _state(folder)
+    assert (state["status"], state["terminationReason"]) == ("completed", "completion_promise")
+
+
+def test_a_missing_program_is_one_line_with_exit_2_before_detaching(
+    tmp_path: Path, repo: Path
+) -> None:
+    done = run_cli(
+        ["run", "--detach", "--agent", "command", "-p", "x", "--", "../nope.sh"], cwd=repo
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "nope.sh" in done.stderr
+
+
+def test_a_daemon_that_cannot_start_its_program_is_given_up_without_restarts(
+    tmp_path: Path, repo: Path
+) -> None:
+    program = tmp_path / "agent.sh"
+    program.write_text("#!/bin/sh\necho COMPLETE\n")
+    program.chmod(0o755)
+    root = runs_root()
+    run_id = arm_run(
+        root,
+        RunConfig(agent="command"),
+        PromptSource(text="work"),
+        repo,
+        SystemClock(),
+        command=(str(program),),
+    )
+    program.unlink()  # gone between arming and the daemon's start
+    folder = root / run_id
+    spawn_supervisor(root, run_id)
+    _wait_for(lambda: _ended(folder), TIMEOUT)
+    assert _types(folder, "supervisor_restart") == []
+    [giveup] = _types(folder, "supervisor_giveup")
+    assert giveup["note"].startswith("the daemon cannot drive the run: ")
+    assert str(program) in giveup["note"]
+    state = _state(folder)
+    assert (state["status"], state["terminationReason"]) == ("error", "supervisor_giveup")

@@ -24,7 +24,7 @@ from autopilot.agents.base import (
     shorten,
 )
 from autopilot.core.vocabulary import AgentEventKind, ErrorKind
-from autopilot.errors import UsageError
+from autopilot.errors import AgentNotFoundError, UsageError
 
 _TAIL_LINES = 400
 _TAIL_CHARS = 64 * 1024
@@ -120,8 +120,11 @@ class CommandAdapter:
         self.prompt_via = prompt_via
 
     def check_installed(self) -> None:
-        """Raises ``AgentNotFoundError`` if the program is not found."""
-        find_executable(self.argv[0], "check the program after '--'")
+        """Raises ``UsageError`` if the program is not found: the user named it."""
+        try:
+            find_executable(self.argv[0], "check the program after '--'")
+        except AgentNotFoundError as error:
+            raise UsageError(str(error)) from None
 
     def build_invocation(self, request: InvocationRequest) -> Invocation:
         """The program with the prompt on stdin, as an argument, or as a file."""

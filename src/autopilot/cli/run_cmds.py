@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -320,7 +321,7 @@ def run(
         from autopilot.runtime.notify import check_urls
 
         check_urls(config.notify)
-    command = extra if config.agent == "command" else ()
+    command = _program_from(cwd, extra) if config.agent == "command" else ()
     agent_args = () if config.agent == "command" else extra
     adapter = make_adapter(config.agent, command=command, prompt_via=config.prompt_via)
     adapter.check_installed()
@@ -376,6 +377,15 @@ def run(
     finally:
         project_lock.release()
     return launch_detached(root, run_id)
+
+
+def _program_from(cwd: Path, argv: tuple[str, ...]) -> tuple[str, ...]:
+    """``argv`` with a relative program path (``../agent.sh``) made absolute against
+    ``cwd``: the run's daemon, its relaunches and ``start`` work from other
+    directories. A bare name (``my-agent``) is left to ``PATH``."""
+    if not argv or "/" not in argv[0] or Path(argv[0]).is_absolute():
+        return argv
+    return (os.path.normpath(cwd / Path(argv[0]).expanduser()), *argv[1:])
 
 
 def launch_detached(root: Path, run_id: str, *, adopt: int | None = None) -> int:

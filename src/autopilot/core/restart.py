@@ -4,7 +4,9 @@ The supervisor starts the daemon again when it exits with the run still active â
 is what a crash, a ``kill -9`` or an OOM kill looks like â€” and never after a stop, a
 gate, a terminal event, or a daemon that left on purpose. More than ``RESTART_LIMIT``
 restarts within ``RESTART_WINDOW_MS`` is a daemon that cannot run: the supervisor gives
-up, and the run ends in ``error`` with one ``abort`` (reason ``supervisor_giveup``).
+up, and the run ends in ``error`` with one ``abort`` (reason ``supervisor_giveup``). A
+daemon that exits with a usage error (exit 2: the run as armed cannot be driven) is
+given up at once, with its error as the note.
 With the project's OFF switch set nothing is restarted (an automatic relaunch is a
 proactive action, seed 004).
 """
@@ -22,6 +24,10 @@ RESTART_LIMIT = 5
 RESTART_WINDOW_MS = 5 * 60 * 1000
 """The window the restarts are counted in, in milliseconds."""
 
+USAGE_EXIT_CODE = 2
+"""The daemon's exit for a usage error (``UsageError``: the run as armed cannot be
+driven, e.g. its program is not an executable file): starting it again cannot help."""
+
 _WAITING_FOR_USER = frozenset({"gated", "awaiting_user"})
 
 
@@ -32,10 +38,12 @@ class DaemonExit:
     Attributes:
         code: Its exit status, or None when a signal ended it.
         signal: The signal that ended it, or None.
+        error: The last line it wrote on stderr, when that explains the exit.
     """
 
     code: int | None
     signal: int | None = None
+    error: str | None = None
 
     @classmethod
     def from_returncode(cls, returncode: int) -> DaemonExit:
@@ -116,8 +124,9 @@ def decide_restart(
     Returns:
         ``DONE`` for a run that ended, ``LEAVE`` for one another driver holds, that
         waits for the user, is OFF, or whose daemon left on purpose (exit 0),
-        ``FINISH_STOP`` for a stop that was asked for, ``GIVE_UP`` after more than
-        ``limit`` restarts within the window, else ``RESTART``.
+        ``FINISH_STOP`` for a stop that was asked for, ``GIVE_UP`` at once for a usage
+        error (``USAGE_EXIT_CODE``) and after more than ``limit`` restarts within the
+        window, else ``RESTART``.
     """
     recent = tuple(t for t in restarts_ms if 0 <= now_ms - t < window_ms)
     if facts.terminated:
@@ -134,6 +143,9 @@ def decide_restart(
         return RestartDecision(Verdict.LEAVE, "autopilot is OFF in this project", recent)
     if ended.signal is None and ended.code == 0:
         return RestartDecision(Verdict.LEAVE, "the daemon left on purpose", recent)
+    if ended.signal is None and ended.code == USAGE_EXIT_CODE:
+        why = ended.error or ended.describe()
+        return RestartDecision(Verdict.GIVE_UP, f"the daemon cannot drive the run: {why}", recent)
     if len(recent) >= limit:
         return RestartDecision(
             Verdict.GIVE_UP,

@@ -36,10 +36,11 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autopilot.core.restart import DaemonExit, RestartDecision, Verdict
+from autopilot.core.restart import USAGE_EXIT_CODE, DaemonExit, RestartDecision, Verdict
 from autopilot.loop.subreaper import become_subreaper, has_children, reap_zombie_children
 
 if TYPE_CHECKING:
@@ -277,6 +278,8 @@ class _Acts:
 
     def after_exit(self, ended: DaemonExit) -> int:
         """Decide and act on the daemon's exit; ``_KEEP_GOING`` means start it again."""
+        if ended.signal is None and ended.code == USAGE_EXIT_CODE:
+            ended = replace(ended, error=self._last_error_line())
         decision = self._decide(ended)
         print(
             f"{time.strftime('%Y-%m-%d %H:%M:%S')} daemon ended ({ended.describe()}): "
@@ -287,6 +290,17 @@ class _Acts:
             return _KEEP_GOING
         self._conclude(ended, decision)
         return _STOP
+
+    def _last_error_line(self) -> str | None:
+        """The daemon's last line on stderr (its one-line error), if any."""
+        try:
+            with open(self.folder.path / DAEMON_ERR, "rb") as err:
+                err.seek(max(0, err.seek(0, os.SEEK_END) - 4096))
+                tail = err.read().decode("utf-8", "replace")
+        except OSError:
+            return None
+        lines = [line.strip() for line in tail.splitlines() if line.strip()]
+        return lines[-1].removeprefix("autopilot: error: ") if lines else None
 
     def _decide(self, ended: DaemonExit) -> RestartDecision:
         from autopilot.core.restart import RunFacts, decide_restart
