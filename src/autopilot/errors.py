@@ -14,6 +14,7 @@ Every error a user can cause ends as one line on stderr and a documented exit co
         ├── RunsRootError          the runs root is missing, not ours, or unwritable
         ├── StateFileError         state.json is unreadable or corrupt
         ├── RunLockedError         another driver holds the run
+        │   └── ProjectBusyError   another run is active in the same work tree
         ├── AgentNotFoundError     the agent CLI is not installed
         ├── GitUnavailableError    git is missing, cannot start, or timed out
         └── GitCommandError        a git command failed unexpectedly
@@ -61,6 +62,10 @@ class StateFileError(EnvironmentProblem):
 
 class RunLockedError(EnvironmentProblem):
     """Another live driver owns the run."""
+
+
+class ProjectBusyError(RunLockedError):
+    """Another run is active in the same work tree."""
 
 
 class AgentNotFoundError(EnvironmentProblem):

@@ -9,9 +9,11 @@ import pytest
 from autopilot.core.restart import (
     RESTART_WINDOW_MS,
     DaemonExit,
+    RelaunchCandidate,
     RunFacts,
     Verdict,
     decide_restart,
+    one_per_work_tree,
     relaunch_verdict,
 )
 
@@ -115,3 +117,47 @@ def test_which_runs_bare_autopilot_relaunches(changes: dict[str, object], why: s
         **changes,
     }
     assert relaunch_verdict(**facts) == why  # type: ignore[arg-type]
+
+
+def test_a_daemon_refused_for_another_run_in_its_directory_is_left_alone() -> None:
+    ended = DaemonExit(5, error="another run (a-1) is active in /w; stop it first")
+    decision = decide_restart(ended, ACTIVE, [], NOW)
+    assert (decision.verdict, decision.reason) == (
+        Verdict.LEAVE,
+        "another run (a-1) is active in /w; stop it first",
+    )
+
+
+def test_one_run_per_work_tree_is_relaunched_the_newest() -> None:
+    verdicts = one_per_work_tree(
+        [
+            RelaunchCandidate("w-1", "/w", 1_000, None),
+            RelaunchCandidate("w-2", "/w", 2_000, None),
+            RelaunchCandidate("v-1", "/v", 1_500, None),
+            RelaunchCandidate("w-0", "/w", 500, "it is paused: start it with autopilot start"),
+        ]
+    )
+    assert verdicts == [
+        (
+            "w-1",
+            "run w-2 is relaunched in the same directory; start this one with autopilot "
+            "start once that one has ended",
+        ),
+        ("w-2", None),
+        ("v-1", None),
+        ("w-0", "it is paused: start it with autopilot start"),
+    ]
+
+
+def test_no_relaunch_in_a_work_tree_where_a_run_is_driven() -> None:
+    verdicts = one_per_work_tree(
+        [
+            RelaunchCandidate("w-2", "/w", 2_000, None),
+            RelaunchCandidate("w-1", "/w", 1_000, "its daemon is running", driven=True),
+        ]
+    )
+    assert verdicts[0] == (
+        "w-2",
+        "run w-1 is running in the same directory; start this one with autopilot start "
+        "once that one has ended",
+    )

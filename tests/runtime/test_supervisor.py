@@ -20,6 +20,7 @@ from autopilot.loop.clock import SystemClock
 from autopilot.runtime import liveness
 from autopilot.runtime.detach import spawn_supervisor
 from autopilot.runtime.liveness import process_alive
+from autopilot.runtime.locks import ProjectLock
 from autopilot.runtime.messages import queue_message
 from autopilot.store.paths import runs_root
 from autopilot.store.run_state import PromptSource, decode_state
@@ -291,3 +292,30 @@ def test_a_daemon_that_cannot_start_its_program_is_given_up_without_restarts(
     assert str(program) in giveup["note"]
     state = _state(folder)
     assert (state["status"], state["terminationReason"]) == ("error", "supervisor_giveup")
+
+
+def test_a_daemon_refused_for_another_run_in_its_directory_is_not_restarted(
+    repo: Path, fake_agent: FakeAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in fake_agent([[{"result": "COMPLETE"}]]).items():
+        monkeypatch.setenv(key, value)
+    root = runs_root()
+    run_id = arm_run(root, RunConfig(), PromptSource(text="work"), repo, SystemClock())
+    folder = root / run_id
+    other = ProjectLock(root, repo)
+    other.acquire()  # another run's driver holds the work tree
+    try:
+        spawn_supervisor(root, run_id)
+        _wait_for(lambda: any(_not_restarted(folder)) or _ended(folder), TIMEOUT)
+        _wait_for(lambda: not supervisor_alive(_state(folder)), TIMEOUT)
+    finally:
+        other.release()
+    assert _types(folder, "supervisor_restart") == []
+    notes = _not_restarted(folder)
+    assert len(notes) == 1
+    assert "(exit code 5); not restarted: another run" in notes[0]
+    assert _state(folder)["terminated"] is False
+
+
+def _not_restarted(folder: Path) -> list[str]:
+    return [e["note"] for e in _types(folder, "warning") if "not restarted" in e["note"]]

@@ -97,8 +97,9 @@ def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
 
 def relaunchable_runs(root: Path, project: Path | None) -> list[tuple[str, str | None]]:
     """Every run of ``project`` (None: every project) not ended, with why it must not
-    be relaunched automatically (None: it should be; ``core.restart.relaunch_verdict``)."""
-    from autopilot.core.restart import relaunch_verdict
+    be relaunched automatically (None: it should be; ``core.restart.relaunch_verdict``).
+    At most one run per work tree is relaunched (``core.restart.one_per_work_tree``)."""
+    from autopilot.core.restart import RelaunchCandidate, one_per_work_tree, relaunch_verdict
 
     found = []
     for run_id in list_run_ids(root):
@@ -107,16 +108,18 @@ def relaunchable_runs(root: Path, project: Path | None) -> list[tuple[str, str |
             continue
         if project is not None and state.cwd != str(project):
             continue
+        daemon, supervisor = driver_alive(state), supervisor_alive(state)
         why = relaunch_verdict(
             status=state.status.value,
             terminated=False,
-            daemon_alive=driver_alive(state),
-            supervisor_alive=supervisor_alive(state),
+            daemon_alive=daemon,
+            supervisor_alive=supervisor,
             off=is_off(Path(state.cwd or ".")),
             mode=state.mode,
         )
-        found.append((run_id, why))
-    return found
+        driven = bool(daemon or supervisor)
+        found.append(RelaunchCandidate(run_id, state.cwd or "", state.started_at_ms, why, driven))
+    return one_per_work_tree(found)
 
 
 def relaunch_runs(project: Path | None) -> int:

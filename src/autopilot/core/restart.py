@@ -28,6 +28,10 @@ USAGE_EXIT_CODE = 2
 """The daemon's exit for a usage error (``UsageError``: the run as armed cannot be
 driven, e.g. its program is not an executable file): starting it again cannot help."""
 
+PROJECT_BUSY_EXIT_CODE = 5
+"""The daemon's exit when another run is active in the same work tree: it is left
+alone (not restarted) until that run has ended and it is started again."""
+
 _WAITING_FOR_USER = frozenset({"gated", "awaiting_user"})
 
 
@@ -123,7 +127,9 @@ def decide_restart(
 
     Returns:
         ``DONE`` for a run that ended, ``LEAVE`` for one another driver holds, that
-        waits for the user, is OFF, or whose daemon left on purpose (exit 0),
+        waits for the user, is OFF, whose daemon left on purpose (exit 0) or was
+        refused because another run is active in its work tree
+        (``PROJECT_BUSY_EXIT_CODE``),
         ``FINISH_STOP`` for a stop that was asked for, ``GIVE_UP`` at once for a usage
         error (``USAGE_EXIT_CODE``) and after more than ``limit`` restarts within the
         window, else ``RESTART``.
@@ -143,6 +149,9 @@ def decide_restart(
         return RestartDecision(Verdict.LEAVE, "autopilot is OFF in this project", recent)
     if ended.signal is None and ended.code == 0:
         return RestartDecision(Verdict.LEAVE, "the daemon left on purpose", recent)
+    if ended.signal is None and ended.code == PROJECT_BUSY_EXIT_CODE:
+        why = ended.error or "another run is active in its work tree"
+        return RestartDecision(Verdict.LEAVE, why, recent)
     if ended.signal is None and ended.code == USAGE_EXIT_CODE:
         why = ended.error or ended.describe()
         return RestartDecision(Verdict.GIVE_UP, f"the daemon cannot drive the run: {why}", recent)
@@ -201,3 +210,51 @@ def relaunch_verdict(
     if status not in RELAUNCH_STATUSES:
         return f"it is {status or 'in no status'}: start it with autopilot start"
     return None
+
+
+@dataclass(frozen=True)
+class RelaunchCandidate:
+    """A run left active, as bare ``autopilot`` sees it.
+
+    Attributes:
+        run_id: The run.
+        cwd: Its work tree.
+        started_at_ms: When it was armed (epoch ms).
+        why_not: Why it must not be relaunched (``relaunch_verdict``), or None.
+        driven: Its daemon or supervisor is alive.
+    """
+
+    run_id: str
+    cwd: str
+    started_at_ms: int
+    why_not: str | None
+    driven: bool = False
+
+
+def one_per_work_tree(candidates: Sequence[RelaunchCandidate]) -> list[tuple[str, str | None]]:
+    """At most one relaunch per work tree: the newest run that may be relaunched, none
+    where a run is already driven. Every other run says why it is left alone.
+
+    Returns:
+        ``(run_id, why_not)`` for each candidate, in the given order.
+    """
+    chosen: dict[str, RelaunchCandidate] = {}
+    for run in candidates:
+        if run.driven:
+            chosen[run.cwd] = run
+        elif run.why_not is None:
+            held = chosen.get(run.cwd)
+            if held is None or (not held.driven and run.started_at_ms > held.started_at_ms):
+                chosen[run.cwd] = run
+    verdicts = []
+    for run in candidates:
+        why = run.why_not
+        other = chosen.get(run.cwd)
+        if why is None and other is not None and other is not run:
+            how = "is running" if other.driven else "is relaunched"
+            why = (
+                f"run {other.run_id} {how} in the same directory; start this one with "
+                "autopilot start once that one has ended"
+            )
+        verdicts.append((run.run_id, why))
+    return verdicts

@@ -6,7 +6,9 @@ in the run folder. It is the ordinary driver with no view: SIGTERM and SIGINT st
 run at the next boundary (a second one ends the agent now), SIGHUP is ignored. It
 holds the platform's sleep inhibitor for as long as it drives the run
 (``runtime.keepawake``). Its exit code is the run's (0 complete, 1 aborted, 3 a budget,
-130 stopped), or 2/4 for an error it reports on stderr in one line.
+130 stopped), or 2/4 for an error it reports on stderr in one line: 2 a usage error
+(never restarted), 5 another run is active in the same work tree (left alone), 4 any
+other.
 """
 
 from __future__ import annotations
@@ -71,8 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return drive_detached(Path(args[0]), args[1])
     except AutopilotError as error:
+        from autopilot.core.restart import PROJECT_BUSY_EXIT_CODE
+        from autopilot.errors import ProjectBusyError
+
         print(f"autopilot: error: {error}", file=sys.stderr, flush=True)
-        return error.exit_code
+        return PROJECT_BUSY_EXIT_CODE if isinstance(error, ProjectBusyError) else error.exit_code
 
 
 if __name__ == "__main__":

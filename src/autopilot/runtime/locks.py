@@ -18,7 +18,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from autopilot.errors import RunLockedError
+from autopilot.errors import ProjectBusyError, RunLockedError
 from autopilot.runtime.liveness import driver_alive
 from autopilot.store.flock import FileLock
 from autopilot.store.paths import list_run_ids
@@ -62,16 +62,16 @@ class ProjectLock:
             run_id: The run taking it (its own driver record is not a rival).
 
         Raises:
-            RunLockedError: another run is active in this work tree.
+            ProjectBusyError: another run is active in this work tree.
         """
         make_private_dir(self._dir, exist_ok=True)
         if not self._lock.acquire():
             owner = self._owner.read_text(errors="replace").strip() if self._owner.exists() else ""
-            raise RunLockedError(self._refusal(owner or "unknown")) from None
+            raise ProjectBusyError(self._refusal(owner or "unknown")) from None
         rival = self._live_rival(run_id)
         if rival is not None:
             self.release()
-            raise RunLockedError(self._refusal(rival))
+            raise ProjectBusyError(self._refusal(rival))
 
     def _refusal(self, owner: str) -> str:
         return f"another run ({owner}) is active in {self.cwd}; stop it first (autopilot stop)"

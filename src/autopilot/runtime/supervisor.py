@@ -40,7 +40,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autopilot.core.restart import USAGE_EXIT_CODE, DaemonExit, RestartDecision, Verdict
+from autopilot.core.restart import (
+    PROJECT_BUSY_EXIT_CODE,
+    USAGE_EXIT_CODE,
+    DaemonExit,
+    RestartDecision,
+    Verdict,
+)
 from autopilot.loop.subreaper import become_subreaper, has_children, reap_zombie_children
 
 if TYPE_CHECKING:
@@ -278,7 +284,7 @@ class _Acts:
 
     def after_exit(self, ended: DaemonExit) -> int:
         """Decide and act on the daemon's exit; ``_KEEP_GOING`` means start it again."""
-        if ended.signal is None and ended.code == USAGE_EXIT_CODE:
+        if ended.signal is None and ended.code in (USAGE_EXIT_CODE, PROJECT_BUSY_EXIT_CODE):
             ended = replace(ended, error=self._last_error_line())
         decision = self._decide(ended)
         print(
