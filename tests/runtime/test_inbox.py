@@ -18,7 +18,7 @@ from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
 from autopilot.runtime.delivery import Delivery
 from autopilot.runtime.messages import pending_messages, queue_message
-from autopilot.store.events import EventLog
+from autopilot.store.events import EventLog, EventType
 from autopilot.store.inbox import Inbox
 from autopilot.store.run_state import PromptSource
 from autopilot.store.state import StateStore
@@ -202,3 +202,16 @@ def test_concurrent_senders_and_a_claiming_driver_lose_and_double_nothing(
     assert sorted(seen) == expected
     assert len(_events(run_folder, "message_queued")) == 40
     assert len(_events(run_folder, "message_delivered")) == 40
+
+
+def test_a_message_delivered_to_the_running_iteration_is_no_longer_pending(
+    run_folder: Path,
+) -> None:
+    message = queue_message(run_folder, "use the new API", SystemClock())
+    Inbox(run_folder).claim(lambda _: None, set)
+    # Taken for the iteration, not yet handed over: still waiting.
+    assert [m.id for m in pending_messages(run_folder)] == [message.id]
+    log = EventLog(run_folder / "events.jsonl", run_folder.name, SystemClock().now_ms)
+    log.emit(EventType.MESSAGE_DELIVERED, messageId=message.id, iteration=1)
+    log.close()
+    assert pending_messages(run_folder) == ()

@@ -118,11 +118,16 @@ def queue_message(
 
 
 def pending_messages(run_folder: Path) -> tuple[Message, ...]:
-    """Messages queued or taken and not yet retired, oldest first (for ``status``)."""
+    """Messages not yet delivered to the agent, oldest first (for ``status``): those
+    queued, and those taken for an iteration with no ``message_delivered`` logged
+    (a taken message is retired only when its iteration ends)."""
     inbox = Inbox(run_folder)
+    taken = inbox.taken()
+    delivered = ids_in_log(run_folder, EventType.MESSAGE_DELIVERED) if taken else set()
     seen: dict[str, Message] = {}
-    for message in (*inbox.taken(), *inbox.pending()):
-        seen.setdefault(message.id, message)
+    for message in (*taken, *inbox.pending()):
+        if message.id not in delivered:
+            seen.setdefault(message.id, message)
     return tuple(sorted(seen.values(), key=lambda m: m.id))
 
 
