@@ -228,6 +228,29 @@ def test_import_markdown_checklist(project: Path, capsys: pytest.CaptureFixture[
     assert code == 2 and "no checklist lines" in err
 
 
+def test_import_of_a_json_file_that_is_not_json_says_where(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "bad.json").write_text('{"userStories": [\n  {"id": 1,}\n]}\n')
+    code, _, err = autopilot(capsys, "tasks", "import", "bad.json")
+    assert code == 2
+    assert "bad.json: not valid JSON (line 2, column 12: Expecting property name" in err
+    (project / "prose.json").write_text("not json at all\n")
+    code, _, err = autopilot(capsys, "tasks", "import", "prose.json")
+    assert (code, "prose.json: not valid JSON (line 1, column 1: Expecting value)" in err) == (
+        2,
+        True,
+    )
+
+
+def test_a_missing_prompt_names_the_full_command_for_help(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = autopilot(capsys, "tasks", "add")
+    assert code == 2
+    assert err.rstrip().endswith("(see autopilot tasks add --help)")
+
+
 def test_list_warns_about_malformed_lines_and_keeps_them(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -157,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         code = 0
     except click.UsageError as error:
         where = (
-            f" (see autopilot {error.ctx.info_name} --help)"
+            f" (see {error.ctx.command_path} --help)"
             if error.ctx and error.ctx.parent
             else ""
         )

@@ -68,8 +68,12 @@ def parse_prd_json(data: bytes, source: str, taken: Collection[str]) -> list[Wor
     """
     try:
         value = json.loads(data.decode("utf-8"))
+    except json.JSONDecodeError as error:
+        raise BacklogError(
+            f"{source}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
+        ) from None
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise BacklogError(f"{source}: not a JSON file ({error})") from None
+        raise BacklogError(f"{source}: not valid JSON ({error})") from None
     stories = value.get("userStories") if isinstance(value, dict) else None
     if not isinstance(stories, list) or not all(isinstance(s, dict) for s in stories):
         raise BacklogError(f"{source}: no 'userStories' list of objects (a prd.json)")
@@ -144,12 +148,14 @@ def parse_markdown_checklist(text: str, source: str, taken: Collection[str]) -> 
 
 
 def parse_import(data: bytes, source: str, taken: Sequence[str]) -> list[WorkItem]:
-    """Work items from ``data``: a ``prd.json`` if it is a JSON object, else Markdown.
+    """Work items from ``data``: a ``prd.json`` if it is named ``*.json`` or is a JSON
+    object, else Markdown.
 
     Raises:
-        BacklogError: neither format, or not UTF-8.
+        BacklogError: neither format, not valid JSON (with its line and column), or
+            not UTF-8.
     """
-    if data.lstrip().startswith(b"{"):
+    if source.lower().endswith(".json") or data.lstrip().startswith((b"{", b"[")):
         return parse_prd_json(data, source, taken)
     try:
         text = data.decode("utf-8")
