@@ -124,3 +124,18 @@ def test_help_names_what_each_option_takes(tmp_path: Path) -> None:
         assert re.search(rf"{option} {metavar}\b", shown), option
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert "`--max-cost USD`" in readme and "`--max-duration DURATION`" in readme
+
+
+def test_watch_help_names_every_key_of_the_live_view() -> None:
+    from click.testing import CliRunner
+    from textual.binding import Binding
+
+    from autopilot.cli.watch_cmds import watch
+    from autopilot.view.tui import WatchApp
+
+    shown = " ".join(CliRunner().invoke(watch, ["--help"]).output.split())
+    keys = {b.key for b in WatchApp.BINDINGS if isinstance(b, Binding) and b.show}
+    assert keys == {"p", "r", "s", "m", "q"}
+    for key in sorted(keys):
+        assert re.search(rf"\b{key} [a-z]", shown), key
+    assert "m send a message to the agent" in shown

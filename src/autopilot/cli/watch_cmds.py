@@ -28,7 +28,8 @@ def _write_line(line: str) -> None:
 def watch(plain: bool, run_ref: str | None) -> int:
     """Watch RUN live (default: this project's newest run).
 
-    Keys: p pause, r resume, s stop (asks first), q leave. Leaving never stops the run.
+    Keys: p pause, r resume, s stop (asks first), m send a message to the agent, q
+    leave. Leaving never stops the run.
     """
     root = runs_root(create=False)
     run_id = resolve_run(root, run_ref, project=None if run_ref else Path.cwd().resolve())
