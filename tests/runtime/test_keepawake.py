@@ -127,3 +127,21 @@ def test_a_killed_holder_leaves_no_inhibitor_behind(fake_inhibit: Path) -> None:
     holder.wait()
     inhibitor.wait(timeout=30)  # tail --pid sees the holder gone and exits
     assert not inhibitor.is_running() or inhibitor.status() == psutil.STATUS_ZOMBIE
+
+
+def test_the_sleep_warning_is_logged_once_per_run_across_daemon_starts(tmp_path: Path) -> None:
+    from autopilot.runtime.daemon import sleep_warning_once
+    from autopilot.store.events import EventLog
+    from tests.conftest import read_jsonl
+
+    events = tmp_path / "events.jsonl"
+    failing = (str(tmp_path / "no-such-inhibitor"),)
+    for _ in range(3):  # the daemon's first start and two restarts
+        notes = EventLog(events, "run-1", lambda: 1_800_000_000_000)
+        awake = KeepAwake("autopilot run run-1", sleep_warning_once(events, notes), argv=failing)
+        awake.hold()
+        awake.release()
+        notes.close()
+    warnings = [e["note"] for e in read_jsonl(events) if e["type"] == "warning"]
+    assert len(warnings) == 1
+    assert warnings[0].startswith("the machine may sleep during this run:")

@@ -156,11 +156,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         click.echo(error.ctx.get_help() if error.ctx else str(error))
         code = 0
     except click.UsageError as error:
-        where = (
-            f" (see {error.ctx.command_path} --help)"
-            if error.ctx and error.ctx.parent
-            else ""
-        )
+        where = f" (see {error.ctx.command_path} --help)" if error.ctx and error.ctx.parent else ""
         _error(f"autopilot: error: {error.format_message()}{where}")
         code = 2
     except click.exceptions.Exit as done:

@@ -15,11 +15,16 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autopilot.errors import AutopilotError
 from autopilot.loop.clock import SystemClock
 from autopilot.loop.signals import Interrupts
+
+if TYPE_CHECKING:
+    from autopilot.store.events import EventLog
 
 
 def drive_detached(root: Path, run_id: str) -> int:
@@ -29,7 +34,6 @@ def drive_detached(root: Path, run_id: str) -> int:
         AutopilotError: the run cannot be driven (ended, locked, agent missing, …).
     """
     from autopilot.core.ending import describe_ending
-    from autopilot.core.vocabulary import EventType
     from autopilot.loop.driver import Driver
     from autopilot.runtime.agents import adapter_for_state
     from autopilot.runtime.keepawake import KeepAwake
@@ -50,9 +54,7 @@ def drive_detached(root: Path, run_id: str) -> int:
     locks = RunLocks(ProjectLock(root, Path(state.cwd or ".")), run_id, folder)
     clock = SystemClock()
     notes = EventLog(folder.events, run_id, clock.now_ms)
-    awake = KeepAwake(
-        f"autopilot run {run_id}", lambda line: notes.emit(EventType.WARNING, note=line)
-    )
+    awake = KeepAwake(f"autopilot run {run_id}", sleep_warning_once(folder.events, notes))
     awake.hold()
     try:
         result = Driver(root, run_id, adapter, clock, interrupts, locks=locks).run()
@@ -62,6 +64,23 @@ def drive_detached(root: Path, run_id: str) -> int:
     ending = describe_ending(result.reason, completed=result.terminal_type == "complete")
     print(f"autopilot: run {run_id} {ending}", flush=True)
     return result.exit_code
+
+
+def sleep_warning_once(events: Path, notes: EventLog) -> Callable[[str], None]:
+    """Logs the keep-awake warning as a ``warning`` event unless the run's log has it
+    already: it is said once per run, not at every start of its daemon."""
+    from autopilot.core.vocabulary import EventType
+    from autopilot.runtime.keepawake import SLEEP_WARNING
+    from autopilot.store.events import read_events
+
+    def note(line: str) -> None:
+        for event in read_events(events):
+            said = event.get("note")
+            if event.get("type") == "warning" and str(said).startswith(SLEEP_WARNING):
+                return
+        notes.emit(EventType.WARNING, note=line)
+
+    return note
 
 
 def main(argv: list[str] | None = None) -> int:

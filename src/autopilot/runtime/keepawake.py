@@ -59,6 +59,10 @@ def inhibitor_argv(
     return None
 
 
+SLEEP_WARNING = "the machine may sleep during this run:"
+"""How the warning that the machine cannot be kept awake begins."""
+
+
 def probe_argv(argv: tuple[str, ...]) -> tuple[str, ...] | None:
     """A quick command that fails where the inhibitor cannot work (no logind), or None
     when there is nothing to probe."""
@@ -96,7 +100,7 @@ class KeepAwake:
     def _unavailable(self, why: str) -> None:
         if not self._noted:
             self._noted = True
-            self._note(f"the machine may sleep during this run: {why}")
+            self._note(f"{SLEEP_WARNING} {why}")
 
     def _usable(self) -> bool:
         if self.argv is None:
