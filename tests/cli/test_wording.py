@@ -139,3 +139,19 @@ def test_watch_help_names_every_key_of_the_live_view() -> None:
     for key in sorted(keys):
         assert re.search(rf"\b{key} [a-z]", shown), key
     assert "m send a message to the agent" in shown
+
+
+def test_start_of_an_ended_run_says_what_to_do_and_its_help_says_so(tmp_path: Path) -> None:
+    log = EventWriter()
+    log.add("armed", label="demo", maxIterations=10, agent="claude")
+    ended = {"terminated": True, "status": "stopped", "terminationReason": "user_stopped"}
+    write_run(tmp_path / "runs", base_state(**dead_driver(), **ended), log.events)
+    done = run_cli(["start", RUN_ID], cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"autopilot: error: run {RUN_ID} has already ended (user_stopped); an ended run "
+        "cannot be started again: begin a new one with autopilot run\n",
+    )
+    shown = " ".join(run_cli(["start", "--help"], cwd=tmp_path).stdout.split())
+    assert "whatever its status" not in shown
+    assert "An ended run (completed, aborted, stopped) cannot be started again" in shown

@@ -32,8 +32,11 @@ from autopilot.store.state import read_state, read_state_quietly
     "--plain", is_flag=True, help="Drive it in this terminal, one line per event (--foreground)."
 )
 def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
-    """Start RUN again: in the background, whatever its status (after a crash, a reboot,
+    """Start RUN again, in the background, if it has not ended (after a crash, a reboot,
     a pause). Returns at once.
+
+    An ended run (completed, aborted, stopped) cannot be started again: begin a new
+    run with autopilot run.
 
     A pause request left over is cleared. Budgets, spend, iteration count, session ids
     and queued messages are restored; an iteration that was running is started again.
@@ -52,7 +55,10 @@ def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
         say(ending_line(result) + " (repaired from the event log)")
         return result.exit_code
     if state.terminated:
-        raise UsageError(f"run {run_id} has already ended ({state.termination_reason})")
+        raise UsageError(
+            f"run {run_id} has already ended ({state.termination_reason}); an ended run "
+            "cannot be started again: begin a new one with autopilot run"
+        )
     if state.cwd is None:
         raise UsageError(
             f"run {run_id} was written by another implementation and records no work tree; "
