@@ -402,3 +402,36 @@ def test_duration_budget_excludes_paused_time_and_survives_restart(
     state = _state(folder)
     assert _terminals(folder) == [("abort", "max_duration")]
     assert 4000 <= state["spend"]["activeMs"] < 9000  # type: ignore[index,operator]
+
+
+def test_the_first_sigint_of_a_plain_run_is_answered_at_once(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    go = tmp_path / "go"
+    held = {"shell": f"while [ ! -f {go} ]; do sleep 0.05; done"}
+    env = fake_agent([[held, {"result": "ok"}]])
+    err_path = tmp_path / "stderr.txt"
+    with err_path.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "autopilot", "run", "--plain", "-p", "work"],
+            cwd=repo,
+            env=dict(os.environ, **env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        folder = _run_dir(tmp_path)
+        _wait_for(lambda: _state(folder).get("agentPid") is not None)
+        proc.send_signal(signal.SIGINT)
+        # The agent cannot finish its iteration until `go` exists.
+        _wait_for(lambda: "stop heard" in err_path.read_text())
+        assert err_path.read_text().splitlines()[-1] == (
+            "autopilot: stop heard: the run stops when this iteration ends; "
+            "Ctrl-C again ends the agent now"
+        )
+    finally:
+        go.write_text("")
+        code = proc.wait(timeout=60)
+    assert code == 130
+    assert _terminals(folder) == [("abort", "user_stopped")]

@@ -61,6 +61,8 @@ def drive(
     interrupts = Interrupts()
     interrupts.install()
     live = not plain and sys.stdout.isatty() and sys.stdin.isatty()
+    if not live:
+        interrupts.announce = _say_at_once
 
     def on_event(event: dict[str, Any]) -> None:
         echo(format_event(event))
@@ -93,6 +95,15 @@ def drive(
         return result
 
     return drive_live(run_then_leave_if_hung_up, root, run_id, on_interrupt=interrupt)
+
+
+def _say_at_once(line: str) -> None:
+    """Write ``line`` on stderr from a signal handler: straight to the descriptor, so
+    no buffered stream is entered again mid-write."""
+    try:
+        os.write(sys.stderr.fileno(), (line + "\n").encode("utf-8", "replace"))
+    except (OSError, ValueError):
+        pass
 
 
 def result_of(state: RunState) -> RunResult:
