@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import git
+from tests.e2e.clis import CLIS
 from tests.e2e.conftest import E2ERun, assert_nothing_left_behind, cli_path, run_offline
-from tests.e2e.test_claude import _claude_env
-from tests.e2e.test_codex import CONFIG as CODEX_CONFIG
 
 ITEMS = [
     {
@@ -42,22 +41,9 @@ ITEMS = [
 
 
 def _setup(agent: str, tmp_path: Path) -> tuple[dict[str, str], dict[Path, Path], tuple[str, ...]]:
-    if agent == "claude":
-        return _claude_env(), {}, ()
-    codex_home = tmp_path / "codex-home"
-    codex_home.mkdir()
-    template = tmp_path / "config.toml.template"
-    template.write_text(CODEX_CONFIG)
-    env = {
-        "AUTOPILOT_CODEX_BIN": str(cli_path("codex")),
-        "CODEX_HOME": str(codex_home),
-        "FAKE_API_KEY": "dummy",
-    }
-    return (
-        env,
-        {template: codex_home / "config.toml"},
-        ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_API_KEY"),
-    )
+    setup = CLIS[agent].setup(tmp_path)
+    env = {f"AUTOPILOT_{agent.upper()}_BIN": str(cli_path(agent)), **setup.set_env}
+    return env, setup.templates, setup.unset_env
 
 
 def _tasks(repo: Path) -> list[dict[str, Any]]:

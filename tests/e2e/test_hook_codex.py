@@ -9,9 +9,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from tests.e2e.clis import CODEX_CONFIG as CONFIG
 from tests.e2e.conftest import cli_path
 from tests.e2e.hook_session import HookSession
-from tests.e2e.test_codex import CONFIG
 
 PROMPT = "Make sure hello.txt exists. When it does, say COMPLETE."
 
