@@ -143,6 +143,46 @@ def test_no_reset_in_text(text: str) -> None:
     assert parse_reset_time(text, NOW) is None
 
 
+ENDLESS = "9" * 400
+"""A delay no limit has: as a float, infinite."""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"try again in {ENDLESS} hours",
+        f"Please retry in {ENDLESS}.5s",
+        f"retry-after: {ENDLESS}",
+        f'{{"resets_in_seconds": {ENDLESS}}}',
+        f'"retryDelay": "{ENDLESS}s"',
+        "try again in 99999999999999 days",  # finite, but after the year 5138
+    ],
+    ids=["hours", "seconds", "retry-after", "json-field", "retry-delay", "after-5138"],
+)
+def test_an_endless_delay_in_text_is_no_reset(text: str) -> None:
+    assert parse_reset_time(text, NOW) is None
+    stderr = f"429 Too Many Requests: {text}\n"
+    verdict = CodexAdapter("codex", clock=fixed_clock).classify(IterationReport(), 1, stderr)
+    assert verdict.error_kind is ErrorKind.RATE_LIMIT and verdict.reset_at_ms is None
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"retry-after": "inf"},
+        {"retry-after": ENDLESS},
+        {"retry-after": "Fri, 31 Dec 9999 23:59:59 GMT"},
+        {"retry-after-ms": "Infinity"},
+        {"retry_after": float("inf")},
+        {"retryAfter": float("nan")},
+        {"retryDelay": f"{ENDLESS}s"},
+        {"error": {"resets_in_seconds": 10**20}},
+    ],
+)
+def test_an_endless_delay_in_fields_is_no_reset(fields: dict[str, object]) -> None:
+    assert reset_from_fields(fields, NOW) is None
+
+
 def test_unknown_zone_falls_back_to_the_local_zone() -> None:
     assert parse_reset_time("resets 9pm (Not/AZone)", NOW) == ms(
         datetime(2026, 11, 30, 21, 0, tzinfo=EDMONTON)

@@ -98,7 +98,7 @@ class CodexStreamParser(JsonLinesParser):
                 self._turn_text = text
                 return [self.text(text)]
             return []
-        if item_type not in _TOOL_ITEMS:
+        if not isinstance(item_type, str) or item_type not in _TOOL_ITEMS:
             return []
         events: list[AgentEvent] = []
         item_id = str(item.get("id") or id(item))

@@ -19,6 +19,7 @@ argument: an aware ``datetime`` whose zone is used for clock times without one).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta, tzinfo
@@ -52,8 +53,22 @@ def epoch_to_ms(value: object) -> int | None:
     return None
 
 
+LATEST_RESET_MS = 10**14
+"""Epoch ms past which a reset time is not one (the year 5138, ``epoch_to_ms``'s bound):
+an absurd or infinite delay in an agent's output gives no reset time."""
+
+
 def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
+
+
+def _later(now_ms: int, seconds: float) -> int | None:
+    """``seconds`` after ``now_ms`` (epoch ms); None for a negative, infinite, NaN or
+    absurd delay (a reset after ``LATEST_RESET_MS``)."""
+    if not (math.isfinite(seconds) and seconds >= 0) or seconds * 1000 >= LATEST_RESET_MS:
+        return None
+    moment = now_ms + int(seconds * 1000)
+    return moment if moment < LATEST_RESET_MS else None
 
 
 def _aware(now: datetime) -> datetime:
@@ -70,8 +85,9 @@ def parse_retry_after(value: str, now: datetime) -> int | None:
             moment = parsedate_to_datetime(text)
         except (TypeError, ValueError, IndexError):
             return None
-        return _ms(_aware(moment))
-    return _ms(_aware(now)) + int(seconds * 1000) if seconds >= 0 else None
+        absolute = _ms(_aware(moment))
+        return absolute if 0 < absolute < LATEST_RESET_MS else None
+    return _later(_ms(_aware(now)), seconds)
 
 
 _EPOCH_KEYS = frozenset({"resets_at", "resetsat", "reset_at", "resetat", "resettime"})
@@ -112,14 +128,14 @@ def reset_from_fields(fields: Mapping[str, Any], now: datetime, _depth: int = 0)
             relative = relative or parse_retry_after(str(value), now)
         elif name == "retry-after-ms" and isinstance(value, str | int | float):
             delay = _number(value)
-            relative = relative or (now_ms + int(delay) if delay is not None else None)
+            relative = relative or (_later(now_ms, delay / 1000) if delay is not None else None)
         elif name in _SECONDS_KEYS:
             delay = _number(value)
-            relative = relative or (now_ms + int(delay * 1000) if delay is not None else None)
+            relative = relative or (_later(now_ms, delay) if delay is not None else None)
         elif name == "retrydelay" and isinstance(value, str):
             delay_match = _DELAY.match(value)
             if delay_match:
-                relative = relative or now_ms + int(float(delay_match.group(1)) * 1000)
+                relative = relative or _later(now_ms, float(delay_match.group(1)))
         elif isinstance(value, Mapping | list) or (
             isinstance(value, str) and value.lstrip().startswith("{") and len(value) < 65_536
         ):
@@ -238,11 +254,11 @@ def parse_reset_time(text: str, now: datetime) -> int | None:
             return absolute
     match = _SECONDS_TEXT.search(text) or _DELAY_TEXT.search(text)
     if match:
-        return now_ms + int(float(match.group(1)) * 1000)
+        return _later(now_ms, float(match.group(1)))
     for match in _RELATIVE.finditer(text):
         seconds = _duration_seconds(text, match.end())
         if seconds is not None:
-            return now_ms + int(seconds * 1000)
+            return _later(now_ms, seconds)
     for match in _CLOCK.finditer(text):
         moment = _clock_time(match, now)
         if moment is not None:
