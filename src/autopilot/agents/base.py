@@ -18,7 +18,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol, TypeGuard
 
-from autopilot.agents import environment
 from autopilot.core.vocabulary import AgentEventKind, ErrorKind
 from autopilot.errors import AgentNotFoundError
 
@@ -32,10 +31,6 @@ SESSION_ID_MAX_CHARS = 128
 UUID_SHAPE = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 """A UUID in its canonical text form: the session ids of Claude Code, Codex,
 pi, Gemini CLI and Copilot CLI."""
-
-agent_environment = environment.agent_environment
-"""The child's environment (defined in ``agents/environment.py``; named here too
-for the loop, which imports it from this module)."""
 
 WallClock = Callable[[], datetime]
 """A function returning the current time as an aware ``datetime`` (local zone)."""

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from autopilot.agents.base import Invocation
+from autopilot.agents.base import Invocation
 
 NESTING_MARKERS: tuple[str, ...] = (
     "CLAUDECODE",

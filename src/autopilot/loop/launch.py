@@ -9,7 +9,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
-from autopilot.agents.base import AgentAdapter, InvocationRequest, StreamParser, agent_environment
+from autopilot.agents.base import AgentAdapter, InvocationRequest, StreamParser
+from autopilot.agents.environment import agent_environment
 from autopilot.core.markers import MarkerState, finish_markers, scan_markers
 from autopilot.core.vocabulary import AgentEventKind, EndedBy, EventType, RunStatus
 from autopilot.loop.identity import process_start_time
