@@ -25,6 +25,7 @@ from autopilot.store.paths import resolve_run, run_dir, runs_root
 from autopilot.store.reports import write_report
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state
+from autopilot.workspace.worktrees import RunWorktree, project_home
 
 RUN_ID_ENV = "AUTOPILOT_RUN_ID"
 ITERATION_ENV = "AUTOPILOT_ITERATION"
@@ -97,7 +98,8 @@ def report(
     state = read_state(RunDir(folder).state)
     if state.terminated:
         raise UsageError(f"run {run_id} has ended ({state.termination_reason})")
-    project = Path(state.cwd or ".")
+    worktree = RunWorktree.from_json(state.extra.get("worktree"))
+    project = project_home(Path(state.cwd or "."), worktree)
     items = Backlog(project, root / ".locks").read().items
     claimed = ItemReport(item_id, chosen, _criteria(criteria), tuple(evidence))
     problems = validate_report(items, claimed)

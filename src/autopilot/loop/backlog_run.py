@@ -21,6 +21,7 @@ from autopilot.loop.backlog import BacklogShell, Begun
 from autopilot.store.backlog import Backlog
 from autopilot.store.events import read_events
 from autopilot.store.rundir import RunDir
+from autopilot.workspace.worktrees import RunWorktree, project_home
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,10 @@ def backlog_shell(
 ) -> BacklogShell | None:
     """The backlog shell of a run armed with ``mode: "backlog"``, else None.
 
+    Its ``tasks.jsonl`` and approved run boundary are the project's
+    (``workspace.worktrees.project_home``: the user's checkout for a ``--worktree``
+    run); the checks run in the run's own work tree.
+
     Args:
         record: The driver's ``RunRecord`` (its state and its event writes).
         root: The runs root (the backlog's lock lives in its ``.locks``).
@@ -149,16 +154,17 @@ def backlog_shell(
     if state.mode != "backlog" or state.cwd is None:
         return None
     folder = root / run_id
+    home = project_home(Path(state.cwd), RunWorktree.from_json(state.extra.get("worktree")))
 
     def warn(note: str) -> None:
         record.emit(EventType.WARNING, note=note)
 
     return BacklogShell(
-        Backlog(Path(state.cwd), root / ".locks"),
+        Backlog(home, root / ".locks"),
         run_id,
         folder,
         lambda event_type, **fields: record.emit(EventType(event_type), **fields),
         log_events=lambda: read_events(folder / "events.jsonl"),
         environ=environ,
-        approved=ApprovedRun(Path(state.cwd), RunDir(folder).approved_run, warn),
+        approved=ApprovedRun(home, RunDir(folder).approved_run, warn),
     )

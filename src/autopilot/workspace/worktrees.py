@@ -66,6 +66,19 @@ class RunWorktree:
         return cls(Path(path), branch, base, Path(origin))
 
 
+def project_home(cwd: Path, worktree: RunWorktree | None) -> Path:
+    """Where a run's project files live: its backlog (``.autopilot/tasks.jsonl``) and
+    approved run boundary, the files a person edits while the run goes on.
+
+    For a ``--worktree`` run that is the same subdirectory of the user's checkout
+    (``worktree.origin``) as ``cwd`` is of the worktree: the checkout's backlog is the
+    one queue the user edits and every run of it claims items from. Otherwise ``cwd``.
+    """
+    if worktree is None or not cwd.is_relative_to(worktree.path):
+        return cwd
+    return worktree.origin / cwd.relative_to(worktree.path)
+
+
 @dataclass(frozen=True)
 class WorktreeEntry:
     """One line of ``git worktree list``.
