@@ -150,3 +150,40 @@ def test_no_grandchild_outlives_a_killed_daemon_its_supervisor_restarts(
     _wait_for(lambda: read_state_json(folder / "state.json").get("terminated") is True, 120)
     assert read_state_json(folder / "state.json")["status"] == "completed"
     assert wait_for_survivors(kids, 0) == []
+
+
+# -- git: the driver's own calls cannot be hijacked -------------------------------------
+
+
+def test_an_fsmonitor_the_agent_plants_never_runs_in_the_drivers_git_calls(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    ran = tmp_path / "fsmonitor-ran"
+    hook = tmp_path / "fsmonitor"
+    hook.write_text(f"#!/bin/sh\ntouch {ran}\nsleep 60\n")
+    hook.chmod(0o755)
+    env = fake_agent(
+        [
+            [{"shell": f"git config core.fsmonitor {hook}"}, {"result": "step"}],
+            [{"write_file": "b.txt"}, {"result": "COMPLETE"}],
+        ]
+    )
+    done = run_cli(["run", "-p", "x", "--plain"], cwd=repo, env=env, timeout=100)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not ran.exists()
+
+
+def test_a_commit_on_another_branch_is_observed_and_is_progress(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    work = (
+        "git checkout -q -b side && echo x > side.txt && git add side.txt && "
+        "git commit -q -m 'side work' && git checkout -q -"
+    )
+    env = fake_agent([[{"shell": work}, {"result": "step"}]])
+    done = run_cli(["run", "-p", "x", "--max-iterations", "1", "--plain"], cwd=repo, env=env)
+    assert done.returncode == 3, done.stdout + done.stderr
+    events = list(read_events(_run_dir(tmp_path) / "events.jsonl"))
+    assert [e["subject"] for e in events if e["type"] == "commit_observed"] == ["side work"]
+    (end,) = [e for e in events if e["type"] == "iteration_end"]
+    assert (end["commits"], end["progress"]) == (1, "made")

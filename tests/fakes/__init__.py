@@ -74,6 +74,7 @@ class FakeWorkspace:
         self.commits: list[Commit] = []
         self.checkpoints: list[CheckpointFacts] = []
         self.deleted = False
+        self.warnings: list[str] = []
 
     def edit(self) -> None:
         """Change a file."""
@@ -95,11 +96,11 @@ class FakeWorkspace:
         touched = {path: "touched" for path in self.touched}
         return TreeMark(self.head, {"file.txt": str(self.version), **touched})
 
-    def commits_between(self, before: str | None, after: str | None) -> list[Commit]:
-        """See ``Workspace.commits_between``."""
+    def new_commits(self, before: TreeMark, after: TreeMark) -> list[Commit]:
+        """See ``Workspace.new_commits``."""
         shas = [c.sha for c in self.commits]
-        start = shas.index(before) + 1 if before in shas else 0
-        end = shas.index(after) + 1 if after in shas else 0
+        start = shas.index(before.head) + 1 if before.head in shas else 0
+        end = shas.index(after.head) + 1 if after.head in shas else 0
         return self.commits[start:end]
 
     def changed_files(self, before: TreeMark, after: TreeMark) -> int | None:
@@ -137,6 +138,11 @@ class FakeWorkspace:
     def gone(self) -> str | None:
         """See ``Workspace.gone``."""
         return "the work tree was deleted" if self.deleted else None
+
+    def take_warnings(self) -> list[str]:
+        """See ``Workspace.take_warnings``."""
+        warnings, self.warnings = self.warnings, []
+        return warnings
 
 
 @dataclass

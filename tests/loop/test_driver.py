@@ -293,3 +293,17 @@ def test_a_work_tree_deleted_under_the_run_ends_it_with_a_reason(tmp_path: Path)
     assert len(runner.requests) == 2
     assert _events(rig)[-1]["note"] == "the work tree was deleted"
     assert [c["name"] for c in _of(rig, "checkpoint")] == ["baseline", "iter-0001"]
+
+
+def test_a_git_call_that_timed_out_is_a_warning_of_its_iteration(tmp_path: Path) -> None:
+    rig = arm(tmp_path, RunConfig(max_iterations=1))
+
+    def stalled(_: RunRequest) -> None:
+        rig.workspace.warnings.append("git status took longer than 30 s in /w")
+
+    driver, _ = rig.driver([Scripted(claude_lines("step"), on_start=stalled)])
+    assert driver.run().reason == "max_iterations"
+    warnings = [(e["iteration"], e["note"]) for e in _of(rig, "warning") if "git" in e["note"]]
+    assert warnings == [(1, "git status took longer than 30 s in /w")]
+    (end,) = _of(rig, "iteration_end")
+    assert _events(rig).index(end) > _events(rig).index(_of(rig, "warning")[-1])

@@ -164,7 +164,7 @@ class HookStop:
         if tokens is not None:
             input_tokens = max(tokens.input_tokens - arming.input_tokens, 0)
             output_tokens = max(tokens.output_tokens - arming.output_tokens, 0)
-        mark = git.mark(self.cwd)
+        mark = self._mark()
         if mark.fingerprint is None:
             progress = Progress.UNKNOWN
         elif mark.head != arming.tree_head or mark.fingerprint != arming.tree_fingerprint:
@@ -251,7 +251,7 @@ class HookStop:
         prompt = self.briefing.prompt(base, number)
         attempt = self.folder.new_attempt(number)
         write_private(attempt.prompt, prompt.encode("utf-8", "replace"))
-        mark = git.mark(self.cwd)
+        mark = self._mark()
         now_ms = self.clock.now_ms()
         self.record.emit(EventType.ITERATION_START, iteration=number)
         if self.backlog is not None and plan is not None:
@@ -276,6 +276,14 @@ class HookStop:
         )
         note = f"autopilot: run {self.arming.run_id}, iteration {number}"
         return HookOutcome(keep_going(prompt, note), arming)
+
+    def _mark(self) -> git.TreeMark:
+        """Where the work tree stands now; a git call that failed is a warning."""
+        observer = git.GitObserver(self.cwd)
+        mark = observer.mark()
+        for warning in observer.take_warnings():
+            self._warn(warning)
+        return mark
 
     def _warn(self, note: str) -> None:
         self.record.emit(EventType.WARNING, note=note)

@@ -217,7 +217,7 @@ class Driver:
 
     def _attach(self) -> None:
         self.record.attach(agent=self.adapter.name, verified_version=self.adapter.verified_version)
-        if self.workspace.mark().entries is None and self.workspace.gone() is None:
+        if not self.workspace.repository and self.workspace.gone() is None:
             self._warn(
                 f"{self.cwd} is not a git repository: progress is unknown, so stagnation "
                 "counts only identical responses, and there are no checkpoints"
@@ -319,6 +319,8 @@ class Driver:
             facts = with_item_facts(self.backlog, facts, attempt.path, paths, self.cwd)
             if facts.backlog is not None and facts.backlog.reopened_notice:
                 self.briefing.notice(MessageKind.REOPENED, facts.backlog.reopened_notice)
+        for note in self.workspace.take_warnings():  # git timed out or could not run
+            self._warn(note, iteration=number)
         step = conclude(self._loop_state(), facts, self.policy, self.clock.now_ms())
         if not step.awaits_verification:
             return step

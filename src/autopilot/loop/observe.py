@@ -101,7 +101,7 @@ def attempt_of(
     classification = classify(adapter, raw_report, result)
     # After classify, which may read a reset time from the agent's error text.
     report = sane_report(with_baseline(raw_report, baseline), now_ms)
-    commits = workspace.commits_between(before.head, after.head)
+    commits = workspace.new_commits(before, after)
     failed = classification is not None and not classification.ok
     limited = (
         failed and classification is not None and classification.error_kind in LIMIT_ERROR_KINDS

@@ -1,8 +1,19 @@
-"""Git observations for one iteration: HEAD, the working-tree fingerprint, commits.
+"""Git observations for one iteration: HEAD, the work tree, the branches, new commits.
 
-Plain ``git`` calls (argv lists, no shell). Dirty checks use ``git status
---porcelain`` and never count stashes (field report 24). A commit is progress
-(field report 7). Outside a git repository every answer is "unknown".
+Every call goes through ``workspace.repo.run_git``: an argv list with hooks and
+fsmonitor off, no optional locks (the user's index is never rewritten), no terminal
+prompt, and a timeout, so nothing a repository's config plants (an agent can write
+``core.fsmonitor`` into ``.git/config``) runs inside autopilot's own calls or stalls
+them; a call that times out is a warning and an unknown answer, never a crash.
+Whether the work tree is a repository is decided once, when a ``GitObserver`` is
+made (first by looking for ``.git`` up the path, without git): outside one, no git
+process runs at all and every answer is "unknown".
+
+Dirty checks use ``git status --porcelain`` and never count stashes (field report
+24). A commit is progress (field report 7) wherever the agent made it: on the
+checked-out branch, on another branch, or on a detached HEAD it left again. A mark
+records the tip of every local branch, HEAD and HEAD's recent reflog, so a commit
+reachable from any of them after the iteration and from none before is new.
 """
 
 from __future__ import annotations
@@ -12,37 +23,53 @@ import hashlib
 import os
 import stat
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-_GIT_TIMEOUT_SECONDS = 60
+from autopilot.errors import AutopilotError
+from autopilot.workspace.repo import run_git
+
+OBSERVE_TIMEOUT_SECONDS = 30.0
+"""The longest one observing git call may take."""
+
 _MAX_COMMITS = 200
+_MAX_REFLOG_ENTRIES = 1000
 
 
 @dataclass(frozen=True)
 class TreeMark:
-    """Where the work tree stood at one moment.
+    """Where the work tree and its branches stood at one moment.
 
     Attributes:
         head: The HEAD commit sha, or None (no repo, or no commit yet).
         entries: Each path ``git status --porcelain`` lists → its status code and a
             digest of its content; None outside a repository.
         branch: The checked-out branch's short name (None: detached, or unknown).
+        tips: The commits at the tips of local branches, HEAD and HEAD's latest
+            1,000 reflog entries.
     """
 
     head: str | None
     entries: dict[str, str] | None
     branch: str | None = None
+    tips: frozenset[str] = field(default_factory=frozenset)
 
     @property
     def fingerprint(self) -> str | None:
-        """One digest of all entries (None outside a repository)."""
+        """One digest of the entries and tips (None outside a repository): it changes
+        with the work tree and with any new commit, on whatever branch."""
         if self.entries is None:
             return None
         digest = hashlib.sha256()
         for path in sorted(self.entries):
             digest.update(f"{path}\0{self.entries[path]}\0".encode("utf-8", "surrogateescape"))
+        for tip in sorted(self.tips):
+            digest.update(f"tip\0{tip}\0".encode("ascii", "replace"))
         return digest.hexdigest()
+
+
+UNKNOWN = TreeMark(None, None)
+"""The mark outside a repository, or when git could not answer."""
 
 
 @dataclass(frozen=True)
@@ -54,50 +81,161 @@ class Commit:
     trailers: tuple[str, ...]
 
 
-def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes] | None:
-    try:
-        return subprocess.run(
-            ["git", "-c", "core.quotepath=off", *args],
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=_GIT_TIMEOUT_SECONDS,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+def _git(
+    cwd: Path,
+    *args: str,
+    input_bytes: bytes | None = None,
+    timeout_seconds: float = OBSERVE_TIMEOUT_SECONDS,
+) -> subprocess.CompletedProcess[bytes]:
+    """``run_git``; raises ``AutopilotError`` when git is missing or timed out."""
+    return run_git(cwd, *args, input_bytes=input_bytes, timeout_seconds=timeout_seconds)
+
+
+def could_be_repository(cwd: Path) -> bool:
+    """Whether git could find a work tree for ``cwd``, judged without starting it.
+
+    git looks for ``.git`` (a folder, or a file in a linked worktree or submodule)
+    in ``cwd`` and each folder above it, unless ``GIT_DIR`` names the repository. No
+    ``.git`` anywhere up the path and no ``GIT_DIR``: not a repository, and a driver
+    iterating outside one starts no git process at all. A ``.git`` does not prove a
+    work tree (``git rev-parse`` decides), so this errs only towards asking git.
+    """
+    if os.environ.get("GIT_DIR"):
+        return True
+    return any(os.path.lexists(folder / ".git") for folder in (cwd, *cwd.parents))
 
 
 def work_tree_root(cwd: Path) -> Path:
     """The top of the git work tree holding ``cwd``, or ``cwd`` outside a repository."""
-    done = _git(cwd, "rev-parse", "--show-toplevel")
-    if done is not None and done.returncode == 0 and done.stdout.strip():
+    if not could_be_repository(cwd):
+        return cwd
+    try:
+        done = _git(cwd, "rev-parse", "--show-toplevel")
+    except AutopilotError:
+        return cwd
+    if done.returncode == 0 and done.stdout.strip():
         return Path(done.stdout.decode("utf-8", "surrogateescape").strip())
     return cwd
 
 
 def is_repository(cwd: Path) -> bool:
     """True if ``cwd`` is inside a git work tree."""
-    done = _git(cwd, "rev-parse", "--is-inside-work-tree")
-    return done is not None and done.returncode == 0 and done.stdout.strip() == b"true"
+    if not could_be_repository(cwd):
+        return False
+    try:
+        done = _git(cwd, "rev-parse", "--is-inside-work-tree")
+    except AutopilotError:
+        return False
+    return done.returncode == 0 and done.stdout.strip() == b"true"
 
 
 _FIELDS_BEFORE_PATH = {b"1": 8, b"2": 9, b"u": 10}
 
 
-def mark(cwd: Path) -> TreeMark:
-    """Record HEAD and every changed or untracked path of ``cwd`` with its content.
+class GitObserver:
+    """What the driver asks git about one work tree (for ``workspace.marks.GitWorkspace``),
+    with every failure a warning.
 
-    One ``git status --porcelain=v2 -z --branch`` gives both; outside a repository
-    it fails and the mark is "unknown".
+    Args:
+        cwd: The work tree; whether it is a repository is decided here, once.
+        timeout_seconds: The longest one call may take.
     """
-    status = _git(cwd, "status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all")
-    if status is None or status.returncode != 0:
-        return TreeMark(None, None)
+
+    def __init__(self, cwd: Path, timeout_seconds: float = OBSERVE_TIMEOUT_SECONDS) -> None:
+        self.cwd = cwd
+        self.timeout_seconds = timeout_seconds
+        self._warnings: list[str] = []
+        self.repository = is_repository(cwd)
+
+    def take_warnings(self) -> list[str]:
+        """Warnings since the last call (a git call that timed out or could not run)."""
+        warnings, self._warnings = self._warnings, []
+        return warnings
+
+    def _run(self, *args: str, input_bytes: bytes | None = None) -> bytes | None:
+        """stdout of a successful call; None (and a warning if git itself failed)."""
+        try:
+            done = _git(
+                self.cwd, *args, input_bytes=input_bytes, timeout_seconds=self.timeout_seconds
+            )
+        except AutopilotError as error:
+            self._warnings.append(f"{error}; progress and commits are unknown for now")
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    def mark(self) -> TreeMark:
+        """HEAD, every changed or untracked path with its content, and the tips.
+
+        One ``git status --porcelain=v2 -z --branch`` gives HEAD and the paths.
+        """
+        if not self.repository:
+            return UNKNOWN
+        status = self._run("status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all")
+        if status is None:
+            return UNKNOWN
+        head, branch, entries = _parse_status(self.cwd, status)
+        return TreeMark(head, entries, branch, self._tips(head))
+
+    def _tips(self, head: str | None) -> frozenset[str]:
+        tips = {head} if head else set()
+        refs = self._run("for-each-ref", "--format=%(objectname)", "refs/heads")
+        reflog = self._run("reflog", "show", f"-n{_MAX_REFLOG_ENTRIES}", "--format=%H", "HEAD")
+        for output in (refs, reflog):
+            tips.update(line for line in (output or b"").decode("ascii", "replace").split())
+        return frozenset(tips)
+
+    def changed_files(self, before: TreeMark, after: TreeMark) -> int | None:
+        """How many paths differ between the two marks: committed in between, or
+        changed in the work tree (a path already dirty before counts only if its
+        content or status changed). None outside a repository."""
+        paths = self.changed_paths(before, after)
+        return None if paths is None else len(paths)
+
+    def changed_paths(self, before: TreeMark, after: TreeMark) -> list[str] | None:
+        """The paths that differ between the two marks (see ``changed_files``),
+        sorted; None outside a repository."""
+        if after.entries is None:
+            return None
+        names: set[str] = set()
+        if before.head and after.head and before.head != after.head:
+            done = self._run("diff", "--name-only", "--no-renames", "-z", before.head, after.head)
+            names.update(n.decode("utf-8", "replace") for n in (done or b"").split(b"\0") if n)
+        old = before.entries or {}
+        for path in set(old) | set(after.entries):
+            if old.get(path) != after.entries.get(path):
+                names.add(path)
+        return sorted(names)
+
+    def new_commits(self, before: TreeMark, after: TreeMark) -> list[Commit]:
+        """Commits reachable from ``after``'s tips and from none of ``before``'s,
+        oldest first (at most 200): on any branch, or on a detached HEAD since left."""
+        if after.entries is None or before.entries is None or not after.tips - before.tips:
+            return []
+        revisions = [*sorted(after.tips), *(f"^{tip}" for tip in sorted(before.tips))]
+        done = self._run(
+            "log",
+            "--topo-order",  # parents first whatever the timestamps (--reverse below)
+            "--reverse",
+            f"--max-count={_MAX_COMMITS}",
+            "--format=%H%x1f%s%x1f%(trailers:only,unfold)%x1e",
+            "--stdin",
+            input_bytes="".join(f"{rev}\n" for rev in revisions).encode("ascii", "replace"),
+        )
+        commits = []
+        for record in (done or b"").decode("utf-8", "replace").split("\x1e"):
+            parts = record.strip("\n").split("\x1f")
+            if len(parts) < 2 or not parts[0]:
+                continue
+            trailers = tuple(t for t in (parts[2] if len(parts) > 2 else "").splitlines() if t)
+            commits.append(Commit(parts[0].strip(), parts[1], trailers[:8]))
+        return commits
+
+
+def _parse_status(cwd: Path, output: bytes) -> tuple[str | None, str | None, dict[str, str]]:
     head: str | None = None
     branch: str | None = None
     entries: dict[str, str] = {}
-    records = iter(status.stdout.split(b"\0"))
+    records = iter(output.split(b"\0"))
     for record in records:
         kind = record[:1]
         if record.startswith(b"# branch.oid "):
@@ -121,7 +259,7 @@ def mark(cwd: Path) -> TreeMark:
             continue
         path = raw_path.decode("utf-8", "surrogateescape")
         entries[path] = f"{code}:{_file_digest(cwd / path)}"
-    return TreeMark(head, entries, branch)
+    return head, branch, entries
 
 
 def _file_digest(path: Path) -> str:
@@ -149,53 +287,3 @@ def _file_digest(path: Path) -> str:
         except OSError:
             return "unreadable"
     return digest.hexdigest()
-
-
-def changed_files(cwd: Path, before: TreeMark, after: TreeMark) -> int | None:
-    """How many paths differ between the two marks: committed in between, or
-    changed in the work tree (a path already dirty before counts only if its
-    content or status changed). None outside a repository."""
-    paths = changed_paths(cwd, before, after)
-    return None if paths is None else len(paths)
-
-
-def changed_paths(cwd: Path, before: TreeMark, after: TreeMark) -> list[str] | None:
-    """The paths that differ between the two marks (see ``changed_files``), sorted;
-    None outside a repository."""
-    if after.entries is None:
-        return None
-    names: set[str] = set()
-    if before.head and after.head and before.head != after.head:
-        done = _git(cwd, "diff", "--name-only", "-z", before.head, after.head)
-        if done is not None and done.returncode == 0:
-            names.update(n.decode("utf-8", "replace") for n in done.stdout.split(b"\0") if n)
-    old = before.entries or {}
-    for path in set(old) | set(after.entries):
-        if old.get(path) != after.entries.get(path):
-            names.add(path)
-    return sorted(names)
-
-
-def commits_between(cwd: Path, before: str | None, after: str | None) -> list[Commit]:
-    """Commits reachable from ``after`` but not ``before``, oldest first (at most 200)."""
-    if after is None or before == after:
-        return []
-    span = after if before is None else f"{before}..{after}"
-    done = _git(
-        cwd,
-        "log",
-        "--reverse",
-        f"--max-count={_MAX_COMMITS}",
-        "--format=%H%x1f%s%x1f%(trailers:only,unfold)%x1e",
-        span,
-    )
-    if done is None or done.returncode != 0:
-        return []
-    commits = []
-    for record in done.stdout.decode("utf-8", "replace").split("\x1e"):
-        parts = record.strip("\n").split("\x1f")
-        if len(parts) < 2 or not parts[0]:
-            continue
-        trailers = tuple(t for t in (parts[2] if len(parts) > 2 else "").splitlines() if t)
-        commits.append(Commit(parts[0].strip(), parts[1], trailers[:8]))
-    return commits

@@ -27,14 +27,25 @@ __all__ = [
 
 
 class Workspace(Protocol):
-    """Observations of the work tree for one iteration."""
+    """Observations of the work tree for one iteration.
+
+    Attributes:
+        repository: Whether the work tree is a git repository (decided once).
+    """
+
+    repository: bool
 
     def mark(self) -> TreeMark:
-        """HEAD and every changed or untracked path now (``entries`` None: no repo)."""
+        """HEAD, every changed or untracked path and the branch tips now
+        (``entries`` None: no repo, or git could not answer)."""
         ...
 
-    def commits_between(self, before: str | None, after: str | None) -> list[Commit]:
-        """Commits reachable from ``after`` but not ``before``, oldest first."""
+    def new_commits(self, before: TreeMark, after: TreeMark) -> list[Commit]:
+        """Commits made between two marks, on any branch, oldest first."""
+        ...
+
+    def take_warnings(self) -> list[str]:
+        """What went wrong since the last call (a git call that timed out)."""
         ...
 
     def changed_files(self, before: TreeMark, after: TreeMark) -> int | None:
@@ -76,25 +87,31 @@ class GitWorkspace:
 
     def __init__(self, cwd: Path, run_dir: Path | None = None) -> None:
         self.cwd = cwd
+        self._git = git.GitObserver(cwd)  # decides once whether it is a repository
+        self.repository = self._git.repository
         self._run_dir = run_dir
         self._checkpointer: RunCheckpointer | None = None
         self._repo: Repository | None = None
 
     def mark(self) -> TreeMark:
         """See ``Workspace.mark``."""
-        return git.mark(self.cwd)
+        return self._git.mark()
 
-    def commits_between(self, before: str | None, after: str | None) -> list[Commit]:
-        """See ``Workspace.commits_between``."""
-        return git.commits_between(self.cwd, before, after)
+    def new_commits(self, before: TreeMark, after: TreeMark) -> list[Commit]:
+        """See ``Workspace.new_commits``."""
+        return self._git.new_commits(before, after)
 
     def changed_files(self, before: TreeMark, after: TreeMark) -> int | None:
         """See ``Workspace.changed_files``."""
-        return git.changed_files(self.cwd, before, after)
+        return self._git.changed_files(before, after)
+
+    def take_warnings(self) -> list[str]:
+        """See ``Workspace.take_warnings``."""
+        return self._git.take_warnings()
 
     def changed_paths(self, before: TreeMark, after: TreeMark) -> list[str] | None:
         """See ``Workspace.changed_paths``."""
-        return git.changed_paths(self.cwd, before, after)
+        return self._git.changed_paths(before, after)
 
     def head_move(self, before: TreeMark, after: TreeMark) -> HeadMove | None:
         """See ``Workspace.head_move``."""
@@ -114,11 +131,7 @@ class GitWorkspace:
         if self._run_dir is None or self.gone() is not None:
             return None
         if self._checkpointer is None:
-            try:
-                repository = git.is_repository(self.cwd)
-            except AutopilotError:
-                return None  # git timed out: asked again after the next iteration
-            if not repository:
+            if not self.repository:
                 self._run_dir = None
                 return None
             self._checkpointer = RunCheckpointer(self.cwd, self._run_dir)
@@ -146,9 +159,12 @@ class GitWorkspace:
 
 
 def progress_between(before: TreeMark, after: TreeMark) -> Progress:
-    """HEAD moved or the work tree changed: progress; outside a repository: unknown."""
+    """A new commit (on any branch) or a changed work tree: progress; outside a
+    repository: unknown. HEAD moving to a commit a branch or HEAD already held (a
+    checkout of another branch) is not progress by itself."""
     if after.fingerprint is None:
         return Progress.UNKNOWN
-    if after.head != before.head or after.fingerprint != before.fingerprint:
+    moved = after.head != before.head and after.head not in before.tips
+    if moved or after.fingerprint != before.fingerprint:
         return Progress.MADE
     return Progress.NONE

@@ -2,15 +2,18 @@
 
 Every call is an argv list (no shell) with the user's hooks, fsmonitor and optional
 locks off (``-c core.hooksPath=/dev/null -c core.fsmonitor=false
---no-optional-locks``), no terminal prompt, no pager, and a timeout, so nothing a
-repository's config plants runs inside autopilot or stalls it. Variables that would
-point git at another repository or index (``GIT_DIR``, ``GIT_INDEX_FILE``, …, as set
-inside a git hook) are removed; a caller that wants a temporary index passes it.
+--no-optional-locks``), no terminal prompt, no pager, and a timeout that ends git and
+whatever it started (a clean filter, say), so nothing a repository's config plants
+runs inside autopilot or stalls it. Variables that would point git at another
+repository or index (``GIT_DIR``, ``GIT_INDEX_FILE``, …, as set inside a git hook) are
+removed; a caller that wants a temporary index passes it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -95,21 +98,21 @@ def run_git(
         args: Its arguments.
         env: Variables added to the environment (e.g. ``GIT_INDEX_FILE``).
         input_bytes: Sent on stdin (else stdin is ``/dev/null``).
-        timeout_seconds: After this the call is killed.
+        timeout_seconds: After this git and its process group are killed.
 
     Raises:
         GitUnavailableError: git is not installed, cannot start, or timed out.
     """
+    argv = ["git", *HARDENING, *args]
     try:
-        return subprocess.run(
-            ["git", *HARDENING, *args],
+        process = subprocess.Popen(
+            argv,
             cwd=cwd,
             env=git_environment(env),
-            input=input_bytes,
-            stdin=None if input_bytes is not None else subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout_seconds,
-            check=False,
+            stdin=subprocess.PIPE if input_bytes is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # its own group: a timeout ends all it started
         )
     except FileNotFoundError:
         if not cwd.is_dir():
@@ -119,10 +122,19 @@ def run_git(
         raise RepositoryError(f"{cwd} is not a directory") from None
     except OSError as error:
         raise GitUnavailableError(f"cannot run git: {error.strerror or error}") from None
-    except subprocess.TimeoutExpired:
-        raise GitUnavailableError(
-            f"git {args[0] if args else ''} took longer than {timeout_seconds:.0f} s in {cwd}"
-        ) from None
+    with process:
+        try:
+            stdout, stderr = process.communicate(input_bytes, timeout=timeout_seconds)
+        except subprocess.TimeoutExpired:
+            # git is not reaped yet, so its pid still names its group: a filter or hook
+            # it started (holding the pipes) ends with it, never lingers.
+            with contextlib.suppress(OSError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()  # the pipes are closed unread on leaving ``with``
+            raise GitUnavailableError(
+                f"git {args[0] if args else ''} took longer than {timeout_seconds:.0f} s in {cwd}"
+            ) from None
+    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
 
 
 def first_line(data: bytes) -> str:
