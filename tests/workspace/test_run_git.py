@@ -254,6 +254,11 @@ def test_two_worktree_runs_at_once_both_merge_back(
     assert git(repo, "status", "--porcelain") == "?? scratch.md\n"
 
 
+def _iteration_started(runs: Path, label: str) -> bool:
+    logs = list(runs.glob(f"{label}-*/events.jsonl")) if runs.is_dir() else []
+    return any(b'"iteration_start"' in log.read_bytes() for log in logs)
+
+
 def test_a_worktree_deleted_under_a_running_run_ends_it(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent
 ) -> None:
@@ -261,7 +266,8 @@ def test_a_worktree_deleted_under_a_running_run_ends_it(
     proc = _start(repo, env, "doomed")
     deadline = time.monotonic() + 60
     worktrees = tmp_path / "runs" / "worktrees"
-    while time.monotonic() < deadline and not (worktrees.exists() and any(worktrees.iterdir())):
+    # The folder appears before git has registered the worktree: wait for the agent.
+    while time.monotonic() < deadline and not _iteration_started(tmp_path / "runs", "doomed"):
         time.sleep(0.1)
     place = next(worktrees.iterdir())
     git(repo, "worktree", "remove", "--force", str(place))
