@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autopilot.redact import MARK, has_secret_shape, redact, redact_value
+from autopilot.agents.base import shorten
+from autopilot.core.redact import MARK, has_secret_shape, redact, redact_value
+from autopilot.core.text import MAX_EXCERPT_UTF16_UNITS, excerpt
+from autopilot.store.events import serialize_event
 
 ANTHROPIC = "sk-ant-api03-" + "Ab3_" * 20
 OPENAI = "sk-proj-" + "Zx9-" * 12
@@ -95,3 +100,30 @@ def test_redaction_is_idempotent_and_removes_the_secret(prefix: str, secret: str
     once = redact(text)
     assert redact(once) == once
     assert secret not in once
+
+
+BEARER = "Bearer abc123def456ghi789"
+
+
+@pytest.mark.parametrize("secret", [*SECRETS, BEARER, PRIVATE_KEY])
+def test_a_secret_straddling_the_cut_leaves_no_part_behind(secret: str) -> None:
+    """Whichever character of the secret the cut falls on, what is left after the
+    text before it is a prefix of the redacted secret: redacting the cut text would
+    no longer see the secret's shape, so redaction comes first."""
+    tail = " and more"
+    redacted = redact(secret + tail)
+    assert secret[len(secret) // 2 :] not in redacted
+    for at in range(1, len(secret)):
+        padding = "w" * (MAX_EXCERPT_UTF16_UNITS - at - 1) + " "
+        cut = excerpt(padding + secret + tail)
+        assert cut.startswith(padding) and redacted.startswith(cut[len(padding) :]), at
+        line = serialize_event(
+            {"type": "warning", "ts": 1, "runId": "r", "note": padding + secret + tail}
+        )
+        assert line is not None
+        note = json.loads(line)["note"]
+        assert note.startswith(padding) and redacted.startswith(note[len(padding) :]), at
+        lead = "w" * 149 + " "
+        short = shorten(lead + secret + tail, len(lead) + at)
+        flat = " ".join(redacted.split())
+        assert short.startswith(lead) and flat.startswith(short[len(lead) :].rstrip("…")), at

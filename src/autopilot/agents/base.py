@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol, TypeGuard
 
+from autopilot.core.redact import redact
 from autopilot.core.vocabulary import AgentEventKind, ErrorKind
 from autopilot.errors import AgentNotFoundError
 
@@ -323,6 +324,7 @@ def find_executable(program: str, install_hint: str) -> str:
 
 
 def shorten(text: str, limit: int = 200) -> str:
-    """One line of at most ``limit`` characters, for summaries."""
-    flat = " ".join(text.split())
+    """One line of at most ``limit`` characters, for summaries; well-known secrets are
+    redacted before the cut, so none survives in part (``core.redact``)."""
+    flat = " ".join(redact(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"

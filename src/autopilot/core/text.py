@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from autopilot.core.redact import redact
+
 MAX_EXCERPT_UTF16_UNITS = 500
 """``excerpt``, ``note``, ``reason``, ``argsSummary`` and ``desc`` are cut to this."""
 
@@ -18,7 +20,23 @@ def utf16_units(text: str) -> int:
 
 
 def excerpt(text: str, limit_units: int = MAX_EXCERPT_UTF16_UNITS) -> str:
-    """Cut ``text`` to at most ``limit_units`` UTF-16 code units.
+    """``text`` with well-known secrets redacted (``core.redact``), then cut to at most
+    ``limit_units`` UTF-16 code units (``cut_units``): redacting first means a
+    secret that straddles the cut never survives in part, where a redaction of the
+    cut text would no longer recognise its shape.
+
+    Args:
+        text: Any string.
+        limit_units: The cap, in UTF-16 code units (the log uses 500).
+
+    Returns:
+        A prefix of the redacted ``text`` (after surrogate repair) within the cap.
+    """
+    return cut_units(redact(text), limit_units)
+
+
+def cut_units(text: str, limit_units: int = MAX_EXCERPT_UTF16_UNITS) -> str:
+    """Cut ``text`` to at most ``limit_units`` UTF-16 code units (text already redacted).
 
     Never splits a surrogate pair: an astral character that would straddle the limit
     is left out whole. Lone surrogates (from bad input) are replaced with U+FFFD so

@@ -34,9 +34,9 @@ from pathlib import Path
 from autopilot.agents.environment import COMMON_ENV, NESTING_MARKERS, env_matches
 from autopilot.agents.registry import AGENT_NAMES, make_adapter
 from autopilot.config import build_config
+from autopilot.core.redact import has_secret_shape
 from autopilot.errors import RunsRootError, UsageError
 from autopilot.manage.activity import Activity, run_activity
-from autopilot.redact import has_secret_shape
 from autopilot.store.events import iter_event_lines
 from autopilot.store.index import INDEX_FILE, read_index
 from autopilot.store.paths import is_valid_run_id, list_run_ids, runs_root

@@ -19,14 +19,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeGuard
 
+from autopilot.core.redact import redact_value
 from autopilot.core.text import (
     MAX_EXCERPT_UTF16_UNITS,
+    cut_units,
     excerpt,
     repair_surrogates,
     utf16_units,
 )
 from autopilot.core.vocabulary import EventType
-from autopilot.redact import redact_value
 from autopilot.store.lines import iter_lines
 from autopilot.store.private import open_private
 
@@ -100,7 +101,7 @@ def serialize_event(event: Mapping[str, Any]) -> bytes | None:
     for key in _CAPPED_FIELDS:
         value = record.get(key)
         if isinstance(value, str):
-            record[key] = excerpt(value)
+            record[key] = cut_units(value)  # already redacted, above
     line = _dumps(record)
     if len(line) > MAX_EVENT_LINE_BYTES:
         for key in ("excerpt", "note"):

@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from autopilot.core.redact import redact
 from autopilot.errors import StateFileError
-from autopilot.redact import redact
 from autopilot.store.flock import FileLock
 from autopilot.store.private import make_private_dir, open_private
 from autopilot.store.run_state import RunState, decode_state

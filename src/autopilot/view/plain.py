@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from autopilot.redact import redact, redact_value
+from autopilot.core.redact import redact, redact_value
 from autopilot.view.safe import escape_controls
 
 _SKIP_KEYS = frozenset({"type", "ts", "runId", "change"})  # change: decision_applied's record

@@ -22,7 +22,7 @@ import json
 import re
 from typing import Any
 
-from autopilot.redact import redact, redact_value
+from autopilot.core.redact import redact, redact_value
 
 _ESCAPED_CODES: tuple[int, ...] = (
     *(code for code in range(0x20) if code not in (0x09, 0x0A)),
