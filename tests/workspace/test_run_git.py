@@ -296,3 +296,34 @@ def test_worktree_runs_refuse_what_cannot_hold_a_worktree_in_one_line(
     assert not (tmp_path / "runs").exists() or not [
         p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")
     ]
+
+
+def _events_of(runs: Path, label: str) -> list[dict[str, Any]]:
+    logs = list(runs.glob(f"{label}-*/events.jsonl")) if runs.is_dir() else []
+    return read_jsonl(logs[0]) if logs else []
+
+
+def test_the_off_file_in_the_users_checkout_holds_a_worktree_run(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    env = fake_agent([[{"sleep": 1.5}, {"result": "working"}], [{"result": "COMPLETE"}]])
+    proc = _start(repo, env, "held")
+    runs, deadline = tmp_path / "runs", time.monotonic() + 60
+    while time.monotonic() < deadline and not _iteration_started(runs, "held"):
+        time.sleep(0.1)
+    (repo / ".autopilot").mkdir()
+    (repo / ".autopilot" / "OFF").write_text("")  # where the user runs `autopilot off`
+    while time.monotonic() < deadline and not any(
+        e["type"] == "pause" for e in _events_of(runs, "held")
+    ):
+        time.sleep(0.1)
+    held = [e["type"] for e in _events_of(runs, "held")]
+    assert held.count("iteration_start") == 1 and held[-1] == "pause", held
+    status = run_cli(["status", run_dir_of(tmp_path, "held").name], cwd=repo).stdout
+    assert "status     paused" in status
+    (repo / ".autopilot" / "OFF").unlink()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, (out, err)
+    types = [e["type"] for e in _events_of(runs, "held")]
+    assert types.count("iteration_start") == 2 and "resume" in types
+    assert types[-1] == "complete"

@@ -13,7 +13,7 @@ from autopilot.core.ending import describe_ending
 from autopilot.core.vocabulary import RunStatus
 from autopilot.loop.clock import SystemClock
 from autopilot.store.paths import resolve_run, run_dir, runs_root
-from autopilot.store.project_files import off_path
+from autopilot.store.project_files import run_off_switch
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly
@@ -97,10 +97,9 @@ def resume(run_ref: str | None) -> int:
 
 def resume_message(run_id: str, before: RunState, after: RunState) -> str:
     """What ``resume`` did: resumed, nothing to resume, or held by the OFF file."""
-    off = off_path(Path(after.cwd or ""))
-    held_by_off = bool(after.cwd) and off.exists()
+    off = run_off_switch(after) if after.cwd else None
     was_paused = before.status is RunStatus.PAUSED or before.paused
-    if held_by_off and was_paused:
+    if off is not None and was_paused:
         return f"{run_id}: still paused by {off}; autopilot on (or remove that file) to resume"
     if not was_paused:
         return f"{run_id}: not paused; nothing to resume"

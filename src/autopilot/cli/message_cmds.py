@@ -17,7 +17,7 @@ from autopilot.runtime.liveness import driver_alive, supervisor_alive
 from autopilot.runtime.messages import queue_message
 from autopilot.store.memory import read_memory
 from autopilot.store.paths import list_run_ids, resolve_run, run_dir, runs_root
-from autopilot.store.project_files import is_off, memory_path, off_path
+from autopilot.store.project_files import memory_path, off_path, run_off_switch
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state, read_state_quietly
@@ -97,7 +97,7 @@ def _why_not_relaunched(state: RunState, no_start: bool) -> str | None:
 
     if no_start:
         return "--no-start"
-    if is_off(Path(state.cwd or ".")):
+    if run_off_switch(state) is not None:
         return "autopilot is OFF in its project"
     if state.status in (RunStatus.GATED, RunStatus.AWAITING_USER):
         return f"it is {state.status.value}: it waits for your answer"

@@ -16,7 +16,7 @@ from autopilot.runtime.agents import adapter_for_state
 from autopilot.runtime.drive import ending_line, result_of
 from autopilot.runtime.liveness import driver_alive, supervisor_alive
 from autopilot.store.paths import list_run_ids, resolve_run, run_dir, runs_root
-from autopilot.store.project_files import is_off
+from autopilot.store.project_files import run_off_switch
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state, read_state_quietly
 
@@ -75,7 +75,7 @@ def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
     if state.paused:
         control.resume(folder, SystemClock())
         say(f"autopilot: {run_id}: the pause request left over is cleared")
-    if is_off(Path(state.cwd)):
+    if run_off_switch(state) is not None:
         say(
             "autopilot: autopilot is OFF in this project: the run holds at its next "
             "boundary until `autopilot on`",
@@ -120,7 +120,7 @@ def relaunchable_runs(root: Path, project: Path | None) -> list[tuple[str, str |
             terminated=False,
             daemon_alive=daemon,
             supervisor_alive=supervisor,
-            off=is_off(Path(state.cwd or ".")),
+            off=run_off_switch(state) is not None,
             mode=state.mode,
         )
         driven = bool(daemon or supervisor)

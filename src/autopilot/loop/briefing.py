@@ -27,7 +27,7 @@ from autopilot.loop.clock import Clock
 from autopilot.loop.record import RunRecord
 from autopilot.runtime.delivery import Delivery
 from autopilot.store import memory
-from autopilot.store.project_files import memory_path
+from autopilot.store.project_files import memory_path, run_projects
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 
@@ -50,7 +50,15 @@ class Briefing:
         self.record = record
         self.cwd = cwd
         self.policy = policy
-        self.delivery = Delivery(folder.path, record.log, cwd, clock, memory=True)
+        worktree = record.state.extra.get("worktree")
+        self.delivery = Delivery(
+            folder.path,
+            record.log,
+            cwd,
+            clock,
+            memory=True,
+            off_folders=run_projects(str(cwd), worktree if isinstance(worktree, dict) else None),
+        )
         self._handoff: Handoff | None = None
 
     def _warn(self, note: str, **fields: object) -> None:

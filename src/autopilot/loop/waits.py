@@ -15,7 +15,7 @@ from autopilot.errors import StateFileError
 from autopilot.loop.clock import Clock
 from autopilot.loop.record import RunRecord
 from autopilot.loop.signals import Interrupts
-from autopilot.store.project_files import is_off
+from autopilot.store.project_files import run_off_switch
 from autopilot.store.run_state import RunState
 
 FLAG_POLL_SECONDS = 0.5
@@ -41,8 +41,9 @@ class Waits:
         self._last_state_read = 0.0
 
     def off(self) -> bool:
-        """The project's OFF switch (``.autopilot/OFF``) is set."""
-        return is_off(self.cwd)
+        """The project's OFF switch (``.autopilot/OFF``) is set: in the work tree, or
+        for a ``--worktree`` run also in the user's checkout."""
+        return run_off_switch(self.record.state) is not None
 
     def stopping(self, state: RunState) -> bool:
         """A stop is asked for (by flag or signal)."""

@@ -17,6 +17,7 @@ with ``notice`` and so take the same path as a user's message, after it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from autopilot.core.delivery import (
@@ -44,20 +45,33 @@ class Delivery:
     Args:
         run_folder: The run's folder.
         log: The run's event log (the driver's).
-        project: The run's work tree (for the OFF switch).
+        project: The run's work tree (for the memory file and the OFF switch).
         clock: For the messages' times.
         memory: Every prompt carries the memory file's paragraph (``store.memory``).
+        off_folders: The folders whose OFF switch holds the run (``run_projects``);
+            ``project`` alone when not given.
     """
 
     def __init__(
-        self, run_folder: Path, log: EventLog, project: Path, clock: Clock, *, memory: bool = False
+        self,
+        run_folder: Path,
+        log: EventLog,
+        project: Path,
+        clock: Clock,
+        *,
+        memory: bool = False,
+        off_folders: Sequence[Path] = (),
     ) -> None:
         self.run_folder = run_folder
+        self.off_folders = tuple(off_folders) or (project,)
         self.memory = memory
         self.log = log
         self.project = project
         self.clock = clock
         self.inbox = Inbox(run_folder)
+
+    def _autopilot_on(self) -> bool:
+        return not any(is_off(folder) for folder in self.off_folders)
 
     def notice(self, kind: MessageKind, text: str) -> Message:
         """Queue a driver notice for the next attempt (after the user's messages).
@@ -72,7 +86,7 @@ class Delivery:
             source=MessageSource.DRIVER,
             kind=kind,
             log=self.log,
-            project=self.project,
+            autopilot_on=self._autopilot_on(),
         )
 
     def repair(self, ledger: DeliveryLedger) -> DeliveryLedger:
@@ -97,7 +111,7 @@ class Delivery:
                     source=message.source.value if message else None,
                     kind=message.kind.value if message else None,
                     iteration=iteration,
-                    autopilotOn=not is_off(self.project),
+                    autopilotOn=self._autopilot_on(),
                     repaired=True,
                 )
         moved = self.inbox.retire(plan.retire)
@@ -118,7 +132,7 @@ class Delivery:
         Raises:
             StateFileError: the inbox cannot be read or changed.
         """
-        autopilot_on = not is_off(self.project)
+        autopilot_on = self._autopilot_on()
 
         def record_orphan(message: Message) -> None:
             self.log.emit(
@@ -140,7 +154,7 @@ class Delivery:
         Call after the agent process started and the hand-off's ledger is written.
         """
         by_id = {m.id: m for m in handoff.messages}
-        autopilot_on = not is_off(self.project)
+        autopilot_on = self._autopilot_on()
         for ident in handoff.to_record:
             message = by_id[ident]
             self.log.emit(

@@ -17,7 +17,7 @@ from autopilot.errors import UsageError
 from autopilot.loop.clock import Clock
 from autopilot.store.events import EventLog, EventType, excerpt, read_events
 from autopilot.store.inbox import Inbox, new_message_id
-from autopilot.store.project_files import is_off
+from autopilot.store.project_files import run_off_switch
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state
 
@@ -64,7 +64,7 @@ def queue_message(
     source: MessageSource = MessageSource.USER,
     kind: MessageKind = MessageKind.MESSAGE,
     log: EventLog | None = None,
-    project: Path | None = None,
+    autopilot_on: bool | None = None,
 ) -> Message:
     """Queue ``text`` for the run's agent; durable when this returns.
 
@@ -78,8 +78,8 @@ def queue_message(
         source: Who it is from.
         kind: What it is.
         log: The run's event log, if the caller has one open (the driver).
-        project: The run's work tree (for the OFF switch); read from ``state.json``
-            when not given.
+        autopilot_on: Whether no OFF switch holds the run, if the caller knows;
+            else read from the run ``state.json`` describes (``run_off_switch``).
 
     Returns:
         The queued message.
@@ -89,7 +89,7 @@ def queue_message(
         StateFileError: the run's state or inbox cannot be read or written.
     """
     check_text(text)
-    if project is None:
+    if autopilot_on is None:
         state = read_state(RunDir(run_folder).state)
         if state.terminated:
             raise UsageError(
@@ -97,10 +97,9 @@ def queue_message(
                 f"({state.termination_reason or state.status}); "
                 "it takes no more messages"
             )
-        project = Path(state.cwd or ".")
+        autopilot_on = run_off_switch(state) is None
     now = clock.now_ms()
     message = Message(new_message_id(now), source, kind, text, now)
-    autopilot_on = not is_off(project)
     own_log = log is None
     event_log = log or EventLog(RunDir(run_folder).events, run_folder.name, clock.now_ms)
 

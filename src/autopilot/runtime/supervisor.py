@@ -311,14 +311,14 @@ class _Acts:
     def _decide(self, ended: DaemonExit) -> RestartDecision:
         from autopilot.core.restart import RunFacts, decide_restart
         from autopilot.runtime.liveness import driver_running
-        from autopilot.store.project_files import is_off
+        from autopilot.store.project_files import run_off_switch
 
         state = self._state()
         facts = RunFacts(
             terminated=state.terminated,
             stop_requested=state.stop_requested,
             status=state.status.value,
-            off=is_off(Path(state.cwd or ".")),
+            off=run_off_switch(state) is not None,
             # Another driver recorded itself, or holds the lock (the one liveness check).
             driven_elsewhere=driver_running(self.folder.path, state) is True,
         )
@@ -326,9 +326,9 @@ class _Acts:
         return decide_restart(ended, facts, restarts, self.clock.now_ms())
 
     def _autopilot_on(self) -> bool:
-        from autopilot.store.project_files import is_off
+        from autopilot.store.project_files import run_off_switch
 
-        return not is_off(Path(self._state().cwd or "."))
+        return run_off_switch(self._state()) is None
 
     def _restarted(self, ended: DaemonExit, decision: RestartDecision) -> None:
         from autopilot.store.events import EventType

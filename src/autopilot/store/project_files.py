@@ -4,7 +4,12 @@ state never does."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autopilot.store.run_state import RunState
 
 PROJECT_DIR = ".autopilot"
 OFF_NAME = "OFF"
@@ -28,6 +33,47 @@ def is_off(project: Path) -> bool:
         return off_path(project).exists()
     except OSError:
         return False
+
+
+def run_projects(cwd: str | None, worktree: Mapping[str, Any] | None) -> tuple[Path, ...]:
+    """The folders whose OFF switch holds a run: its work folder and, for a
+    ``--worktree`` run, the same folder of the user's checkout the worktree was made
+    from (where the user runs ``autopilot off``).
+
+    Args:
+        cwd: The run's work folder (``state.json`` ``cwd``; None or empty: ``.``).
+        worktree: ``state.json``'s ``worktree`` record (``path``, ``origin``), if any.
+    """
+    project = Path(cwd or ".")
+    folders = [project]
+    path = worktree.get("path") if isinstance(worktree, Mapping) else None
+    origin = worktree.get("origin") if isinstance(worktree, Mapping) else None
+    if isinstance(path, str) and path and isinstance(origin, str) and origin:
+        folders.append(checkout_folder(project, Path(path), Path(origin)))
+    return tuple(dict.fromkeys(folders))
+
+
+def checkout_folder(cwd: Path, worktree: Path, origin: Path) -> Path:
+    """The folder of the user's checkout ``origin`` that ``cwd``, a folder of a run's
+    worktree ``worktree``, stands for: the same subdirectory; ``cwd`` itself when it
+    is not inside the worktree."""
+    if not cwd.is_relative_to(worktree):
+        return cwd
+    return origin / cwd.relative_to(worktree)
+
+
+def off_switch(cwd: str | None, worktree: Mapping[str, Any] | None) -> Path | None:
+    """The OFF file that holds a run (see ``run_projects``), or None while it is ON."""
+    for project in run_projects(cwd, worktree):
+        if is_off(project):
+            return off_path(project)
+    return None
+
+
+def run_off_switch(state: RunState) -> Path | None:
+    """``off_switch`` of the run ``state`` describes."""
+    worktree = state.extra.get("worktree")
+    return off_switch(state.cwd, worktree if isinstance(worktree, Mapping) else None)
 
 
 def memory_path(project: Path) -> Path:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autopilot.errors import RepositoryError
+from autopilot.store.project_files import checkout_folder
 from autopilot.workspace.repo import Repository, first_line, split_z
 
 BRANCH_PREFIX = "autopilot/"
@@ -74,9 +75,9 @@ def project_home(cwd: Path, worktree: RunWorktree | None) -> Path:
     (``worktree.origin``) as ``cwd`` is of the worktree: the checkout's backlog is the
     one queue the user edits and every run of it claims items from. Otherwise ``cwd``.
     """
-    if worktree is None or not cwd.is_relative_to(worktree.path):
+    if worktree is None:
         return cwd
-    return worktree.origin / cwd.relative_to(worktree.path)
+    return checkout_folder(cwd, worktree.path, worktree.origin)
 
 
 @dataclass(frozen=True)
