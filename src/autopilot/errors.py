@@ -10,6 +10,7 @@ Every error a user can cause ends as one line on stderr and a documented exit co
     │   │                          staged changes, a branch or path that exists (exit 2)
     │   └── BacklogError           tasks.jsonl cannot be read or changed as asked (exit 2)
     ├── MergeConflictError         a run's branch does not apply cleanly (exit 1)
+    ├── MergeVerifyError           a ``merge --verify`` command failed (exit 1)
     └── EnvironmentProblem         the machine cannot do what was asked (exit 4)
         ├── RunsRootError          the runs root is missing, not ours, or unwritable
         ├── StateFileError         state.json is unreadable or corrupt
@@ -87,6 +88,10 @@ class MergeConflictError(AutopilotError):
     def __init__(self, message: str, files: tuple[str, ...]) -> None:
         super().__init__(message)
         self.files = files
+
+
+class MergeVerifyError(AutopilotError):
+    """A ``merge --verify`` command failed on the merge's result; nothing was changed."""
 
 
 class GitUnavailableError(EnvironmentProblem):

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+import psutil
+
+from autopilot.view.plain import format_moment
 from autopilot.workspace.repo import open_repository
 from autopilot.workspace.run_workspace import checkpoints_of
 from autopilot.workspace.worktrees import create_worktree
 from tests.cli.test_tty import _run_in_pty
-from tests.conftest import run_cli
-from tests.manage.runs import alive_driver, make_run, now_ms
+from tests.conftest import read_jsonl, run_cli
+from tests.manage.runs import alive_driver, dead_driver, make_run, now_ms
 from tests.workspace.gitstate import files_of, git, make_repo, user_git_state
 
 
@@ -84,11 +88,41 @@ def test_restore_and_undo_from_the_command_line(tmp_path: Path) -> None:
     ]
     assert (repo / "step.txt").read_text() == "1\n"
     assert user_git_state(repo) == before_git
+    restored = read_jsonl(tmp_path / "runs" / run_id / "events.jsonl")
+    assert restored[-1]["type"] == "restored"
+    safety = checkpoints_of(tmp_path / "runs" / run_id, open_repository(repo)).find(
+        "before-restore-0001"
+    )
+    assert {k: v for k, v in restored[-1].items() if k not in ("ts", "runId", "type")} == {
+        "checkpoint": "iter-0001",
+        "sha": checkpoints_of(tmp_path / "runs" / run_id, open_repository(repo))
+        .find_iteration(1)
+        .sha,
+        "iteration": 1,
+        "safetyCheckpoint": "before-restore-0001",
+        "safetySha": safety.sha,
+        "filesChanged": 3,
+        "files": ["D file2.txt", "D file3.txt", "M step.txt"],
+    }
+    status = run_cli(["status", run_id], cwd=tmp_path).stdout
+    assert (
+        f"restored   iter-0001 at {format_moment(restored[-1]['ts'], day_of_ms=now_ms())} (3 files); undo: "
+        f"autopilot restore {run_id} --checkpoint before-restore-0001"
+    ) in status
+    replay = run_cli(["replay", run_id], cwd=tmp_path).stdout
+    assert f" restored checkpoint=iter-0001 sha={restored[-1]['sha']}" in replay
     undo = run_cli(["restore", run_id, "--checkpoint", "before-restore-0001"], cwd=tmp_path)
     assert undo.returncode == 0, undo.stderr
     assert files_of(repo) == latest
     listed = run_cli(["checkpoints", run_id], cwd=tmp_path).stdout
     assert "restore-0002" in listed and "before-restore-0002" in listed
+    again = read_jsonl(tmp_path / "runs" / run_id / "events.jsonl")[-1]
+    assert (again["type"], again["checkpoint"], again.get("iteration")) == (
+        "restored",
+        "before-restore-0001",
+        None,
+    )
+    assert "restored   before-restore-0001 at" in run_cli(["status", run_id], cwd=tmp_path).stdout
 
 
 def test_restore_refuses_while_the_driver_is_alive(tmp_path: Path) -> None:
@@ -106,6 +140,31 @@ def test_restore_refuses_while_the_driver_is_alive(tmp_path: Path) -> None:
         == f"autopilot: error: run {run_id} is running; stop it first (autopilot stop)\n"
     )
     assert files_of(repo) == before
+
+
+def test_restore_refuses_while_the_supervisor_is_about_to_relaunch_the_driver(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    run_id = recorded_run(tmp_path, repo)
+    state_path = tmp_path / "runs" / run_id / "state.json"
+    state = json.loads(state_path.read_text())
+    state.update(terminated=False, status="running", **dead_driver())
+    # The supervisor (this very process) is alive: its daemon died, and it relaunches it.
+    state.update(supervisorPid=os.getpid(), supervisorStartTime=psutil.Process().create_time())
+    state_path.write_text(json.dumps(state))
+    before, log = files_of(repo), (tmp_path / "runs" / run_id / "events.jsonl").read_bytes()
+    done = run_cli(["restore", run_id, "--iteration", "1"], cwd=tmp_path)
+    assert done.returncode == 4
+    assert done.stderr == (
+        f"autopilot: error: run {run_id} is being relaunched by its supervisor "
+        f"(pid {os.getpid()}); stop it first (autopilot stop)\n"
+    )
+    assert files_of(repo) == before
+    assert (tmp_path / "runs" / run_id / "events.jsonl").read_bytes() == log
+    state.update(supervisorPid=None, supervisorStartTime=None)
+    state_path.write_text(json.dumps(state))  # the supervisor gave up: nothing is active
+    assert run_cli(["restore", run_id, "--iteration", "1"], cwd=tmp_path).returncode == 0
 
 
 def test_bad_input_is_one_line(tmp_path: Path) -> None:
@@ -168,3 +227,77 @@ def test_diff_in_a_terminal_escapes_what_the_agent_wrote(tmp_path: Path) -> None
     assert "\x1b[32m+\\x1b]52" in screen  # an added line, in green
     piped = run_cli(["diff", run_id, "--iteration", "2"], cwd=tmp_path)
     assert "+\x1b]52;c;aGk=\x07 clipboard" in piped.stdout  # raw when piped, for git apply
+
+
+def _worktree_run(tmp_path: Path, repo: Path) -> tuple[str, Path]:
+    """A finished --worktree run whose branch adds ``feature.txt``."""
+    made, _ = create_worktree(open_repository(repo), tmp_path / "wt", "wt-1796000000000")
+    (made.path / "feature.txt").write_text("feature\n")
+    git(made.path, "add", "-A")
+    git(made.path, "commit", "-q", "-m", "feature")
+    run_id = make_run(
+        tmp_path / "runs",
+        "wt",
+        1_796_000_000_000,
+        terminal=("complete", "completion_promise"),
+        state={"cwd": str(made.path), "worktree": made.to_json()},
+    )
+    return run_id, made.path
+
+
+def test_a_failing_merge_verify_changes_nothing_and_says_why_in_one_line(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    run_id, _ = _worktree_run(tmp_path, repo)
+    before = files_of(repo), user_git_state(repo)
+    done = run_cli(
+        ["merge", run_id, "--verify", "echo checking; echo '3 tests failed' >&2; exit 3"],
+        cwd=repo,
+    )
+    assert done.returncode == 1, done.stderr
+    log = tmp_path / "runs" / run_id / "check-merge-verify1.log"
+    assert done.stderr == (
+        "autopilot: error: merge --verify failed: $ echo checking; echo '3 tests failed' >&2; "
+        f"exit 3: exit 3: …checking 3 tests failed; nothing was changed and autopilot/{run_id} "
+        f"is kept (output: {log})\n"
+    )
+    assert (files_of(repo), user_git_state(repo)) == before
+    assert git(repo, "rev-parse", "--verify", "--quiet", f"autopilot/{run_id}").strip()
+    assert "merge" not in json.loads((tmp_path / "runs" / run_id / "state.json").read_text())
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 2
+
+
+def test_merge_verify_runs_on_the_merge_result_before_the_branch_moves(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    run_id, place = _worktree_run(tmp_path, repo)
+    seen = tmp_path / "seen"
+    # A fast-forward: the run's own worktree already is the result.
+    probe = f"test -f feature.txt && pwd > {seen} && git -C {repo} rev-parse HEAD >> {seen}"
+    head = git(repo, "rev-parse", "HEAD").strip()
+    done = run_cli(["merge", run_id, "--verify", probe], cwd=repo)
+    assert done.returncode == 0, done.stderr
+    tip = git(repo, "rev-parse", f"autopilot/{run_id}").strip()
+    assert seen.read_text().split() == [str(place), head]  # the user's branch had not moved
+    assert done.stdout.splitlines()[0] == (
+        f"verified: $ {probe}: exit 0 (in {place}, at {tip[:12]})"
+    )
+    assert git(repo, "rev-parse", "HEAD").strip() == tip
+
+
+def test_merge_verify_of_a_merge_commit_runs_in_a_temporary_tree_of_the_result(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    run_id, place = _worktree_run(tmp_path, repo)
+    (repo / "other.txt").write_text("the user's own work\n")
+    git(repo, "add", "other.txt")
+    git(repo, "commit", "-q", "-m", "other")
+    seen = tmp_path / "seen"
+    probe = f"test -f feature.txt && test -f other.txt && pwd > {seen}"
+    done = run_cli(["merge", run_id, "--verify", probe], cwd=repo)
+    assert done.returncode == 0, done.stderr
+    where = Path(seen.read_text().strip())
+    assert where not in (place, repo) and not where.exists()  # removed afterwards
+    assert (repo / "feature.txt").exists() and (repo / "other.txt").exists()
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 2
+    failing = run_cli(["merge", run_id, "--verify", "true", "--verify", " "], cwd=repo)
+    assert failing.returncode == 2 and failing.stderr.endswith("--verify needs a command\n")

@@ -163,6 +163,16 @@ def status(as_json: bool, run_ref: str | None) -> int:
         lines.append(f"messages   {report.pending_messages} {waiting}")
     if state.termination_note:
         lines.append(f"note       {_field(' '.join(state.termination_note.split()))}")
+    restored = snap.lastRestore
+    if restored is not None:
+        when = format_moment(restored["ts"], day_of_ms=now_ms)
+        count = restored["filesChanged"]
+        files = "" if count is None else f" ({count} file{'' if count == 1 else 's'})"
+        lines.append(
+            f"restored   {_field(restored['checkpoint'])} at {when}{files}; undo: "
+            f"autopilot restore {state.run_id} --checkpoint "
+            f"{_field(restored['safetyCheckpoint'])}"
+        )
     if snap.lastExcerpt:
         lines.append(f"last       {' '.join(snap.lastExcerpt.split())[:200]}")
     say("\n".join(lines))

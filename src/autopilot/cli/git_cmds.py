@@ -4,24 +4,34 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from autopilot.cli.echo import say, say_json
 from autopilot.config import parse_int
-from autopilot.errors import RepositoryError, RunLockedError, UsageError
-from autopilot.runtime.liveness import driver_alive
+from autopilot.core.vocabulary import EventType
+from autopilot.core.workitems import Criterion
+from autopilot.errors import MergeVerifyError, RepositoryError, RunLockedError, UsageError
+from autopilot.loop.checks import run_checks
+from autopilot.loop.clock import SystemClock
+from autopilot.runtime.liveness import driver_alive, supervisor_alive
+from autopilot.store.events import EventLog
 from autopilot.store.flock import FileLock
 from autopilot.store.paths import resolve_run, run_dir, runs_root
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import StateStore, read_state
 from autopilot.view.safe import shown
-from autopilot.workspace.checkpoints import Checkpoint, FileChange
-from autopilot.workspace.merge import MergeMode, MergeResult, merge_back
+from autopilot.workspace.checkpoints import Checkpoint, FileChange, RestoreResult
+from autopilot.workspace.merge import MergeMode, MergeResult, merge_back, verification_tree
 from autopilot.workspace.repo import Repository, open_repository
 from autopilot.workspace.run_workspace import RunPlace, RunWorkspace, open_run_workspace
+from autopilot.workspace.taking import MAX_FILES_IN_EVENT
+
+MAX_VERIFY_EXCERPT_CHARS = 200
+"""How much of a failing ``merge --verify`` command's output its error line quotes."""
 
 _RUN_ARG = click.argument("run_ref", metavar="[RUN]", required=False)
 _CTX = {"help_option_names": ["-h", "--help"]}
@@ -36,10 +46,23 @@ def _open(run_ref: str | None) -> tuple[Path, RunState, RunWorkspace]:
 
 
 def _hold(folder: Path, state: RunState) -> FileLock:
-    """The run's ``driver.lock``, so no driver starts while files change under it."""
+    """The run's ``driver.lock``, so no driver starts while files change under it.
+
+    Refused while the run is active in any form (``runtime.liveness``): its driver
+    alive, or a detached run's supervisor alive (between a daemon's death and its
+    relaunch no driver runs, but one is about to).
+
+    Raises:
+        RunLockedError: the run is active.
+    """
     busy = RunLockedError(f"run {folder.name} is running; stop it first (autopilot stop)")
-    if driver_alive(state) and not state.terminated:
+    if driver_alive(state):
         raise busy
+    if supervisor_alive(state):
+        raise RunLockedError(
+            f"run {folder.name} is being relaunched by its supervisor (pid "
+            f"{state.supervisor_pid}); stop it first (autopilot stop)"
+        )
     lock = FileLock(RunDir(folder).driver_lock)
     if not lock.acquire():
         raise busy
@@ -166,6 +189,7 @@ def restore(iteration: str | None, name: str | None, run_ref: str | None) -> int
     lock = _hold(folder, state)
     try:
         result = workspace.checkpoints.restore(target)
+        _log_restore(folder, result)
     finally:
         lock.release()
     where = workspace.repo.top
@@ -185,6 +209,27 @@ def restore(iteration: str | None, name: str | None, run_ref: str | None) -> int
     return 0
 
 
+def _log_restore(folder: Path, result: RestoreResult) -> None:
+    """A ``restored`` event in the run's log (``docs/formats.md``), so ``replay`` and
+    ``status`` show what the restore did and how to undo it."""
+    log = EventLog(RunDir(folder).events, folder.name, SystemClock().now_ms)
+    try:
+        log.emit(
+            EventType.RESTORED,
+            checkpoint=result.target.name,
+            sha=result.target.sha,
+            iteration=result.target.iteration,
+            safetyCheckpoint=result.safety.name,
+            safetySha=result.safety.sha,
+            filesChanged=len(result.changes),
+            files=[f"{c.status} {c.path}" for c in result.changes[:MAX_FILES_IN_EVENT]],
+            kept=list(result.kept) or None,
+        )
+        log.sync()
+    finally:
+        log.close()
+
+
 @click.command(context_settings=_CTX)
 @click.option("--squash", "mode", flag_value=MergeMode.SQUASH.value, help="One commit.")
 @click.option(
@@ -193,13 +238,25 @@ def restore(iteration: str | None, name: str | None, run_ref: str | None) -> int
     flag_value=MergeMode.REBASE.value,
     help="Replay the run's commits on top of your branch.",
 )
+@click.option(
+    "--verify",
+    "verify",
+    metavar="CMD",
+    multiple=True,
+    help="A shell command run on the merge's result before your branch moves "
+    "(repeatable); a failure changes nothing.",
+)
 @_RUN_ARG
-def merge(mode: str | None, run_ref: str | None) -> int:
+def merge(mode: str | None, verify: tuple[str, ...], run_ref: str | None) -> int:
     """Merge a --worktree RUN's branch into your current branch, if it applies cleanly.
 
     On a conflict nothing is changed: the conflicting files are named and the
-    run's branch is kept for you.
+    run's branch is kept for you. With --verify, each CMD runs first in a tree
+    holding exactly the merge's result (the run's worktree when it already is that);
+    the merge happens only if every CMD exits 0.
     """
+    if any(not command.strip() for command in verify):
+        raise UsageError("--verify needs a command")
     folder, state, workspace = _open(run_ref)
     worktree = workspace.worktree
     if worktree is None:
@@ -210,11 +267,15 @@ def merge(mode: str | None, run_ref: str | None) -> int:
     checkout = _checkout_for(workspace, worktree.origin)
     lock = _hold(folder, state)
     try:
+        verified: list[str] = []
         result = merge_back(
             checkout,
             worktree.branch,
             MergeMode(mode or MergeMode.MERGE.value),
             message=f"autopilot: merge run {workspace.run_id}\n\nBranch: {worktree.branch}\n",
+            verify=_verifier(verify, folder, checkout, worktree.path, worktree.branch, verified)
+            if verify
+            else None,
         )
         if result.merged:
             _record_merge(folder, result)
@@ -223,6 +284,8 @@ def merge(mode: str | None, run_ref: str | None) -> int:
     if not result.merged:
         say(f"nothing to merge: {result.into} already has everything on {result.branch}")
         return 0
+    for line in verified:
+        say(line)
     say(
         f"merged {result.branch} into {result.into} ({result.mode.value}): "
         f"{len(result.files)} file{'s' if len(result.files) != 1 else ''} changed, "
@@ -235,6 +298,48 @@ def merge(mode: str | None, run_ref: str | None) -> int:
             "merged (only commits on the branch are)"
         )
     return 0
+
+
+def _verifier(
+    commands: tuple[str, ...],
+    folder: Path,
+    checkout: Repository,
+    run_worktree: Path,
+    branch: str,
+    verified: list[str],
+) -> Callable[[str], None]:
+    """``merge_back``'s ``verify``: run ``commands`` on the merge's result (the user's
+    shell, a timeout, each output saved in the run folder as
+    ``check-merge-verify<N>.log``), appending one line per command to ``verified``.
+
+    Raises (from the callable):
+        MergeVerifyError: a command did not exit 0; one line with its exit status
+            and the end of what it printed.
+    """
+
+    def verify(target: str) -> None:
+        criteria = [
+            Criterion(id=f"merge-verify{number}", text=command, check=command)
+            for number, command in enumerate(commands, 1)
+        ]
+        with verification_tree(checkout, run_worktree, target) as place:
+            for criterion in criteria:
+                run = run_checks([criterion], cwd=place, folder=folder)
+                result = run.results[0]
+                if not result.passed:
+                    tail = " ".join(result.output_tail.split())
+                    said = f": …{tail[-MAX_VERIFY_EXCERPT_CHARS:]}" if tail else ""
+                    raise MergeVerifyError(
+                        f"merge --verify failed: $ {criterion.check}: {result.status_text()}"
+                        f"{shown(said)}; nothing was changed and {branch} is kept "
+                        f"(output: {result.log_path})"
+                    )
+                verified.append(
+                    f"verified: $ {criterion.check}: {result.status_text()} (in {place}, "
+                    f"at {target[:12]})"
+                )
+
+    return verify
 
 
 def _record_merge(folder: Path, result: MergeResult) -> None:

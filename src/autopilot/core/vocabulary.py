@@ -203,3 +203,4 @@ class EventType(StrEnum):
     VERIFY = "verify"
     BUDGET_EXTENDED = "budget_extended"
     HOOK_SESSION = "hook_session"
+    RESTORED = "restored"

@@ -257,6 +257,19 @@ def _budget_extended(snap: Snapshot, e: Any, ts: Any) -> None:
         snap.maxIterations = ceiling
 
 
+def _restored(snap: Snapshot, e: Any, ts: Any) -> None:
+    checkpoint, safety, files = e.checkpoint, e.safetyCheckpoint, e.filesChanged
+    if not nonempty_str(checkpoint) or not nonempty_str(safety):
+        return
+    snap.lastRestore = {
+        "checkpoint": checkpoint,
+        "sha": e.sha if nonempty_str(e.sha) else None,
+        "safetyCheckpoint": safety,
+        "filesChanged": files if finite(files) else None,
+        "ts": ts,
+    }
+
+
 _HANDLERS: dict[str, Any] = {
     "armed": _armed,
     "iteration_start": _iteration_start,
@@ -271,6 +284,7 @@ _HANDLERS: dict[str, Any] = {
     "session_attached": _session_attached,
     "rate_limited": _rate_limited,
     "budget_extended": _budget_extended,
+    "restored": _restored,
     **PROGRESS_HANDLERS,
 }
 

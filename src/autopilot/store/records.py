@@ -69,6 +69,7 @@ FOLDED_FIELDS: dict[str, tuple[str, ...]] = {
     "rate_limited": ("waitingUntil",),
     "workitem_recorded": ("itemId", "item"),
     "budget_extended": ("maxIterations",),
+    "restored": ("checkpoint", "sha", "safetyCheckpoint", "filesChanged"),
 }
 """The fields ``fold`` reads of each event type (other types: only ``ts``, ``runId``)."""
 

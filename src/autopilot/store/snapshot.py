@@ -26,7 +26,9 @@ class Snapshot:
     ``workitem_recorded``, ``workitem_start``/``workitem_end`` with an ``itemId`` and
     ``backlog_snapshot.items``), and the spent ``iterationsSpent`` and ``activeMs``
     (cumulative, from ``iteration_end``; a log without them counts each
-    ``iteration_end`` that was not a retried attempt).
+    ``iteration_end`` that was not a retried attempt), and ``lastRestore`` (the
+    newest ``restored`` event: ``{checkpoint, sha, safetyCheckpoint, filesChanged,
+    ts}``).
     """
 
     runId: str | None = None  # noqa: N815 - the seed's JSON field names
@@ -72,6 +74,7 @@ class Snapshot:
     workItems: list[dict[str, Any]] = field(default_factory=list)  # noqa: N815
     iterationsSpent: int = 0  # noqa: N815
     activeMs: int | float = 0  # noqa: N815
+    lastRestore: dict[str, Any] | None = None  # noqa: N815
 
     @property
     def terminal(self) -> bool:

@@ -5,7 +5,9 @@ The result is worked out first without touching the checkout: ``git merge-tree
 worktree for ``--rebase``. On a conflict nothing is changed and the conflicting files
 are named; the run's branch is left for the user. A clean result is applied to the
 checkout as a fast-forward of the user's branch: ``read-tree -m -u`` (which keeps the
-user's other uncommitted changes) and then ``update-ref`` of the branch.
+user's other uncommitted changes) and then ``update-ref`` of the branch. A caller's
+``verify`` sees the result first, in a tree of its own (``verification_tree``), and
+can refuse it before anything of the user's changes.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from autopilot.errors import GitCommandError, MergeConflictError, RepositoryError
-from autopilot.workspace.repo import Repository, first_line, run_git, split_z
+from autopilot.errors import AutopilotError, GitCommandError, MergeConflictError, RepositoryError
+from autopilot.workspace.repo import Repository, first_line, open_repository, run_git, split_z
 
 
 class MergeMode(StrEnum):
@@ -58,7 +61,14 @@ class MergeResult:
         return self.after != self.before
 
 
-def merge_back(checkout: Repository, branch: str, mode: MergeMode, *, message: str) -> MergeResult:
+def merge_back(
+    checkout: Repository,
+    branch: str,
+    mode: MergeMode,
+    *,
+    message: str,
+    verify: Callable[[str], None] | None = None,
+) -> MergeResult:
     """Merge ``branch`` into the branch checked out in ``checkout``.
 
     Args:
@@ -66,6 +76,8 @@ def merge_back(checkout: Repository, branch: str, mode: MergeMode, *, message: s
         branch: The run's branch (short name).
         mode: Merge, squash or rebase.
         message: The commit message of a merge or squash commit.
+        verify: Called with the commit the user's branch would move to, before
+            anything of the user's changes; what it raises ends the merge there.
 
     Raises:
         RepositoryError: detached HEAD, no commit yet, staged changes, the branch is
@@ -74,6 +86,7 @@ def merge_back(checkout: Repository, branch: str, mode: MergeMode, *, message: s
         MergeConflictError: the branch does not apply cleanly (the files are named);
             nothing was changed.
         GitCommandError, GitUnavailableError: git failed.
+        Whatever ``verify`` raises; nothing was changed.
     """
     into = checkout.branch()
     if into is None:
@@ -102,8 +115,45 @@ def merge_back(checkout: Repository, branch: str, mode: MergeMode, *, message: s
             return MergeResult(mode, branch, into, tip, head, head, ())  # e.g. squashed before
         parents = [head, tip] if mode is MergeMode.MERGE else [head]
         target = _commit(checkout, tree, parents, message)
+    if verify is not None:
+        verify(target)
     files = _apply(checkout, into, head, target, branch)
     return MergeResult(mode, branch, into, tip, head, target, files)
+
+
+@contextlib.contextmanager
+def verification_tree(repo: Repository, run_worktree: Path | None, target: str) -> Iterator[Path]:
+    """A work tree holding exactly commit ``target`` (a merge's result), to run checks in.
+
+    The run's own worktree when it is at ``target`` already with nothing uncommitted
+    or untracked (a fast-forward: what the agent installed there, ignored by git,
+    stays at hand); else a temporary detached worktree of ``repo``, removed on leaving.
+    Neither the user's checkout nor the run's worktree is changed.
+
+    Raises:
+        GitCommandError, GitUnavailableError: the temporary worktree cannot be made.
+    """
+    if run_worktree is not None and _holds_exactly(repo, run_worktree, target):
+        yield run_worktree
+        return
+    scratch = Path(tempfile.mkdtemp(prefix="autopilot-verify-"))
+    place = scratch / "worktree"
+    try:
+        repo.out("worktree", "add", "--quiet", "--detach", str(place), target)
+        yield place
+    finally:
+        repo.run("worktree", "remove", "--force", str(place))
+        with contextlib.suppress(OSError):
+            shutil.rmtree(scratch)
+
+
+def _holds_exactly(repo: Repository, place: Path, target: str) -> bool:
+    """Is ``place`` a clean work tree of ``repo`` at commit ``target``?"""
+    try:
+        own = open_repository(place)
+        return own.common_dir == repo.common_dir and own.head() == target and not own.dirty_paths()
+    except AutopilotError:
+        return False
 
 
 def _tip(repo: Repository, branch: str) -> str:
