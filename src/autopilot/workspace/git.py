@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autopilot.errors import AutopilotError
+from autopilot.workspace.filters import FilterGuard
 from autopilot.workspace.repo import run_git
 
 OBSERVE_TIMEOUT_SECONDS = 30.0
@@ -86,9 +87,10 @@ def _git(
     *args: str,
     input_bytes: bytes | None = None,
     timeout_seconds: float = OBSERVE_TIMEOUT_SECONDS,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """``run_git``; raises ``AutopilotError`` when git is missing or timed out."""
-    return run_git(cwd, *args, input_bytes=input_bytes, timeout_seconds=timeout_seconds)
+    return run_git(cwd, *args, env=env, input_bytes=input_bytes, timeout_seconds=timeout_seconds)
 
 
 def could_be_repository(cwd: Path) -> bool:
@@ -146,6 +148,9 @@ class GitObserver:
         self.timeout_seconds = timeout_seconds
         self._warnings: list[str] = []
         self.repository = is_repository(cwd)
+        # The content filters of the repository now, before the agent runs: one it
+        # plants later never runs in these calls (``workspace.filters``).
+        self.filters = FilterGuard(cwd) if self.repository else None
 
     def take_warnings(self) -> list[str]:
         """Warnings since the last call (a git call that timed out or could not run)."""
@@ -154,9 +159,14 @@ class GitObserver:
 
     def _run(self, *args: str, input_bytes: bytes | None = None) -> bytes | None:
         """stdout of a successful call; None (and a warning if git itself failed)."""
+        env = self.filters.environment(self.cwd, args) if self.filters else None
         try:
             done = _git(
-                self.cwd, *args, input_bytes=input_bytes, timeout_seconds=self.timeout_seconds
+                self.cwd,
+                *args,
+                input_bytes=input_bytes,
+                timeout_seconds=self.timeout_seconds,
+                env=env or None,
             )
         except AutopilotError as error:
             self._warnings.append(f"{error}; progress and commits are unknown for now")

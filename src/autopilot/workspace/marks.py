@@ -134,7 +134,7 @@ class GitWorkspace:
             if not self.repository:
                 self._run_dir = None
                 return None
-            self._checkpointer = RunCheckpointer(self.cwd, self._run_dir)
+            self._checkpointer = RunCheckpointer(self.cwd, self._run_dir, filters=self._git.filters)
         if iteration == 0:
             return self._checkpointer.baseline()
         return self._checkpointer.after_iteration(iteration)

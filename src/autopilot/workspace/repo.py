@@ -16,10 +16,14 @@ import os
 import signal
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autopilot.errors import GitCommandError, GitUnavailableError, RepositoryError
+
+if TYPE_CHECKING:
+    from autopilot.workspace.filters import FilterGuard
 
 GIT_TIMEOUT_SECONDS = 120.0
 """The longest one git call may take (a first checkpoint hashes every untracked file)."""
@@ -191,22 +195,31 @@ class Repository:
     top: Path
     git_dir: Path
     common_dir: Path
+    filters: FilterGuard | None = field(default=None, compare=False)
+    """While a run watches the work tree: the filters it trusts (``workspace.filters``)."""
+
+    def _env(
+        self, args: tuple[str, ...], env: Mapping[str, str] | None
+    ) -> Mapping[str, str] | None:
+        if self.filters is None:
+            return env
+        return {**self.filters.environment(self.top, args), **(env or {})} or None
 
     def run(
         self, *args: str, env: Mapping[str, str] | None = None, input_bytes: bytes | None = None
     ) -> subprocess.CompletedProcess[bytes]:
         """``run_git`` at the top of the work tree."""
-        return run_git(self.top, *args, env=env, input_bytes=input_bytes)
+        return run_git(self.top, *args, env=self._env(args, env), input_bytes=input_bytes)
 
     def out(
         self, *args: str, env: Mapping[str, str] | None = None, input_bytes: bytes | None = None
     ) -> bytes:
         """``git_out`` at the top of the work tree."""
-        return git_out(self.top, *args, env=env, input_bytes=input_bytes)
+        return git_out(self.top, *args, env=self._env(args, env), input_bytes=input_bytes)
 
     def text(self, *args: str, env: Mapping[str, str] | None = None) -> str:
         """``git_text`` at the top of the work tree."""
-        return git_text(self.top, *args, env=env)
+        return git_text(self.top, *args, env=self._env(args, env))
 
     def head(self) -> str | None:
         """The HEAD commit's sha, or None before the first commit."""

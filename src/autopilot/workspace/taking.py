@@ -9,12 +9,13 @@ gives each checkpoint as ``CheckpointFacts``, the fields of a ``checkpoint`` eve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from autopilot.errors import AutopilotError
 from autopilot.workspace.checkpoints import Checkpoints, Taken
+from autopilot.workspace.filters import FilterGuard
 from autopilot.workspace.repo import open_repository
 from autopilot.workspace.run_workspace import CHECKPOINT_INDEX
 
@@ -73,9 +74,18 @@ class RunCheckpointer:
         cwd: The work tree the agent runs in.
         run_dir: The run's folder (its ``checkpoint.index`` lives there).
         enabled: False for ``--no-checkpoints``.
+        filters: The content filters trusted (``workspace.filters``): one planted
+            since never runs while a checkpoint is taken.
     """
 
-    def __init__(self, cwd: Path, run_dir: Path, *, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        cwd: Path,
+        run_dir: Path,
+        *,
+        enabled: bool = True,
+        filters: FilterGuard | None = None,
+    ) -> None:
         self._store: Checkpoints | None = None
         self._said: str | None = None
         self._unsaid: str | None = None
@@ -86,6 +96,8 @@ class RunCheckpointer:
         except AutopilotError as error:
             self._unsaid = f"no checkpoints: {error}"
             return
+        if filters is not None:
+            repo = replace(repo, filters=filters)
         self._store = Checkpoints(repo, run_dir.name, run_dir / CHECKPOINT_INDEX)
 
     def warning(self) -> str | None:

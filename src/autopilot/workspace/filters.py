@@ -1,0 +1,149 @@
+"""Content filters a run's agent planted are never run by autopilot's own git calls.
+
+A repository's config can name programs git runs on file content: ``filter.<name>.clean``
+when it reads a file (``git status`` of a file whose timestamps changed, ``git add``),
+``smudge`` when it writes one, ``process`` for both. An agent can write such a filter
+into ``.git/config`` with a ``.gitattributes`` that applies it, and the driver's own
+``git status`` and checkpoint ``git add`` would then run the agent's program, outside
+the agent's process group, once per call. Hooks and ``core.fsmonitor`` are off in every
+call (``repo.HARDENING``); a filter cannot be turned off by one option, since it is
+named. So ``FilterGuard`` records the filters the repository had when autopilot started
+watching it (the user's own, git-lfs say, keep working) and, for each call that reads
+or writes file content, turns off every filter defined since or changed, through
+``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/``GIT_CONFIG_VALUE_n`` (git 2.31 or later).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from autopilot.errors import AutopilotError
+from autopilot.workspace.repo import run_git
+
+CONTENT_COMMANDS = frozenset(
+    {"status", "add", "diff", "update-index", "write-tree", "read-tree", "checkout-index"}
+)
+"""The git commands autopilot runs that may run a content filter."""
+
+_FILTER_KEY = re.compile(r"filter\.(.+)\.(clean|smudge|process)", re.DOTALL)
+_TURNED_OFF = (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false"))
+
+
+def filter_config(cwd: Path) -> dict[str, str] | None:
+    """Every ``filter.<name>.clean|smudge|process`` the config of ``cwd``'s repository
+    sets (includes followed), key → value; None when git cannot tell."""
+    try:
+        done = run_git(cwd, "config", "-z", "--get-regexp", r"^filter\..*\.(clean|smudge|process)$")
+    except AutopilotError:
+        return None
+    if done.returncode not in (0, 1):  # 1: no such key
+        return None
+    found: dict[str, str] = {}
+    for item in done.stdout.split(b"\0"):
+        key, _, value = item.decode("utf-8", "surrogateescape").partition("\n")
+        if _FILTER_KEY.fullmatch(key):
+            found[key] = value
+    return found
+
+
+def overrides(trusted: dict[str, str], current: dict[str, str]) -> dict[str, str]:
+    """The environment that turns off each filter of ``current`` not as in ``trusted``.
+
+    Args:
+        trusted: The filters the repository had at first (``filter_config``).
+        current: Its filters now.
+
+    Returns:
+        ``GIT_CONFIG_COUNT`` and ``GIT_CONFIG_KEY_n``/``GIT_CONFIG_VALUE_n`` setting
+        ``clean``, ``smudge`` and ``process`` to nothing and ``required`` to false for
+        each such filter; empty when there is none.
+    """
+    names = sorted(
+        {
+            match.group(1)
+            for key, value in current.items()
+            if trusted.get(key) != value and (match := _FILTER_KEY.fullmatch(key))
+        }
+    )
+    env: dict[str, str] = {}
+    pairs = [(f"filter.{name}.{key}", value) for name in names for key, value in _TURNED_OFF]
+    for number, (key, value) in enumerate(pairs):
+        env[f"GIT_CONFIG_KEY_{number}"] = key
+        env[f"GIT_CONFIG_VALUE_{number}"] = value
+    if pairs:
+        env["GIT_CONFIG_COUNT"] = str(len(pairs))
+    return env
+
+
+class FilterGuard:
+    """The filters of one repository as autopilot first saw them.
+
+    The config is read again (one ``git config`` call) only when one of its files
+    changed (size, time or inode: git replaces the file to write it) or one of them
+    includes another, so a mark or checkpoint of an untouched repository starts no
+    extra git process.
+
+    Args:
+        cwd: A folder of the repository's work tree; its filters are read now (two
+            git calls), before the agent runs.
+    """
+
+    def __init__(self, cwd: Path) -> None:
+        self._files = _config_files(cwd)
+        self.trusted = filter_config(cwd) or {}
+        self._seen: tuple[object, ...] | None = self._signature()
+        self._env: dict[str, str] = {}
+
+    def environment(self, cwd: Path, args: tuple[str, ...]) -> dict[str, str]:
+        """What to add to the environment of ``git ARGS`` in ``cwd``: nothing for a
+        command that runs no filter; else the overrides of the filters not trusted."""
+        if not args or args[0] not in CONTENT_COMMANDS:
+            return {}
+        seen = self._signature()
+        if seen is None or seen != self._seen:
+            current = filter_config(cwd)
+            self._env = overrides(self.trusted, current) if current else {}
+            self._seen = seen
+        return dict(self._env)
+
+    def _signature(self) -> tuple[object, ...] | None:
+        """Each config file's identity now; None when it cannot be trusted to tell a
+        change (a file includes another, or the files are unknown)."""
+        if not self._files:
+            return None
+        found: list[object] = []
+        for path in self._files:
+            try:
+                info = path.stat()
+                if b"include" in path.read_bytes().lower():
+                    return None
+            except FileNotFoundError:
+                found.append(None)
+                continue
+            except OSError:
+                return None
+            found.append((info.st_ino, info.st_size, info.st_mtime_ns))
+        return tuple(found)
+
+
+def _config_files(cwd: Path) -> tuple[Path, ...]:
+    """The files git reads config from for ``cwd``: system, global, the repository's
+    and its worktree's (``git config --help``, FILES); empty when git cannot tell."""
+    try:
+        done = run_git(cwd, "rev-parse", "--path-format=absolute", "--git-common-dir", "--git-dir")
+    except AutopilotError:
+        return ()
+    lines = done.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if done.returncode != 0 or len(lines) < 2:
+        return ()
+    home = Path(os.environ.get("HOME") or "~").expanduser()
+    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    system = os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"
+    global_ = os.environ.get("GIT_CONFIG_GLOBAL")
+    files = [
+        Path(system),
+        *((Path(global_),) if global_ else (home / ".gitconfig", xdg / "git/config")),
+    ]
+    return (*files, Path(lines[0]) / "config", Path(lines[1]) / "config.worktree")

@@ -1,0 +1,89 @@
+"""A content filter the agent plants in the repository's config never runs inside
+autopilot's own git calls (marks and checkpoints); the user's own filters still do."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+
+from autopilot.workspace.filters import overrides
+from autopilot.workspace.marks import GitWorkspace
+from tests.conftest import git
+
+
+def _filter(path: Path, ran: Path) -> Path:
+    """A clean filter that notes each run and passes the content through."""
+    path.write_text(f"#!/bin/sh\necho ran >> {ran}\ncat\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def _runs(ran: Path) -> int:
+    return len(ran.read_text().splitlines()) if ran.exists() else 0
+
+
+def test_a_filter_planted_after_the_start_never_runs_and_the_users_own_still_does(
+    tmp_path: Path, repo: Path
+) -> None:
+    mine, planted = tmp_path / "mine-ran", tmp_path / "planted-ran"
+    git(repo, "config", "filter.mine.clean", str(_filter(tmp_path / "mine.sh", mine)))
+    (repo / ".gitattributes").write_text("*.txt filter=mine\n")
+    (repo / "a.txt").write_text("a\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a filter of the user's")
+    run_dir = tmp_path / "runs" / "r-1"
+    run_dir.mkdir(parents=True)
+    workspace = GitWorkspace(repo, run_dir)  # the driver starts watching here
+    assert workspace.checkpoint(0) is not None
+    before_mine = _runs(mine)
+    # The agent plants a filter for every file, and one for the user's (a changed
+    # definition counts as planted too), then edits files.
+    git(repo, "config", "filter.evil.clean", str(_filter(tmp_path / "evil.sh", planted)))
+    git(repo, "config", "filter.evil.required", "true")
+    (repo / ".gitattributes").write_text("*.txt filter=mine\n*.md filter=evil\n")
+    later = time.time() + 5
+    for name in ("README.md", "a.txt"):
+        (repo / name).write_text(f"{name} changed\n")
+        os.utime(repo / name, (later, later))
+    mark = workspace.mark()
+    facts = workspace.checkpoint(1)
+    assert mark.entries is not None and "README.md" in mark.entries
+    assert facts is not None and facts.files_changed == 3  # README.md, a.txt, .gitattributes
+    assert _runs(planted) == 0
+    assert _runs(mine) > before_mine
+    # Planted again after a mark: the config changed again, and is read again.
+    git(repo, "config", "filter.evil2.process", str(tmp_path / "evil.sh"))
+    git(repo, "config", "filter.evil2.clean", str(tmp_path / "evil.sh"))
+    (repo / ".gitattributes").write_text("*.txt filter=mine\n*.md filter=evil\n*.py filter=evil2\n")
+    (repo / "b.py").write_text("b\n")
+    assert workspace.mark().entries is not None
+    assert workspace.checkpoint(2) is not None
+    assert _runs(planted) == 0
+    assert workspace.take_warnings() == []
+
+
+def test_overrides_turn_off_each_filter_not_as_trusted() -> None:
+    trusted = {"filter.lfs.clean": "git-lfs clean -- %f", "filter.mine.clean": "a"}
+    current = {
+        "filter.lfs.clean": "git-lfs clean -- %f",
+        "filter.mine.clean": "b",
+        "filter.new.one.process": "x",
+    }
+    env = overrides(trusted, current)
+    pairs = {
+        env[f"GIT_CONFIG_KEY_{n}"]: env[f"GIT_CONFIG_VALUE_{n}"]
+        for n in range(int(env["GIT_CONFIG_COUNT"]))
+    }
+    assert pairs == {
+        "filter.mine.clean": "",
+        "filter.mine.smudge": "",
+        "filter.mine.process": "",
+        "filter.mine.required": "false",
+        "filter.new.one.clean": "",
+        "filter.new.one.smudge": "",
+        "filter.new.one.process": "",
+        "filter.new.one.required": "false",
+    }
+    assert overrides(trusted, trusted) == {}
