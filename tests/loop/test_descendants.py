@@ -143,7 +143,7 @@ def test_leftovers_of_a_dead_driver_are_ended_by_group_and_run_id(
     kinds = ("setsid", "nohup", "double-fork", "env-i")
     agent_pid, agent_started, kids = _spawn_leftovers(tmp_path, run_id, kinds)
     cleanup.extend(kids)
-    assert len(survivors(kids)) == len(kinds)
+    assert len(wait_for_survivors(kids, len(kinds))) == len(kinds)
     ended = end_leftovers(
         run_id,
         agent_pid=agent_pid,
@@ -174,7 +174,7 @@ def test_nothing_is_signalled_while_the_runs_driver_is_alive_and_all_once_it_is_
         driver.kill()
         driver.wait()
     assert ended == 0
-    assert len(survivors(kids)) == 2
+    assert len(wait_for_survivors(kids, 2)) == 2
     # Once that driver is dead, the same record ends them.
     assert end_left_processes(state) == 2
     assert wait_for_survivors(kids, 0) == []
@@ -215,7 +215,7 @@ def test_leftovers_in_the_runs_cgroup_are_ended_whatever_they_did(
     agent.wait(timeout=30)
     kids = recorded(pid_file)
     cleanup.extend(kids)
-    assert len(survivors(kids)) == 1
+    assert len(wait_for_survivors(kids, 1)) == 1
     ended = end_leftovers(run_id, agent_pid=None, agent_started=None)
     assert ended == 1
     assert wait_for_survivors(kids, 0) == []
