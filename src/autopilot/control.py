@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autopilot.core.restart import HOOK_MODE
 from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.errors import UsageError
 from autopilot.loop.clock import Clock
@@ -90,7 +91,9 @@ def stop(
     If no driver is alive for the run, it is ended here with an ``abort`` event
     (reason ``user_stopped``). Whether a driver is alive is asked of the recorded
     driver process (pid and identity) as well as of ``driver.lock``, so a deleted
-    lock file never gets a live driver's agent killed.
+    lock file never gets a live driver's agent killed. A hook run (``mode`` ``hook``)
+    is ended here too, its open iteration closed through ``conclude``
+    (``hook.control``).
 
     Raises:
         UsageError: the run has ended.
@@ -98,7 +101,7 @@ def stop(
     """
     store = StateStore(RunDir(run_dir).state)
 
-    def request() -> ControlResult:
+    def request(hook: bool = False) -> ControlResult:
         # A driver runs the run: it reads the flags at its boundary (or at once).
         def change(s: RunState) -> None:
             _check_active(s, run_dir.name)
@@ -108,9 +111,15 @@ def stop(
                 s.stop_now = True
 
         state = store.update(change)
-        when = "now" if now else "at the next boundary"
+        if hook:
+            when = "when the Stop of its session being answered now is done"
+        else:
+            when = "now" if now else "at the next boundary"
         return ControlResult(state, f"{run_dir.name}: stop requested; the run stops {when}")
 
+    if read_state(store.path).mode == HOOK_MODE:
+        ended = _stop_hook_run(run_dir, clock, reason)
+        return ended if ended is not None else request(hook=True)
     lock = FileLock(RunDir(run_dir).driver_lock)
     if not lock.acquire():
         return request()
@@ -121,6 +130,22 @@ def stop(
     finally:
         lock.release()
     return ControlResult(state, f"{run_dir.name}: stopped (no driver was running)")
+
+
+def _stop_hook_run(run_dir: Path, clock: Clock, note: str) -> ControlResult | None:
+    """End a hook run now (``hook.control``); None while a Stop of its session is
+    being answered (the stop is then requested, and that Stop ends the run)."""
+    from autopilot.hook.control import stop_hook_run
+
+    before = read_state(RunDir(run_dir).state)
+    _check_active(before, run_dir.name)
+    state = stop_hook_run(run_dir, clock, note)
+    if state is None:
+        return None
+    closed = f" (iteration {state.iteration} closed)" if before.iteration_open else ""
+    return ControlResult(
+        state, f"{run_dir.name}: stopped{closed}; its session's next stop is let through"
+    )
 
 
 def repair(run_dir: Path, clock: Clock) -> RunState:

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from autopilot.config import build_config
-from autopilot.control import pause, resume
+from autopilot.control import pause, resume, stop
 from autopilot.errors import UsageError
+from autopilot.hook import control as hook_control
 from autopilot.hook.arm import arm_hook_run, session_from_env
 from autopilot.hook.inputs import HookAgent
-from autopilot.hook.registry import entry_path, load_armings
+from autopilot.hook.registry import entry_path, load_armings, locked
 from autopilot.hook.stop import answer_stop
 from autopilot.store.paths import runs_root
 from autopilot.store.run_state import PromptSource
@@ -336,3 +337,62 @@ def test_a_message_sent_to_a_hook_run_goes_with_its_next_iteration(
     assert prompt.startswith(PROMPT) and "Use the new parser API." in prompt
     delivered = [e for e in _events(run_id) if e["type"] == "message_delivered"]
     assert [e["iteration"] for e in delivered] == [1]
+
+
+def test_autopilot_stop_closes_the_open_iteration_once_and_the_next_stop_is_let_through(
+    tmp_path: Path, project: Path
+) -> None:
+    clock = FakeClock()
+    run_id = _arm(project, clock, session=SESSION)
+    session = Session(tmp_path, project)
+    session.say("armed")
+    _blocks(session.stop(clock, last="armed"))
+    session.say("half way")  # the session is still in its turn
+    clock.advance(30)
+    result = stop(runs_root() / run_id, clock)
+    assert result.message == (
+        f"{run_id}: stopped (iteration 1 closed); its session's next stop is let through"
+    )
+    ends = [e for e in _events(run_id) if e["type"] == "iteration_end"]
+    assert [(e["iteration"], e["endedBy"]) for e in ends] == [(1, "stopped")]
+    assert ends[0]["iterationTokens"] == {"input": 100, "output": 10}
+    assert ends[0]["durationMs"] == 30_000
+    assert [e["reason"] for e in _events(run_id) if e["type"] == "abort"] == ["user_stopped"]
+    state = _state(run_id)
+    assert (state["status"], state["iterationOpen"]) == ("stopped", False)
+    assert state["spend"]["iterations"] == 1
+    assert not entry_path(runs_root(), run_id).exists()
+    assert session.stop(clock, active=True, last="half way") == ""
+    assert _kinds(run_id, "iteration_end", "abort", "iteration_start") == [
+        ("iteration_start", 1),
+        ("iteration_end", 1),
+        ("abort", 1),
+    ]
+    with pytest.raises(UsageError, match="already ended"):
+        stop(runs_root() / run_id, clock)
+
+
+def test_autopilot_stop_before_the_first_stop_ends_the_run_without_an_iteration(
+    project: Path,
+) -> None:
+    clock = FakeClock()
+    run_id = _arm(project, clock, session=SESSION)
+    stop(runs_root() / run_id, clock)
+    assert _kinds(run_id, "iteration_start", "iteration_end", "abort") == [("abort", 0)]
+    assert not entry_path(runs_root(), run_id).exists()
+
+
+def test_a_stop_while_a_stop_is_answered_is_requested_and_closed_by_the_hook(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hook_control, "LOCK_WAIT_SECONDS", 0.05)
+    clock = FakeClock()
+    run_id = _arm(project, clock, session=SESSION)
+    session = Session(tmp_path, project)
+    _blocks(session.stop(clock, last="armed"))
+    with locked(runs_root()):  # a Stop of the session holds the registry
+        result = stop(runs_root() / run_id, clock)
+    assert "stop requested" in result.message
+    assert _kinds(run_id, "iteration_end", "abort") == []
+    assert "ended: abort (user_stopped)" in session.stop(clock, active=True, last="more")
+    assert _kinds(run_id, "iteration_end", "abort") == [("iteration_end", 1), ("abort", 1)]

@@ -149,6 +149,9 @@ class EndedBy(StrEnum):
     KILLED = "killed"
     LAUNCH_FAILED = "launch_failed"
     DRIVER_DIED = "driver_died"
+    STOPPED = "stopped"
+    """``autopilot stop`` ended a hook run's iteration while its session was still in
+    its turn (there is no agent process of autopilot's to end)."""
 
 
 class EventType(StrEnum):

@@ -27,6 +27,21 @@ FLUSH_WAIT_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
+class CliProcess:
+    """The agent CLI process of a session: its pid and identity (``loop.identity``).
+
+    Attributes:
+        pid: The process id.
+        start_time: When it started (epoch s).
+        command: Its command line (cut to 500 characters), or None.
+    """
+
+    pid: int
+    start_time: float
+    command: str | None = None
+
+
+@dataclass(frozen=True)
 class Arming:
     """One armed run, as the registry holds it.
 
@@ -44,6 +59,13 @@ class Arming:
         tree_head: The work tree's HEAD then.
         tree_fingerprint: The digest of the work tree's changes then (None: no repo).
         backlog: Each iteration works on the project's next ready work item.
+        cost_usd: The session's cost when the open iteration started, as its
+            transcript records it (None: the transcript records no cost).
+        transcript_path: The session's transcript, as the last Stop named it.
+        last_stop_at_ms: When a Stop of the session was last answered (epoch ms; 0:
+            none yet).
+        cli: The session's CLI process as the last Stop found it (the hook's
+            nearest ancestor that is not a shell), or None.
     """
 
     run_id: str
@@ -59,6 +81,10 @@ class Arming:
     tree_head: str | None = None
     tree_fingerprint: str | None = None
     backlog: bool = False
+    cost_usd: float | None = None
+    transcript_path: str | None = None
+    last_stop_at_ms: int = 0
+    cli: CliProcess | None = None
 
 
 @dataclass(frozen=True)

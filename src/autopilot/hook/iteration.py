@@ -23,8 +23,8 @@ from autopilot.core.step import Step, conclude, spend_counters
 from autopilot.core.vocabulary import Action, EndedBy, EventType, Progress, Reason, RunStatus
 from autopilot.hook.backlog import HookBacklog
 from autopilot.hook.decide import Arming, LetStopReason, StopAction, StopDecision
-from autopilot.hook.inputs import HookInput, keep_going, let_stop
-from autopilot.hook.transcript import TokenTotals, TurnView
+from autopilot.hook.inputs import keep_going, let_stop
+from autopilot.hook.transcript import TokenTotals, TurnView, read_turn
 from autopilot.loop.briefing import Briefing
 from autopilot.loop.clock import Clock
 from autopilot.loop.prompt import PromptReader
@@ -83,13 +83,11 @@ class HookStop:
     Args:
         root: The runs root.
         arming: The run's arming (already matched to this session).
-        hook: The hook's input.
         clock: Wall and monotonic time.
     """
 
-    def __init__(self, root: Path, arming: Arming, hook: HookInput, clock: Clock) -> None:
+    def __init__(self, root: Path, arming: Arming, clock: Clock) -> None:
         self.arming = arming
-        self.hook = hook
         self.clock = clock
         self.folder = RunDir(root / arming.run_id)
         self.log = EventLog(self.folder.events, arming.run_id, clock.now_ms)
@@ -120,7 +118,8 @@ class HookStop:
             return HookOutcome(let_stop(), None)
         state = self.record.state
         if state.iteration_open:
-            step = self._conclude(decision, turn)
+            final = decision.final_message if decision.action is StopAction.ITERATE else None
+            step = self._conclude(final, turn)
             if step.ending is not None:
                 return HookOutcome(self._ended_note(step), None)
         elif decision.reason is LetStopReason.STOP_REQUESTED:
@@ -154,8 +153,34 @@ class HookStop:
             agent=self.record.state.agent,
         )
 
-    def _conclude(self, decision: StopDecision, turn: TurnView | None) -> Step:
-        """End the open iteration through ``conclude`` and write it."""
+    def close_stopped(self, note: str) -> RunState:
+        """End the run for ``autopilot stop`` from another terminal: the open
+        iteration, if any, ends through ``conclude`` (one ``iteration_end``, ended by
+        ``stopped``, charged what the transcript shows so far), then the run
+        (``abort``, ``user_stopped``). Call holding the registry's lock.
+
+        Raises:
+            StateFileError: the run's state cannot be written.
+        """
+
+        def request(s: RunState) -> None:
+            s.stop_requested, s.stop_reason = True, note
+
+        state = self.record.update(request)
+        if state.iteration_open:
+            turn = read_turn(self.arming.agent, self.arming.transcript_path or "")
+            step = self._conclude(None, turn, EndedBy.STOPPED)
+            if step.ending is not None:
+                return self.record.state
+        self.briefing.undelivered()
+        self.record.finish(EventType.ABORT, Reason.USER_STOPPED, note)
+        return self.record.state
+
+    def _conclude(
+        self, final: str | None, turn: TurnView | None, ended_by: EndedBy = EndedBy.EXIT
+    ) -> Step:
+        """End the open iteration through ``conclude`` and write it (``final``: the
+        turn's text in which the completion promise is looked for)."""
         state = self.record.state
         now_ms = self.clock.now_ms()
         arming = self.arming
@@ -176,18 +201,17 @@ class HookStop:
         if self.backlog is not None:
             conclusion = self.backlog.conclude(number, self.folder.attempt(number).path)
             stop_asked = conclusion is not None and conclusion.stop
-        final = decision.final_message if decision.action is StopAction.ITERATE else None
         attempt = Attempt(
             number=number,
             folder=self.folder.attempt(number).path.name,
             prompt=_read_prompt(self.folder, number),
-            ended_by=EndedBy.EXIT,
+            ended_by=ended_by,
             exit_code=0,
             result_seen=True,
             final_message=final,
             last_root_text=final,
             tool_calls=None,
-            session_id=self.hook.session_id,
+            session_id=arming.session_id,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             progress=progress,
@@ -215,6 +239,10 @@ class HookStop:
     def _start_next(self, decision: StopDecision, turn: TurnView | None) -> HookOutcome:
         """Start the next iteration: its prompt is the block's reason."""
         state = self.record.refresh()
+        if state.stop_requested or state.stop_now:  # asked while this Stop was answered
+            self.briefing.undelivered()
+            result = self.record.finish(EventType.ABORT, Reason.USER_STOPPED, self._stop_note())
+            return HookOutcome(let_stop(f"autopilot: run {result.run_id} stopped"), None)
         reached = budget_reached(spend_counters(state.spend), self.policy, iterations=True)
         if reached is not None:
             reason, budget = reached

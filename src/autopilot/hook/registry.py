@@ -5,11 +5,13 @@ One JSON object per file (written with temp + fsync + rename, mode 0600)::
     {"runId": "…", "agent": "claude", "project": "/abs/project", "sessionId": "",
      "claimUntilMs": 0, "blockStreak": 0, "lastAssistantKey": null,
      "iterationStartedAtMs": 0, "inputTokens": 0, "outputTokens": 0,
-     "treeHead": null, "treeFingerprint": null, "backlog": false}
+     "treeHead": null, "treeFingerprint": null, "backlog": false, "costUsd": null,
+     "transcriptPath": null, "lastStopAtMs": 0, "cli": null}
 
-``sessionId`` "" means not yet claimed. Changes hold ``<runs-root>/hooks/.lock``
-(``fcntl``), so two sessions stopping at once cannot both claim one run. An entry
-that cannot be read is skipped (and reported), never deleted.
+``sessionId`` "" means not yet claimed; ``cli`` is ``{"pid", "startTime",
+"command"}`` of the session's CLI process once a Stop has been answered. Changes hold
+``<runs-root>/hooks/.lock`` (``fcntl``), so two sessions stopping at once cannot both
+claim one run. An entry that cannot be read is skipped (and reported), never deleted.
 """
 
 from __future__ import annotations
@@ -18,16 +20,18 @@ import contextlib
 import fcntl
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from autopilot.hook.armed import ENTRY_SUFFIX, hooks_dir
-from autopilot.hook.decide import Arming
+from autopilot.hook.decide import Arming, CliProcess
 from autopilot.hook.inputs import HookAgent
 from autopilot.store.private import make_private_dir, open_private
 
 LOCK_NAME = ".lock"
 MAX_ENTRY_BYTES = 64 << 10
+_LOCK_POLL_SECONDS = 0.05
 
 
 def entry_path(runs_root: Path, run_id: str) -> Path:
@@ -51,7 +55,37 @@ def to_json(arming: Arming) -> dict[str, object]:
         "treeHead": arming.tree_head,
         "treeFingerprint": arming.tree_fingerprint,
         "backlog": arming.backlog,
+        "costUsd": arming.cost_usd,
+        "transcriptPath": arming.transcript_path,
+        "lastStopAtMs": arming.last_stop_at_ms,
+        "cli": _cli_json(arming.cli),
     }
+
+
+def _cli_json(cli: CliProcess | None) -> dict[str, object] | None:
+    if cli is None:
+        return None
+    return {"pid": cli.pid, "startTime": cli.start_time, "command": cli.command}
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _cli_from(raw: object) -> CliProcess | None:
+    """The CLI process of an entry; None when absent or malformed (it is only shown)."""
+    if not isinstance(raw, dict):
+        return None
+    pid, start, command = raw.get("pid"), raw.get("startTime"), raw.get("command")
+    if not (isinstance(pid, int) and _is_int(pid) and pid > 0):
+        return None
+    if not (isinstance(start, int | float) and _is_number(start)):
+        return None
+    return CliProcess(pid, float(start), command if isinstance(command, str) else None)
 
 
 def from_json(raw: object) -> Arming | None:
@@ -70,7 +104,7 @@ def from_json(raw: object) -> Arming | None:
     if key is not None and not isinstance(key, str):
         return None
     numbers = [raw.get(name, 0) for name in ("iterationStartedAtMs", "inputTokens", "outputTokens")]
-    if not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers):
+    if not all(_is_int(n) for n in numbers):
         return None
     head, fingerprint = raw.get("treeHead"), raw.get("treeFingerprint")
     if not all(v is None or isinstance(v, str) for v in (head, fingerprint)):
@@ -78,20 +112,34 @@ def from_json(raw: object) -> Arming | None:
     backlog = raw.get("backlog", False)
     if not isinstance(backlog, bool):
         return None
+    cost, transcript = raw.get("costUsd"), raw.get("transcriptPath")
+    last_stop = raw.get("lastStopAtMs", 0)
+    if cost is not None and not (isinstance(cost, int | float) and _is_number(cost)):
+        return None
+    if cost is not None and not cost >= 0:  # NaN and negatives
+        return None
+    if transcript is not None and not isinstance(transcript, str):
+        return None
+    if not _is_int(last_stop):
+        return None
     return Arming(
         run_id,
         HookAgent(agent),
         project,
-        session,
-        until,
-        streak,
-        key,
-        numbers[0],
-        numbers[1],
-        numbers[2],
-        head,
-        fingerprint,
-        backlog,
+        session_id=session,
+        claim_until_ms=until,
+        block_streak=streak,
+        last_assistant_key=key,
+        iteration_started_at_ms=numbers[0],
+        input_tokens=numbers[1],
+        output_tokens=numbers[2],
+        tree_head=head,
+        tree_fingerprint=fingerprint,
+        backlog=backlog,
+        cost_usd=float(cost) if cost is not None else None,
+        transcript_path=transcript,
+        last_stop_at_ms=last_stop,
+        cli=_cli_from(raw.get("cli")),
     )
 
 
@@ -134,16 +182,38 @@ def _started_at(run_id: str) -> int:
 
 
 @contextlib.contextmanager
-def locked(runs_root: Path) -> Iterator[None]:
-    """Hold the registry's lock (released by the OS if the holder dies)."""
+def locked(runs_root: Path, wait_seconds: float | None = None) -> Iterator[bool]:
+    """Hold the registry's lock (released by the OS if the holder dies).
+
+    Args:
+        runs_root: The runs root.
+        wait_seconds: Give up after this long (None: wait as long as it takes).
+
+    Yields:
+        True when the lock is held; False when ``wait_seconds`` passed first.
+    """
     folder = Path(hooks_dir(str(runs_root)))
     make_private_dir(folder, exist_ok=True)
     fd = open_private(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        yield _take(fd, wait_seconds)
     finally:
         os.close(fd)
+
+
+def _take(fd: int, wait_seconds: float | None) -> bool:
+    if wait_seconds is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return True
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_LOCK_POLL_SECONDS)
 
 
 def write_arming(runs_root: Path, arming: Arming) -> None:

@@ -19,6 +19,7 @@ from autopilot.errors import AutopilotError, StateFileError
 from autopilot.hook.decide import (
     FLUSH_WAIT_SECONDS,
     Arming,
+    CliProcess,
     LetStopReason,
     RunView,
     StopAction,
@@ -31,6 +32,7 @@ from autopilot.hook.inputs import HookAgent, HookInput, HookInputError, let_stop
 from autopilot.hook.registry import load_armings, locked, remove_arming, write_arming
 from autopilot.hook.transcript import TurnView, read_turn
 from autopilot.loop.clock import Clock, SystemClock
+from autopilot.loop.identity import parent_pid, process_identity
 from autopilot.store.events import EventLog
 from autopilot.store.paths import runs_root
 from autopilot.store.project_files import is_off
@@ -181,7 +183,7 @@ def _answer(
             "(the file is left as it is: autopilot doctor or status says more)"
         )
         return let_stop()
-    stop = HookStop(root, arming, hook, clock)
+    stop = HookStop(root, arming, clock)
     try:
         outcome = stop.handle(decision, facts.turn)
     finally:
@@ -189,8 +191,37 @@ def _answer(
     if outcome.arming is None:
         remove_arming(root, arming.run_id)
     else:
-        write_arming(root, outcome.arming)
+        seen = replace(
+            outcome.arming,
+            transcript_path=hook.transcript_path or outcome.arming.transcript_path,
+            last_stop_at_ms=clock.now_ms(),
+            cli=session_cli() or outcome.arming.cli,
+        )
+        write_arming(root, seen)
     return outcome.answer
+
+
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "busybox"})
+_MAX_SHELLS = 3
+
+
+def session_cli(pid: int | None = None) -> CliProcess | None:
+    """The agent CLI process that ran this hook: the nearest ancestor of ``pid``
+    (default: this process) that is not a shell (a CLI may run the hook through
+    ``sh -c``), or None when it cannot be told."""
+    current = os.getpid() if pid is None else pid
+    for _ in range(_MAX_SHELLS + 1):
+        parent = parent_pid(current)
+        if parent is None or parent == 1:
+            return None
+        identity = process_identity(parent)
+        if identity is None:
+            return None
+        program = (identity.command or "").split(" ", 1)[0]
+        if os.path.basename(program).lstrip("-") not in _SHELLS:
+            return CliProcess(parent, identity.start_time, identity.command)
+        current = parent
+    return None
 
 
 def main(agent: HookAgent) -> int:

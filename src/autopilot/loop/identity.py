@@ -100,6 +100,22 @@ def is_same_process(pid: int, start_time: float | None, command: str | None) -> 
         return None
 
 
+def parent_pid(pid: int) -> int | None:
+    """The parent of process ``pid`` (``/proc/<pid>/stat`` field 4, psutil elsewhere),
+    or None when it is gone, cannot be looked at, or has none (pid 0)."""
+    if pid <= 0:
+        return None
+    if not sys.platform.startswith("linux"):
+        return _parent_by_psutil(pid)
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+        parent = int(data[data.rfind(b")") + 2 :].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return parent if parent > 0 else None
+
+
 def _seen(pid: int) -> _Seen | None:
     """Start time and zombie state of ``pid``; None if there is no such process.
 
@@ -193,3 +209,13 @@ def _command_by_psutil(pid: int) -> str | None:
         return None
     except psutil.Error:
         raise _AccessDenied(pid) from None
+
+
+def _parent_by_psutil(pid: int) -> int | None:
+    import psutil
+
+    try:
+        parent = psutil.Process(pid).ppid()
+    except psutil.Error:
+        return None
+    return parent if parent > 0 else None
