@@ -1,33 +1,35 @@
-"""A hook run's work items: the next ready item before an iteration, the agent's
-decision about it after (``core.backlog_step``, the same steps the driver uses).
+"""A hook run's work items, through the driver's own ``loop.backlog.BacklogShell``.
 
-Before: ``plan_iteration`` picks the item (a running one is resumed with
-``pending-decision: missing``), marks it running in ``.autopilot/tasks.jsonl`` and
-gives seed 002's continuation message. After: the reports the agent made with
-``autopilot report`` (or a promoted ``.autopilot/consistency-decision.json``) are
-claimed, a ``continue_next``'s checks are run by autopilot, and ``conclude_item``
-records the item's new status.
+Before an iteration (``begin``): ``tasks.jsonl`` is read afresh, a person's edits are
+taken in, the next ready item is marked running and seed 002's continuation message
+is made — or the backlog is done, needs a person, or cannot be read. After it, at the
+session's next Stop (``end``): the reports the agent made with ``autopilot report``
+(or a promoted ``.autopilot/consistency-decision.json``) are claimed, what the agent
+changed in ``tasks.jsonl`` is undone, an item that changed paths outside its allowed
+surface is reopened, a ``continue_next``'s checks are run by autopilot, and the item's
+new status is written — the facts ``conclude`` reads, as in a driver run
+(``loop.backlog_run.item_facts``).
+
+Each Stop is a new process, so what autopilot last knew of the items (its copy that
+the agent's edits are undone against, and the item the iteration works on) comes
+from the run's event log.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autopilot.core.backlog_step import (
-    ItemConclusion,
-    IterationPlan,
-    choose_report,
-    conclude_item,
-    plan_iteration,
-)
-from autopilot.core.decisions import ItemDecision, ItemReport
-from autopilot.core.vocabulary import EventType
-from autopilot.core.workitems import ItemStatus
-from autopilot.loop.checks import run_checks
-from autopilot.store.backlog import Backlog, BacklogFile
-from autopilot.store.reports import claim_reports, take_decision_file
+from autopilot.core.attempt import Attempt
+from autopilot.core.vocabulary import EventType, RunStatus
+from autopilot.loop.backlog import BacklogShell
+from autopilot.loop.backlog_run import backlog_boundary, with_item_facts
+from autopilot.loop.record import RunRecord
+from autopilot.store.backlog import Backlog
+from autopilot.store.events import read_events
+from autopilot.store.run_state import RunState
 
 Emit = Callable[..., Any]
 
@@ -39,7 +41,7 @@ class HookBacklog:
         root: The runs root (the backlog's lock lives in ``<root>/.locks``).
         run_id: The run.
         project: The work tree.
-        run_folder: The run's folder (its waiting reports).
+        run_folder: The run's folder (its event log and waiting reports).
         emit: Appends one event: ``emit(EventType, **fields)``.
     """
 
@@ -48,71 +50,96 @@ class HookBacklog:
     ) -> None:
         locks = root / ".locks"
         locks.mkdir(mode=0o700, exist_ok=True)
-        self.store = Backlog(project, locks)
-        self.run_id = run_id
         self.project = project
-        self.run_folder = run_folder
-        self.emit = emit
+        self.shell = BacklogShell(
+            Backlog(project, locks),
+            run_id,
+            run_folder,
+            lambda event_type, **fields: emit(EventType(event_type), **fields),
+            log_events=lambda: read_events(run_folder / "events.jsonl"),
+        )
 
-    def _emit_all(self, events: tuple[dict[str, object], ...]) -> None:
-        for event in events:
-            fields = {k: v for k, v in event.items() if k != "type"}
-            self.emit(EventType(str(event["type"])), **fields)
+    def boundary(self, record: RunRecord) -> HookBoundary:
+        """Before the next iteration: the driver's ``backlog_boundary``, without its
+        waits (a Stop cannot wait for a person).
 
-    def plan(self, iteration: int) -> IterationPlan:
-        """The item of ``iteration`` and its prompt, or why there is none.
-
-        Raises:
-            BacklogError: the backlog cannot be read.
-        """
-        return plan_iteration(self.run_id, self.store.read().items, iteration)
-
-    def start(self, plan: IterationPlan) -> None:
-        """Mark the planned item running in ``tasks.jsonl`` and record it.
+        An answer already given at the gate is taken; a question waiting, or a
+        ``tasks.jsonl`` that cannot be used, lets the session stop (``held``).
 
         Raises:
             BacklogError: the backlog cannot be written.
         """
-        chosen = plan.item
-        if chosen is not None:
-            self.store.update(lambda backlog: backlog.replace_item(chosen))
-            self._emit_all(plan.events)
+        gates = _StopGates(record)
+        for _ in range(_MAX_PASSES):
+            found = backlog_boundary(self.shell, record.refresh(), gates)
+            if gates.held is not None:
+                return HookBoundary(held=gates.held)
+            if found.done is not None:
+                return HookBoundary(done=found.done)
+            if found.stop is not None:
+                return HookBoundary(held=found.stop[1])
+            if found.begun is not None and not found.again:
+                return HookBoundary(prompt=found.begun.prompt)
+        return HookBoundary(held="no work item can start")
 
-    def conclude(self, iteration: int, attempt_folder: Path) -> ItemConclusion | None:
-        """Apply the agent's decision about the running item (None: none was running).
+    def with_item(self, attempt: Attempt, folder: Path, changed_paths: Sequence[str]) -> Attempt:
+        """``attempt`` with what the agent did about the running item (its report,
+        autopilot's checks, its edits to ``tasks.jsonl`` undone); unchanged when no
+        item is running.
 
         Raises:
             BacklogError: the backlog cannot be read or written.
         """
-        items = self.store.read().items
-        running = next((i for i in items if i.status is ItemStatus.RUNNING), None)
-        if running is None:
+        if self.shell.take_up_running() is None:
+            return attempt
+        folder.mkdir(parents=True, exist_ok=True)
+        return with_item_facts(self.shell, attempt, folder, changed_paths, self.project)
+
+
+_MAX_PASSES = 4
+"""Boundary passes per Stop: an answer taken, a question set, then the item."""
+
+
+@dataclass(frozen=True)
+class HookBoundary:
+    """What the backlog says before the next iteration: exactly one field is set.
+
+    Attributes:
+        prompt: The iteration's continuation message.
+        done: Every work item is done (the run completes): the note.
+        held: The session stops until a person acts: why.
+    """
+
+    prompt: str | None = None
+    done: str | None = None
+    held: str | None = None
+
+
+class _StopGates:
+    """``loop.backlog_run.Gates`` for a Stop: an answer already given is taken, and
+    anything to wait for lets the session stop instead (``held``)."""
+
+    def __init__(self, record: RunRecord) -> None:
+        self.record = record
+        self.held: str | None = None
+
+    def await_answer(self) -> str | None:
+        state = self.record.refresh()
+        answer = state.gate_answer
+        if answer is None:
+            self.record.update(lambda s: setattr(s, "status", RunStatus.AWAITING_USER))
+            self.held = (
+                f"waits for your answer: {state.gate} "
+                "(autopilot answer TEXT, then prompt the session again)"
+            )
             return None
-        reports: list[ItemReport] = [
-            claimed.report for claimed in claim_reports(self.run_folder) if claimed.report
-        ]
-        taken = take_decision_file(self.project, list(items))
-        problems: list[str] = []
-        if taken is not None:
-            report_in_file, file_problems = taken
-            problems.extend(file_problems)
-            if report_in_file is not None:
-                reports.append(report_in_file)
-        chosen, refused = choose_report(items, running.id, reports)
-        for problem in [*problems, *refused]:
-            self.emit(EventType.WARNING, note=problem, iteration=iteration)
-        checks = None
-        if chosen is not None and chosen.decision is ItemDecision.CONTINUE_NEXT:
-            attempt_folder.mkdir(parents=True, exist_ok=True)
-            checks = run_checks(
-                running.acceptance_criteria, cwd=self.project, folder=attempt_folder
-            ).outcome
-        conclusion = conclude_item(items, running, chosen, checks, iteration)
-        after = conclusion.item
 
-        def record(backlog: BacklogFile) -> BacklogFile:
-            return backlog.replace_item(after)
+        def clear(s: RunState) -> None:
+            s.gate = s.gate_answer = None
+            s.status = RunStatus.RUNNING
 
-        self.store.update(record)
-        self._emit_all(conclusion.events)
-        return conclusion
+        self.record.update(clear)
+        return answer
+
+    def hold_until(self, why: str, ready: Callable[[], bool]) -> None:
+        self.held = f"{why}; then prompt the session again"

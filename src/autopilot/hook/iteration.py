@@ -12,12 +12,13 @@ through the driver's ``Briefing`` (``runtime.delivery``'s one ``deliver()``).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autopilot.core.attempt import Attempt
-from autopilot.core.change import Ending, LoopState
-from autopilot.core.ending import exit_code_for
+from autopilot.core.change import LoopState
+from autopilot.core.delivery import MessageKind
 from autopilot.core.policy import budget_note, budget_reached
 from autopilot.core.step import Step, conclude, spend_counters
 from autopilot.core.vocabulary import Action, EndedBy, EventType, Progress, Reason, RunStatus
@@ -35,6 +36,7 @@ from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import StateStore
 from autopilot.workspace import git
+from autopilot.workspace.git import TreeMark
 
 _NEXT_ITERATION_HELD = {
     LetStopReason.PAUSED: "paused: the session stops; after autopilot resume, your next "
@@ -48,15 +50,6 @@ _NEXT_ITERATION_HELD = {
     LetStopReason.COMPACTION: "the session is compacting: it stops; your next prompt in it "
     "picks the run up",
 }
-
-
-_AGENT_STOP = Ending(
-    EventType.ABORT,
-    Reason.USER_STOPPED,
-    "the agent reported stop for its work item",
-    RunStatus.STOPPED,
-    exit_code_for(EventType.ABORT, Reason.USER_STOPPED),
-)
 
 
 @dataclass(frozen=True)
@@ -197,13 +190,10 @@ class HookStop:
         else:
             progress = Progress.NONE
         number = state.iteration
-        stop_asked = False
-        if self.backlog is not None:
-            conclusion = self.backlog.conclude(number, self.folder.attempt(number).path)
-            stop_asked = conclusion is not None and conclusion.stop
+        folder = self.folder.attempt(number).path
         attempt = Attempt(
             number=number,
-            folder=self.folder.attempt(number).path.name,
+            folder=folder.name,
             prompt=_read_prompt(self.folder, number),
             ended_by=ended_by,
             exit_code=0,
@@ -219,18 +209,16 @@ class HookStop:
             if arming.iteration_started_at_ms
             else 0,
         )
+        if self.backlog is not None:
+            attempt = self.backlog.with_item(attempt, folder, self._changed_paths(folder, mark))
+            if attempt.backlog is not None and attempt.backlog.reopened_notice:
+                self.briefing.notice(MessageKind.REOPENED, attempt.backlog.reopened_notice)
         step = conclude(self._loop_state(), attempt, self.policy, now_ms)
         spend_before = state.spend
         if step.ending is not None:
             self.briefing.undelivered()
         self.record.apply(step)
         self.briefing.after(spend_before, ended=step.ending is not None)
-        if stop_asked and step.ending is None:
-            self.briefing.undelivered()
-            self.record.finish(
-                EventType.ABORT, Reason.USER_STOPPED, "the agent reported stop for its work item"
-            )
-            return replace(step, change=replace(step.change, ending=_AGENT_STOP))
         if step.decision.action is Action.PAUSE:
             self.record.emit(EventType.PAUSE, iteration=number)
             self.record.update(lambda s: setattr(s, "status", RunStatus.PAUSED))
@@ -257,33 +245,28 @@ class HookStop:
         number = state.iteration + 1
         if number == 1:
             self.briefing.start()  # the memory file, as the driver makes it
-        plan = None
         if self.backlog is not None:
-            plan = self.backlog.plan(number)
-            if plan.done:
+            found = self.backlog.boundary(self.record)
+            if found.done is not None:
                 self.briefing.undelivered()
-                note = "every work item is completed with passing evidence"
-                self.record.finish(EventType.COMPLETE, Reason.BACKLOG_DONE, note)
-                ended = f"autopilot: run {self.arming.run_id} complete: {note}"
+                self.record.finish(EventType.COMPLETE, Reason.BACKLOG_DONE, found.done)
+                ended = f"autopilot: run {self.arming.run_id} complete: {found.done}"
                 return HookOutcome(let_stop(ended), None)
-            if plan.prompt is None:
-                question = plan.question or "no work item can start"
-                self._warn(question)
+            if found.prompt is None:
+                held = found.held or "no work item can start"
+                self._warn(held)
                 arming = replace(self.arming, block_streak=0)
-                return HookOutcome(
-                    let_stop(f"autopilot: run {self.arming.run_id}: {question}"), arming
-                )
-            base = plan.prompt
+                return HookOutcome(let_stop(f"autopilot: run {self.arming.run_id} {held}"), arming)
+            base = found.prompt
         else:
             base = PromptReader(state.prompt, self.cwd, self._warn).read()
         prompt = self.briefing.prompt(base, number)
         attempt = self.folder.new_attempt(number)
         write_private(attempt.prompt, prompt.encode("utf-8", "replace"))
         mark = self._mark()
+        write_tree_mark(attempt.path, mark)
         now_ms = self.clock.now_ms()
         self.record.emit(EventType.ITERATION_START, iteration=number)
-        if self.backlog is not None and plan is not None:
-            self.backlog.start(plan)
 
         def open_iteration(s: RunState) -> None:
             s.iteration, s.iteration_open, s.status = number, True, RunStatus.RUNNING
@@ -313,6 +296,18 @@ class HookStop:
             self._warn(warning)
         return mark
 
+    def _changed_paths(self, folder: Path, mark: TreeMark) -> list[str]:
+        """The paths the open iteration changed, against the work tree as it began
+        (none when that is not known); a git call that failed is a warning."""
+        start = read_tree_mark(folder)
+        if start.entries is None or mark.entries is None:
+            return []
+        observer = git.GitObserver(self.cwd)
+        changed = observer.changed_paths(start, mark) or []
+        for warning in observer.take_warnings():
+            self._warn(warning)
+        return changed
+
     def _warn(self, note: str) -> None:
         self.record.emit(EventType.WARNING, note=note)
 
@@ -328,3 +323,32 @@ def _read_prompt(folder: RunDir, number: int) -> str:
         return folder.attempt(number).prompt.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
+
+
+TREE_MARK_FILE = "tree-start.json"
+"""In an iteration's folder: the work tree's changed paths when it started (a Stop
+is a new process; the next one compares against it)."""
+
+
+def write_tree_mark(folder: Path, mark: TreeMark) -> None:
+    """Keep ``mark`` in ``folder`` for the Stop that ends the iteration.
+
+    Raises:
+        OSError: it cannot be written.
+    """
+    data = {"head": mark.head, "entries": mark.entries}
+    write_private(folder / TREE_MARK_FILE, json.dumps(data).encode("utf-8", "surrogateescape"))
+
+
+def read_tree_mark(folder: Path) -> TreeMark:
+    """The mark ``write_tree_mark`` kept; an unknown one (no entries) when it is
+    missing or damaged, so no path counts as changed by the iteration."""
+    try:
+        data = json.loads((folder / TREE_MARK_FILE).read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return TreeMark(None, None)
+    head = data.get("head") if isinstance(data, dict) else None
+    entries = data.get("entries") if isinstance(data, dict) else None
+    if not isinstance(entries, dict) or not all(isinstance(v, str) for v in entries.values()):
+        return TreeMark(head if isinstance(head, str) else None, None)
+    return TreeMark(head if isinstance(head, str) else None, entries)

@@ -204,6 +204,14 @@ class BacklogShell:
         self.running = plan.item
         return Begun(item=plan.item, prompt=plan.prompt)
 
+    def take_up_running(self) -> WorkItem | None:
+        """Take up the item another process started (a hook run's Stop begins an
+        iteration and the next Stop ends it): the running item as autopilot last
+        knew it, from the run's log. Returns it (None: no item is running)."""
+        running = [item for item in self._known() if item.status is ItemStatus.RUNNING]
+        self.running = running[0] if running else None
+        return self.running
+
     def end(
         self,
         iteration: int,

@@ -1,0 +1,130 @@
+"""Hook runs over a backlog without a CLI: each Stop ends the item the session worked on
+and starts the next, with the driver's own backlog shell (the agent's edits to
+``tasks.jsonl`` undone, a person's answer taken, autopilot's checks)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autopilot.cli.gate_cmds import give_answer
+from autopilot.config import build_config
+from autopilot.core.decisions import ItemDecision, ItemReport
+from autopilot.hook.arm import arm_hook_run
+from autopilot.hook.inputs import HookAgent
+from autopilot.store.paths import runs_root
+from autopilot.store.reports import write_report
+from autopilot.store.run_state import PromptSource
+from tests.fakes import FakeClock
+from tests.hook.test_hook_runs import SESSION, Session, _events, _state
+
+ITEMS = [
+    {
+        "id": "a",
+        "prompt": "write a.md",
+        "acceptance_criteria": [{"id": "ac1", "text": "a.md exists", "check": "test -f a.md"}],
+    },
+    {"id": "b", "prompt": "write b.md"},
+]
+
+
+@pytest.fixture
+def project(repo: Path) -> Path:
+    (repo / ".autopilot").mkdir(exist_ok=True)
+    (repo / ".autopilot" / "tasks.jsonl").write_text("".join(json.dumps(i) + "\n" for i in ITEMS))
+    return repo
+
+
+def _arm(project: Path, clock: FakeClock) -> str:
+    config = build_config({"agent": "claude", "max-iterations": "0"}, project=project)
+    armed = arm_hook_run(
+        runs_root(),
+        config,
+        PromptSource(),
+        project,
+        HookAgent.CLAUDE,
+        SESSION,
+        clock,
+        backlog=True,
+    )
+    return armed.run_id
+
+
+def _tasks(project: Path) -> dict[str, dict[str, Any]]:
+    lines = (project / ".autopilot" / "tasks.jsonl").read_text().splitlines()
+    return {d["id"]: d for d in map(json.loads, lines)}
+
+
+def _block(answer: str) -> str:
+    value = json.loads(answer)
+    assert value["decision"] == "block", value
+    return str(value["reason"])
+
+
+def _report(run_id: str, item: str, decision: str, **criteria: bool) -> None:
+    report = ItemReport(item, ItemDecision(decision), criteria, ("done",))
+    write_report(runs_root() / run_id, report, ts_ms=1, iteration=None)
+
+
+def test_the_agents_edits_to_tasks_jsonl_are_undone_at_the_next_stop(
+    tmp_path: Path, project: Path
+) -> None:
+    clock = FakeClock()
+    run_id = _arm(project, clock)
+    session = Session(tmp_path, project)
+    assert "work-item: a" in _block(session.stop(clock, last="armed"))
+    assert _tasks(project)["a"]["status"] == "running"
+    # The agent marks its own item completed and drops the other one.
+    tasks = project / ".autopilot" / "tasks.jsonl"
+    tasks.write_text(json.dumps({**ITEMS[0], "status": "completed"}) + "\n")
+    _block(session.stop(clock, active=True, last="all done"))
+    found = _tasks(project)
+    assert set(found) == {"a", "b"}
+    assert found["a"]["status"] == "running"  # no report: still the agent's to decide
+    notes = [e["note"] for e in _events(run_id) if e["type"] == "warning"]
+    assert any("were changed while the agent worked; undone" in n for n in notes)
+    assert any("b were removed while the agent worked; restored" in n for n in notes)
+
+
+def test_a_reported_item_is_checked_and_the_backlog_completes(
+    tmp_path: Path, project: Path
+) -> None:
+    clock = FakeClock()
+    run_id = _arm(project, clock)
+    session = Session(tmp_path, project)
+    _block(session.stop(clock, last="armed"))
+    (project / "a.md").write_text("a\n")
+    _report(run_id, "a", "continue_next", ac1=True)
+    assert "work-item: b" in _block(session.stop(clock, active=True, last="a done"))
+    _report(run_id, "b", "continue_next")
+    ended = json.loads(session.stop(clock, active=True, last="b done"))
+    assert "ended: complete (backlog_done)" in ended["systemMessage"]
+    assert {k: v["status"] for k, v in _tasks(project).items()} == {
+        "a": "completed",
+        "b": "completed",
+    }
+    assert _state(run_id)["terminationReason"] == "backlog_done"
+
+
+def test_a_question_lets_the_session_stop_until_it_is_answered(
+    tmp_path: Path, project: Path
+) -> None:
+    clock = FakeClock()
+    run_id = _arm(project, clock)
+    session = Session(tmp_path, project)
+    _block(session.stop(clock, last="armed"))
+    _report(run_id, "a", "ask_user_meta")
+    held = json.loads(session.stop(clock, active=True, last="which one?"))
+    assert "waits for your answer" in held["systemMessage"]
+    assert _state(run_id)["status"] == "awaiting_user"
+    session.prompt("go on")
+    assert session.stop(clock, last="still waiting") != ""  # held again, not continued
+    give_answer(runs_root() / run_id, "use the new API")
+    session.prompt("answered")
+    prompt = _block(session.stop(clock, last="ok"))
+    assert "work-item: a" in prompt and "use the new API" in prompt
+    gates = [(e.get("state"), e.get("itemId")) for e in _events(run_id) if e["type"] == "gate"]
+    assert gates == [(None, "a"), ("answered", "a")]  # asked at the stop, answered later
