@@ -128,3 +128,22 @@ def test_a_question_lets_the_session_stop_until_it_is_answered(
     assert "work-item: a" in prompt and "use the new API" in prompt
     gates = [(e.get("state"), e.get("itemId")) for e in _events(run_id) if e["type"] == "gate"]
     assert gates == [(None, "a"), ("answered", "a")]  # asked at the stop, answered later
+
+
+def test_paths_changed_outside_the_items_surface_reopen_it(tmp_path: Path, project: Path) -> None:
+    fenced = [{**ITEMS[0], "allowed_surface": ["a.md"]}, ITEMS[1]]
+    tasks = project / ".autopilot" / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(i) + "\n" for i in fenced))
+    (project / "notes.txt").write_text("there before the iteration\n")
+    clock = FakeClock()
+    run_id = _arm(project, clock)
+    session = Session(tmp_path, project)
+    _block(session.stop(clock, last="armed"))
+    (project / "a.md").write_text("a\n")
+    (project / "secrets.txt").write_text("x\n")
+    _report(run_id, "a", "continue_next", ac1=True)
+    _block(session.stop(clock, active=True, last="a done"))
+    (violation,) = [e for e in _events(run_id) if e["type"] == "surface_violation"]
+    assert violation["paths"] == ["secrets.txt"]  # not notes.txt, changed before it began
+    ends = [(e["itemId"], e["status"]) for e in _events(run_id) if e["type"] == "workitem_end"]
+    assert ends == [("a", "reopened")]
