@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autopilot.core.restart import HOOK_MODE
 from autopilot.core.vocabulary import EventType, RunStatus
@@ -23,6 +23,9 @@ from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.snapshot import Snapshot
 from autopilot.store.state import StateStore, read_state
+
+if TYPE_CHECKING:
+    from autopilot.hook.status import HookRunView
 
 
 @dataclass(frozen=True)
@@ -213,13 +216,15 @@ def _end_without_driver(run_dir: Path, store: StateStore, clock: Clock, note: st
 
 @dataclass(frozen=True)
 class RunStatusReport:
-    """``status``: the state file, the folded log and the driver's liveness."""
+    """``status``: the state file, the folded log and the driver's liveness (a hook
+    run's session instead: ``hook``)."""
 
     state: RunState
     snapshot: Snapshot
     alive: bool | None
     supervisor: bool | None = None
     pending_messages: int = 0
+    hook: HookRunView | None = None
 
     def to_json(self) -> dict[str, Any]:
         """For ``status --json``."""
@@ -229,6 +234,7 @@ class RunStatusReport:
             "driverAlive": self.alive,
             "supervisorAlive": self.supervisor,
             "pendingMessages": self.pending_messages,
+            "hook": self.hook.to_json() if self.hook is not None else None,
         }
 
 
@@ -244,10 +250,16 @@ def status(run_dir: Path) -> RunStatusReport:
     folder = RunDir(run_dir)
     state = read_state(folder.state)
     snapshot = read_snapshot(folder.events)
+    hook = None
+    if state.mode == HOOK_MODE:
+        from autopilot.hook.status import hook_run_view
+
+        hook = hook_run_view(run_dir)
     return RunStatusReport(
         state,
         snapshot,
         driver_running(run_dir, state),
         supervisor_alive(state),
         len(pending_messages(run_dir)),
+        hook,
     )

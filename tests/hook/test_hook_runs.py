@@ -4,8 +4,10 @@ Code 2.1.197 writes them (docs/hooks.md), and read what the run recorded."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +18,11 @@ from autopilot.control import pause, resume, stop
 from autopilot.errors import UsageError
 from autopilot.hook import control as hook_control
 from autopilot.hook.arm import arm_hook_run, session_from_env
+from autopilot.hook.decide import CliProcess
 from autopilot.hook.inputs import HookAgent
-from autopilot.hook.registry import entry_path, load_armings, locked
+from autopilot.hook.registry import entry_path, load_armings, locked, write_arming
 from autopilot.hook.stop import answer_stop
+from autopilot.loop.clock import SystemClock
 from autopilot.store.paths import runs_root
 from autopilot.store.run_state import PromptSource
 from tests.conftest import read_jsonl
@@ -41,19 +45,22 @@ class Session:
     def prompt(self, text: str) -> None:
         self._append({"type": "user", "message": {"role": "user", "content": text}})
 
-    def say(self, text: str) -> None:
+    def say(self, text: str, cost_usd: float | None = None) -> None:
+        """An assistant entry of 100 input and 10 output tokens; ``cost_usd`` as Claude
+        Code versions before 2.1.197 recorded it (``costUSD``)."""
         self.count += 1
-        self._append(
-            {
-                "type": "assistant",
-                "uuid": f"a{self.count}",
-                "message": {
-                    "id": f"m{self.count}",
-                    "content": [{"type": "text", "text": text}],
-                    "usage": {"input_tokens": 100, "output_tokens": 10},
-                },
-            }
-        )
+        entry: dict[str, Any] = {
+            "type": "assistant",
+            "uuid": f"a{self.count}",
+            "message": {
+                "id": f"m{self.count}",
+                "content": [{"type": "text", "text": text}],
+                "usage": {"input_tokens": 100, "output_tokens": 10},
+            },
+        }
+        if cost_usd is not None:
+            entry["costUSD"] = cost_usd
+        self._append(entry)
 
     def _append(self, entry: dict[str, Any]) -> None:
         with self.transcript.open("a") as handle:
@@ -396,3 +403,138 @@ def test_a_stop_while_a_stop_is_answered_is_requested_and_closed_by_the_hook(
     assert _kinds(run_id, "iteration_end", "abort") == []
     assert "ended: abort (user_stopped)" in session.stop(clock, active=True, last="more")
     assert _kinds(run_id, "iteration_end", "abort") == [("iteration_end", 1), ("abort", 1)]
+
+
+def test_a_cost_the_transcript_records_binds_the_cost_budget(tmp_path: Path, project: Path) -> None:
+    clock = FakeClock()
+    run_id = _arm(project, clock, session=SESSION, **{"max-cost": "0.05", "max-iterations": "0"})
+    session = Session(tmp_path, project)
+    session.say("armed", cost_usd=0.5)  # before the run: not charged
+    _blocks(session.stop(clock, last="armed"))
+    session.say("part one", cost_usd=0.03)
+    _blocks(session.stop(clock, active=True, last="part one"))
+    assert _state(run_id)["spend"]["costUsd"] == 0.03
+    session.say("part two", cost_usd=0.03)
+    ended = json.loads(session.stop(clock, active=True, last="part two"))
+    assert ended["systemMessage"] == f"autopilot: run {run_id} ended: abort (max_cost)"
+    ends = [e for e in _events(run_id) if e["type"] == "iteration_end"]
+    assert [e["iterationCostUsd"] for e in ends] == [0.03, 0.03]
+    assert _state(run_id)["terminationReason"] == "max_cost"
+
+
+def test_tokens_and_duration_budgets_end_a_hook_run(tmp_path: Path, project: Path) -> None:
+    clock = FakeClock()
+    by_tokens = _arm(project, clock, session="s1", **{"max-tokens": "200", "max-iterations": "0"})
+    session = Session(tmp_path, project, "s1")
+    _blocks(session.stop(clock, last="armed"))
+    session.say("one")
+    _blocks(session.stop(clock, active=True, last="one"))
+    session.say("two")
+    assert "abort (max_tokens)" in session.stop(clock, active=True, last="two")
+    assert _state(by_tokens)["spend"]["tokens"] == {"input": 200, "output": 20}
+    by_time = _arm(project, clock, session="s2", **{"max-duration": "1m", "max-iterations": "0"})
+    other = Session(tmp_path, project, "s2")
+    _blocks(other.stop(clock, last="armed"))
+    clock.advance(40)
+    _blocks(other.stop(clock, active=True, last="one"))
+    clock.advance(40)
+    assert "abort (max_duration)" in other.stop(clock, active=True, last="two")
+    assert _state(by_time)["spend"]["activeMs"] == 80_000
+
+
+def _status(run_id: str, project: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "autopilot", "status", run_id],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _hook_process(session: Session, *, active: bool, last: str) -> str:
+    """One Stop answered by ``autopilot hook claude-stop`` run from this (non-shell)
+    process, as Claude Code runs it."""
+    data = {
+        "session_id": session.session_id,
+        "transcript_path": str(session.transcript),
+        "cwd": str(session.project),
+        "hook_event_name": "Stop",
+        "stop_hook_active": active,
+        "last_assistant_message": last,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "autopilot", "hook", "claude-stop"],
+        cwd=session.project,
+        input=json.dumps(data),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    return done.stdout
+
+
+def test_status_shows_what_a_hook_run_is(tmp_path: Path, project: Path) -> None:
+    clock = SystemClock()
+    config = build_config({"agent": "claude", "max-cost": "5"}, project=project)
+    run_id = arm_hook_run(
+        runs_root(), config, PromptSource(text=PROMPT), project, HookAgent.CLAUDE, None, clock
+    ).run_id
+    before = _status(run_id, project)
+    assert "driver" not in before
+    assert f"mode       hook: the first claude session that stops in {project} until" in before
+    assert "last stop  none yet" in before
+    assert "session    waiting for the next Stop" in before
+    warned = [e["note"] for e in _events(run_id) if e["type"] == "warning"]
+    assert any("--max-cost binds only where the session's transcript records" in n for n in warned)
+    session = Session(tmp_path, project)
+    session.say("armed")
+    _blocks(_hook_process(session, active=False, last="armed"))
+    session.say("half")
+    _blocks(_hook_process(session, active=True, last="half"))
+    during = _status(run_id, project)
+    assert f"mode       hook: claude session {SESSION}" in during
+    assert "last stop  " in during and "none yet" not in during
+    # The hook's parent (this test's process) stands for the session's CLI.
+    assert f"session    alive (pid {os.getpid()})" in during
+    assert (
+        "cost       unknown: the session's transcript records no cost (--max-cost $5 cannot bind)"
+    ) in during
+    as_json = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "autopilot", "status", "--json", run_id],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    assert as_json["hook"]["sessionId"] == SESSION and as_json["hook"]["cliAlive"] is True
+    assert as_json["hook"]["costKnown"] is False
+    stop(runs_root() / run_id, FakeClock())
+    after = _status(run_id, project)
+    assert f"mode       hook: claude session {SESSION} (no longer armed)" in after
+
+
+def test_status_says_when_the_sessions_cli_is_gone(tmp_path: Path, project: Path) -> None:
+    clock = FakeClock()
+    run_id = _arm(project, clock, session=SESSION)
+    (armed,) = load_armings(runs_root())[0]
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        text=True,
+        capture_output=True,
+        check=True,
+    )
+    pid = int(gone.stdout)
+    with locked(runs_root()):
+        write_arming(
+            runs_root(),
+            replace(armed, cli=CliProcess(pid, 1.0, "claude"), last_stop_at_ms=clock.ms),
+        )
+    assert f"session    gone (pid {pid}): its next Stop never comes; autopilot stop {run_id}" in (
+        _status(run_id, project)
+    )

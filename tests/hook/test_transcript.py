@@ -242,3 +242,32 @@ def test_answers_use_only_keys_codex_accepts() -> None:
     }
     with pytest.raises(ValueError):
         keep_going(" ", "note")
+
+
+@pytest.mark.parametrize(
+    ("agent", "prefix"), [(HookAgent.CLAUDE, CLAUDE), (HookAgent.CODEX, CODEX)]
+)
+def test_the_pinned_clis_record_no_cost(agent: HookAgent, prefix: str) -> None:
+    for number in (1, 2):
+        view = summarize(agent, _lines(f"{prefix}-transcript-at-stop-{number}.jsonl"))
+        assert view.tokens is not None and view.cost_usd is None
+    for number in (1, 2):
+        raw = json.loads((DATA / f"{prefix}-stop-input-{number}.json").read_bytes())
+        assert not [key for key in raw if "cost" in key.lower()]
+
+
+def test_a_claude_cost_per_entry_is_summed_once_per_message() -> None:
+    def entry(message_id: str, cost: object) -> bytes:
+        message = {"id": message_id, "content": [{"type": "text", "text": "x"}]}
+        return json.dumps({"type": "assistant", "message": message, "costUSD": cost}).encode()
+
+    lines = [
+        entry("m1", 0.01),
+        entry("m1", 0.01),  # the same API call, another content block
+        entry("m2", 0.02),
+        entry("m3", -1),
+        entry("m4", "0.5"),
+        entry("m5", True),
+        b'{"type":"assistant","message":{"id":"m6"},"costUSD":NaN}',
+    ]
+    assert summarize(HookAgent.CLAUDE, lines).cost_usd == 0.03

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,6 +21,9 @@ from autopilot.store.state import read_state_quietly
 from autopilot.view.plain import format_moment
 from autopilot.view.present import elapsed_ms, fmt_duration
 from autopilot.view.safe import shown
+
+if TYPE_CHECKING:
+    from autopilot.hook.status import HookRunView
 
 
 def ending_of(state: RunState) -> str:
@@ -59,6 +63,53 @@ def status_text(state: RunState, now_ms: int) -> str:
     if state.gate is not None:
         return status + f" — waits for your answer: {state.gate} (autopilot answer TEXT)"
     return status
+
+
+def hook_lines(state: RunState, hook: HookRunView, now_ms: int) -> list[str]:
+    """A hook run's ``cost`` line and, in place of ``driver``, what it is: ``mode``
+    (the session it is armed for), ``last stop`` and ``session`` (its CLI process)."""
+    spend = state.spend
+    if hook.cost_known or spend.cost_usd > 0:
+        cost = f"${spend.cost_usd:.4f}"
+    else:
+        cost = "unknown: the session's transcript records no cost"
+        if state.config.max_cost_usd is not None:
+            cost += f" (--max-cost ${state.config.max_cost_usd:g} cannot bind)"
+    agent = hook.agent or state.agent or "agent"
+    if hook.session_id:
+        mode = f"hook: {_field(agent)} session {_field(hook.session_id)}"
+    elif hook.armed and hook.claim_until_ms is not None:
+        until = format_moment(hook.claim_until_ms, day_of_ms=now_ms)
+        where = _field(hook.project)
+        if hook.claim_until_ms >= now_ms:
+            mode = f"hook: the first {agent} session that stops in {where} until {until} claims it"
+        else:
+            mode = f"hook: no {agent} session stopped in {where} before {until}; nothing claims it"
+    else:
+        mode = "hook"
+    if not hook.armed:
+        mode += " (no longer armed)" if state.terminated else " (not in the registry)"
+    lines = [f"cost       {cost}", f"mode       {mode}"]
+    if not hook.armed:
+        return lines
+    if hook.last_stop_at_ms is not None:
+        ago = fmt_duration(max(now_ms - hook.last_stop_at_ms, 0))
+        lines.append(
+            f"last stop  {format_moment(hook.last_stop_at_ms, day_of_ms=now_ms)} ({ago} ago)"
+        )
+    else:
+        lines.append("last stop  none yet")
+    cli = hook.cli
+    if cli is None or hook.cli_alive is None:
+        lines.append("session    waiting for the next Stop")
+    elif hook.cli_alive:
+        lines.append(f"session    alive (pid {cli.pid})")
+    else:
+        lines.append(
+            f"session    gone (pid {cli.pid}): its next Stop never comes; "
+            f"autopilot stop {state.run_id} ends the run"
+        )
+    return lines
 
 
 def _field(value: object) -> str:
@@ -137,13 +188,20 @@ def status(as_json: bool, run_ref: str | None) -> int:
         f"iteration  {state.iteration} of {maximum} ({spend.iterations} spent)",
         f"elapsed    {fmt_duration(elapsed_ms(state.to_json(), snap, now_ms))}",
         f"tokens     {spend.tokens.input} in / {spend.tokens.output} out",
-        f"cost       ${spend.cost_usd:.4f}",
-        f"driver     {alive}"
-        + (f" (pid {state.pid})" if state.pid else "")
-        + (
-            f" — relaunch: autopilot start {state.run_id}; end it: autopilot stop {state.run_id}"
-            if report.alive is False and not state.terminated
-            else ""
+        *(
+            hook_lines(state, report.hook, now_ms)
+            if report.hook is not None
+            else [
+                f"cost       ${spend.cost_usd:.4f}",
+                f"driver     {alive}"
+                + (f" (pid {state.pid})" if state.pid else "")
+                + (
+                    f" — relaunch: autopilot start {state.run_id}; "
+                    f"end it: autopilot stop {state.run_id}"
+                    if report.alive is False and not state.terminated
+                    else ""
+                ),
+            ]
         ),
         f"directory  {_field(directory)}",
     ]

@@ -164,7 +164,12 @@ def arm(
     pause or .autopilot/OFF). Needs autopilot hook install.
     """
     from autopilot.config import build_config
-    from autopilot.hook.arm import CLAIM_WINDOW_SECONDS, arm_hook_run, session_from_env
+    from autopilot.hook.arm import (
+        CLAIM_WINDOW_SECONDS,
+        COST_UNKNOWN_NOTE,
+        arm_hook_run,
+        session_from_env,
+    )
     from autopilot.loop.clock import SystemClock
     from autopilot.store.files import read_prompt_file
     from autopilot.store.paths import runs_root
@@ -213,3 +218,5 @@ def arm(
         f"autopilot: armed run {armed.run_id} for {whose}: each stop is an iteration "
         f"(autopilot status {armed.run_id}; autopilot stop {armed.run_id} ends it)"
     )
+    if config.max_cost_usd is not None:
+        say(f"autopilot: warning: {COST_UNKNOWN_NOTE}", err=True)

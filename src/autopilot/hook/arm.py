@@ -33,6 +33,12 @@ from autopilot.store.events import EventLog
 from autopilot.store.run_state import PromptSource
 
 CLAIM_WINDOW_SECONDS = 300
+COST_UNKNOWN_NOTE = (
+    "--max-cost binds only where the session's transcript records a cost, and Claude "
+    "Code 2.1.197 and Codex 0.171.0 record none: this run's cost may stay unknown "
+    "(--max-tokens binds on the transcript's token counts)"
+)
+"""Said (and logged as a warning) when a hook run is armed with a cost budget."""
 SESSION_VARIABLES = {
     HookAgent.CLAUDE: "CLAUDE_CODE_SESSION_ID",
     HookAgent.CODEX: "CODEX_THREAD_ID",
@@ -93,7 +99,8 @@ def arm_hook_run(
     *,
     backlog: bool = False,
 ) -> Armed:
-    """Create the run and register it for ``session_id`` (None: claimed by a Stop).
+    """Create the run and register it for ``session_id`` (None: claimed by a Stop);
+    a cost budget is logged with ``COST_UNKNOWN_NOTE``.
 
     Raises:
         UsageError: the session (or, unclaimed, the project) already has a run armed.
@@ -114,10 +121,12 @@ def arm_hook_run(
             backlog=backlog,
         )
         write_arming(root, arming)
-    if session:
-        log = EventLog(root / run_id / "events.jsonl", run_id, clock.now_ms)
-        try:
+    log = EventLog(root / run_id / "events.jsonl", run_id, clock.now_ms)
+    try:
+        if session:
             log.emit(EventType.HOOK_SESSION, sessionId=session, agent=agent.value, how="armed")
-        finally:
-            log.close()
+        if config.max_cost_usd is not None:
+            log.emit(EventType.WARNING, note=COST_UNKNOWN_NOTE)
+    finally:
+        log.close()
     return Armed(run_id, arming)

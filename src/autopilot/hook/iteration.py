@@ -182,6 +182,10 @@ class HookStop:
         if tokens is not None:
             input_tokens = max(tokens.input_tokens - arming.input_tokens, 0)
             output_tokens = max(tokens.output_tokens - arming.output_tokens, 0)
+        session_cost = turn.cost_usd if turn is not None else None
+        cost_usd = None  # unknown: the transcript records no cost
+        if session_cost is not None:
+            cost_usd = round(max(session_cost - (arming.cost_usd or 0.0), 0.0), 6)
         mark = self._mark()
         if mark.fingerprint is None:
             progress = Progress.UNKNOWN
@@ -204,6 +208,7 @@ class HookStop:
             session_id=arming.session_id,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
+            cost_usd=cost_usd,
             progress=progress,
             duration_ms=max(now_ms - arming.iteration_started_at_ms, 0)
             if arming.iteration_started_at_ms
@@ -282,6 +287,9 @@ class HookStop:
             iteration_started_at_ms=now_ms,
             input_tokens=tokens.input_tokens if tokens else self.arming.input_tokens,
             output_tokens=tokens.output_tokens if tokens else self.arming.output_tokens,
+            cost_usd=turn.cost_usd
+            if turn is not None and turn.cost_usd is not None
+            else self.arming.cost_usd,
             tree_head=mark.head,
             tree_fingerprint=mark.fingerprint,
         )

@@ -9,7 +9,9 @@ Formats (docs/hooks.md, verified on the pinned versions):
   ``Stop hook feedback:`` line included) or ``tool_result`` blocks; a user interrupt is
   a prompt starting ``[Request interrupted by user``; a compaction is a ``system``
   entry with ``subtype`` ``compact_boundary`` or a user entry with
-  ``isCompactSummary``. Sidechain (subagent) entries are skipped.
+  ``isCompactSummary``. Sidechain (subagent) entries are skipped. Claude Code
+  versions before 2.1.197 also wrote a ``costUSD`` on assistant entries (read by
+  ccusage, https://ccusage.com/guide/cost-modes); 2.1.197 writes no cost.
 - Codex 0.171.0, ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-….jsonl``: ``response_item``
   lines whose ``payload`` is a ``message`` (``role`` ``assistant`` with
   ``output_text`` blocks, or ``user`` with ``input_text``; the hook's reason comes
@@ -25,11 +27,12 @@ skipped. ``summarize`` is pure; ``read_turn`` is its file shell.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeGuard
 
 from autopilot.hook.inputs import HookAgent
 
@@ -65,12 +68,17 @@ class TurnView:
             only, or no entry yet).
         ended_by: A compaction or an interrupt after the newest assistant entry.
         tokens: The session's token totals, or None when the transcript has none.
+        cost_usd: The session's cost so far in USD, where the transcript records one
+            (a ``costUSD`` on Claude Code's assistant entries, written by versions
+            before 2.1.197); None when no entry has one (Claude Code 2.1.197 and
+            Codex 0.171.0 record none).
     """
 
     newest_assistant_key: str | None = None
     turn_text: str | None = None
     ended_by: TurnEnd | None = None
     tokens: TokenTotals | None = None
+    cost_usd: float | None = None
 
 
 _INTERRUPT_PREFIX = "[Request interrupted by user"
@@ -96,6 +104,7 @@ class _Turn:
     texts: list[str] | None = None
     ended_by: TurnEnd | None = None
     tokens: TokenTotals | None = None
+    cost_usd: float | None = None
 
     def prompt(self) -> None:
         self.texts = []
@@ -110,10 +119,12 @@ class _Turn:
 
     def view(self) -> TurnView:
         text = "\n\n".join(self.texts or []) or None
-        return TurnView(self.newest_key, text, self.ended_by, self.tokens)
+        return TurnView(self.newest_key, text, self.ended_by, self.tokens, self.cost_usd)
 
 
-def _claude_entry(turn: _Turn, entry: dict[str, Any], index: int, usage: dict[str, Any]) -> None:
+def _claude_entry(
+    turn: _Turn, entry: dict[str, Any], index: int, usage: dict[str, Any], costs: dict[str, float]
+) -> None:
     kind = entry.get("type")
     if entry.get("isSidechain") is True:
         return
@@ -137,6 +148,16 @@ def _claude_entry(turn: _Turn, entry: dict[str, Any], index: int, usage: dict[st
         message_id = message.get("id")
         if isinstance(message.get("usage"), dict) and isinstance(message_id, str):
             usage[message_id] = message["usage"]  # the last line of a message has its final usage
+        cost = entry.get("costUSD")
+        if _is_cost(cost):
+            costs[message_id if isinstance(message_id, str) else f"line-{index}"] = float(cost)
+
+
+def _is_cost(value: object) -> TypeGuard[float]:
+    """A finite, non-negative number (not a bool)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    return math.isfinite(value) and value >= 0
 
 
 def _count(value: object) -> int:
@@ -200,6 +221,7 @@ def summarize(agent: HookAgent, lines: Iterable[bytes]) -> TurnView:
     JSON objects are skipped."""
     turn = _Turn()
     usage: dict[str, Any] = {}
+    costs: dict[str, float] = {}
     for index, line in enumerate(lines):
         try:
             entry = json.loads(line)
@@ -208,11 +230,12 @@ def summarize(agent: HookAgent, lines: Iterable[bytes]) -> TurnView:
         if not isinstance(entry, dict):
             continue
         if agent is HookAgent.CLAUDE:
-            _claude_entry(turn, entry, index, usage)
+            _claude_entry(turn, entry, index, usage, costs)
         else:
             _codex_entry(turn, entry, index)
     if agent is HookAgent.CLAUDE:
         turn.tokens = _claude_tokens(usage)
+        turn.cost_usd = round(sum(costs.values()), 6) if costs else None
     return turn.view()
 
 
