@@ -68,7 +68,7 @@ def _refuse_second(
 ) -> None:
     for other in armings:
         view, _ = run_view(root, other.run_id)
-        if view is RunView.ENDED:
+        if view in (RunView.ENDED, RunView.MISSING):
             remove_arming(root, other.run_id)
             continue
         if session and other.session_id == session:

@@ -132,6 +132,7 @@ class RunView(StrEnum):
     STOP_REQUESTED = "stop_requested"
     ENDED = "ended"
     UNREADABLE = "unreadable"
+    MISSING = "missing"
 
 
 class StopAction(StrEnum):
@@ -147,6 +148,7 @@ class LetStopReason(StrEnum):
 
     NOT_STOP_EVENT = "not_stop_event"
     STATE_UNREADABLE = "state_unreadable"
+    RUN_MISSING = "run_missing"
     RUN_ENDED = "run_ended"
     STOP_REQUESTED = "stop_requested"
     PAUSED = "paused"
@@ -198,6 +200,7 @@ class StopDecision:
 
 
 _RUN_REASONS = {
+    RunView.MISSING: LetStopReason.RUN_MISSING,
     RunView.UNREADABLE: LetStopReason.STATE_UNREADABLE,
     RunView.ENDED: LetStopReason.RUN_ENDED,
     RunView.STOP_REQUESTED: LetStopReason.STOP_REQUESTED,
@@ -216,8 +219,8 @@ def _let(reason: LetStopReason) -> StopDecision:
 def decide_stop(facts: StopFacts) -> StopDecision:
     """Decide what the hook does with one Stop of the run's own session.
 
-    Order: a non-Stop event, the run's state (unreadable, ended, stop requested,
-    paused), the OFF switch, an interrupt or compaction, the CLI's block cap; then
+    Order: a non-Stop event, the run's state (its folder gone, unreadable, ended,
+    stop requested, paused), the OFF switch, an interrupt or compaction, the CLI's block cap; then
     the turn's final message: ``last_assistant_message`` when the input has text,
     else the transcript's assistant text of the current turn. A transcript whose
     newest assistant entry is still the previous iteration's is waited for (once);

@@ -31,7 +31,7 @@ from autopilot.loop.clock import Clock
 from autopilot.loop.prompt import PromptReader
 from autopilot.loop.record import RunRecord, loop_state
 from autopilot.store.events import EventLog
-from autopilot.store.private import write_private
+from autopilot.store.private import make_private_dir, write_private
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import StateStore
@@ -266,7 +266,10 @@ class HookStop:
         else:
             base = PromptReader(state.prompt, self.cwd, self._warn).read()
         prompt = self.briefing.prompt(base, number)
-        attempt = self.folder.new_attempt(number)
+        # One attempt per iteration: a Stop that failed before recording its start
+        # (a full disk) left the folder, and the next Stop begins it again there.
+        attempt = self.folder.attempt(number)
+        make_private_dir(attempt.path, exist_ok=True)
         write_private(attempt.prompt, prompt.encode("utf-8", "replace"))
         mark = self._mark()
         write_tree_mark(attempt.path, mark)

@@ -59,6 +59,8 @@ def _note(line: str) -> None:
 
 def run_view(root: Path, run_id: str) -> tuple[RunView, str | None]:
     """What the run's ``state.json`` says, and why it cannot be read."""
+    if not (root / run_id).is_dir():
+        return RunView.MISSING, f"the run's folder {root / run_id} is gone"
     try:
         state = StateStore(root / run_id / "state.json").read()
     except StateFileError as error:
@@ -89,10 +91,14 @@ def _claim(root: Path, arming: Arming, hook: HookInput, clock: Clock) -> Arming:
     return claimed
 
 
+_NOT_ARMED = (RunView.ENDED, RunView.MISSING)
+
+
 def _forget_ended(root: Path, armings: list[Arming]) -> None:
     """Drop the entries of runs that ended without a Stop of their session (stopped
-    from another terminal): the idle hook then answers at once again."""
-    ended = [a.run_id for a in armings if run_view(root, a.run_id)[0] is RunView.ENDED]
+    from another terminal) or whose folder is gone (deleted): the idle hook then
+    answers at once again."""
+    ended = [a.run_id for a in armings if run_view(root, a.run_id)[0] in _NOT_ARMED]
     if ended:
         with locked(root):
             for run_id in ended:
@@ -177,6 +183,10 @@ def _answer(
         decision = decide_stop(facts)
     if decision.reason is LetStopReason.NOT_STOP_EVENT:
         return let_stop()
+    if decision.reason is LetStopReason.RUN_MISSING:
+        _note(f"run {arming.run_id}: {problem}; it is no longer armed, and the session stops")
+        remove_arming(root, arming.run_id)
+        return let_stop()
     if decision.reason is LetStopReason.STATE_UNREADABLE:
         _note(
             f"run {arming.run_id}: {problem}; letting the session stop "
@@ -229,7 +239,11 @@ def main(agent: HookAgent) -> int:
     try:
         data = _read_input()
         text = answer_stop(agent, data)
-    except (OSError, AutopilotError) as error:
+    except OSError as error:
+        where = f" ({error.filename})" if error.filename else ""
+        _note(f"{error.strerror or error}{where}; letting the session stop")
+        return 0
+    except AutopilotError as error:
         _note(f"{error}; letting the session stop")
         return 0
     except Exception as error:
