@@ -98,6 +98,9 @@ def _iterate(final: str | None, streak: int = 0) -> StopDecision:
         ),
         pytest.param(replace(FACTS, run=RunView.ENDED), _let(LetStopReason.RUN_ENDED), id="ended"),
         pytest.param(
+            replace(FACTS, run=RunView.MISSING), _let(LetStopReason.RUN_MISSING), id="run-deleted"
+        ),
+        pytest.param(
             replace(FACTS, run=RunView.STOP_REQUESTED),
             _let(LetStopReason.STOP_REQUESTED),
             id="stop-requested",
