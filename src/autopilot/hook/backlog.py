@@ -80,7 +80,7 @@ class HookBacklog:
                 return HookBoundary(held=found.stop[1])
             if found.begun is not None and not found.again:
                 return HookBoundary(prompt=found.begun.prompt)
-        return HookBoundary(held="no work item can start")
+        return HookBoundary(held="has no work item that can start")
 
     def with_item(self, attempt: Attempt, folder: Path, changed_paths: Sequence[str]) -> Attempt:
         """``attempt`` with what the agent did about the running item (its report,

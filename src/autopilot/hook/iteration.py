@@ -258,7 +258,7 @@ class HookStop:
                 ended = f"autopilot: run {self.arming.run_id} complete: {found.done}"
                 return HookOutcome(let_stop(ended), None)
             if found.prompt is None:
-                held = found.held or "no work item can start"
+                held = found.held or "has no work item that can start"
                 self._warn(held)
                 arming = replace(self.arming, block_streak=0)
                 return HookOutcome(let_stop(f"autopilot: run {self.arming.run_id} {held}"), arming)
