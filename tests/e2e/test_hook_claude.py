@@ -76,6 +76,9 @@ def test_autopilot_stop_from_another_process_ends_the_session_at_its_next_stop(
     assert [e["iteration"] for e in events if e["type"] == "iteration_start"] == [1]
     terminal = [e for e in events if e["type"] in ("complete", "abort")]
     assert [(e["type"], e["reason"]) for e in terminal] == [("abort", "user_stopped")]
+    # The iteration the session was in when autopilot stop ran is closed, once.
+    ends = [(e["iteration"], e["endedBy"]) for e in events if e["type"] == "iteration_end"]
+    assert ends == [(1, "stopped")]
     assert session.state(run_dir)["status"] == "stopped"
     assert session.armed_entries() == []
     # The session ended at the stop after autopilot stop: its last answer is the agent's.
