@@ -1,0 +1,260 @@
+"""What the supervisor (``runtime.supervisor``) does to a run's files: record itself,
+decide and act on the daemon's exit (restart, finish a stop, give up), announce an
+attempt cut short, and forget itself. Only ever run in the supervisor's forked child,
+so importing the store costs the supervisor nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from autopilot.core.restart import (
+    PROJECT_BUSY_EXIT_CODE,
+    USAGE_EXIT_CODE,
+    DaemonExit,
+    RestartDecision,
+    Verdict,
+)
+from autopilot.runtime.supervisor import DAEMON_ERR, KEEP_GOING, STOP, Supervisor
+
+if TYPE_CHECKING:
+    from autopilot.store.run_state import RunState
+
+CRASH_NOTICE = (
+    "autopilot's previous attempt at this iteration was cut short ({how}) and has been "
+    "started again. Files it wrote are still in the work tree: check what is there "
+    "before you go on."
+)
+
+
+class SupervisorActs:
+    """What the supervisor does to the run's files; only ever run in a forked child
+    (``_in_child``), where importing the store costs the supervisor nothing."""
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        from autopilot.loop.clock import SystemClock
+        from autopilot.store.events import EventLog
+        from autopilot.store.rundir import RunDir
+        from autopilot.store.state import StateStore
+
+        self.supervisor = supervisor
+        self.folder = RunDir(supervisor.folder)
+        self.run_id = supervisor.run_id
+        self.clock = SystemClock()
+        self.store = StateStore(self.folder.state)
+        self.log = EventLog(self.folder.events, self.run_id, self.clock.now_ms)
+
+    def _state(self) -> RunState:
+        from autopilot.store.run_state import RunState
+        from autopilot.store.state import read_state_quietly
+
+        return read_state_quietly(self.store.path) or RunState()
+
+    def attach(self, me: int) -> int:
+        import socket
+
+        from autopilot.loop.identity import process_start_time
+        from autopilot.store.state import read_state_quietly
+
+        if read_state_quietly(self.store.path) is None:
+            print(f"autopilot: supervisor: cannot read {self.store.path}", file=sys.stderr)
+            return 4
+        started = process_start_time(me)
+
+        def record(s: RunState) -> None:
+            s.supervisor_pid, s.supervisor_start_time = me, started
+            s.host = socket.gethostname()
+
+        self.store.update(record)
+        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} supervisor {me} for {self.run_id}")
+        return 0
+
+    def forget(self, me: int) -> int:
+        def clear(s: RunState) -> None:
+            if s.supervisor_pid == me:
+                s.supervisor_pid = s.supervisor_start_time = None
+
+        self.store.update(clear)
+        return 0
+
+    def after_exit(self, ended: DaemonExit) -> int:
+        """Decide and act on the daemon's exit; ``KEEP_GOING`` means start it again."""
+        if ended.signal is None and ended.code in (USAGE_EXIT_CODE, PROJECT_BUSY_EXIT_CODE):
+            ended = replace(ended, error=self._last_error_line())
+        decision = self._decide(ended)
+        print(
+            f"{time.strftime('%Y-%m-%d %H:%M:%S')} daemon ended ({ended.describe()}): "
+            f"{decision.verdict.value}, {decision.reason}"
+        )
+        if decision.verdict is Verdict.RESTART:
+            self._restarted(ended, decision)
+            return KEEP_GOING
+        self._conclude(ended, decision)
+        return STOP
+
+    def _last_error_line(self) -> str | None:
+        """The daemon's last line on stderr (its one-line error), if any."""
+        try:
+            with open(self.folder.path / DAEMON_ERR, "rb") as err:
+                err.seek(max(0, err.seek(0, os.SEEK_END) - 4096))
+                tail = err.read().decode("utf-8", "replace")
+        except OSError:
+            return None
+        lines = [line.strip() for line in tail.splitlines() if line.strip()]
+        return lines[-1].removeprefix("autopilot: error: ") if lines else None
+
+    def _decide(self, ended: DaemonExit) -> RestartDecision:
+        from autopilot.core.restart import RunFacts, decide_restart
+        from autopilot.runtime.liveness import driver_running
+        from autopilot.store.project_files import run_off_switch
+
+        state = self._state()
+        facts = RunFacts(
+            terminated=state.terminated,
+            stop_requested=state.stop_requested,
+            status=state.status.value,
+            off=run_off_switch(state) is not None,
+            # Another driver recorded itself, or holds the lock (the one liveness check).
+            driven_elsewhere=driver_running(self.folder.path, state) is True,
+        )
+        restarts = list(state.supervisor_restarts)
+        return decide_restart(ended, facts, restarts, self.clock.now_ms())
+
+    def _autopilot_on(self) -> bool:
+        from autopilot.store.project_files import run_off_switch
+
+        return run_off_switch(self._state()) is None
+
+    def _restarted(self, ended: DaemonExit, decision: RestartDecision) -> None:
+        from autopilot.store.events import EventType
+
+        restarts = tuple(int(t) for t in decision.restarts_ms)
+        state = self.store.update(lambda s: setattr(s, "supervisor_restarts", restarts))
+        self.log.emit(
+            EventType.SUPERVISOR_RESTART,
+            exitCode=ended.code,
+            signal=ended.signal,
+            note=decision.reason,
+            restarts=len(decision.restarts_ms),
+            iteration=state.iteration,
+            autopilotOn=self._autopilot_on(),
+        )
+        from autopilot.loop.recovery import logged_change, open_iteration
+
+        # An attempt whose decision is on the log (a crash before the state write)
+        # was finished, not cut short.
+        left_open = state.agent_pid is not None or state.iteration_open
+        cut_short = left_open and logged_change(self.folder, state) is None
+        if cut_short or open_iteration(self.folder.events) is not None:
+            self._notice(CRASH_NOTICE.format(how=ended.describe()))
+
+    def _notice(self, text: str) -> None:
+        from autopilot.core.delivery import MessageKind, MessageSource
+        from autopilot.runtime.messages import queue_message
+
+        with contextlib.suppress(Exception):  # the notice is help, never a reason to stop
+            queue_message(
+                self.folder.path,
+                text,
+                self.clock,
+                source=MessageSource.DRIVER,
+                kind=MessageKind.SUPERVISOR_NOTICE,
+                log=self.log,
+            )
+
+    def _conclude(self, ended: DaemonExit, decision: RestartDecision) -> None:
+        from autopilot.store.events import EventType
+
+        if decision.verdict is Verdict.GIVE_UP:
+            self._give_up(ended, decision)
+        elif decision.verdict is Verdict.FINISH_STOP:
+            from autopilot import control
+
+            state = self._state()
+            control.stop(self.folder.path, self.clock, reason=state.stop_reason or "")
+        elif decision.verdict is Verdict.LEAVE and (ended.signal is not None or ended.code):
+            self.log.emit(
+                EventType.WARNING,
+                note=f"the daemon ended ({ended.describe()}); not restarted: {decision.reason}",
+                autopilotOn=self._autopilot_on(),
+            )
+
+    def _give_up(self, ended: DaemonExit, decision: RestartDecision) -> None:
+        """End the run in ``error``: one ``supervisor_giveup``, one ``abort``."""
+        from autopilot.core.vocabulary import EventType, Reason, RunStatus
+        from autopilot.loop.recovery import (
+            end_left_processes,
+            reconcile_terminal,
+            settle_open_attempt,
+        )
+        from autopilot.runtime.agents import adapter_for_state
+        from autopilot.store.flock import FileLock
+
+        lock = FileLock(self.folder.driver_lock)
+        if not lock.acquire():
+            return  # another driver took the run meanwhile: it is theirs now
+        try:
+            state = reconcile_terminal(self.folder, self.store, self.log)
+            if state.terminated:
+                return
+            if state.agent_pid is not None:
+                with contextlib.suppress(Exception):
+                    adapter = adapter_for_state(state)
+                    now_ms = self.clock.now_ms()
+                    state = settle_open_attempt(self.folder, self.store, self.log, adapter, now_ms)
+                if state.terminated:
+                    return  # the attempt the daemon left had ended the run
+            else:
+                with contextlib.suppress(Exception):
+                    end_left_processes(state)  # a crash during the spawn: no agent pid
+            giveup = self.log.emit(
+                EventType.SUPERVISOR_GIVEUP,
+                note=decision.reason,
+                restarts=len(decision.restarts_ms),
+                exitCode=ended.code,
+                signal=ended.signal,
+            )
+
+            def end(s: RunState) -> None:
+                s.terminated, s.termination_reason = True, Reason.SUPERVISOR_GIVEUP.value
+                s.termination_note, s.status = decision.reason, RunStatus.ERROR
+                s.iteration_open, s.waiting_until_ms = False, None
+                s.agent_pid = s.pid = None
+
+            state = self.store.update(end)
+            spend = state.spend
+            self.log.emit(
+                EventType.ABORT,
+                reason=Reason.SUPERVISOR_GIVEUP.value,
+                note=decision.reason,
+                iteration=state.iteration,
+                tokens=spend.tokens.to_json(),
+                costUsd=spend.cost_usd,
+            )
+            self.log.sync()
+        finally:
+            lock.release()
+        if giveup is not None:
+            self._notify(giveup, state)
+
+    def _notify(self, event: dict[str, Any], state: RunState) -> None:
+        from autopilot.store.events import EventType
+
+        urls = state.config.notify
+        if not urls:
+            return
+        from autopilot.runtime.notify import Notifier, notification_for
+
+        notification = notification_for(event, self.run_id)
+        if notification is None:
+            return
+        notifier = Notifier(urls)
+        notifier.send(notification)
+        notifier.close()
+        for failure in notifier.drain_failures():
+            self.log.emit(EventType.WARNING, note=failure)
