@@ -86,3 +86,17 @@ def run_cli(
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Every JSON line of a file."""
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def assert_one_end_per_attempt(events: list[dict[str, Any]]) -> None:
+    """Each ``iteration_end`` closes the ``iteration_start`` before it: an attempt is
+    never recorded twice (a retried iteration has a start and an end per attempt)."""
+    open_number: object = None
+    for event in events:
+        if event["type"] == "iteration_start":
+            open_number = event.get("iteration")
+        elif event["type"] == "iteration_end":
+            assert event.get("iteration") == open_number, (
+                f"iteration_end of iteration {event.get('iteration')} closes no attempt"
+            )
+            open_number = None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from autopilot.core.restart import HOOK_MODE
 from autopilot.core.vocabulary import EventType, RunStatus
-from autopilot.errors import UsageError
+from autopilot.errors import StateFileError, UsageError
 from autopilot.loop.clock import Clock
 from autopilot.runtime.liveness import driver_alive, driver_running, supervisor_alive
 from autopilot.store.events import EventLog
@@ -154,12 +154,13 @@ def _stop_hook_run(run_dir: Path, clock: Clock, note: str) -> ControlResult | No
 def repair(run_dir: Path, clock: Clock) -> RunState:
     """If no driver is alive for the run, make its state and log agree that it ended
     (a crash between the two writes); returns the state. A driver, if any, does this.
+    When ``state.json`` cannot be written, a run whose log says it ended is returned
+    ended as the log says.
 
     Raises:
-        StateFileError: the state cannot be read or written.
+        StateFileError: the state cannot be read, or cannot be written and the log
+            does not say the run ended.
     """
-    from autopilot.loop.recovery import reconcile_terminal  # only where a run is repaired
-
     folder = RunDir(run_dir)
     store = StateStore(folder.state)
     lock = FileLock(folder.driver_lock)
@@ -170,25 +171,41 @@ def repair(run_dir: Path, clock: Clock) -> RunState:
         state = read_state(folder.state)
         if driver_alive(state):
             return state  # its driver.lock is gone, not its driver
-        return reconcile_terminal(folder, store, log)
+        return _reconciled(folder, store, log)
     finally:
         log.close()
         lock.release()
 
 
+def _reconciled(folder: RunDir, store: StateStore, log: EventLog) -> RunState:
+    """``reconcile_terminal``; when ``state.json`` cannot be written (a full disk), the
+    run as its log tells it (``store.logged_end``), which is the truth on disk.
+
+    Raises:
+        StateFileError: the state cannot be read, or written for a run whose log does
+            not say it ended.
+    """
+    from autopilot.loop.recovery import reconcile_terminal  # only where a run is repaired
+    from autopilot.store.logged_end import ended_as_logged, logged_ending
+
+    try:
+        return reconcile_terminal(folder, store, log)
+    except StateFileError:
+        ending = logged_ending(folder.events)
+        if ending is None:
+            raise
+        return ended_as_logged(read_state(folder.state), ending)
+
+
 def _end_without_driver(run_dir: Path, store: StateStore, clock: Clock, note: str) -> RunState:
     """End a run nobody drives: its leftover agent processes, then its records."""
-    from autopilot.loop.recovery import (
-        end_left_processes,
-        reconcile_terminal,
-        settle_open_attempt,
-    )
+    from autopilot.loop.recovery import end_left_processes, settle_open_attempt
     from autopilot.runtime.agents import adapter_for_state
 
     folder = RunDir(run_dir)
     log = EventLog(folder.events, run_dir.name, clock.now_ms)
     try:
-        state = reconcile_terminal(folder, store, log)
+        state = _reconciled(folder, store, log)
         _check_active(state, run_dir.name)
         if state.agent_pid is not None:
             # The interrupted attempt is charged, and recorded as stopped by the user.
@@ -239,16 +256,19 @@ class RunStatusReport:
 
 
 def status(run_dir: Path) -> RunStatusReport:
-    """Read a run's state (no lock) and fold its log.
+    """Read a run's state (no lock) and fold its log; a terminal event in the log
+    wins over a ``state.json`` that still says running when no driver is alive
+    (``manage.activity.settled_state``).
 
     Raises:
         StateFileError: state.json is unreadable or corrupt.
     """
+    from autopilot.manage.activity import settled_state
     from autopilot.runtime.messages import pending_messages
     from autopilot.store.reader import read_snapshot
 
     folder = RunDir(run_dir)
-    state = read_state(folder.state)
+    state = settled_state(run_dir, read_state(folder.state))
     snapshot = read_snapshot(folder.events)
     hook = None
     if state.mode == HOOK_MODE:

@@ -58,7 +58,15 @@ class RunsRootError(EnvironmentProblem):
 
 
 class StateFileError(EnvironmentProblem):
-    """A run's ``state.json`` is unreadable or not a JSON object."""
+    """A run's ``state.json`` is unreadable, not a JSON object, or cannot be written.
+
+    Attributes:
+        errno: The OS error number when the disk refused (``ENOSPC``: full), else None.
+    """
+
+    def __init__(self, message: str, *, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
 
 
 class RunLockedError(EnvironmentProblem):

@@ -306,8 +306,10 @@ class Rig:
         *,
         store: StateStore | None = None,
         adapter: Any = None,
+        base_env: dict[str, str] | None = None,
     ) -> tuple[Driver, FakeRunner]:
-        """A driver for the run, playing ``attempts``."""
+        """A driver for the run, playing ``attempts`` (its environment: ``base_env``,
+        else a bare ``PATH``)."""
         runner = FakeRunner(self.clock, attempts)
         driver = Driver(
             self.root,
@@ -316,7 +318,7 @@ class Rig:
             self.clock,
             self.interrupts,
             locks=NoLocks(),
-            base_env={"PATH": "/usr/bin"},
+            base_env=base_env or {"PATH": "/usr/bin"},
             runner=runner,
             workspace=self.workspace,
             store=store,

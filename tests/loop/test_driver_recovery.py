@@ -267,6 +267,7 @@ def test_an_invocation_that_cannot_be_built_is_a_launch_failure(tmp_path: Path) 
 
     class Refusing:
         name, verified_version, supports_sessions = "refusing", "0", False
+        env_needed: tuple[str, ...] = ()
 
         def build_invocation(self, request: Any) -> Any:
             raise ValueError("the prompt is too long for argv")

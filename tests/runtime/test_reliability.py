@@ -30,7 +30,7 @@ from autopilot.store.paths import runs_root
 from autopilot.store.run_state import PromptSource, decode_state
 from autopilot.store.state import read_state_json
 from tests.cli.test_control import _wait_for
-from tests.conftest import FakeAgent, run_cli
+from tests.conftest import FakeAgent, assert_one_end_per_attempt, run_cli
 
 TIMEOUT = 120.0
 CRASHPOINTS = Path(__file__).with_name("crashpoints")
@@ -63,6 +63,7 @@ def _check(folder: Path) -> dict[str, Any]:
     terminals = [e for e in events if e["type"] in ("complete", "abort")]
     assert len(terminals) == 1, terminals  # never two, never none
     assert types.count("iteration_start") == types.count("iteration_end"), types
+    assert_one_end_per_attempt(events)
     state = _state(folder)
     snapshot = fold(events)
     assert state["terminated"] is True and snapshot.status in ("complete", "aborted", "abort")

@@ -22,11 +22,12 @@ from autopilot.runtime.detach import spawn_supervisor
 from autopilot.runtime.liveness import process_alive
 from autopilot.runtime.locks import ProjectLock
 from autopilot.runtime.messages import queue_message
+from autopilot.store.events import read_events
 from autopilot.store.paths import runs_root
 from autopilot.store.run_state import PromptSource, decode_state
 from autopilot.store.state import read_state_json
 from tests.cli.test_control import _events, _terminals, _wait_for
-from tests.conftest import FakeAgent, run_cli
+from tests.conftest import FakeAgent, assert_one_end_per_attempt, run_cli
 from tests.runtime.webhook import serve
 
 TIMEOUT = 90.0
@@ -79,6 +80,8 @@ def detach(repo: Path, fake_agent: FakeAgent, monkeypatch: pytest.MonkeyPatch) -
             if process_alive(state.get(key), state.get(started)):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(state[key]), signal.SIGKILL)
+    for folder in folders:  # whatever happened, no attempt is recorded twice
+        assert_one_end_per_attempt(list(read_events(folder / "events.jsonl")))
 
 
 def _alive_daemon(folder: Path) -> int:
@@ -319,3 +322,27 @@ def test_a_daemon_refused_for_another_run_in_its_directory_is_not_restarted(
 
 def _not_restarted(folder: Path) -> list[str]:
     return [e["note"] for e in _types(folder, "warning") if "not restarted" in e["note"]]
+
+
+def test_an_adopting_supervisor_restarts_the_daemon_with_the_runs_environment(
+    detach: Any, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RUN_ORIGIN_MARK", "started")
+    folder = detach([[_wait_file("go"), {"result": "COMPLETE"}]])
+    daemon = _alive_daemon(folder)
+    _wait_for(lambda: supervisor_alive(_state(folder)) is True, TIMEOUT)
+    os.kill(int(_state(folder)["supervisorPid"]), signal.SIGKILL)
+    _wait_for(lambda: supervisor_alive(_state(folder)) is False, TIMEOUT)
+    # Adopted from another terminal, with another environment.
+    adopted = run_cli(["start", folder.name], cwd=repo, env={"RUN_ORIGIN_MARK": "later"})
+    assert "adopting the running daemon" in adopted.stdout
+    _wait_for(lambda: supervisor_alive(_state(folder)) is True, TIMEOUT)
+    os.kill(daemon, signal.SIGKILL)
+    _wait_for(
+        lambda: driver_alive(_state(folder)) is True and _state(folder)["pid"] != daemon, TIMEOUT
+    )
+    restarted = int(_state(folder)["pid"])
+    environ = Path(f"/proc/{restarted}/environ").read_bytes().split(b"\0")
+    assert b"RUN_ORIGIN_MARK=started" in environ
+    (repo / "go").write_text("")
+    _wait_for(lambda: _ended(folder), TIMEOUT)

@@ -112,6 +112,20 @@ def hook_lines(state: RunState, hook: HookRunView, now_ms: int) -> list[str]:
     return lines
 
 
+def env_text(state: RunState) -> str:
+    """What ``status`` says of the agent's environment: the names of its variables the
+    run started with (never their values), and those the current driver lacks. A
+    supervisor's restart keeps the daemon's environment; a relaunch (``start``, bare
+    ``autopilot``, the login service) passes on its own."""
+    if state.env_missing:
+        return (
+            f"lacks {_field(', '.join(state.env_missing))}, which the run started with: "
+            "autopilot start it from a shell that has them"
+        )
+    names = ", ".join(state.agent_env or ()) or "none of the agent's variables"
+    return f"{_field(names)} (a relaunch passes on its own shell's environment)"
+
+
 def _field(value: object) -> str:
     """One value of a status line, on one line whatever it holds."""
     return shown(str(value))
@@ -212,6 +226,8 @@ def status(as_json: bool, run_ref: str | None) -> int:
     if state.supervisor_pid or report.supervisor is not None:
         supervisor = {True: "alive", False: "gone", None: "none"}[report.supervisor]
         lines.insert(-1, f"supervisor {supervisor} (pid {state.supervisor_pid})")
+    if not state.terminated and state.agent_env is not None:
+        lines.append(f"env        {env_text(state)}")
     if report.pending_messages:
         waiting = (
             "never delivered (the run ended first)"

@@ -63,6 +63,16 @@ def send(file_name: str | None, no_start: bool, args: tuple[str, ...]) -> int:
     root = runs_root(create=False)
     run_id = resolve_run(root, run_ref, project=None if run_ref else Path.cwd().resolve())
     folder = run_dir(root, run_id)
+    from autopilot.manage.activity import settled_state
+
+    # A run whose log says it ended is not relaunched for a message (state.json may
+    # not have been writable to say so).
+    settled = settled_state(folder, read_state(RunDir(folder).state))
+    if settled.terminated:
+        raise UsageError(
+            f"run {run_id} has already ended ({settled.termination_reason or settled.status}); "
+            "it takes no more messages"
+        )
     message = queue_message(folder, text, SystemClock())
     say(
         f"autopilot: message {message.id} queued for {run_id}; "

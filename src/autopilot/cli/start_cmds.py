@@ -52,7 +52,7 @@ def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
     if state.terminated and not before.terminated:
         # It had ended: the crash came after its last decision was logged.
         result = result_of(state)
-        say(ending_line(result) + " (repaired from the event log)")
+        say(ending_line(result) + " (as its event log records)")
         return result.exit_code
     if state.terminated:
         raise UsageError(
@@ -140,7 +140,7 @@ def relaunch_runs(project: Path | None) -> int:
         state = control.repair(run_dir(root, run_id), SystemClock())
         if state.terminated:
             # A crash between the log's terminal event and state.json: repaired, not rerun.
-            say(f"autopilot: run {run_id} had ended; its state.json now says so")
+            say(f"autopilot: run {run_id} had ended, as its event log records")
             continue
         say(f"autopilot: relaunching {run_id} at iteration {state.iteration}")
         launch_detached(root, run_id)

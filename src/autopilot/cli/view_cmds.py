@@ -12,7 +12,7 @@ import click
 from autopilot.cli.control_cmds import status_text, worktree_of
 from autopilot.cli.echo import say, say_json
 from autopilot.config import parse_int
-from autopilot.manage.activity import Activity, run_activity
+from autopilot.manage.activity import Activity, run_activity, settled_state
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
 from autopilot.store.paths import resolve_run, run_dir, runs_root
@@ -103,6 +103,7 @@ def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> d
             "text": "missing",
             "worktree": None,
         }
+    state = settled_state(folder, state)  # the log's ending over a state.json left behind
     worktree = worktree_of(state)
     if not state.terminated and run_activity(folder, state) is Activity.GONE:
         text = f"driver gone (autopilot start {folder.name} relaunches it)"

@@ -6,6 +6,7 @@ stopped; 2 and 4 are the command line's usage and environment errors.
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 
 from autopilot.core.vocabulary import LIMIT_REASONS, EventType, Reason, RunStatus
@@ -16,6 +17,13 @@ EXIT_USAGE = 2
 EXIT_LIMIT = 3
 EXIT_ENVIRONMENT = 4
 EXIT_INTERRUPTED = 130
+
+_ERROR_REASONS = frozenset(
+    {Reason.AGENT_FAILING, Reason.SUPERVISOR_GIVEUP, Reason.DISK_FULL, Reason.IO_ERROR}
+)
+"""Terminal reasons that leave a run in status ``error`` and read as ``failed``."""
+
+_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 @dataclass(frozen=True)
@@ -52,7 +60,7 @@ def describe_ending(reason: str | None, *, completed: bool) -> str:
         return "stopped by the user"
     if reason in LIMIT_REASONS:
         return f"budget reached ({reason})"
-    if reason == Reason.AGENT_FAILING:
+    if reason in _ERROR_REASONS:
         return f"failed ({reason})"
     return f"aborted ({reason})" if reason else "aborted"
 
@@ -61,6 +69,13 @@ def status_for(terminal_type: str, reason: str) -> RunStatus:
     """The ``state.json`` status a terminal event leaves the run in."""
     if terminal_type == EventType.COMPLETE:
         return RunStatus.COMPLETED
-    if reason == Reason.AGENT_FAILING:
+    if reason in _ERROR_REASONS:
         return RunStatus.ERROR
     return RunStatus.STOPPED
+
+
+def io_reason(error_number: int | None) -> Reason:
+    """The terminal reason for a run's files that cannot be written: ``disk_full``
+    for a full disk, a quota or a file-size limit (``ENOSPC``, ``EDQUOT``,
+    ``EFBIG``), else ``io_error``."""
+    return Reason.DISK_FULL if error_number in _DISK_FULL_ERRNOS else Reason.IO_ERROR

@@ -103,6 +103,8 @@ class Reason(StrEnum):
     PERMISSION_DENIED = "permission_denied"
     INTERNAL_ERROR = "internal_error"
     WORKSPACE_GONE = "workspace_gone"
+    DISK_FULL = "disk_full"
+    IO_ERROR = "io_error"
 
 
 LIMIT_REASONS = frozenset(

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from autopilot.agents.base import AgentAdapter
+from autopilot.agents.environment import env_matches
 from autopilot.core.change import LoopState
 from autopilot.core.delivery import MessageKind
-from autopilot.core.ending import RunResult
+from autopilot.core.ending import RunResult, io_reason
 from autopilot.core.policy import Decision, budget_note, budget_reached
 from autopilot.core.step import Step, conclude, spend_counters
 from autopilot.core.verification import verify_notice
@@ -44,6 +45,7 @@ from autopilot.loop.recovery import (
 )
 from autopilot.loop.runner import AgentRunner, DriverLocks, SubprocessRunner
 from autopilot.loop.signals import Interrupts
+from autopilot.loop.torn import torn_step, without_logged
 from autopilot.loop.verify import run_verify
 from autopilot.loop.waits import Waits
 from autopilot.runtime.notify import RunNotifier
@@ -139,9 +141,9 @@ class Driver:
     def run(self) -> RunResult:
         """Iterate until a terminal event; returns how the run ended.
 
-        Any unexpected error ends the run with one ``abort`` (reason
-        ``internal_error``, with the message) before it is raised again, so no run
-        is ever left dangling.
+        Any unexpected error ends the run with one ``abort`` (reason ``disk_full`` or
+        ``io_error`` when the run's files refuse a write, else ``internal_error``,
+        with the message) before it is raised again, so no run is ever left dangling.
 
         Raises:
             RunLockedError: another driver holds the run or the project.
@@ -207,16 +209,28 @@ class Driver:
     def _relaunch_repairs(self) -> RunResult | None:
         """Spend is the larger of state.json's and the log's; an attempt a dead
         driver left open is concluded (its logged decision, else its saved output),
-        also one whose agent started before the driver recorded it."""
-        restore_spend(self.record, self.run_dir)
+        also one whose agent started before the driver recorded it. An attempt whose
+        step was cut short on the log (``loop.torn``) is told and charged once."""
+        torn = torn_step(self.run_dir, self.state)
+        if not torn:
+            restore_spend(self.record, self.run_dir)
         now_ms = self.clock.now_ms()
         attempt = attempt_left(self.record, self.run_dir, self.adapter, now_ms)
-        if attempt is None:
-            return None
-        return self._apply(conclude(self._loop_state(), attempt, self.policy, now_ms))
+        ended = None
+        if attempt is not None:
+            step = conclude(self._loop_state(), attempt, self.policy, now_ms)
+            ended = self._apply(without_logged(step, torn))
+        if torn and ended is None:
+            restore_spend(self.record, self.run_dir)
+        return ended
 
     def _attach(self) -> None:
-        self.record.attach(agent=self.adapter.name, verified_version=self.adapter.verified_version)
+        needed = self.adapter.env_needed
+        self.record.attach(
+            agent=self.adapter.name,
+            verified_version=self.adapter.verified_version,
+            agent_env=tuple(sorted(k for k in self.launcher.base_env if env_matches(k, needed))),
+        )
         if not self.workspace.repository and self.workspace.gone() is None:
             self._warn(
                 f"{self.cwd} is not a git repository: progress is unknown, so stagnation "
@@ -355,11 +369,17 @@ class Driver:
 
     def _end_after(self, error: BaseException) -> None:
         """An error escaped the loop: end the run with one ``abort`` if it has not
-        ended (best effort: the disk may be what failed)."""
+        ended (best effort: the disk may be what failed). The run's files refusing a
+        write is ``disk_full`` or ``io_error``; anything else ``internal_error``."""
         if self.state.terminated or not isinstance(error, Exception):
             return
-        note = f"internal error: {type(error).__name__}: {error}"
+        number = error.errno if isinstance(error, OSError | StateFileError) else None
+        if number is not None:
+            reason = io_reason(number)
+            note = f"the run's files cannot be written: {error}"
+        else:
+            reason, note = Reason.INTERNAL_ERROR, f"internal error: {type(error).__name__}: {error}"
         try:
-            self._finish(EventType.ABORT, Reason.INTERNAL_ERROR, note)
+            self._finish(EventType.ABORT, reason, note)
         except Exception:
             pass

@@ -183,8 +183,14 @@ class RunRecord:
                 self._show(event)
         return self.update(lambda s: absorb(s, step.change))
 
-    def attach(self, *, agent: str, verified_version: str) -> None:
-        """Record this process as the run's driver (pid and identity) and say so."""
+    def attach(self, *, agent: str, verified_version: str, agent_env: tuple[str, ...]) -> None:
+        """Record this process as the run's driver (pid and identity) and say so.
+
+        ``agent_env`` names the agent's variables in this driver's environment: the
+        first driver's are the run's own (``agentEnv``); a later driver (a relaunch
+        from another environment) that lacks some of them says which, in a
+        ``warning`` and in ``envMissing``.
+        """
         pid = os.getpid()
         identity = process_identity(pid)
 
@@ -193,9 +199,14 @@ class RunRecord:
             s.pid_start_time = identity.start_time if identity else None
             s.pid_command = identity.command if identity else None
             s.agent_pid = s.agent_start_time = None
+            if s.agent_env is None:
+                s.agent_env = agent_env
+            s.env_missing = tuple(sorted(set(s.agent_env) - set(agent_env)))
 
-        self.update(attach)
+        missing = self.update(attach).env_missing
         self.emit(EventType.DRIVER_START, pid=pid, agent=agent, verifiedVersion=verified_version)
+        if missing:
+            self.emit(EventType.WARNING, note=missing_env_note(missing), envMissing=list(missing))
 
     def finish(self, terminal: EventType, reason: str, note: str | None) -> RunResult:
         """End the run outside a step (at a boundary, or after an error): the terminal
@@ -231,3 +242,13 @@ class RunRecord:
                 "the driver's own figures stand",
                 outsideChange=changed,
             )
+
+
+def missing_env_note(missing: tuple[str, ...]) -> str:
+    """The words for a driver whose environment lacks the agent's ``missing``
+    variables that the run started with."""
+    return (
+        f"this driver's environment lacks {', '.join(missing)}, which the run started "
+        "with: the agent runs without them (autopilot never stores their values; start "
+        "the run again from a shell that has them)"
+    )

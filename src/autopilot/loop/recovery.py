@@ -29,6 +29,7 @@ import psutil
 from autopilot.agents.base import AgentAdapter, IterationReport
 from autopilot.core.attempt import Attempt
 from autopilot.core.change import StateChange
+from autopilot.core.ending import status_for
 from autopilot.core.spend import larger
 from autopilot.core.state import Spend, Tokens
 from autopilot.core.step import conclude
@@ -37,6 +38,7 @@ from autopilot.loop.descendants import end_leftovers
 from autopilot.loop.identity import is_same_process
 from autopilot.loop.observe import LIMIT_ERROR_KINDS, sane_report
 from autopilot.loop.record import RunRecord, absorb, loop_state, write_step
+from autopilot.loop.torn import torn_step, without_logged
 from autopilot.store.events import EventLog, read_events
 from autopilot.store.lines import iter_lines
 from autopilot.store.reader import read_snapshot
@@ -105,7 +107,8 @@ def reconcile_terminal(folder: RunDir, store: StateStore, log: EventLog) -> RunS
             s.terminated = True
             s.termination_reason = snapshot.reason if isinstance(snapshot.reason, str) else None
             s.termination_note = snapshot.note if isinstance(snapshot.note, str) else None
-            s.status = RunStatus.COMPLETED if completed else RunStatus.STOPPED
+            terminal = EventType.COMPLETE if completed else EventType.ABORT
+            s.status = status_for(terminal, s.termination_reason or "")
             s.iteration_open = False
             s.pid = s.agent_pid = None
 
@@ -233,7 +236,8 @@ def settle_open_attempt(
         StateFileError: the state cannot be read or written.
     """
     state = store.read()
-    restored = _restored_spend(state.spend, folder)
+    torn = torn_step(folder, state)  # charged on state.json's spend, told once
+    restored = None if torn else _restored_spend(state.spend, folder)
     if restored is not None:
         state = store.update(lambda s: setattr(s, "spend", restored))
         log.emit(EventType.WARNING, note=SPEND_RESTORED_NOTE)
@@ -252,11 +256,8 @@ def settle_open_attempt(
         stop_note=stop_note or "stop requested",
         agent=state.agent,
     )
-    return write_step(
-        store,
-        log,
-        conclude(before, attempt, state.config.policy(state.mode), now_ms),
-    )
+    step = conclude(before, attempt, state.config.policy(state.mode), now_ms)
+    return write_step(store, log, without_logged(step, torn))
 
 
 def open_iteration(log_path: Path) -> int | None:

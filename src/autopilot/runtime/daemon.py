@@ -13,6 +13,7 @@ other.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 from collections.abc import Callable
@@ -62,7 +63,8 @@ def drive_detached(root: Path, run_id: str) -> int:
         awake.release()
         notes.close()
     ending = describe_ending(result.reason, completed=result.terminal_type == "complete")
-    print(f"autopilot: run {run_id} {ending}", flush=True)
+    with contextlib.suppress(OSError, ValueError):  # daemon.out on a full disk
+        print(f"autopilot: run {run_id} {ending}", flush=True)
     return result.exit_code
 
 
@@ -95,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         from autopilot.core.restart import PROJECT_BUSY_EXIT_CODE
         from autopilot.errors import ProjectBusyError
 
-        print(f"autopilot: error: {error}", file=sys.stderr, flush=True)
+        with contextlib.suppress(OSError, ValueError):  # a full disk: the exit code says it
+            print(f"autopilot: error: {error}", file=sys.stderr, flush=True)
         return PROJECT_BUSY_EXIT_CODE if isinstance(error, ProjectBusyError) else error.exit_code
 
 

@@ -6,7 +6,8 @@ a crash (SPEC §11, seed 003, "Who keeps running").
 * ``--fork``: print the supervisor's pid on stdout and go on in a child, so the
   command that detached the run returns at once and leaves no zombie behind.
 * ``--adopt PID``: watch a daemon that is already running (its supervisor died)
-  instead of starting one; its exit status is then unknown.
+  instead of starting one; its exit status is then unknown. The daemons it starts
+  later get the adopted daemon's environment, not the adopting command's.
 
 The daemon (``runtime.daemon``) runs in a session of its own, with stdin ``/dev/null``
 and its stdout and stderr appended to ``daemon.out`` and ``daemon.err`` in the run
@@ -63,18 +64,18 @@ def _in_child(work: Any) -> int:
     imports never grows the long-lived supervisor (its resident memory stays that of a
     bare interpreter, plus a little).
     """
-    sys.stdout.flush()
-    sys.stderr.flush()
+    _flush()
     pid = os.fork()
     if pid == 0:
         code = 1
         try:
             code = int(work())
         except BaseException as error:  # the child must never return into the loop
-            print(f"autopilot: supervisor: {type(error).__name__}: {error}", file=sys.stderr)
+            with contextlib.suppress(BaseException):
+                print(f"autopilot: supervisor: {type(error).__name__}: {error}", file=sys.stderr)
         finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
+            with contextlib.suppress(BaseException):
+                _flush()
             os._exit(code)
     while True:
         try:
@@ -82,6 +83,14 @@ def _in_child(work: Any) -> int:
             return os.waitstatus_to_exitcode(status)
         except InterruptedError:
             continue
+
+
+def _flush() -> None:
+    """Flush stdout and stderr (``supervisor.log``); a full disk loses the lines, never
+    the supervisor."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
 
 
 class Supervisor:
@@ -98,6 +107,9 @@ class Supervisor:
         self.run_id = run_id
         self.folder = root / run_id
         self._adopt = adopt
+        # Every daemon it starts gets the environment the run was started with: its
+        # own, or, adopting a daemon a dead supervisor started, that daemon's.
+        self._daemon_env = None if adopt is None else environment_of(adopt)
         self._leaving = False
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
@@ -160,6 +172,7 @@ class Supervisor:
         ):
             child = subprocess.Popen(
                 daemon_argv(self.root, self.run_id),
+                env=self._daemon_env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
@@ -202,6 +215,36 @@ def _end_descendants(supervisor: int) -> int:
 
     end_descendants(supervisor)
     return 0
+
+
+def environment_of(pid: int) -> dict[str, str] | None:
+    """The environment process ``pid`` was started with (``/proc/PID/environ`` on
+    Linux, psutil elsewhere), or None when it cannot be read (then the supervisor's own
+    is used, and its log says so)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        raw = None
+    if raw is None:
+        try:
+            import psutil  # not on Linux: /proc has it there, and psutil costs memory
+
+            return dict(psutil.Process(pid).environ())
+        except Exception:
+            _say(f"cannot read the environment of daemon {pid}: restarts take this one's")
+            return None
+    env = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep and key:
+            env[os.fsdecode(key)] = os.fsdecode(value)
+    return env
+
+
+def _say(line: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        print(f"autopilot: supervisor: {line}", file=sys.stderr, flush=True)
 
 
 def _acts(supervisor: Supervisor) -> Any:

@@ -32,6 +32,33 @@ CRASH_NOTICE = (
 )
 
 
+def say(line: str) -> None:
+    """A line in ``supervisor.log`` (the supervisor's stderr), or nowhere when the disk
+    refuses it too."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
+
+
+def io_errno(error: BaseException) -> int | None:
+    """The OS error number of an error of the run's files (``OSError``, or a
+    ``StateFileError`` the disk caused); None for any other error."""
+    from autopilot.errors import StateFileError
+
+    if isinstance(error, OSError | StateFileError) and error.errno is not None:
+        return int(error.errno)
+    return None
+
+
+def _end(state: RunState, reason: str, note: str) -> None:
+    """``state`` ended in status ``error`` with ``reason`` and ``note``."""
+    from autopilot.core.vocabulary import RunStatus
+
+    state.terminated, state.termination_reason = True, reason
+    state.termination_note, state.status = note, RunStatus.ERROR
+    state.iteration_open, state.waiting_until_ms = False, None
+    state.agent_pid = state.pid = None
+
+
 class SupervisorActs:
     """What the supervisor does to the run's files; only ever run in a forked child
     (``_in_child``), where importing the store costs the supervisor nothing."""
@@ -56,13 +83,15 @@ class SupervisorActs:
         return read_state_quietly(self.store.path) or RunState()
 
     def attach(self, me: int) -> int:
+        """Record the supervisor in ``state.json``; 4 when that cannot be done (a run
+        whose files refuse the write is ended: ``end_on_io_error``)."""
         import socket
 
         from autopilot.loop.identity import process_start_time
         from autopilot.store.state import read_state_quietly
 
         if read_state_quietly(self.store.path) is None:
-            print(f"autopilot: supervisor: cannot read {self.store.path}", file=sys.stderr)
+            say(f"autopilot: supervisor: cannot read {self.store.path}")
             return 4
         started = process_start_time(me)
 
@@ -70,8 +99,14 @@ class SupervisorActs:
             s.supervisor_pid, s.supervisor_start_time = me, started
             s.host = socket.gethostname()
 
-        self.store.update(record)
-        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} supervisor {me} for {self.run_id}")
+        try:
+            self.store.update(record)
+        except Exception as error:
+            if io_errno(error) is None:
+                raise
+            self.end_on_io_error(error)
+            return 4
+        say(f"{time.strftime('%Y-%m-%d %H:%M:%S')} supervisor {me} for {self.run_id}")
         return 0
 
     def forget(self, me: int) -> int:
@@ -83,11 +118,24 @@ class SupervisorActs:
         return 0
 
     def after_exit(self, ended: DaemonExit) -> int:
-        """Decide and act on the daemon's exit; ``KEEP_GOING`` means start it again."""
+        """Decide and act on the daemon's exit; ``KEEP_GOING`` means start it again.
+
+        The run's files refusing a write (a full disk) never kills the supervisor: the
+        run is ended with ``disk_full`` or ``io_error`` (``end_on_io_error``).
+        """
+        try:
+            return self._after_exit(ended)
+        except Exception as error:
+            if io_errno(error) is None:
+                raise
+            self.end_on_io_error(error)
+            return STOP
+
+    def _after_exit(self, ended: DaemonExit) -> int:
         if ended.signal is None and ended.code in (USAGE_EXIT_CODE, PROJECT_BUSY_EXIT_CODE):
             ended = replace(ended, error=self._last_error_line())
         decision = self._decide(ended)
-        print(
+        say(
             f"{time.strftime('%Y-%m-%d %H:%M:%S')} daemon ended ({ended.describe()}): "
             f"{decision.verdict.value}, {decision.reason}"
         )
@@ -96,6 +144,57 @@ class SupervisorActs:
             return KEEP_GOING
         self._conclude(ended, decision)
         return STOP
+
+    def end_on_io_error(self, error: Exception) -> None:
+        """The run's files refused a write: end the run with ``disk_full`` or
+        ``io_error``, recording what the disk still takes — its ``abort`` (unless the
+        log has a terminal event already), then ``terminated`` in ``state.json`` — and
+        a line in ``supervisor.log`` whatever happens. Nothing is done to a run another
+        driver holds."""
+        from autopilot.core.ending import io_reason
+        from autopilot.core.vocabulary import EventType
+        from autopilot.store.flock import FileLock
+        from autopilot.store.logged_end import logged_ending
+
+        reason = io_reason(io_errno(error))
+        note = f"the run's files cannot be written: {error}"
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        lock = FileLock(self.folder.driver_lock)
+        try:
+            taken = lock.acquire()
+        except OSError:
+            taken = False
+        if not taken:
+            say(f"{stamp} {note}; another driver holds the run")
+            return
+        try:
+            written = logged_ending(self.folder.events) is not None
+            if not written:
+                state = self._state()
+                spend = state.spend
+                written = (
+                    self.log.emit(
+                        EventType.ABORT,
+                        reason=reason.value,
+                        note=note,
+                        iteration=state.iteration,
+                        tokens=spend.tokens.to_json(),
+                        costUsd=spend.cost_usd,
+                    )
+                    is not None
+                )
+                self.log.sync()
+            with contextlib.suppress(Exception):
+                self.store.update(lambda s: _end(s, reason.value, note))
+        finally:
+            lock.release()
+        if written:
+            say(f"{stamp} run ended ({reason.value}): {note}")
+        else:
+            say(
+                f"{stamp} {reason.value}: {note}; the run's end could not be recorded "
+                f"either: autopilot stop {self.run_id} once there is room"
+            )
 
     def _last_error_line(self) -> str | None:
         """The daemon's last line on stderr (its one-line error), if any."""
@@ -111,11 +210,14 @@ class SupervisorActs:
     def _decide(self, ended: DaemonExit) -> RestartDecision:
         from autopilot.core.restart import RunFacts, decide_restart
         from autopilot.runtime.liveness import driver_running
+        from autopilot.store.logged_end import logged_ending
         from autopilot.store.project_files import run_off_switch
 
         state = self._state()
         facts = RunFacts(
-            terminated=state.terminated,
+            # The log is written first: its terminal event ends the run whatever
+            # state.json says (a full disk may have refused that write).
+            terminated=state.terminated or logged_ending(self.folder.events) is not None,
             stop_requested=state.stop_requested,
             status=state.status.value,
             off=run_off_switch(state) is not None,
@@ -186,7 +288,7 @@ class SupervisorActs:
 
     def _give_up(self, ended: DaemonExit, decision: RestartDecision) -> None:
         """End the run in ``error``: one ``supervisor_giveup``, one ``abort``."""
-        from autopilot.core.vocabulary import EventType, Reason, RunStatus
+        from autopilot.core.vocabulary import EventType, Reason
         from autopilot.loop.recovery import (
             end_left_processes,
             reconcile_terminal,
@@ -220,13 +322,9 @@ class SupervisorActs:
                 signal=ended.signal,
             )
 
-            def end(s: RunState) -> None:
-                s.terminated, s.termination_reason = True, Reason.SUPERVISOR_GIVEUP.value
-                s.termination_note, s.status = decision.reason, RunStatus.ERROR
-                s.iteration_open, s.waiting_until_ms = False, None
-                s.agent_pid = s.pid = None
-
-            state = self.store.update(end)
+            state = self.store.update(
+                lambda s: _end(s, Reason.SUPERVISOR_GIVEUP.value, decision.reason)
+            )
             spend = state.spend
             self.log.emit(
                 EventType.ABORT,

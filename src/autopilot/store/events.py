@@ -270,7 +270,13 @@ class EventLog:
         return written
 
     def _append(self, data: bytes) -> bool:
-        """Write ``data`` at the start of a line; True if all of it reached the file."""
+        """Write ``data`` at the start of a line; True if all of it reached the file.
+
+        All or nothing: when the disk fills up part-way (a short write, then
+        ``ENOSPC``), the part that was written is cut off again, so a step's events
+        never stand without their ``decision_applied`` record.
+        """
+        written = 0
         try:
             size = None if self._fd is None else os.fstat(self._fd)
             if size is not None and size.st_nlink == 0:
@@ -290,14 +296,31 @@ class EventLog:
                 written += os.write(self._fd, data[written:])
             self._size_after_write = size.st_size + len(data)
         except OSError as error:
-            self._report(f"cannot append to {self.path}: {error.strerror or error}")
-            self._terminate_fragment()
+            if written and not self._take_back(data[:written]):
+                self._terminate_fragment()
             self.close()
+            self._report(f"cannot append to {self.path}: {error.strerror or error}")
+            return False
+        return True
+
+    def _take_back(self, part: bytes) -> bool:
+        """Cut ``part`` (what a failed append wrote) off the end of the log, if it is
+        still the log's end (nobody appended after it). True if it was cut."""
+        if self._fd is None:
+            return False
+        try:
+            end = os.fstat(self._fd).st_size
+            start = end - len(part)
+            if start < 0 or os.pread(self._fd, len(part), start) != part:
+                return False
+            os.ftruncate(self._fd, start)
+        except OSError:
             return False
         return True
 
     def _terminate_fragment(self) -> None:
-        # A partial line (disk full) must not glue itself to the next event.
+        # A partial line that could not be cut off must not glue itself to the next
+        # event.
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.write(self._fd, b"\n")
@@ -338,5 +361,7 @@ class EventLog:
 
     def _report(self, message: str) -> None:
         if not self._reported_error:
-            print(f"autopilot: warning: {message}", file=sys.stderr)
             self._reported_error = True
+            # stderr may be a file on the very disk that is full.
+            with contextlib.suppress(OSError, ValueError):
+                print(f"autopilot: warning: {message}", file=sys.stderr, flush=True)

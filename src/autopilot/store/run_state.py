@@ -78,6 +78,10 @@ class RunState:
         supervisor_pid: The supervisor's pid (a detached run);
             ``supervisor_start_time`` its start time.
         supervisor_restarts: Epoch ms of the supervisor's restarts within its window.
+        agent_env: The names (never the values) of the agent's variables — those its
+            adapter's ``env_needed`` matches — in the environment the run's first
+            driver started with; None before one started.
+        env_missing: Those the current driver's environment lacks.
         delivery: Where the messages taken from the inbox stand (``core.delivery``).
         spend: See ``Spend``. loop: See ``LoopCounters``.
         waiting_until_ms: The end of a usage-limit wait in progress.
@@ -125,6 +129,8 @@ class RunState:
     supervisor_pid: int | None = None
     supervisor_start_time: float | None = None
     supervisor_restarts: tuple[int, ...] = ()
+    agent_env: tuple[str, ...] | None = None
+    env_missing: tuple[str, ...] = ()
     delivery: DeliveryLedger = field(default_factory=DeliveryLedger)
     spend: Spend = field(default_factory=Spend)
     loop: LoopCounters = field(default_factory=LoopCounters)
@@ -181,6 +187,8 @@ class RunState:
             "supervisorPid": self.supervisor_pid,
             "supervisorStartTime": self.supervisor_start_time,
             "supervisorRestarts": list(self.supervisor_restarts),
+            "agentEnv": None if self.agent_env is None else list(self.agent_env),
+            "envMissing": list(self.env_missing),
             "delivery": self.delivery.to_json(),
             "spend": self.spend.to_json(),
             "loop": self.loop.to_json(),
@@ -271,6 +279,8 @@ def decode_state(data: Any, path: Path | str = "state.json") -> RunState:
         supervisor_pid=_int_or_none(data.get("supervisorPid")),
         supervisor_start_time=_float_or_none(data.get("supervisorStartTime")),
         supervisor_restarts=tuple(_int(t) for t in data.get("supervisorRestarts") or ()),
+        agent_env=None if (names := data.get("agentEnv")) is None else tuple(names),
+        env_missing=tuple(data.get("envMissing") or ()),
         delivery=DeliveryLedger.from_json(data.get("delivery")),
         spend=Spend(
             cost_usd=float(spend.get("costUsd") or 0.0),

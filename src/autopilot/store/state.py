@@ -55,7 +55,9 @@ def read_state_json(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise StateFileError(f"{path} does not exist") from None
     except OSError as error:
-        raise StateFileError(f"cannot read {path}: {error.strerror or error}") from None
+        raise StateFileError(
+            f"cannot read {path}: {error.strerror or error}", errno=error.errno
+        ) from None
     try:
         value = json.loads(data)
         if _SURROGATE_ESCAPE_RE.search(data):
@@ -223,8 +225,11 @@ class StateStore:
         try:
             write_atomically(self.path, encode_state(state))
         except (OSError, ValueError) as error:
+            number = error.errno if isinstance(error, OSError) else None
             detail = error.strerror if isinstance(error, OSError) else str(error)
-            raise StateFileError(f"cannot write {self.path}: {detail or error}") from None
+            raise StateFileError(
+                f"cannot write {self.path}: {detail or error}", errno=number
+            ) from None
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -234,7 +239,9 @@ class StateStore:
         try:
             taken = lock.acquire()
         except OSError as error:
-            raise StateFileError(f"cannot lock {self.path}: {error.strerror or error}") from None
+            raise StateFileError(
+                f"cannot lock {self.path}: {error.strerror or error}", errno=error.errno
+            ) from None
         if not taken:
             raise StateFileError(f"{self.path} stayed locked for {LOCK_TIMEOUT_SECONDS:.0f} s")
         try:

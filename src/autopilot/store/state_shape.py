@@ -53,6 +53,8 @@ SHAPE: dict[str, str | dict[str, Any]] = {
     "supervisorPid": _COUNT,
     "supervisorStartTime": _NUMBER,
     "supervisorRestarts": _NUMBERS,
+    "agentEnv": _TEXTS,
+    "envMissing": _TEXTS,
     "spend": {
         "costUsd": _NUMBER,
         "tokens": {"input": _COUNT, "output": _COUNT},
