@@ -149,3 +149,35 @@ def test_reconcile_writes_a_deleted_file_again() -> None:
     assert result.items == (A, B) and result.rewrite
     assert result.notes == (".autopilot/tasks.jsonl was deleted; written again from the run's log",)
     assert reconcile([], None, agent_worked=False).rewrite is False
+
+
+C = WorkItem(id="c", prompt="do c")
+
+
+def test_a_lane_skips_items_other_lanes_hold_and_claims_its_own() -> None:
+    held = A.with_status(ItemStatus.RUNNING, attempt=1)
+    plan = plan_iteration("lane-2", [held, B, C], 4, taken={"a"}, claim=True)
+    assert plan.item is not None and plan.item.id == "c"  # b waits for a; a is held
+    assert plan.item.extra == {"claimed_by": "lane-2"}
+    assert plan.item.to_json()["claimed_by"] == "lane-2"
+    assert [i.status for i in plan.items] == [
+        ItemStatus.RUNNING,
+        ItemStatus.READY,
+        ItemStatus.RUNNING,
+    ]
+
+
+def test_a_lane_waits_when_only_held_items_and_their_dependents_are_left() -> None:
+    held = A.with_status(ItemStatus.RUNNING, attempt=1)
+    plan = plan_iteration("lane-2", [held, B], 4, taken={"a"}, claim=True)
+    assert (plan.item, plan.done, plan.question) == (None, False, None)
+    assert plan.wait == "waiting for work items other lanes are running: a"
+    assert plan.items == (held, B)
+
+
+def test_a_running_item_nobody_holds_is_resumed_by_a_lane() -> None:
+    orphan = A.with_status(ItemStatus.RUNNING, attempt=1, extra={"claimed_by": "gone"})
+    plan = plan_iteration("lane-1", [orphan, C], 2, taken=set(), claim=True)
+    assert plan.item is not None and plan.item.id == "a"
+    assert plan.item.extra == {"claimed_by": "lane-1"}
+    assert plan.prompt is not None and "pending-decision: missing" in plan.prompt

@@ -277,3 +277,22 @@ def test_a_surface_violation_reopens_with_the_paths() -> None:
     assert item.completion.feedback == (
         "changed files outside the allowed surface: secrets.txt, etc/x"
     )
+
+
+def test_a_merge_conflict_reopens_the_item_naming_the_files() -> None:
+    from autopilot.core.decisions import reopen_for_conflict
+    from autopilot.core.workitems import Completion, CompletionState, FocusLayer, Verdict
+
+    done = WorkItem(
+        id="a",
+        status=ItemStatus.COMPLETED,
+        completion=Completion(CompletionState.PASSED, Verdict.PASS, evidence=("tests pass",)),
+    )
+    reopened = reopen_for_conflict(done, ["src/x.py", "README.md"])
+    assert reopened.status is ItemStatus.REOPENED
+    assert reopened.completion.verdict is Verdict.FAIL
+    assert reopened.completion.reopen_target is FocusLayer.MICRO
+    note = "merging into the run branch conflicted in: src/x.py, README.md"
+    assert reopened.completion.evidence == ("tests pass", note)
+    assert reopened.completion.feedback is not None
+    assert reopened.completion.feedback.startswith(note)

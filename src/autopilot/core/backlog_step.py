@@ -2,8 +2,10 @@
 
 Before: ``plan_iteration`` picks the item (a running one is resumed, else the first
 ready one), marks it ``running`` and composes the prompt; or says the backlog is done,
-or that a person is needed. After: ``conclude_item`` applies the agent's decision
-(``choose_report`` picks it from what was reported) or notes that none came.
+or that a person is needed. A lane of a parallel run skips the items other lanes hold,
+claims its item (``claimed_by``), and waits when only held items are left. After:
+``conclude_item`` applies the agent's decision (``choose_report`` picks it from what
+was reported) or notes that none came.
 ``reconcile`` compares ``tasks.jsonl`` as found with autopilot's own copy: while an
 agent works, autopilot owns the file, so what the iteration changed in it other than
 adding items is undone (an agent cannot complete, drop or weaken its own work item);
@@ -14,8 +16,8 @@ Each function returns the events to append (``type`` plus fields, no ``ts``/``ru
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
 
 from autopilot.core.continuation import continuation_message
 from autopilot.core.decisions import (
@@ -44,6 +46,9 @@ from autopilot.core.workitems import (
 
 Event = dict[str, object]
 
+CLAIM_FIELD = "claimed_by"
+"""The item field that names the lane (run id) working on it in a parallel run."""
+
 
 def _event(kind: str, fields: dict[str, object]) -> Event:
     return {"type": kind, **fields}
@@ -60,6 +65,7 @@ class IterationPlan:
         done: True when no item is open and every completed item passed its checks.
         question: When a person must act first, what to ask them.
         events: ``workitem_start`` and the changed item's ``workitem_recorded``.
+        wait: Nothing can start but items other lanes hold may free some: why.
     """
 
     items: tuple[WorkItem, ...]
@@ -68,6 +74,7 @@ class IterationPlan:
     done: bool = False
     question: str | None = None
     events: tuple[Event, ...] = ()
+    wait: str | None = None
 
 
 def _replace(items: Sequence[WorkItem], item: WorkItem) -> tuple[WorkItem, ...]:
@@ -80,6 +87,8 @@ def plan_iteration(
     iteration: int,
     *,
     run_surface: Sequence[str] = (),
+    taken: Collection[str] = (),
+    claim: bool = False,
 ) -> IterationPlan:
     """Choose and start the next item, or say why there is none.
 
@@ -88,12 +97,23 @@ def plan_iteration(
         items: The backlog as read at the boundary.
         iteration: The number of the iteration about to start.
         run_surface: The run's allowed surfaces, for items that name none.
+        taken: Ids of running items other lanes hold: never chosen, and their
+            dependents wait for them.
+        claim: Record ``run_id`` in the started item's ``claimed_by`` (a lane).
     """
-    chosen = next_item(items)
+    free = [item for item in items if item.id not in taken] if taken else items
+    chosen = next_item(free)
     if chosen is None:
+        if taken:
+            held = ", ".join(sorted(taken))
+            return IterationPlan(
+                tuple(items), wait=f"waiting for work items other lanes are running: {held}"
+            )
         return _no_item(tuple(items))
     resumed = chosen.status is ItemStatus.RUNNING
     started = start_item(chosen)
+    if claim:
+        started = replace(started, extra={**started.extra, CLAIM_FIELD: run_id})
     prompt = continuation_message(run_id, started, pending_missing=resumed, run_surface=run_surface)
     events = (
         _event("workitem_recorded", workitem_recorded_fields(started)),

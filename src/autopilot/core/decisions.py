@@ -305,3 +305,24 @@ def reopen_for_violation(item: WorkItem, paths: Sequence[str]) -> WorkItem:
         feedback=f"changed files outside the allowed surface: {shown}",
     )
     return item.with_status(ItemStatus.REOPENED, completion=completion)
+
+
+def reopen_for_conflict(item: WorkItem, paths: Sequence[str]) -> WorkItem:
+    """The item after its work conflicted with the run branch: reopened (micro).
+
+    A lane of a parallel run merges a completed item into the run branch; when that
+    merge conflicts, the item is done again on top of the run branch's latest work,
+    and the next prompt (and ``completion.evidence``) name the conflicting files.
+    """
+    shown = ", ".join(paths[:20]) + (f" and {len(paths) - 20} more" if len(paths) > 20 else "")
+    note = f"merging into the run branch conflicted in: {shown}"
+    completion = replace(
+        item.completion,
+        state=CompletionState.FAILED,
+        verdict=Verdict.FAIL,
+        reopen_target=FocusLayer.MICRO,
+        evidence=(*item.completion.evidence, note),
+        feedback=f"{note}; the work tree now holds the run branch's latest work: do the "
+        "item again on top of it",
+    )
+    return item.with_status(ItemStatus.REOPENED, completion=completion)

@@ -173,6 +173,9 @@ reboot"); a paused, gated or ended run is not: the decision is the user's."""
 
 
 HOOK_MODE = "hook"
+
+PARALLEL_MODE = "parallel"
+"""A parallel backlog run: its lanes are the runs with daemons (relaunched one by one)."""
 """The ``mode`` of a run armed with ``autopilot arm`` (each Stop of its session an iteration)."""
 
 
@@ -195,12 +198,14 @@ def relaunch_verdict(
         supervisor_alive: The same for its supervisor, which restarts the daemon itself.
         off: The project's OFF switch is set (no automatic relaunch).
         mode: The run's mode; a ``hook`` run lives in its agent session's Stop hook
-            and has no daemon to relaunch.
+            and has no daemon to relaunch, nor has a ``parallel`` run (its lanes do).
     """
     if terminated:
         return "it has ended"
     if mode == HOOK_MODE:
         return "it runs in its agent session's Stop hook: prompt that session to go on"
+    if mode == PARALLEL_MODE:
+        return "it is a parallel run: its agents' runs are relaunched on their own"
     if daemon_alive:
         return "its daemon is running"
     if supervisor_alive:

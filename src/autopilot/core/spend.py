@@ -7,6 +7,8 @@ retried spends an iteration.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from autopilot.core.attempt import Attempt
 from autopilot.core.state import Spend, Tokens
 
@@ -50,4 +52,18 @@ def larger(first: Spend, second: Spend) -> Spend:
         active_ms=max(first.active_ms, second.active_ms),
         waiting_ms=max(first.waiting_ms, second.waiting_ms),
         iterations=max(first.iterations, second.iterations),
+    )
+
+
+def shared(own: Spend, others: Sequence[Spend]) -> Spend:
+    """The spend of a parallel run whose lanes share one budget: ``own`` (this lane)
+    plus every other lane's cost, tokens and iterations; the active and waiting time
+    are the longest lane's (lanes work at the same time)."""
+    lanes = (own, *others)
+    return Spend(
+        cost_usd=round(sum(s.cost_usd for s in lanes), 6),
+        tokens=Tokens(sum(s.tokens.input for s in lanes), sum(s.tokens.output for s in lanes)),
+        active_ms=max(s.active_ms for s in lanes),
+        waiting_ms=max(s.waiting_ms for s in lanes),
+        iterations=sum(s.iterations for s in lanes),
     )

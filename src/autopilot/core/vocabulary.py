@@ -209,3 +209,6 @@ class EventType(StrEnum):
     BUDGET_EXTENDED = "budget_extended"
     HOOK_SESSION = "hook_session"
     RESTORED = "restored"
+    LANE = "lane"
+    LANE_MERGED = "lane_merged"
+    MERGE_CONFLICT = "merge_conflict"

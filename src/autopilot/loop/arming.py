@@ -5,7 +5,9 @@ from __future__ import annotations
 import shutil
 import socket
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from autopilot.config import RunConfig
 from autopilot.core.vocabulary import EventType
@@ -33,13 +35,17 @@ def arm_run(
     command: tuple[str, ...] = (),
     mode: str = "prompt",
     worktree: bool = False,
+    start: str | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> str:
     """Create a run: its folder, ``state.json``, the ``armed`` event and index row.
 
     With ``worktree``, the run gets its own git worktree on a new branch
     ``autopilot/<runId>`` from ``cwd``'s HEAD (``workspace.worktrees``), under
     ``<root>/worktrees/``; the agent works in the same subdirectory of it as ``cwd``
-    is of its checkout, and ``state.json`` records it (``worktree``).
+    is of its checkout, and ``state.json`` records it (``worktree``). ``start`` names
+    the branch the worktree starts from instead of HEAD (a lane of a parallel run);
+    ``extra`` adds fields to ``state.json`` (a lane's ``lane``).
 
     Returns:
         The new run id.
@@ -69,7 +75,9 @@ def arm_run(
     if worktree:
         try:
             origin = open_repository(cwd)
-            made, left_behind = create_worktree(origin, worktree_path_for(root, run_id), run_id)
+            made, left_behind = create_worktree(
+                origin, worktree_path_for(root, run_id), run_id, start=start
+            )
         except AutopilotError:
             shutil.rmtree(path, ignore_errors=True)
             raise
@@ -92,7 +100,7 @@ def arm_run(
         prompt=prompt,
         extra_args=extra_args,
         command=command,
-        extra={"worktree": made.to_json()} if made else {},
+        extra={**({"worktree": made.to_json()} if made else {}), **(extra or {})},
     )
     folder = RunDir(path)
     StateStore(folder.state).create(state)

@@ -8,6 +8,11 @@ reports and decision file, undo what the agent changed in ``tasks.jsonl``, reope
 item on a surface violation, run the criteria's checks for ``continue_next``, apply
 the decision and write the file. Every change is also an event (``emit``), so the
 file can be written again from the run's log.
+
+A lane of a parallel run (``lanes`` given) shares the file with its sibling lanes:
+it claims its item under the file's lock (skipping items another live lane holds),
+writes back only its own item, and lands a completed item in the run branch
+(``Lanes.land``) before it counts; a conflict reopens it with the files named.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from autopilot.core.decisions import (
     CheckOutcome,
     ItemDecision,
     answer_item,
+    reopen_for_conflict,
     reopen_for_violation,
 )
 from autopilot.core.workitem_events import (
@@ -48,6 +54,7 @@ from autopilot.core.workitems import (
 from autopilot.errors import BacklogError
 from autopilot.loop.approved import ApprovedRun
 from autopilot.loop.checks import DEFAULT_CHECK_TIMEOUT_SECONDS, run_checks
+from autopilot.loop.claims import Landed, Lanes, claim_next, held_elsewhere
 from autopilot.store.backlog import Backlog, BacklogFile
 from autopilot.store.reports import claim_reports, take_decision_file
 
@@ -65,6 +72,8 @@ class Begun:
         done: Nothing is open and every completed item passed its checks.
         question: A person must act first (the run waits for them).
         hold: ``tasks.jsonl`` cannot be used as it is (the run pauses with this).
+        wait: Only items other lanes hold are left (the lane pauses until the file
+            changes).
     """
 
     item: WorkItem | None = None
@@ -72,6 +81,7 @@ class Begun:
     done: bool = False
     question: str | None = None
     hold: str | None = None
+    wait: str | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,7 @@ class BacklogShell:
         check_timeout_seconds: Per check command.
         environ: The environment check commands run with (default ``os.environ``).
         approved: The project's approved run boundary (``loop.approved``).
+        lanes: For a lane of a parallel run, its siblings and its landing.
     """
 
     backlog: Backlog
@@ -121,6 +132,7 @@ class BacklogShell:
     check_timeout_seconds: float = DEFAULT_CHECK_TIMEOUT_SECONDS
     environ: Mapping[str, str] | None = None
     approved: ApprovedRun | None = None
+    lanes: Lanes | None = None
     ours: tuple[WorkItem, ...] | None = field(default=None, init=False)
     running: WorkItem | None = field(default=None, init=False)
     _problems_told: tuple[str, ...] = field(default=(), init=False)
@@ -144,8 +156,19 @@ class BacklogShell:
                 continue
         return tuple(rebuilt)
 
-    def _write(self, items: Sequence[WorkItem]) -> None:
-        """Write ``items`` in place of the file's items, keeping malformed lines."""
+    def _write(self, items: Sequence[WorkItem], item: WorkItem | None = None) -> None:
+        """Write ``items`` in place of the file's items, keeping malformed lines; a
+        lane writes only its own ``item`` into the file as it is now."""
+        if self.lanes is not None and item is not None:
+            mine = item
+
+            def change_one(found: BacklogFile) -> BacklogFile:
+                if found.item(mine.id) is None:
+                    return found.append([mine])
+                return found.replace_item(mine)
+
+            self.ours = tuple(self.backlog.update(change_one).items)
+            return
 
         def change(found: BacklogFile) -> BacklogFile:
             malformed = found.malformed if found.exists else []
@@ -177,6 +200,8 @@ class BacklogShell:
         found, problem = self._read()
         if problem is not None or found is None:
             return Begun(hold=problem)
+        if self.lanes is not None:
+            return self._claim(iteration)
         known = self._known()
         if not found.exists and known:
             reconciled = reconcile(known, None, agent_worked=False)
@@ -212,6 +237,28 @@ class BacklogShell:
         self.running = running[0] if running else None
         return self.running
 
+    def _claim(self, iteration: int) -> Begun:
+        """A lane's ``begin``: choose and claim an item under the file's lock."""
+        assert self.lanes is not None
+        plan = claim_next(
+            self.backlog, self.run_id, iteration, self.lanes, run_surface=self.run_surface
+        )
+        self.ours = tuple(plan.items)
+        if plan.item is None:
+            return Begun(done=plan.done, question=plan.question, wait=plan.wait)
+        self._emit_all(plan.events, iteration)
+        self.running = plan.item
+        return Begun(item=plan.item, prompt=plan.prompt)
+
+    def waiting_on(self) -> tuple[str | None, frozenset[str]]:
+        """The file's digest and the items other lanes hold, to notice a change."""
+        try:
+            found = self.backlog.read()
+        except BacklogError:
+            return None, frozenset()
+        held = held_elsewhere(found.items, self.run_id, self.lanes) if self.lanes else frozenset()
+        return found.digest, held
+
     def end(
         self,
         iteration: int,
@@ -245,6 +292,13 @@ class BacklogShell:
             problems.extend(f"consistency-decision.json refused: {p}" for p in refused)
         found, problem = self._read()
         found_items = found.items if found is not None and found.exists and not problem else None
+        if self.lanes is not None and found_items is not None:
+            # Sibling lanes write their own items; only this lane's item is guarded.
+            mine = next((i for i in ours if i.id == item.id), item)
+            ours = tuple(mine if i.id == item.id else i for i in found_items)
+            if not any(i.id == item.id for i in found_items):
+                ours = (*ours, mine)
+            found_items = list(ours)
         reconciled = reconcile(ours, found_items, agent_worked=True)
         for note in reconciled.notes:
             self.emit("warning", iteration=iteration, note=note)
@@ -267,7 +321,18 @@ class BacklogShell:
                 env=self.environ,
             ).outcome
         conclusion = conclude_item(items, item, report, checks, iteration)
-        self._write(conclusion.items)
+        if self.lanes is not None and conclusion.item.status is ItemStatus.COMPLETED:
+            landed = self.lanes.land(conclusion.item)
+            if landed.conflicts:
+                return self._conflict(items, item, iteration, landed)
+            self.emit(
+                "lane_merged",
+                iteration=iteration,
+                itemId=item.id,
+                sha=landed.sha,
+                runBranch=landed.branch,
+            )
+        self._write(conclusion.items, conclusion.item)
         self._emit_all(conclusion.events, iteration)
         return Ended(
             conclusion.item,
@@ -293,11 +358,29 @@ class BacklogShell:
             paths=list(violations[:50]),
             count=len(violations),
         )
-        self._write(changed)
+        self._write(changed, reopened)
         self.emit("workitem_end", **workitem_end_fields(reopened, iteration, "surface_violation"))
         self.emit("workitem_recorded", iteration=iteration, **workitem_recorded_fields(reopened))
         self.emit("backlog_snapshot", **backlog_snapshot_fields(changed))
         return Ended(reopened, None, violations=tuple(violations))
+
+    def _conflict(
+        self, items: Sequence[WorkItem], item: WorkItem, iteration: int, landed: Landed
+    ) -> Ended:
+        reopened = reopen_for_conflict(item, landed.conflicts)
+        changed = tuple(reopened if i.id == item.id else i for i in items)
+        self.emit(
+            "merge_conflict",
+            iteration=iteration,
+            itemId=item.id,
+            files=list(landed.conflicts[:50]),
+            runBranch=landed.branch,
+        )
+        self._write(changed, reopened)
+        self.emit("workitem_end", **workitem_end_fields(reopened, iteration, "merge_conflict"))
+        self.emit("workitem_recorded", iteration=iteration, **workitem_recorded_fields(reopened))
+        self.emit("backlog_snapshot", **backlog_snapshot_fields(self._known()))
+        return Ended(reopened, None)
 
     def done(self) -> bool:
         """No item is open and every completed item passed its checks."""

@@ -18,6 +18,7 @@ from autopilot.core.continuation import reopened_notice
 from autopilot.core.vocabulary import EventType, Progress, RunStatus
 from autopilot.loop.approved import ApprovedRun
 from autopilot.loop.backlog import BacklogShell, Begun
+from autopilot.loop.claims import Lanes
 from autopilot.store.backlog import Backlog
 from autopilot.store.events import read_events
 from autopilot.store.rundir import RunDir
@@ -87,6 +88,10 @@ def backlog_boundary(shell: BacklogShell, state: Any, waits: Gates) -> Boundary:
     if begun.hold is not None:
         waits.hold_until(begun.hold, lambda: shell.problem() is None)
         return Boundary(again=True)
+    if begun.wait is not None:
+        seen = shell.waiting_on()
+        waits.hold_until(begun.wait, lambda: shell.waiting_on() != seen)
+        return Boundary(again=True)
     if begun.done:
         return Boundary(done="every work item is done")
     if begun.question is not None:
@@ -136,7 +141,11 @@ def item_facts(
 
 
 def backlog_shell(
-    record: Any, root: Path, run_id: str, environ: Mapping[str, str]
+    record: Any,
+    root: Path,
+    run_id: str,
+    environ: Mapping[str, str],
+    lanes: Lanes | None = None,
 ) -> BacklogShell | None:
     """The backlog shell of a run armed with ``mode: "backlog"``, else None.
 
@@ -149,6 +158,7 @@ def backlog_shell(
         root: The runs root (the backlog's lock lives in its ``.locks``).
         run_id: The run.
         environ: The environment check commands run with.
+        lanes: For a lane of a parallel run, its siblings and run branch.
     """
     state = record.state
     if state.mode != "backlog" or state.cwd is None:
@@ -167,4 +177,5 @@ def backlog_shell(
         log_events=lambda: read_events(folder / "events.jsonl"),
         environ=environ,
         approved=ApprovedRun(home, RunDir(folder).approved_run, warn),
+        lanes=lanes,
     )

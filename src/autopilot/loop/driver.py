@@ -25,6 +25,8 @@ from autopilot.core.change import LoopState
 from autopilot.core.delivery import MessageKind
 from autopilot.core.ending import RunResult, io_reason
 from autopilot.core.policy import Decision, budget_note, budget_reached
+from autopilot.core.restart import PARALLEL_MODE
+from autopilot.core.spend import shared
 from autopilot.core.step import Step, conclude, spend_counters
 from autopilot.core.verification import verify_notice
 from autopilot.core.vocabulary import Action, EventType, Reason
@@ -33,6 +35,7 @@ from autopilot.loop.backlog import Begun
 from autopilot.loop.backlog_run import backlog_boundary, backlog_shell, with_item_facts
 from autopilot.loop.briefing import Briefing
 from autopilot.loop.clock import Clock
+from autopilot.loop.lanes import run_lanes
 from autopilot.loop.launch import Launcher
 from autopilot.loop.observe import attempt_of
 from autopilot.loop.prompt import PromptReader
@@ -102,6 +105,8 @@ class Driver:
         state = self.record.state
         if state.cwd is None or (state.prompt.text is None and state.prompt.path is None):
             raise StateFileError(f"{self.run_dir.state} has no work tree or prompt to run")
+        if state.mode == PARALLEL_MODE:
+            raise UsageError(f"run {run_id} is a parallel run: its agents' runs are driven")
         self.cwd = Path(state.cwd)
         self.config = state.config
         self.policy = self.config.policy(state.mode)
@@ -122,7 +127,10 @@ class Driver:
             handoff=self.briefing,
         )
         self._locks = locks
-        self.backlog = backlog_shell(self.record, root, run_id, self.launcher.base_env)
+        self.lanes = run_lanes(root, run_id, state)
+        self.backlog = backlog_shell(
+            self.record, root, run_id, self.launcher.base_env, lanes=self.lanes
+        )
         self._begun: Begun | None = None
 
     @property
@@ -266,12 +274,16 @@ class Driver:
             if state.paused or off:
                 self.waits.hold_paused("OFF file present" if off and not state.paused else None)
                 continue
+            spend = state.spend
+            if self.lanes is not None:  # the lanes of a parallel run share one budget
+                spend = shared(spend, self.lanes.others_spend())
             reached = budget_reached(
-                spend_counters(state.spend), self.policy, iterations=not state.iteration_open
+                spend_counters(spend), self.policy, iterations=not state.iteration_open
             )
             if reached is not None:
                 reason, budget = reached
-                note = f"{budget_note(reason, budget)} (spend restored from state.json)"
+                whose = "every lane's spend" if self.lanes else "spend restored from state.json"
+                note = f"{budget_note(reason, budget)} ({whose})"
                 return self._finish(EventType.ABORT, reason, note)
             until = state.waiting_until_ms
             if until is None or until <= self.clock.now_ms():

@@ -104,7 +104,9 @@ def branch_exists(repo: Repository, branch: str) -> bool:
     return repo.run("show-ref", "--verify", "--quiet", f"refs/heads/{branch}").returncode == 0
 
 
-def create_worktree(origin: Repository, path: Path, run_id: str) -> tuple[RunWorktree, list[str]]:
+def create_worktree(
+    origin: Repository, path: Path, run_id: str, start: str | None = None
+) -> tuple[RunWorktree, list[str]]:
     """Make ``path`` a worktree on a new branch ``autopilot/<run_id>`` at HEAD.
 
     Args:
@@ -113,6 +115,8 @@ def create_worktree(origin: Repository, path: Path, run_id: str) -> tuple[RunWor
         path: The new worktree's directory; it must not exist, nor lie inside
             ``origin``.
         run_id: The run.
+        start: Start from this branch instead of HEAD (a lane of a parallel run
+            starts from the run branch).
 
     Returns:
         The worktree, and warnings for the user (changes in the checkout that the
@@ -128,6 +132,8 @@ def create_worktree(origin: Repository, path: Path, run_id: str) -> tuple[RunWor
         raise RepositoryError(
             f"{origin.top} has no commits yet; commit once before running in a worktree"
         )
+    if start is not None:
+        head = origin.text("rev-parse", "--verify", "--quiet", f"refs/heads/{start}^{{commit}}")
     branch = branch_for(run_id)
     if branch_exists(origin, branch):
         raise RepositoryError(f"branch {branch} already exists in {origin.top}")
@@ -142,7 +148,8 @@ def create_worktree(origin: Repository, path: Path, run_id: str) -> tuple[RunWor
         raise RepositoryError(
             f"cannot create a worktree at {resolved}: {first_line(done.stderr) or 'git failed'}"
         )
-    return RunWorktree(resolved, branch, head, origin.top), _left_behind(origin, head)
+    left_behind = _left_behind(origin, head) if start is None else []
+    return RunWorktree(resolved, branch, head, origin.top), left_behind
 
 
 def _left_behind(origin: Repository, head: str) -> list[str]:
