@@ -3,11 +3,13 @@
 Each command is a locked read-modify-write of the run's ``state.json``; the driver
 reads the flags at its next boundary (a stop with ``now`` ends the agent within a
 second). A stop of a run whose driver is gone ends the run here, with its one
-terminal event, so no run is left "running" forever.
+terminal event, so no run is left "running" forever. Pause, resume and stop of a
+parallel run reach each of its lanes that has not ended (``store.lanes``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +21,7 @@ from autopilot.loop.clock import Clock
 from autopilot.runtime.liveness import driver_alive, driver_running, supervisor_alive
 from autopilot.store.events import EventLog
 from autopilot.store.flock import FileLock
+from autopilot.store.lanes import lane_runs
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.snapshot import Snapshot
@@ -59,6 +62,7 @@ def pause(run_dir: Path, clock: Clock) -> ControlResult:
         s.paused = True
 
     state = store.update(change)
+    _to_lanes(run_dir, state, lambda lane: pause(lane, clock))
     return ControlResult(
         state, f"{run_dir.name}: pause requested; it takes effect at the next boundary"
     )
@@ -83,6 +87,7 @@ def resume(run_dir: Path, clock: Clock) -> ControlResult:
             s.paused_at_ms = None
 
     state = store.update(change)
+    _to_lanes(run_dir, state, lambda lane: resume(lane, clock))
     return ControlResult(state, f"{run_dir.name}: resumed")
 
 
@@ -103,6 +108,9 @@ def stop(
         StateFileError: state.json is corrupt or cannot be written.
     """
     store = StateStore(RunDir(run_dir).state)
+    before = read_state(store.path)
+    if not before.terminated:
+        _to_lanes(run_dir, before, lambda lane: stop(lane, clock, now=now, reason=reason))
 
     def request(hook: bool = False) -> ControlResult:
         # A driver runs the run: it reads the flags at its boundary (or at once).
@@ -149,6 +157,15 @@ def _stop_hook_run(run_dir: Path, clock: Clock, note: str) -> ControlResult | No
     return ControlResult(
         state, f"{run_dir.name}: stopped{closed}; its session's next stop is let through"
     )
+
+
+def _to_lanes(run_dir: Path, state: RunState, act: Callable[[Path], object]) -> None:
+    """Apply a control command to each lane of a parallel run that has not ended."""
+    for lane in lane_runs(state):
+        try:
+            act(run_dir.parent / lane)
+        except (UsageError, StateFileError):
+            continue  # that lane has ended, or its state.json cannot be read
 
 
 def repair(run_dir: Path, clock: Clock) -> RunState:

@@ -97,8 +97,12 @@ def run_offline(
     templates: dict[Path, Path] | None = None,
     fail_for_seconds: float | None = None,
     unset_env: Sequence[str] = (),
+    runs_made: int = 1,
 ) -> E2ERun:
     """``autopilot ARGS`` in ``repo`` with the model server running ``script``.
+
+    ``runs_made`` runs are expected (a parallel run and its lanes); the result's
+    ``run_dir`` is the first by name (a parallel run before its lanes).
 
     ``templates`` maps a config file template to where it goes, with ``{port}`` and
     ``{base_url}`` replaced by the server's (known only inside the runner).
@@ -135,11 +139,15 @@ def run_offline(
         check=False,
     )
     runs = (
-        sorted(p for p in runs_root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        sorted(
+            p
+            for p in runs_root.iterdir()
+            if p.is_dir() and not p.name.startswith(".") and p.name != "worktrees"
+        )
         if runs_root.is_dir()
         else []
     )
-    assert len(runs) == 1, (done.stdout, done.stderr)
+    assert len(runs) == runs_made, (done.stdout, done.stderr)
     requests = read_jsonl(requests_file) if requests_file.exists() else []
     return E2ERun(done.returncode, done.stdout, done.stderr, runs[0], requests)
 

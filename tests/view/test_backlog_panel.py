@@ -87,3 +87,17 @@ def test_an_extended_budget_shows_its_new_ceiling_and_why() -> None:
     assert snapshot.maxIterations == 15
     assert iteration_text(None, snapshot) == "iteration 0 of 15"
     assert describe_event(events[1]) == note
+
+
+def test_a_parallel_runs_events_read_as_one_line() -> None:
+    from autopilot.view.describe import describe_event
+
+    lane = {"type": "lane", "lane": 2, "laneRun": "r-lane2-1", "state": "item", "itemId": "b"}
+    assert describe_event(lane) == "lane 2 r-lane2-1 on b"
+    ended = {**lane, "state": "ended", "reason": "backlog_done"}
+    assert describe_event(ended) == "lane 2 r-lane2-1 ended (backlog_done)"
+    assert describe_event({**lane, "state": "started"}) == "lane 2 r-lane2-1 started"
+    merged = {"type": "lane_merged", "itemId": "b", "runBranch": "autopilot/r-1", "sha": "ab"}
+    assert describe_event(merged) == "b merged into autopilot/r-1"
+    conflict = {"type": "merge_conflict", "itemId": "b", "runBranch": "autopilot/r", "files": ["x"]}
+    assert describe_event(conflict) == "b conflicts with autopilot/r in x"

@@ -13,6 +13,7 @@ from autopilot.cli.echo import say, say_json
 from autopilot.core.ending import describe_ending
 from autopilot.core.vocabulary import RunStatus
 from autopilot.loop.clock import SystemClock
+from autopilot.store.lanes import lane_views
 from autopilot.store.paths import resolve_run, run_dir, runs_root
 from autopilot.store.project_files import run_off_switch
 from autopilot.store.run_state import RunState
@@ -223,6 +224,8 @@ def status(as_json: bool, run_ref: str | None) -> int:
     if worktree is not None:
         lines.append(f"worktree   {_field(worktree['path'])}")
         lines.append(f"branch     {_field(worktree['branch'])} (from {_field(worktree['origin'])})")
+    root = runs_root(create=False)
+    lines.extend(shown(view.line()) for view in lane_views(root, state))
     if state.supervisor_pid or report.supervisor is not None:
         supervisor = {True: "alive", False: "gone", None: "none"}[report.supervisor]
         lines.insert(-1, f"supervisor {supervisor} (pid {state.supervisor_pid})")

@@ -11,6 +11,7 @@ import click
 from autopilot.agents.base import AgentAdapter
 from autopilot.agents.registry import AGENT_NAMES, make_adapter
 from autopilot.cli.echo import say
+from autopilot.cli.parallel_cmd import lanes_wanted, run_parallel
 from autopilot.cli.run_sources import approve_boundary, run_source, with_baked_defaults
 from autopilot.config import RunConfig, build_config
 from autopilot.core.ending import RunResult
@@ -251,10 +252,17 @@ def drive(
     help="Take no checkpoints of the working tree (config: checkpoints = false).",
 )
 @click.option(
-    "--worktree",
-    is_flag=True,
+    "--worktree/--no-worktree",
+    default=None,
     help="Work in a new git worktree on branch autopilot/<run id>; your checkout is "
     "never written (merge it back with autopilot merge).",
+)
+@click.option(
+    "--parallel",
+    "parallel",
+    metavar="N",
+    help="With --backlog: N agents at once, each in its own worktree, each completed "
+    "work item merged into the run's branch autopilot/<run id>.",
 )
 @click.option(
     "--verify",
@@ -280,7 +288,8 @@ def run(
     detach: bool,
     notify: tuple[str, ...],
     no_checkpoints: bool,
-    worktree: bool,
+    worktree: bool | None,
+    parallel: str | None,
     verify: tuple[str, ...],
     **limits: str | None,
 ) -> int:
@@ -297,6 +306,7 @@ def run(
         raise UsageError("--approve and --surface are for backlog runs (--backlog)")
     if surfaces and not approve:
         raise UsageError("--surface goes with --approve")
+    lanes = lanes_wanted(parallel, backlog=backlog, worktree=worktree)
     cwd = Path.cwd().resolve()
     chosen = run_source(
         cwd,
@@ -336,6 +346,18 @@ def run(
         )
     if backlog:
         approve_boundary(cwd, approve=approve, steps=config.max_iterations, surfaces=surfaces)
+    if lanes is not None:
+        return run_parallel(
+            root,
+            config,
+            chosen.source,
+            cwd,
+            lanes=lanes,
+            extra_args=agent_args,
+            command=command,
+            detach=detach,
+            show_limits=lambda run_id: _print_limits(run_id, config, run_dir(root, run_id)),
+        )
     if worktree:
         # A new worktree of its own: no other run can hold it, and the checkout's own
         # run (if any) is not in its way.

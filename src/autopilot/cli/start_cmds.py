@@ -9,7 +9,7 @@ import click
 from autopilot import control
 from autopilot.cli.echo import say
 from autopilot.cli.run_cmds import drive, launch_detached
-from autopilot.core.restart import HOOK_MODE
+from autopilot.core.restart import HOOK_MODE, PARALLEL_MODE
 from autopilot.errors import RunLockedError, UsageError
 from autopilot.loop.clock import SystemClock
 from autopilot.runtime.agents import adapter_for_state
@@ -17,6 +17,7 @@ from autopilot.runtime.drive import ending_line, result_of
 from autopilot.runtime.liveness import driver_alive, supervisor_alive
 from autopilot.store.paths import list_run_ids, resolve_run, run_dir, runs_root
 from autopilot.store.project_files import run_off_switch
+from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state, read_state_quietly
 
@@ -69,6 +70,8 @@ def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
             f"run {run_id} runs in its agent session's Stop hook (autopilot arm): prompt that "
             "session to go on, or autopilot stop it"
         )
+    if state.mode == PARALLEL_MODE:
+        return start_lanes(root, state)
     daemon_alive = driver_alive(state)
     if daemon_alive and foreground:
         raise RunLockedError(f"run {run_id} is still being driven (pid {state.pid})")
@@ -99,6 +102,23 @@ def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
     if foreground:
         return drive(root, run_id, adapter, plain=plain)
     return launch_detached(root, run_id)
+
+
+def start_lanes(root: Path, state: RunState) -> int:
+    """Start again each lane of a parallel run that has not ended and is not driven."""
+    from autopilot.store.lanes import lane_runs
+
+    started = 0
+    for lane_id in lane_runs(state):
+        lane = read_state_quietly(RunDir(run_dir(root, lane_id)).state)
+        if lane is None or lane.terminated or driver_alive(lane) or supervisor_alive(lane):
+            continue
+        say(f"autopilot: relaunching {lane_id} at iteration {lane.iteration}")
+        launch_detached(root, lane_id)
+        started += 1
+    if not started:
+        say(f"autopilot: every agent of {state.run_id} is running or has ended")
+    return 0
 
 
 def relaunchable_runs(root: Path, project: Path | None) -> list[tuple[str, str | None]]:

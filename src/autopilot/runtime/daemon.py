@@ -39,7 +39,9 @@ def drive_detached(root: Path, run_id: str) -> int:
     from autopilot.runtime.agents import adapter_for_state
     from autopilot.runtime.keepawake import KeepAwake
     from autopilot.runtime.locks import ProjectLock, RunLocks
+    from autopilot.runtime.parallel import settle
     from autopilot.store.events import EventLog
+    from autopilot.store.lanes import LaneOf
     from autopilot.store.paths import run_dir
     from autopilot.store.rundir import RunDir
     from autopilot.store.state import read_state
@@ -62,6 +64,9 @@ def drive_detached(root: Path, run_id: str) -> int:
     finally:
         awake.release()
         notes.close()
+    lane = LaneOf.from_json(state.extra.get("lane"))
+    if lane is not None:  # the last lane to end ends its parallel run
+        settle(root, lane.parent, clock)
     ending = describe_ending(result.reason, completed=result.terminal_type == "complete")
     with contextlib.suppress(OSError, ValueError):  # daemon.out on a full disk
         print(f"autopilot: run {run_id} {ending}", flush=True)

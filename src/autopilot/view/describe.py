@@ -85,6 +85,17 @@ def describe_event(event: Mapping[str, Any]) -> str:
         paths = event.get("paths")
         shown = ", ".join(map(str, paths[:5])) if isinstance(paths, list) else "files"
         return f"{event.get('itemId')} changed {shown} outside its surface"
+    if kind == "lane":
+        # A parallel run's agent: started, took an item, or ended.
+        what = {"ended": f"ended ({event.get('reason')})", "item": f"on {event.get('itemId')}"}
+        doing = what.get(str(event.get("state")), "started")
+        return f"lane {event.get('lane')} {event.get('laneRun')} {doing}"
+    if kind == "lane_merged":
+        return f"{event.get('itemId')} merged into {event.get('runBranch')}"
+    if kind == "merge_conflict":
+        files = event.get("files")
+        shown = ", ".join(map(str, files[:5])) if isinstance(files, list) else "files"
+        return f"{event.get('itemId')} conflicts with {event.get('runBranch')} in {shown}"
     if kind == "budget_extended":
         return str(event.get("note") or f"extended to {event.get('maxIterations')} iterations")
     if kind == "verify":
