@@ -5,6 +5,8 @@ report``."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -180,3 +182,35 @@ def test_more_agents_than_ready_items_start_as_many_as_there_are_items(
     assert "autopilot: 3 agents asked for but 1 work item is ready: starting 1\n" in done.stderr
     _, lanes = _runs(tmp_path)
     assert len(lanes) == 1
+
+
+def test_a_crashed_agent_is_restarted_and_no_work_is_lost(tmp_path: Path, repo: Path) -> None:
+    tasks = _backlog(repo, *(_item(name, f"{name}.md") for name in "abcd"))
+    env = {"AUTOPILOT_DEMO_DELAY": "0.4"}
+    args = ["run", "--backlog", "--parallel", "2", "--agent", "demo", "--detach"]
+    started = run_cli(args, cwd=repo, env=env)
+    assert started.returncode == 0, started.stderr
+    parent, lanes = _runs(tmp_path)
+    victim = lanes[0] / "state.json"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        state = json.loads(victim.read_text())
+        if state.get("agentPid") and state.get("pid"):
+            break
+        time.sleep(0.05)
+    os.kill(state["pid"], signal.SIGKILL)  # the lane's driver dies mid-iteration
+
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if json.loads((parent / "state.json").read_text()).get("terminated"):
+            break
+        time.sleep(0.2)
+    events = read_jsonl(parent / "events.jsonl")
+    assert (events[-1]["type"], events[-1]["reason"]) == ("complete", "backlog_done")
+    assert {item["status"] for item in _items(tasks).values()} == {"completed"}
+    restarts = [
+        e for e in read_jsonl(lanes[0] / "events.jsonl") if e["type"] == "supervisor_restart"
+    ]
+    assert restarts
+    names = set(git(repo, "ls-tree", "--name-only", f"autopilot/{parent.name}").split())
+    assert {"a.md", "b.md", "c.md", "d.md"} <= names
