@@ -109,8 +109,10 @@ def stop(
     """
     store = StateStore(RunDir(run_dir).state)
     before = read_state(store.path)
-    if not before.terminated:
+    going = 0
+    if not before.terminated and lane_runs(before):
         _to_lanes(run_dir, before, lambda lane: stop(lane, clock, now=now, reason=reason))
+        going = sum(not s.terminated for s in _lane_states(run_dir, before))
 
     def request(hook: bool = False) -> ControlResult:
         # A driver runs the run: it reads the flags at its boundary (or at once).
@@ -126,8 +128,14 @@ def stop(
             when = "when the Stop of its session being answered now is done"
         else:
             when = "now" if now else "at the next boundary"
+        if going:  # a parallel run ends once its agents have (runtime.parallel.settle)
+            return ControlResult(
+                state, f"{run_dir.name}: stop requested; its {going} agents stop {when}"
+            )
         return ControlResult(state, f"{run_dir.name}: stop requested; the run stops {when}")
 
+    if going:
+        return request()
     if read_state(store.path).mode == HOOK_MODE:
         ended = _stop_hook_run(run_dir, clock, reason)
         return ended if ended is not None else request(hook=True)
@@ -157,6 +165,17 @@ def _stop_hook_run(run_dir: Path, clock: Clock, note: str) -> ControlResult | No
     return ControlResult(
         state, f"{run_dir.name}: stopped{closed}; its session's next stop is let through"
     )
+
+
+def _lane_states(run_dir: Path, state: RunState) -> list[RunState]:
+    """The readable states of a parallel run's lanes."""
+    found = []
+    for lane in lane_runs(state):
+        try:
+            found.append(read_state(RunDir(run_dir.parent / lane).state))
+        except StateFileError:
+            continue
+    return found
 
 
 def _to_lanes(run_dir: Path, state: RunState, act: Callable[[Path], object]) -> None:

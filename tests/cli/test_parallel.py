@@ -109,15 +109,28 @@ def test_an_item_whose_merge_conflicts_is_reopened_then_lands(tmp_path: Path, re
     assert f"item {loser}." in git(repo, "show", f"{branch}:same.md")
 
 
-def test_stop_reaches_every_agent_and_budgets_are_shared(tmp_path: Path, repo: Path) -> None:
+def test_pause_resume_and_stop_reach_every_agent(tmp_path: Path, repo: Path) -> None:
     _backlog(repo, *(_item(name, f"{name}.md") for name in "abcdef"))
     env = {"AUTOPILOT_DEMO_DELAY": "0.5"}
     args = ["run", "--backlog", "--parallel", "3", "--agent", "demo", "--detach"]
     started = run_cli([*args, "--max-iterations", "4"], cwd=repo, env=env)
     assert started.returncode == 0, started.stderr
     parent, lanes = _runs(tmp_path)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(
+        json.loads((lane / "state.json").read_text()).get("pid") for lane in lanes
+    ):
+        time.sleep(0.05)  # every agent's driver is at work
+    lane_state = lambda lane: json.loads((lane / "state.json").read_text())  # noqa: E731
+    assert run_cli(["pause", parent.name], cwd=repo).returncode == 0
+    assert [lane_state(lane)["paused"] for lane in lanes] == [True, True, True]
+    assert run_cli(["resume", parent.name], cwd=repo).returncode == 0
+    assert [lane_state(lane)["paused"] for lane in lanes] == [False, False, False]
     stopped = run_cli(["stop", parent.name], cwd=repo)
     assert stopped.returncode == 0, stopped.stderr
+    assert f"{parent.name}: stop requested; its 3 agents stop at the next boundary" in (
+        stopped.stdout
+    )
 
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
