@@ -324,7 +324,7 @@ class BacklogShell:
         if self.lanes is not None and conclusion.item.status is ItemStatus.COMPLETED:
             landed = self.lanes.land(conclusion.item)
             if landed.conflicts:
-                return self._conflict(items, item, iteration, landed)
+                return self._conflict(items, conclusion.item, iteration, landed)
             self.emit(
                 "lane_merged",
                 iteration=iteration,
