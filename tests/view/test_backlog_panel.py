@@ -96,7 +96,9 @@ def test_a_parallel_runs_events_read_as_one_line() -> None:
     assert describe_event(lane) == "lane 2 r-lane2-1 on b"
     ended = {**lane, "state": "ended", "reason": "backlog_done"}
     assert describe_event(ended) == "lane 2 r-lane2-1 ended (backlog_done)"
-    assert describe_event({**lane, "state": "started"}) == "lane 2 r-lane2-1 started"
+    assert describe_event({**lane, "state": "started", "agent": "codex"}) == (
+        "lane 2 r-lane2-1 started (codex)"
+    )
     merged = {"type": "lane_merged", "itemId": "b", "runBranch": "autopilot/r-1", "sha": "ab"}
     assert describe_event(merged) == "b merged into autopilot/r-1"
     conflict = {"type": "merge_conflict", "itemId": "b", "runBranch": "autopilot/r", "files": ["x"]}

@@ -163,6 +163,7 @@ def _lane_fields(view: LaneView) -> dict[str, object]:
         "state": "ended" if view.ended else "item" if view.item else "started",
         "itemId": view.item,
         "iteration": view.iteration,
+        "agent": view.agent,
         "reason": view.ended,
     }
 

@@ -89,7 +89,8 @@ def describe_event(event: Mapping[str, Any]) -> str:
         # A parallel run's agent: started, took an item, or ended.
         what = {"ended": f"ended ({event.get('reason')})", "item": f"on {event.get('itemId')}"}
         doing = what.get(str(event.get("state")), "started")
-        return f"lane {event.get('lane')} {event.get('laneRun')} {doing}"
+        agent = f" ({event['agent']})" if _get(event, "agent") else ""
+        return f"lane {event.get('lane')} {event.get('laneRun')} {doing}{agent}"
     if kind == "lane_merged":
         return f"{event.get('itemId')} merged into {event.get('runBranch')}"
     if kind == "merge_conflict":
