@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autopilot.store.paths import run_dir
+from autopilot.store.paths import is_valid_run_id, run_dir
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly
@@ -51,7 +51,7 @@ def lane_runs(state: RunState) -> list[str]:
     lanes = parallel.get("lanes") if isinstance(parallel, Mapping) else None
     if not isinstance(lanes, list):
         return []
-    return [lane for lane in lanes if isinstance(lane, str) and lane]
+    return [lane for lane in lanes if isinstance(lane, str) and is_valid_run_id(lane)]
 
 
 @dataclass(frozen=True)
@@ -87,27 +87,46 @@ class LaneView:
 
 def lane_views(root: Path, parent: RunState) -> list[LaneView]:
     """Each lane of a parallel run as it is now (lanes whose state cannot be read are
-    left out)."""
-    from autopilot.store.reader import read_snapshot
+    left out); a lane's item is the running item of ``tasks.jsonl`` it claimed."""
+    from autopilot.errors import BacklogError
+    from autopilot.store.backlog import Backlog
 
+    if not lane_runs(parent):
+        return []
+    try:
+        items = Backlog(_home(parent), root / ".locks").read().items
+    except BacklogError:
+        items = []
+    claims = {
+        item.extra.get("claimed_by"): item.id for item in items if item.status.value == "running"
+    }
     views = []
     for lane_id in lane_runs(parent):
-        folder = RunDir(run_dir(root, lane_id))
-        state = read_state_quietly(folder.state)
+        state = read_state_quietly(RunDir(run_dir(root, lane_id)).state)
         lane = LaneOf.from_json(state.extra.get("lane")) if state else None
         if state is None or lane is None:
             continue
-        active = read_snapshot(folder.events).activeWorkItem if not state.terminated else None
-        item = active.get("id") if isinstance(active, dict) else None
         views.append(
             LaneView(
                 lane.number,
                 lane_id,
                 state.status.value,
                 state.iteration,
-                item if isinstance(item, str) else None,
+                None if state.terminated else claims.get(lane_id),
                 state.agent,
                 state.termination_reason if state.terminated else None,
             )
         )
     return views
+
+
+def _home(parent: RunState) -> Path:
+    """The user's checkout folder a parallel run works the backlog of (the same
+    subfolder of ``worktree.origin`` as ``cwd`` is of ``worktree.path``)."""
+    cwd = Path(parent.cwd or ".")
+    record = parent.extra.get("worktree")
+    path = record.get("path") if isinstance(record, Mapping) else None
+    origin = record.get("origin") if isinstance(record, Mapping) else None
+    if not isinstance(path, str) or not isinstance(origin, str) or not cwd.is_relative_to(path):
+        return cwd
+    return Path(origin) / cwd.relative_to(path)
