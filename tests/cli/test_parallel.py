@@ -109,7 +109,7 @@ def test_an_item_whose_merge_conflicts_is_reopened_then_lands(tmp_path: Path, re
     assert f"item {loser}." in git(repo, "show", f"{branch}:same.md")
 
 
-def test_pause_resume_and_stop_reach_every_agent(tmp_path: Path, repo: Path) -> None:
+def test_pause_resume_off_and_stop_reach_every_agent(tmp_path: Path, repo: Path) -> None:
     _backlog(repo, *(_item(name, f"{name}.md") for name in "abcdef"))
     env = {"AUTOPILOT_DEMO_DELAY": "0.5"}
     args = ["run", "--backlog", "--parallel", "3", "--agent", "demo", "--detach"]
@@ -126,6 +126,17 @@ def test_pause_resume_and_stop_reach_every_agent(tmp_path: Path, repo: Path) -> 
     assert [lane_state(lane)["paused"] for lane in lanes] == [True, True, True]
     assert run_cli(["resume", parent.name], cwd=repo).returncode == 0
     assert [lane_state(lane)["paused"] for lane in lanes] == [False, False, False]
+    off = run_cli(["off"], cwd=repo)  # the OFF switch of the checkout holds every agent
+    assert off.returncode == 0, off.stderr
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not all(
+        lane_state(lane)["status"] == "paused" for lane in lanes
+    ):
+        time.sleep(0.1)
+    assert [lane_state(lane)["status"] for lane in lanes] == ["paused"] * 3
+    for lane in lanes:
+        pauses = [e for e in read_jsonl(lane / "events.jsonl") if e["type"] == "pause"]
+        assert "OFF" in pauses[-1]["note"], pauses
     stopped = run_cli(["stop", parent.name], cwd=repo)
     assert stopped.returncode == 0, stopped.stderr
     assert f"{parent.name}: stop requested; its 3 agents stop at the next boundary" in (

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from autopilot.store.paths import is_valid_run_id, run_dir
+from autopilot.store.project_files import checkout_folder
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly
@@ -121,12 +122,11 @@ def lane_views(root: Path, parent: RunState) -> list[LaneView]:
 
 
 def _home(parent: RunState) -> Path:
-    """The user's checkout folder a parallel run works the backlog of (the same
-    subfolder of ``worktree.origin`` as ``cwd`` is of ``worktree.path``)."""
+    """The folder of the user's checkout whose backlog a parallel run works."""
     cwd = Path(parent.cwd or ".")
     record = parent.extra.get("worktree")
     path = record.get("path") if isinstance(record, Mapping) else None
     origin = record.get("origin") if isinstance(record, Mapping) else None
-    if not isinstance(path, str) or not isinstance(origin, str) or not cwd.is_relative_to(path):
+    if not isinstance(path, str) or not isinstance(origin, str):
         return cwd
-    return Path(origin) / cwd.relative_to(path)
+    return checkout_folder(cwd, Path(path), Path(origin))
