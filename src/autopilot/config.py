@@ -7,17 +7,12 @@ Precedence: command-line flag > ``AUTOPILOT_*`` environment variable >
 bounded regular files (``store.files``: a repository can plant a FIFO or a link to
 ``/dev/zero`` there); an unknown key, a refused file, a file that is not UTF-8 TOML or
 a bad value is a one-line ``UsageError`` naming the file and the key as written there.
-
-Integers are ASCII digits only, base 10 (``08`` is eight, field report 9; ``+2``,
-``1_0``, ``0x10`` are refused, also as TOML integers); durations are
-``90`` (seconds), ``90s``, ``30m``, ``2h``, ``1h30m``, ``2 days`` (parsed by
-pytimeparse). Every value is bounded (``MAX_COUNT``, ``MAX_COST_USD``,
-``MAX_DURATION_SECONDS``) so that no later arithmetic overflows.
+Each value is parsed by its setting's parser (``config_values``); a TOML integer is
+held to digits only as a flag is.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -25,6 +20,18 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from autopilot.config_values import (
+    LINE_SETTINGS,
+    LIST_SETTINGS,
+    MAX_COUNT,
+    SETTINGS,
+    SWITCH_SETTINGS,
+    UNION_SETTINGS,
+    parse_command,
+    parse_env_pattern,
+    parse_urls,
+    shown,
+)
 from autopilot.core.adaptive import DEFAULT_EXTENSION, DEFAULT_MAX_TOTAL
 from autopilot.core.completion import MatchMode
 from autopilot.core.policy import PolicyConfig
@@ -34,121 +41,7 @@ from autopilot.store.files import MAX_CONFIG_FILE_BYTES, UnsafeFileError, read_b
 DEFAULT_MAX_ITERATIONS = 10
 """Iteration budget when none is given; unlimited needs ``--max-iterations 0``."""
 
-
-MAX_COUNT = 10**12
-"""Upper bound of every whole-number setting (iterations, tokens, limits)."""
-
-MAX_COST_USD = 1e9
-"""Upper bound of a USD amount."""
-
-_YEAR_SECONDS = 365 * 24 * 3600
-MAX_DURATION_SECONDS = 10 * _YEAR_SECONDS
-"""Upper bound of every duration: ten years."""
-
-_INT_RE = re.compile(r"[0-9]+")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
-_SHOWN_CHARS = 40
-
-
-def _shown(text: str) -> str:
-    """``text`` quoted for an error message, cut so the message stays one short line."""
-    return repr(text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…")
-
-
-def parse_int(text: str, *, name: str, minimum: int = 0, maximum: int = MAX_COUNT) -> int:
-    """Parse a base-10 integer written in ASCII digits only (``08`` is 8).
-
-    Surrounding whitespace is ignored; a sign, ``_``, other digits (``²``, ``٣``) and
-    other bases are refused.
-
-    Raises:
-        UsageError: not a base-10 integer, or outside ``minimum``..``maximum``.
-    """
-    cleaned = text.strip()
-    if not _INT_RE.fullmatch(cleaned):
-        raise UsageError(f"{name} must be a whole number in digits 0-9, got {_shown(text)}")
-    # Count digits before converting: int() refuses strings over 4300 digits.
-    digits = cleaned.lstrip("0") or "0"
-    if len(digits) > len(str(maximum)):
-        raise UsageError(f"{name} must be at most {maximum}, got {_shown(text)}")
-    value = int(digits, 10)
-    if value < minimum:
-        raise UsageError(f"{name} must be at least {minimum}, got {value}")
-    if value > maximum:
-        raise UsageError(f"{name} must be at most {maximum}, got {value}")
-    return value
-
-
-def parse_float(text: str, *, name: str, maximum: float = MAX_COST_USD) -> float:
-    """Parse a non-negative number up to ``maximum`` (e.g. USD; a leading ``$`` is ok).
-
-    Raises:
-        UsageError: not an ASCII number, negative, NaN, infinite or above ``maximum``.
-    """
-    stripped = text.strip().lstrip("$")
-    try:
-        value = float(stripped) if stripped.isascii() else None
-    except ValueError:
-        value = None
-    if value is None:
-        raise UsageError(f"{name} must be a number, got {_shown(text)}")
-    if not math.isfinite(value) or value < 0:
-        raise UsageError(f"{name} must be a non-negative number, got {_shown(text)}")
-    if value > maximum:
-        raise UsageError(f"{name} must be at most {maximum:.15g}, got {_shown(text)}")
-    return value
-
-
-def parse_duration_seconds(text: str, *, name: str, maximum: float = MAX_DURATION_SECONDS) -> float:
-    """Parse ``90``, ``90s``, ``30m``, ``2h``, ``1h30m``, ``2 days`` into seconds.
-
-    Raises:
-        UsageError: unreadable, zero or negative, or longer than ``maximum`` seconds
-            (ten years by default).
-    """
-    stripped = text.strip()
-    seconds: float | None = None
-    if stripped.isascii():
-        try:
-            seconds = float(stripped)
-        except ValueError:
-            from pytimeparse.timeparse import timeparse  # only where a duration is given
-
-            parsed = timeparse(stripped)
-            try:
-                seconds = float(parsed) if parsed is not None else None
-            except OverflowError:
-                seconds = math.inf
-    if seconds is None or math.isnan(seconds):
-        raise UsageError(f"{name} must be a duration like 90s, 30m or 2h, got {_shown(text)}")
-    if seconds <= 0:
-        raise UsageError(f"{name} must be longer than zero, got {_shown(text)}")
-    if seconds > maximum:
-        raise UsageError(
-            f"{name} must be at most {maximum / _YEAR_SECONDS:g} years, got {_shown(text)}"
-        )
-    return seconds
-
-
-def parse_choice(choices: tuple[str, ...]) -> Callable[[str, str], str]:
-    """A parser accepting one of ``choices``."""
-
-    def parse(text: str, name: str) -> str:
-        if text not in choices:
-            raise UsageError(f"{name} must be one of {', '.join(choices)}; got {_shown(text)}")
-        return text
-
-    return parse
-
-
-def _text(text: str, name: str) -> str:
-    return text
-
-
-def _token(text: str, name: str) -> str:
-    if not text.strip() or any(ch.isspace() for ch in text.strip()):
-        raise UsageError(f"{name} must be one word without spaces, got {_shown(text)}")
-    return text.strip()
 
 
 @dataclass(frozen=True)
@@ -286,7 +179,7 @@ def _json_urls(value: Any) -> tuple[str, ...]:
     """
     if not isinstance(value, list) or not all(isinstance(url, str) for url in value):
         raise UsageError("field 'config.notify' must be a list of URLs")
-    return _urls(" ".join(value), "field 'config.notify'")
+    return parse_urls(" ".join(value), "field 'config.notify'")
 
 
 def _json_value(value: Any, name: str, parse: Callable[[str, str], Any] | None) -> Any:
@@ -300,8 +193,8 @@ def _json_value(value: Any, name: str, parse: Callable[[str, str], Any] | None) 
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             raise UsageError(f"{where} must be a list of strings")
         if name == "verify":
-            return tuple(_command(item, where) for item in value)
-        return tuple(_env_pattern(item, where) for item in value)
+            return tuple(parse_command(item, where) for item in value)
+        return tuple(parse_env_pattern(item, where) for item in value)
     if value is None:
         if name in _OPTIONAL_FIELDS:
             return None
@@ -314,117 +207,6 @@ def _json_value(value: Any, name: str, parse: Callable[[str, str], Any] | None) 
     if parse is not None:
         parse(value if isinstance(value, str) else str(value), where)
     return value
-
-
-def _int_setting(minimum: int) -> Callable[[str, str], int]:
-    return lambda text, name: parse_int(text, name=name, minimum=minimum)
-
-
-def _float_setting(text: str, name: str) -> float:
-    value = parse_float(text, name=name)
-    if value <= 0:
-        raise UsageError(f"{name} must be more than zero, got {text.strip()!r}")
-    return value
-
-
-def _duration_setting(text: str, name: str) -> float:
-    return parse_duration_seconds(text, name=name)
-
-
-_ENV_PATTERN_RE = re.compile(r"[A-Za-z0-9_*?\[\]!-]+")
-
-
-def _env_pattern(text: str, name: str) -> str:
-    pattern = text.strip()
-    if not _ENV_PATTERN_RE.fullmatch(pattern):
-        raise UsageError(
-            f"{name} must be variable names or globs like AWS_* (letters, digits, _ * ? [ ]), "
-            f"got {_shown(text)}"
-        )
-    return pattern
-
-
-def _env_patterns(text: str, name: str) -> tuple[str, ...]:
-    """``AWS_*,*_TOKEN`` (commas or spaces between) → the glob patterns."""
-    return tuple(_env_pattern(item, name) for item in re.split(r"[,\s]+", text) if item)
-
-
-MAX_VERIFY_COMMANDS = 20
-MAX_COMMAND_CHARS = 4000
-
-
-def _command(text: str, name: str) -> str:
-    command = text.strip()
-    if not command or "\n" in command or "\0" in command or len(command) > MAX_COMMAND_CHARS:
-        raise UsageError(
-            f"{name} must be a command line of 1-{MAX_COMMAND_CHARS} characters, got {_shown(text)}"
-        )
-    return command
-
-
-def _commands(text: str, name: str) -> tuple[str, ...]:
-    """Shell command lines, one per line (``--verify`` given twice: two lines)."""
-    commands = tuple(_command(line, name) for line in text.split("\n"))
-    if len(commands) > MAX_VERIFY_COMMANDS:
-        raise UsageError(f"{name}: at most {MAX_VERIFY_COMMANDS} commands, got {len(commands)}")
-    return commands
-
-
-def _urls(text: str, name: str) -> tuple[str, ...]:
-    """Notification URLs, separated by whitespace (apprise's own list form).
-
-    Raises:
-        UsageError: a word that is not ``scheme://…``.
-    """
-    urls = tuple(text.split())
-    for url in urls:
-        scheme, sep, rest = url.partition("://")
-        if not sep or not scheme.isascii() or not scheme.isalnum() or not rest:
-            shown = url if len(url) <= 20 else url[:19] + "…"
-            raise UsageError(f"{name} must be notification URLs like ntfy://topic, got {shown!r}")
-    return urls
-
-
-SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
-    "agent": ("agent", _text),
-    "model": ("model", _text),
-    "label": ("label", _text),
-    "max-iterations": ("max_iterations", _int_setting(0)),
-    "min-iterations": ("min_iterations", _int_setting(1)),
-    "max-cost": ("max_cost_usd", _float_setting),
-    "max-tokens": ("max_tokens", _int_setting(1)),
-    "max-duration": ("max_duration_seconds", _duration_setting),
-    "iteration-timeout": ("iteration_timeout_seconds", _duration_setting),
-    "idle-timeout": ("idle_timeout_seconds", _duration_setting),
-    "result-grace": ("result_grace_seconds", _duration_setting),
-    "completion-promise": ("completion_promise", _token),
-    "abort-promise": ("abort_promise", _token),
-    "completion-match": ("completion_match", parse_choice(tuple(m.value for m in MatchMode))),
-    "stagnation-limit": ("stagnation_limit", _int_setting(0)),
-    "context": ("context", parse_choice(("fresh", "continue"))),
-    "prompt-via": ("prompt_via", parse_choice(("stdin", "arg", "file"))),
-    "env-exclude": ("env_exclude", _env_patterns),
-    "notify": ("notify", _urls),
-    "checkpoints": ("checkpoints", parse_choice(("on", "off"))),
-    "verify": ("verify", _commands),
-    "adaptive-extension": ("adaptive_extension", _int_setting(0)),
-    "adaptive-max-total": ("adaptive_max_total", _int_setting(1)),
-}
-"""Settable keys: the flag name (also the TOML key, ``-`` or ``_``) → field, parser."""
-
-_UNION_SETTINGS = frozenset({"env-exclude"})
-"""Settings whose values from every layer add up instead of the first one winning:
-a project's config can drop more variables from the agent's environment, never
-bring back one the user's config drops."""
-
-
-_LIST_SETTINGS = frozenset({"notify", "verify"})
-"""Settings that may be a TOML list of strings (``notify = ["ntfy://a", …]``)."""
-
-_SWITCH_SETTINGS = frozenset({"checkpoints"})
-"""``on``/``off`` settings that may also be a TOML boolean (``checkpoints = false``)."""
-_LINE_SETTINGS = frozenset({"verify"})
-"""List settings whose items may hold spaces: a list is joined with newlines."""
 
 
 def user_config_path() -> Path:
@@ -476,15 +258,15 @@ def _load_toml(path: Path, project: Path | None = None) -> _KeyedValues:
     for key, value in data.items():
         flag = key.replace("_", "-")
         if flag not in SETTINGS:
-            raise UsageError(f"{path}: unknown setting {_shown(key)}")
+            raise UsageError(f"{path}: unknown setting {shown(key)}")
         if flag in keys:
             raise UsageError(f"{path}: {keys[flag]} and {key} are the same setting")
-        if flag in _UNION_SETTINGS | _LIST_SETTINGS and isinstance(value, list):
+        if flag in UNION_SETTINGS | LIST_SETTINGS and isinstance(value, list):
             if not all(isinstance(item, str) for item in value):
                 raise UsageError(f"{path}: {key} must be a list of strings")
-            joint = "," if flag in _UNION_SETTINGS else "\n" if flag in _LINE_SETTINGS else " "
+            joint = "," if flag in UNION_SETTINGS else "\n" if flag in LINE_SETTINGS else " "
             text = joint.join(value)
-        elif isinstance(value, bool) and flag in _SWITCH_SETTINGS:
+        elif isinstance(value, bool) and flag in SWITCH_SETTINGS:
             text = "on" if value else "off"
         elif isinstance(value, bool) or not isinstance(value, str | int | float):
             raise UsageError(f"{path}: {key} must be a string or a number")
@@ -568,7 +350,7 @@ def build_config(
             where, raw = values[flag]
             if _SURROGATE_RE.search(raw):
                 raise UsageError(f"{where} is not valid UTF-8 text")
-            if flag in _UNION_SETTINGS:
+            if flag in UNION_SETTINGS:
                 value = parse(raw, where)
                 changes[field_name] = tuple(dict.fromkeys((*changes.get(field_name, ()), *value)))
                 sources[field_name] = ", ".join(filter(None, (sources.get(field_name), source)))

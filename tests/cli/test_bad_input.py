@@ -17,7 +17,7 @@ import pytest
 
 from autopilot.cli import main as cli_main
 from autopilot.cli import view_cmds
-from autopilot.config import parse_duration_seconds, parse_float, parse_int
+from autopilot.config_values import parse_duration_seconds, parse_float, parse_int
 from autopilot.errors import UsageError
 from autopilot.store.flock import FileLock
 from autopilot.store.state import encode_state, read_state, read_state_json, write_atomically

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from autopilot.cli.echo import say, say_json
-from autopilot.config import parse_int
+from autopilot.config_values import parse_int
 from autopilot.core.vocabulary import EventType
 from autopilot.core.workitems import Criterion
 from autopilot.errors import MergeVerifyError, RepositoryError, RunLockedError, UsageError

@@ -7,7 +7,7 @@ import time
 import click
 
 from autopilot.cli.echo import say, say_json
-from autopilot.config import parse_duration_seconds
+from autopilot.config_values import parse_duration_seconds
 from autopilot.errors import EnvironmentProblem
 from autopilot.manage.doctor import Level, run_doctor
 from autopilot.manage.prune import apply_prune, plan_prune

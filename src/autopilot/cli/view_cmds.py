@@ -11,7 +11,7 @@ import click
 
 from autopilot.cli.control_cmds import status_text, worktree_of
 from autopilot.cli.echo import say, say_json
-from autopilot.config import parse_int
+from autopilot.config_values import parse_int
 from autopilot.manage.activity import Activity, run_activity, settled_state
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
