@@ -6,17 +6,14 @@ from typing import Any
 
 import pytest
 
+from autopilot.core.ready_queue import backlog_problems, next_item, ready_queue, status_counts
 from autopilot.core.workitems import (
     Criterion,
     FocusLayer,
     ItemFormatError,
     ItemStatus,
     WorkItem,
-    backlog_problems,
     item_from_json,
-    next_item,
-    ready_queue,
-    status_counts,
 )
 
 SEED_LINE = {

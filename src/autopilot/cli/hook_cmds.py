@@ -109,7 +109,7 @@ def _arm_options(func: Any) -> Any:
 
 
 def _check_backlog(cwd: Path) -> None:
-    from autopilot.core.workitems import open_items
+    from autopilot.core.ready_queue import open_items
     from autopilot.store.backlog import Backlog
     from autopilot.store.paths import runs_root
 

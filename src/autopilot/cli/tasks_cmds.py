@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from autopilot.cli.echo import say, say_json
+from autopilot.core.ready_queue import next_item
 from autopilot.core.workitems import (
     Completion,
     CompletionState,
@@ -20,7 +21,6 @@ from autopilot.core.workitems import (
     WorkItem,
     check_id,
     item_from_json,
-    next_item,
 )
 from autopilot.errors import BacklogError, UsageError
 from autopilot.store.backlog import Backlog, BacklogFile, read_bounded_regular_file

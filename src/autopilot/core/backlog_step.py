@@ -29,20 +29,14 @@ from autopilot.core.decisions import (
     start_item,
     validate_report,
 )
+from autopilot.core.ready_queue import backlog_problems, next_item, open_items
 from autopilot.core.workitem_events import (
     backlog_snapshot_fields,
     workitem_end_fields,
     workitem_recorded_fields,
     workitem_start_fields,
 )
-from autopilot.core.workitems import (
-    ItemStatus,
-    Verdict,
-    WorkItem,
-    backlog_problems,
-    next_item,
-    open_items,
-)
+from autopilot.core.workitems import ItemStatus, Verdict, WorkItem
 
 Event = dict[str, object]
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from autopilot.core.workitems import ItemStatus, WorkItem, open_items, status_counts
+from autopilot.core.ready_queue import open_items, status_counts
+from autopilot.core.workitems import ItemStatus, WorkItem
 
 WORKITEM_KIND = "issue"
 """The seed ``kind`` a work item is written as."""

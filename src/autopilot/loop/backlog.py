@@ -36,21 +36,14 @@ from autopilot.core.decisions import (
     reopen_for_conflict,
     reopen_for_violation,
 )
+from autopilot.core.ready_queue import backlog_problems, open_items
 from autopilot.core.workitem_events import (
     backlog_snapshot_fields,
     rebuild_items,
     workitem_end_fields,
     workitem_recorded_fields,
 )
-from autopilot.core.workitems import (
-    ItemFormatError,
-    ItemStatus,
-    Verdict,
-    WorkItem,
-    backlog_problems,
-    item_from_json,
-    open_items,
-)
+from autopilot.core.workitems import ItemFormatError, ItemStatus, Verdict, WorkItem, item_from_json
 from autopilot.errors import BacklogError
 from autopilot.loop.approved import ApprovedRun
 from autopilot.loop.checks import DEFAULT_CHECK_TIMEOUT_SECONDS, run_checks

@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autopilot.core.workitems import ItemFormatError, WorkItem, backlog_problems, item_from_json
+from autopilot.core.ready_queue import backlog_problems
+from autopilot.core.workitems import ItemFormatError, WorkItem, item_from_json
 from autopilot.errors import BacklogError
 from autopilot.store.files import UnsafeFileError, read_bounded_file
 from autopilot.store.flock import FileLock
