@@ -8,7 +8,7 @@ from pathlib import Path
 
 from autopilot.cli.echo import say
 from autopilot.config import RunConfig
-from autopilot.core.workitems import ready_queue
+from autopilot.core.ready_queue import ready_queue
 from autopilot.errors import UsageError
 from autopilot.loop.clock import SystemClock
 from autopilot.store.backlog import Backlog

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -12,8 +12,9 @@ from autopilot.agents.base import AgentAdapter
 from autopilot.agents.registry import AGENT_NAMES, make_adapter
 from autopilot.cli.echo import say
 from autopilot.cli.parallel_cmd import lanes_wanted, run_parallel
+from autopilot.cli.run_limits import LIMIT_OPTIONS, limit_options, print_limits
 from autopilot.cli.run_sources import approve_boundary, run_source, with_baked_defaults
-from autopilot.config import RunConfig, build_config
+from autopilot.config import build_config
 from autopilot.core.ending import RunResult
 from autopilot.errors import UsageError
 from autopilot.loop.arming import arm_run
@@ -27,121 +28,6 @@ from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state, read_state_quietly
 from autopilot.workspace.git import is_repository, work_tree_root
 from autopilot.workspace.worktrees import RunWorktree
-
-_LIMIT_OPTIONS = (
-    "max-iterations",
-    "min-iterations",
-    "max-cost",
-    "max-tokens",
-    "max-duration",
-    "iteration-timeout",
-    "idle-timeout",
-    "result-grace",
-    "completion-promise",
-    "abort-promise",
-    "completion-match",
-    "stagnation-limit",
-    "model",
-    "label",
-    "prompt-via",
-)
-
-
-def _limit_options(func: Any) -> Any:
-    helps = {
-        "max-iterations": "Iteration budget (default 10; 0 = unlimited, explicitly).",
-        "min-iterations": "Promises are not honoured before this many iterations.",
-        "max-cost": "Cost budget in USD.",
-        "max-tokens": "Token budget (input + output).",
-        "max-duration": "Active time budget, e.g. 2h or 1h30m (paused time excluded).",
-        "iteration-timeout": "Wall-clock limit per iteration, e.g. 45m (default 30m).",
-        "idle-timeout": "Limit on an iteration's time without output, e.g. 5m (default 10m).",
-        "result-grace": "Wait after the agent's final result before ending it (default 5s).",
-        "completion-promise": "Token that completes the run (default COMPLETE).",
-        "abort-promise": "Token that aborts the run.",
-        "completion-match": (
-            "sentence (default: the token as a sentence of its own, or <promise>TOKEN</promise>), "
-            "word (a whole word), tag (the tag only) or substring."
-        ),
-        "stagnation-limit": "Iterations without progress that halt the run (default 3; 0 = off).",
-        "model": "Model name passed to the agent.",
-        "label": "Label for the run id (default: the directory name).",
-        "prompt-via": "command agent: stdin (default), arg or file.",
-    }
-    for name in reversed(_LIMIT_OPTIONS):
-        option = click.option(
-            f"--{name}", name.replace("-", "_"), metavar=_METAVARS[name], help=helps[name]
-        )
-        func = option(func)
-    return func
-
-
-_METAVARS = {
-    "max-iterations": "N",
-    "min-iterations": "N",
-    "max-cost": "USD",
-    "max-tokens": "N",
-    "max-duration": "DURATION",
-    "iteration-timeout": "DURATION",
-    "idle-timeout": "DURATION",
-    "result-grace": "DURATION",
-    "completion-promise": "TOKEN",
-    "abort-promise": "TOKEN",
-    "completion-match": "sentence|word|tag|substring",
-    "stagnation-limit": "N",
-    "model": "MODEL",
-    "label": "LABEL",
-    "prompt-via": "stdin|arg|file",
-}
-"""What each option takes, as the README's table names it."""
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "none"
-    if seconds >= 3600:
-        return f"{seconds / 3600:g}h"
-    return f"{seconds / 60:g}m" if seconds >= 60 else f"{seconds:g}s"
-
-
-def _print_limits(run_id: str, config: RunConfig, folder: Path) -> None:
-    maximum = str(config.max_iterations) if config.max_iterations else "unlimited"
-    model = f", model {config.model}" if config.model else ""
-    cost = f"${config.max_cost_usd:g}" if config.max_cost_usd is not None else "none"
-    abort = f", abort promise {config.abort_promise}" if config.abort_promise else ""
-    say(f"autopilot: run {run_id} (agent {config.agent}{model})")
-    say(
-        f"autopilot: limits: iterations {config.min_iterations}..{maximum}, cost {cost}, "
-        f"tokens {config.max_tokens or 'none'}, "
-        f"duration {_duration(config.max_duration_seconds)}, "
-        f"iteration timeout {_duration(config.iteration_timeout_seconds)}, "
-        f"idle timeout {_duration(config.idle_timeout_seconds)}"
-    )
-    say(
-        f"autopilot: completion promise {config.completion_promise} "
-        f"({config.completion_match}){abort}, "
-        f"stagnation limit {config.stagnation_limit or 'off'}, context {config.context}"
-    )
-    if config.env_exclude:
-        say(
-            "autopilot: agent environment without "
-            f"{', '.join(config.env_exclude)} (except what the agent's CLI needs)"
-        )
-    if config.notify:
-        from autopilot.runtime.notify import redact
-
-        say(f"autopilot: notify {', '.join(redact(url) for url in config.notify)}")
-    if config.checkpoints == "off":
-        say("autopilot: checkpoints off")
-    if config.verify:
-        say(f"autopilot: a completion promise counts once these pass: {'; '.join(config.verify)}")
-    say(f"autopilot: files in {folder}")
-    if not config.max_iterations:
-        say(
-            "autopilot: warning: no iteration limit (--max-iterations 0): the run stops only "
-            "by promise, stagnation, budget or stop",
-            err=True,
-        )
 
 
 def _print_result(result: RunResult, *, replay_hint: bool = True) -> None:
@@ -271,7 +157,7 @@ def drive(
     multiple=True,
     help="A shell command that must exit 0 before a completion promise counts; repeatable.",
 )
-@_limit_options
+@limit_options
 def run(
     agent: str | None,
     prompt_text: str | None,
@@ -317,7 +203,7 @@ def run(
         grow_project=grow_project,
         focus=focus,
     )
-    flags = {name: limits.get(name.replace("-", "_")) for name in _LIMIT_OPTIONS}
+    flags = {name: limits.get(name.replace("-", "_")) for name in LIMIT_OPTIONS}
     flags["agent"] = agent
     flags["context"] = context
     flags["env-exclude"] = ",".join(env_exclude) if env_exclude else None
@@ -356,44 +242,36 @@ def run(
             extra_args=agent_args,
             command=command,
             detach=detach,
-            show_limits=lambda run_id: _print_limits(run_id, config, run_dir(root, run_id)),
+            show_limits=lambda run_id: print_limits(run_id, config, run_dir(root, run_id)),
         )
+    arm = functools.partial(
+        arm_run,
+        root,
+        config,
+        chosen.source,
+        cwd,
+        SystemClock(),
+        extra_args=agent_args,
+        command=command,
+        mode=chosen.mode,
+    )
     if worktree:
         # A new worktree of its own: no other run can hold it, and the checkout's own
         # run (if any) is not in its way.
-        run_id = arm_run(
-            root,
-            config,
-            chosen.source,
-            cwd,
-            SystemClock(),
-            extra_args=agent_args,
-            command=command,
-            worktree=True,
-            mode=chosen.mode,
-        )
+        run_id = arm(worktree=True)
         state = read_state(RunDir(run_dir(root, run_id)).state)
         place = RunWorktree.from_json(state.extra.get("worktree"))
         assert state.cwd is not None and place is not None
         say(f"autopilot: worktree {place.path} on branch {place.branch}")
         project_lock = ProjectLock(root, Path(state.cwd))
-        project_lock.acquire()
     else:
         project_lock = ProjectLock(root, cwd)
-        project_lock.acquire()  # before anything is created: a refused run leaves nothing
+    # In the checkout, before anything is created: a refused run leaves nothing.
+    project_lock.acquire()
     try:
         if not worktree:
-            run_id = arm_run(
-                root,
-                config,
-                chosen.source,
-                cwd,
-                SystemClock(),
-                extra_args=agent_args,
-                command=command,
-                mode=chosen.mode,
-            )
-        _print_limits(run_id, config, run_dir(root, run_id))
+            run_id = arm()
+        print_limits(run_id, config, run_dir(root, run_id))
         if not detach:
             return drive(root, run_id, adapter, plain=plain, project_lock=project_lock)
     finally:
