@@ -15,10 +15,8 @@ grandchild holding stdout open, a stopped (T-state) child, a 64 KiB line limit.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import selectors
-import signal
 import subprocess
 import threading
 import time
@@ -27,11 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from autopilot.core.vocabulary import EndedBy
+from autopilot.loop.agent_group import AgentGroup, child_setup, is_stopped
 from autopilot.loop.cgroup import AgentCgroup
-from autopilot.loop.descendants import agent_processes, end_all, reap_adopted
+from autopilot.loop.descendants import reap_adopted
 from autopilot.loop.subreaper import become_subreaper
 from autopilot.store.lines import LineSplitter
 from autopilot.store.private import create_private
@@ -40,8 +37,6 @@ _READ_BYTES = 256 * 1024
 _STDERR_TAIL_BYTES = 8192
 _POLL_SECONDS = 0.25
 _REAP_SECONDS = 1.0
-_PR_SET_PDEATHSIG = 1
-_PEEK = os.WEXITED | os.WNOHANG | os.WNOWAIT
 
 
 @dataclass(frozen=True)
@@ -101,26 +96,6 @@ class ProcessResult:
     write_error: str | None = None
 
 
-def _child_setup(cgroup: AgentCgroup | None) -> Callable[[], None]:
-    """What the agent runs between fork and exec: the parent-death signal and the
-    cgroup. libc is looked up here, in the driver: a child forked from a threaded
-    process must not take the loader's locks."""
-    prctl: Any = None
-    with contextlib.suppress(OSError, AttributeError):
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    driver = os.getpid()
-
-    def setup() -> None:
-        if prctl is not None:
-            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-            if os.getppid() != driver:  # the driver died before the signal was set
-                os._exit(1)
-        if cgroup is not None:
-            cgroup.join_from_child()
-
-    return setup
-
-
 def run_agent_process(
     argv: list[str],
     *,
@@ -172,7 +147,7 @@ def run_agent_process(
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
-                preexec_fn=_child_setup(cgroup),  # noqa: PLW1509 - os calls only after fork
+                preexec_fn=child_setup(cgroup),  # noqa: PLW1509 - os calls only after fork
                 close_fds=True,
             )
         except OSError as error:
@@ -183,7 +158,7 @@ def run_agent_process(
             return ProcessResult(
                 EndedBy.LAUNCH_FAILED, None, message, message, 0, 0, time.monotonic() - started
             )
-        agent = _Agent(proc, cgroup)
+        agent = AgentGroup(proc, cgroup)
         try:
             if on_start is not None:
                 on_start(proc.pid)
@@ -207,51 +182,6 @@ def run_agent_process(
         stderr_file.close()
 
 
-class _Agent:
-    """The agent's leader process and what it started.
-
-    The leader is reaped only in ``end``, after everything else: until then its pid
-    (also its process group's and session's id) cannot be reused, so finding its
-    group members by that id is safe.
-    """
-
-    def __init__(self, proc: subprocess.Popen[bytes], cgroup: AgentCgroup | None) -> None:
-        self.proc = proc
-        self.cgroup = cgroup
-        self.ended = False
-
-    def exited(self) -> bool:
-        """Has the leader exited? (Its status is left for ``end`` to collect.)"""
-        try:
-            return os.waitid(os.P_PID, self.proc.pid, _PEEK) is not None
-        except ChildProcessError:
-            return True
-
-    def find(self) -> dict[int, psutil.Process]:
-        return agent_processes(self.proc.pid, self.cgroup)
-
-    def end(self, kill_grace_seconds: float) -> None:
-        """End the leader and every descendant (TERM, grace, KILL); reap the leader."""
-        if self.ended:
-            return
-        self.ended = True
-        end_all(
-            self.find,
-            grace_seconds=kill_grace_seconds,
-            cgroups=[self.cgroup] if self.cgroup is not None else [],
-            keep_unreaped=self.proc.pid,
-        )
-        try:
-            self.proc.wait(timeout=kill_grace_seconds + 5)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.kill()
-            self.proc.wait()
-        reap_adopted()
-        if self.cgroup is not None:
-            self.cgroup.remove()
-
-
 def _feed_stdin(proc: subprocess.Popen[bytes], data: bytes) -> None:
     assert proc.stdin is not None
     with contextlib.suppress(OSError):
@@ -261,7 +191,7 @@ def _feed_stdin(proc: subprocess.Popen[bytes], data: bytes) -> None:
 
 
 def _supervise(
-    agent: _Agent,
+    agent: AgentGroup,
     stdin_data: bytes | None,
     stdout_file: object,
     stderr_file: object,
@@ -313,7 +243,7 @@ def _supervise(
                 break
             if idle >= 1.0 and now - last_state_check >= 1.0:
                 last_state_check = now
-                was_stopped = was_stopped or _is_stopped(proc.pid)
+                was_stopped = was_stopped or is_stopped(proc.pid)
             if now - last_reap >= _REAP_SECONDS:
                 # Adopted orphans that exited: their pids go back to the system.
                 last_reap = now
@@ -392,10 +322,3 @@ class _Sink:
             self._handle.write(data)
         except OSError as error:
             self.error = f"raw output not saved: {error.strerror or error}"
-
-
-def _is_stopped(pid: int) -> bool:
-    try:
-        return bool(psutil.Process(pid).status() == psutil.STATUS_STOPPED)
-    except psutil.Error:
-        return False

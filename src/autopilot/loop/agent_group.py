@@ -1,0 +1,96 @@
+"""The agent's process group: set up between fork and exec, watched, and ended whole.
+
+The leader gets a parent-death signal (so it dies with the driver) and joins the run's
+cgroup where there is one. Ending it ends every process it started, wherever it went
+(``loop.descendants``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+import psutil
+
+from autopilot.loop.cgroup import AgentCgroup
+from autopilot.loop.descendants import agent_processes, end_all, reap_adopted
+
+_PR_SET_PDEATHSIG = 1
+_PEEK = os.WEXITED | os.WNOHANG | os.WNOWAIT
+
+
+def child_setup(cgroup: AgentCgroup | None) -> Callable[[], None]:
+    """What the agent runs between fork and exec: the parent-death signal and the
+    cgroup. libc is looked up here, in the driver: a child forked from a threaded
+    process must not take the loader's locks."""
+    prctl: Any = None
+    with contextlib.suppress(OSError, AttributeError):
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    driver = os.getpid()
+
+    def setup() -> None:
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != driver:  # the driver died before the signal was set
+                os._exit(1)
+        if cgroup is not None:
+            cgroup.join_from_child()
+
+    return setup
+
+
+class AgentGroup:
+    """The agent's leader process and what it started.
+
+    The leader is reaped only in ``end``, after everything else: until then its pid
+    (also its process group's and session's id) cannot be reused, so finding its
+    group members by that id is safe.
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes], cgroup: AgentCgroup | None) -> None:
+        self.proc = proc
+        self.cgroup = cgroup
+        self.ended = False
+
+    def exited(self) -> bool:
+        """Has the leader exited? (Its status is left for ``end`` to collect.)"""
+        try:
+            return os.waitid(os.P_PID, self.proc.pid, _PEEK) is not None
+        except ChildProcessError:
+            return True
+
+    def find(self) -> dict[int, psutil.Process]:
+        return agent_processes(self.proc.pid, self.cgroup)
+
+    def end(self, kill_grace_seconds: float) -> None:
+        """End the leader and every descendant (TERM, grace, KILL); reap the leader."""
+        if self.ended:
+            return
+        self.ended = True
+        end_all(
+            self.find,
+            grace_seconds=kill_grace_seconds,
+            cgroups=[self.cgroup] if self.cgroup is not None else [],
+            keep_unreaped=self.proc.pid,
+        )
+        try:
+            self.proc.wait(timeout=kill_grace_seconds + 5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+            self.proc.wait()
+        reap_adopted()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+
+
+def is_stopped(pid: int) -> bool:
+    try:
+        return bool(psutil.Process(pid).status() == psutil.STATUS_STOPPED)
+    except psutil.Error:
+        return False
