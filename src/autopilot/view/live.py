@@ -20,7 +20,8 @@ import click
 from autopilot.loop.clock import Clock
 from autopilot.store.paths import run_dir as run_folder
 from autopilot.view.follow import follow_plain
-from autopilot.view.tui import SendMessage, WatchApp
+from autopilot.view.keys import SendMessage
+from autopilot.view.tui import WatchApp
 
 T = TypeVar("T")
 

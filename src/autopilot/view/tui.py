@@ -19,16 +19,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any
 
 from textual import work
-from textual.app import App, ComposeResult
-from textual.binding import Binding, BindingType
+from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer
 
-from autopilot import control
-from autopilot.errors import AutopilotError
 from autopilot.loop.clock import Clock, SystemClock
 from autopilot.runtime.liveness import driver_running
 from autopilot.store.events import TERMINAL_EVENT_TYPES
@@ -38,11 +35,10 @@ from autopilot.store.run_state import RunState
 from autopilot.store.rundir import EVENTS_FILE, STATE_FILE, STDOUT_FILE, RunDir
 from autopilot.store.state import read_state_quietly
 from autopilot.view import present
-from autopilot.view.dialogs import ConfirmStop, MessagePrompt
 from autopilot.view.follow import Liveness, watch_run_dir
+from autopilot.view.keys import RunKeys, SendMessage
 from autopilot.view.output import OutputFollower
 from autopilot.view.project import read_project_tasks
-from autopilot.view.safe import shown
 from autopilot.view.tail import LogFollower, log_end, read_last_events
 from autopilot.view.widgets import (
     AgentOutput,
@@ -63,11 +59,7 @@ TIMELINE_EVENTS = 300
 CATCH_UP_BYTES = 8 * 1024 * 1024
 
 
-SendMessage = Callable[[str], str]
-"""Sends a message to the run's agent and returns a line for the user."""
-
-
-class WatchApp(App[None]):
+class WatchApp(RunKeys):
     """The live view of one run.
 
     Args:
@@ -84,15 +76,6 @@ class WatchApp(App[None]):
 
     TITLE = "autopilot watch"
     ENABLE_COMMAND_PALETTE = False
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("p", "pause", "Pause"),
-        Binding("r", "resume", "Resume"),
-        Binding("s", "stop", "Stop…"),
-        Binding("m", "message", "Message"),
-        Binding("q", "leave", "Leave (run goes on)"),
-        Binding("q", "close", "Close"),
-        Binding("ctrl+c", "interrupt", show=False, priority=True),
-    ]
     CSS = """
     #middle { height: 1fr; }
     #left { width: 46%; }
@@ -241,15 +224,6 @@ class WatchApp(App[None]):
             self._keys_shown = keys
             self.refresh_bindings()
 
-    def _key_state(self) -> tuple[bool, bool, bool]:
-        state = self.state or {}
-        ended = self._ended() or self.state is None
-        paused = bool(state.get("paused")) or state.get("status") == "paused"
-        return ended, paused, bool(state.get("stopRequested")) or self._interrupted is not None
-
-    def _ended(self) -> bool:
-        return bool((self.state or {}).get("terminated")) or self.snapshot.terminal
-
     def _reload_project_tasks(self) -> None:
         cwd = (self.state or {}).get("cwd")
         if not isinstance(cwd, str):
@@ -360,93 +334,3 @@ class WatchApp(App[None]):
 
     def _timeline_to_end(self) -> None:
         self.query_one(Timeline).scroll_end(animate=False, immediate=True)
-
-    def _say(
-        self,
-        message: str,
-        *,
-        severity: Literal["information", "warning", "error"] = "information",
-        timeout: float | None = None,
-    ) -> None:
-        """A notification, shown as text (never markup), redacted and escaped."""
-        self.notify(shown(message), severity=severity, timeout=timeout, markup=False)
-
-    # -- keys --------------------------------------------------------------------
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Offer only the keys that make sense for the run's state."""
-        ended, paused, stopping = self._key_state()
-        if action == "pause":
-            return not ended and not paused
-        if action == "resume":
-            return not ended and paused
-        if action == "stop":
-            return not ended and not stopping
-        if action == "message":
-            return self._send_message is not None and not ended
-        if action == "leave":
-            return not self._ended()
-        if action == "close":
-            return self._ended()
-        return True
-
-    def _control(self, act: Callable[[], control.ControlResult]) -> None:
-        try:
-            result = act()
-        except AutopilotError as error:
-            self._say(str(error), severity="error")
-            return
-        self._say(result.message)
-        self._reload_state()
-        self._render_all()
-
-    def action_pause(self) -> None:
-        """Ask the run to pause at its next boundary."""
-        self._control(lambda: control.pause(self.run_dir, self.clock))
-
-    def action_resume(self) -> None:
-        """Resume a paused run."""
-        self._control(lambda: control.resume(self.run_dir, self.clock))
-
-    def action_stop(self) -> None:
-        """Ask first, then stop the run at its next boundary."""
-
-        def answered(stop: bool | None) -> None:
-            if stop:
-                self._control(lambda: control.stop(self.run_dir, self.clock, reason="watch: stop"))
-
-        self.push_screen(ConfirmStop(self.run_dir.name), answered)
-
-    def action_message(self) -> None:
-        """Ask for a message and send it (only offered when the run has an inbox)."""
-        send = self._send_message
-        if send is None:
-            return
-
-        def answered(text: str | None) -> None:
-            if text:
-                try:
-                    self._say(send(text))
-                except AutopilotError as error:
-                    self._say(str(error), severity="error")
-
-        self.push_screen(MessagePrompt(), answered)
-
-    def action_leave(self) -> None:
-        """Close the view; the run goes on."""
-        self.exit()
-
-    def action_close(self) -> None:
-        """Close the view of a run that has ended."""
-        self.exit()
-
-    def action_interrupt(self) -> None:
-        """ctrl+c: the run's own interrupt when driving it here, else leave."""
-        if self._on_interrupt is None:
-            self.exit()
-            return
-        self._interrupted = self._on_interrupt()
-        self._say(self._interrupted)
-        self._render_header()
-        self._keys_shown = self._key_state()
-        self.refresh_bindings()
