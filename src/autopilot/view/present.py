@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from autopilot.core.vocabulary import RunStatus, status_of_seed_fold
 from autopilot.store.snapshot import Snapshot
 from autopilot.view.plain import format_time
 
@@ -121,31 +122,44 @@ def status_badge(
     if snapshot.terminal:
         reason = str(snapshot.reason or "")
         detail = f"{reason} — {snapshot.note}" if snapshot.note else reason
-        if snapshot.status == "complete":
+        if status_of_seed_fold(snapshot.status) is RunStatus.COMPLETED:
             return Badge("COMPLETE", "ok", detail)
         return Badge("STOPPED" if reason == "user_stopped" else "ABORTED", "bad", detail)
     if state is None:
-        return Badge(snapshot.status.upper(), "run", "state.json unreadable")
-    status = str(state.get("status") or snapshot.status)
+        return Badge(_words(status_of_seed_fold(snapshot.status)), "run", "state.json unreadable")
+    status = run_status(state, snapshot)
     if state.get("terminated"):
         reason = str(state.get("terminationReason") or "")
-        return Badge("COMPLETE" if status == "completed" else status.upper(), "bad", reason)
+        return Badge("COMPLETE" if status is RunStatus.COMPLETED else _words(status), "bad", reason)
     if interrupted:
         return Badge("STOPPING", "warn", interrupted)
     if alive is False:
         return Badge("DRIVER GONE", "bad", "not running; `autopilot start` relaunches it")
     if state.get("stopRequested"):
         return Badge("STOPPING", "warn", "at the next boundary")
-    if status == "rate_limited":
+    if status is RunStatus.RATE_LIMITED:
         until = state.get("waitingUntil") or snapshot.waitingUntil
         return Badge("RATE LIMITED", "warn", _until(until, now_ms))
-    if status == "waiting":
+    if status is RunStatus.WAITING:
         return Badge("WAITING", "warn", _until(state.get("waitingUntil"), now_ms))
-    if status == "paused":
+    if status is RunStatus.PAUSED:
         return Badge("PAUSED", "warn", "r resumes")
     if state.get("paused"):
         return Badge("PAUSING", "warn", "at the next boundary")
-    return Badge(status.upper().replace("_", " "), "run", "")
+    return Badge(_words(status), "run", "")
+
+
+def run_status(state: State, snapshot: Snapshot) -> RunStatus:
+    """The run's status in the one run-status vocabulary (``RunStatus``, as ``status``
+    and ``list`` show it): ``state.json``'s, else what the folded log's says."""
+    try:
+        return RunStatus(str(state.get("status")))
+    except ValueError:
+        return status_of_seed_fold(snapshot.status)
+
+
+def _words(status: RunStatus) -> str:
+    return status.value.upper().replace("_", " ")
 
 
 def iteration_text(state: State | None, snapshot: Snapshot) -> str:
