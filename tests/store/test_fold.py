@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from autopilot.core.vocabulary import RunStatus
 from autopilot.store.events import SEED_EVENT_TYPES, parse_event_line, read_events, serialize_event
 from autopilot.store.fold import MAX_SNAPSHOT_HISTORY, Snapshot, fold
 
@@ -424,6 +425,29 @@ def test_cost_is_ours_and_cumulative() -> None:
 def test_pause_and_resume_set_the_status() -> None:
     assert fold([armed(), ev("pause", 1001)]).status == "paused"
     assert fold([armed(), ev("pause", 1001), ev("resume", 1002)]).status == "running"
+
+
+@pytest.mark.parametrize(
+    ("events", "seed_status", "run_status"),
+    [
+        ([], "idle", RunStatus.IDLE),
+        ([armed()], "running", RunStatus.RUNNING),
+        ([armed(), ev("pause", 1001)], "paused", RunStatus.PAUSED),
+        (
+            [armed(), ev("complete", 1001, reason="completion_promise")],
+            "complete",
+            RunStatus.COMPLETED,
+        ),
+        ([armed(), ev("abort", 1001, reason="max_iterations")], "aborted", RunStatus.STOPPED),
+    ],
+)
+def test_a_folded_status_is_the_seeds_word_and_a_run_status(
+    events: list[dict[str, Any]], seed_status: str, run_status: RunStatus
+) -> None:
+    snap = fold(events)
+    assert snap.status == seed_status
+    assert snap.to_dict()["status"] == seed_status
+    assert snap.run_status is run_status
 
 
 @pytest.mark.parametrize(("streak", "expected"), [(2, 2), (0, 0), ("3", 1), (None, 1), (True, 1)])

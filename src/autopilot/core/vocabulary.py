@@ -35,14 +35,30 @@ TERMINAL_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus
 """Statuses of a run that has ended."""
 
 
+class SeedStatus(StrEnum):
+    """The status a folded log holds (``fold.Snapshot.status``): the seed reader's own
+    five words, kept as its JSON values so a snapshot folds as the seed's does
+    (``docs/formats.md``). Nothing shows them as a run's status: ``status_of_seed_fold``
+    turns them into ``RunStatus``."""
+
+    IDLE = "idle"
+    RUNNING = "running"
+    PAUSED = "paused"
+    COMPLETE = "complete"
+    ABORTED = "aborted"
+
+
 def status_of_seed_fold(seed_status: str) -> RunStatus:
     """The run status a folded log's seed status (``fold.Snapshot.status``) means."""
-    return {
-        "complete": RunStatus.COMPLETED,
-        "aborted": RunStatus.STOPPED,
-        "paused": RunStatus.PAUSED,
-        "running": RunStatus.RUNNING,
-    }.get(seed_status, RunStatus.IDLE)
+    return _RUN_STATUS_OF_SEED.get(seed_status, RunStatus.IDLE)
+
+
+_RUN_STATUS_OF_SEED: dict[str, RunStatus] = {
+    SeedStatus.COMPLETE: RunStatus.COMPLETED,
+    SeedStatus.ABORTED: RunStatus.STOPPED,
+    SeedStatus.PAUSED: RunStatus.PAUSED,
+    SeedStatus.RUNNING: RunStatus.RUNNING,
+}
 
 
 NODE_COMPLETE_REASON = "complete"

@@ -97,7 +97,7 @@ def reconcile_terminal(folder: RunDir, store: StateStore, log: EventLog) -> RunS
     log.end_torn_line()
     snapshot = read_snapshot(folder.events)
     if snapshot.terminal and not state.terminated:
-        completed = snapshot.status == "complete"
+        completed = snapshot.run_status is RunStatus.COMPLETED
         # The step that ended the run, if the crash came before its state write.
         change = logged_change(folder, state)
 

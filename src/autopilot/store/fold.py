@@ -14,6 +14,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from autopilot.core.vocabulary import SeedStatus
 from autopilot.store.events import JS_NUMBER_LIMIT, utf16_units
 from autopilot.store.fold_progress import (
     PROGRESS_HANDLERS,
@@ -116,7 +117,7 @@ def _armed(snap: Snapshot, e: Any, ts: Any) -> None:
     fresh.maxIterations = e.maxIterations if e.maxIterations is not None else snap.maxIterations
     fresh.minIterations = e.minIterations if e.minIterations is not None else snap.minIterations
     fresh.runId = e.runId
-    fresh.status = "running"
+    fresh.status = SeedStatus.RUNNING
     fresh.startedAt = ts
     fresh.updatedAt = ts
     fresh.agent = e.agent if isinstance(e.agent, str) else None
@@ -139,7 +140,7 @@ def _iteration_start(snap: Snapshot, e: Any, ts: Any) -> None:
                 "premiumAtStart": snap.premiumRequests,
             },
         )
-    snap.status = "running"
+    snap.status = SeedStatus.RUNNING
     snap.waitingUntil = None
     snap.activeStage = None
     snap.recentStages = []
@@ -203,10 +204,10 @@ def _usage_update(snap: Snapshot, e: Any, ts: Any) -> None:
             snap.lastExcerpt = text
 
 
-def _set_status(status: str) -> Any:
+def _set_status(status: SeedStatus) -> Any:
     def handler(snap: Snapshot, e: Any, ts: Any) -> None:
         snap.status = status
-        if status == "running":
+        if status is SeedStatus.RUNNING:
             snap.waitingUntil = None
 
     return handler
@@ -217,7 +218,7 @@ def _stagnation(snap: Snapshot, e: Any, ts: Any) -> None:
         snap.stagnationStreak = e.streak
 
 
-def _terminal(status: str) -> Any:
+def _terminal(status: SeedStatus) -> Any:
     def handler(snap: Snapshot, e: Any, ts: Any) -> None:
         snap.status = status
         if e.reason is not None:
@@ -275,11 +276,11 @@ _HANDLERS: dict[str, Any] = {
     "iteration_start": _iteration_start,
     "iteration_end": _iteration_end,
     "usage_update": _usage_update,
-    "pause": _set_status("paused"),
-    "resume": _set_status("running"),
+    "pause": _set_status(SeedStatus.PAUSED),
+    "resume": _set_status(SeedStatus.RUNNING),
     "stagnation": _stagnation,
-    "complete": _terminal("complete"),
-    "abort": _terminal("aborted"),
+    "complete": _terminal(SeedStatus.COMPLETE),
+    "abort": _terminal(SeedStatus.ABORTED),
     "commit_observed": _commit_observed,
     "session_attached": _session_attached,
     "rate_limited": _rate_limited,

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from autopilot.core.vocabulary import RunStatus, SeedStatus, status_of_seed_fold
+
 MAX_SNAPSHOT_HISTORY = 256
 """History lists keep the newest 256 entries (seed ``MAX_SNAPSHOT_HISTORY``)."""
 
@@ -33,7 +35,7 @@ class Snapshot:
 
     runId: str | None = None  # noqa: N815 - the seed's JSON field names
     label: str | None = None
-    status: str = "idle"
+    status: str = SeedStatus.IDLE
     iteration: int | float = 0
     maxIterations: Any = None  # noqa: N815
     minIterations: Any = None  # noqa: N815
@@ -79,7 +81,12 @@ class Snapshot:
     @property
     def terminal(self) -> bool:
         """True once a ``complete`` or ``abort`` event has been folded."""
-        return self.status in ("complete", "aborted")
+        return self.status in (SeedStatus.COMPLETE, SeedStatus.ABORTED)
+
+    @property
+    def run_status(self) -> RunStatus:
+        """The run's status as ``state.json``, ``status`` and ``list`` speak it."""
+        return status_of_seed_fold(self.status)
 
     def to_dict(self) -> dict[str, Any]:
         """The snapshot as plain JSON-able data."""

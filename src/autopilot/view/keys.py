@@ -12,6 +12,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 
 from autopilot import control
+from autopilot.core.vocabulary import RunStatus
 from autopilot.errors import AutopilotError
 from autopilot.view.dialogs import ConfirmStop, MessagePrompt
 from autopilot.view.safe import shown
@@ -57,7 +58,7 @@ class RunKeys(App[None]):
     def _key_state(self) -> tuple[bool, bool, bool]:
         state = self.state or {}
         ended = self._ended() or self.state is None
-        paused = bool(state.get("paused")) or state.get("status") == "paused"
+        paused = bool(state.get("paused")) or state.get("status") == RunStatus.PAUSED
         return ended, paused, bool(state.get("stopRequested")) or self._interrupted is not None
 
     def _ended(self) -> bool:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autopilot.core.vocabulary import RunStatus, status_of_seed_fold
+from autopilot.core.vocabulary import RunStatus
 from autopilot.store.snapshot import Snapshot
 from autopilot.view.plain import format_time
 
@@ -122,11 +122,11 @@ def status_badge(
     if snapshot.terminal:
         reason = str(snapshot.reason or "")
         detail = f"{reason} — {snapshot.note}" if snapshot.note else reason
-        if status_of_seed_fold(snapshot.status) is RunStatus.COMPLETED:
+        if snapshot.run_status is RunStatus.COMPLETED:
             return Badge("COMPLETE", "ok", detail)
         return Badge("STOPPED" if reason == "user_stopped" else "ABORTED", "bad", detail)
     if state is None:
-        return Badge(_words(status_of_seed_fold(snapshot.status)), "run", "state.json unreadable")
+        return Badge(_words(snapshot.run_status), "run", "state.json unreadable")
     status = run_status(state, snapshot)
     if state.get("terminated"):
         reason = str(state.get("terminationReason") or "")
@@ -155,7 +155,7 @@ def run_status(state: State, snapshot: Snapshot) -> RunStatus:
     try:
         return RunStatus(str(state.get("status")))
     except ValueError:
-        return status_of_seed_fold(snapshot.status)
+        return snapshot.run_status
 
 
 def _words(status: RunStatus) -> str:
