@@ -21,6 +21,7 @@ from typing import Any
 
 from autopilot.agents.base import AgentAdapter
 from autopilot.agents.environment import env_matches
+from autopilot.agents.guard import guarded
 from autopilot.core.change import LoopState
 from autopilot.core.delivery import MessageKind
 from autopilot.core.ending import RunResult, io_reason
@@ -99,9 +100,12 @@ class Driver:
     ) -> None:
         self.run_id = run_id
         self.run_dir = RunDir(run_dir(root, run_id))
-        self.adapter, self.clock, self.interrupts = adapter, clock, interrupts
+        self.clock, self.interrupts = clock, interrupts
         self.log = EventLog(self.run_dir.events, run_id, clock.now_ms)
         self.record = RunRecord(store or StateStore(self.run_dir.state), self.log, on_event)
+        # The one guard between the agent's output and the loop: an adapter that
+        # raises on damaged output is a warning, never the end of the run.
+        self.adapter = guarded(adapter, self._warn)
         state = self.record.state
         if state.cwd is None or (state.prompt.text is None and state.prompt.path is None):
             raise StateFileError(f"{self.run_dir.state} has no work tree or prompt to run")
@@ -117,7 +121,7 @@ class Driver:
         self.waits = Waits(self.record, clock, interrupts, self.cwd)
         self.briefing = Briefing(self.run_dir, self.record, self.cwd, clock, self.policy)
         self.launcher = Launcher(
-            adapter,
+            self.adapter,
             runner or SubprocessRunner(),
             self.record,
             self.cwd,

@@ -38,7 +38,7 @@ class Launcher:
     """Starts the agent of each attempt through the injected runner.
 
     Args:
-        adapter: The agent adapter.
+        adapter: The agent adapter, guarded (``agents.guard``: its parser never raises).
         runner: Starts agent processes.
         record: The driver's record (events, the attempt opened in the state).
         cwd: The work tree.
@@ -149,11 +149,7 @@ class Launcher:
 
         def on_line(line: str) -> None:
             nonlocal tool_calls
-            try:
-                events = parser.feed(line)
-            except Exception:
-                return  # agent output can never crash the driver
-            for event in events:
+            for event in parser.feed(line):  # a guarded parser (``agents.guard``)
                 if event.subagent:
                     continue
                 if event.kind is AgentEventKind.TEXT:

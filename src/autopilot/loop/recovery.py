@@ -27,6 +27,7 @@ from pathlib import Path
 import psutil
 
 from autopilot.agents.base import AgentAdapter, IterationReport
+from autopilot.agents.guard import guarded
 from autopilot.core.attempt import Attempt
 from autopilot.core.change import StateChange
 from autopilot.core.ending import status_for
@@ -247,6 +248,11 @@ def settle_open_attempt(
     change = logged_change(folder, state)
     if change is not None:
         return store.update(lambda s: absorb(s, change))
+
+    def warn(note: str) -> None:
+        log.emit(EventType.WARNING, note=note)
+
+    adapter = guarded(adapter, warn)
     attempt = interrupted_attempt(state, adapter, now_ms)
     if attempt is None:
         return state

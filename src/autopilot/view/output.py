@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from autopilot.agents.base import AgentEvent, StreamParser, shorten
+from autopilot.agents.guard import guarded
 from autopilot.core.vocabulary import AgentEventKind
 from autopilot.errors import AutopilotError
 from autopilot.store.rundir import ATTEMPT_PREFIX, AttemptDir
@@ -90,7 +91,8 @@ def _new_parser(agent: str | None, command: tuple[str, ...]) -> StreamParser | N
         adapter = make_adapter(agent, command=command or ("agent",))
     except AutopilotError:
         return None
-    return adapter.new_parser()
+    # A line the parser raises on is shown raw (the driver logs the failure).
+    return guarded(adapter, lambda note: None).new_parser()
 
 
 class OutputRenderer:
