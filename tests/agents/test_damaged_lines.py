@@ -195,3 +195,13 @@ def test_an_infinite_retry_after_is_no_reset_time() -> None:
         _within_contract(adapter, result, len(lines))
         assert result.verdict.error_kind is ErrorKind.RATE_LIMIT
         assert result.verdict.reset_at_ms is None
+
+
+def test_a_parser_without_feed_cannot_be_made() -> None:
+    from autopilot.agents.parser import AgentParser
+
+    class Unfinished(AgentParser):
+        pass
+
+    with pytest.raises(TypeError, match="abstract"):
+        Unfinished()  # type: ignore[abstract]

@@ -23,7 +23,7 @@ from autopilot.agents.base import (
     local_now,
     session_id_fits,
 )
-from autopilot.agents.parser import AgentParser
+from autopilot.agents.parser import AgentParser, JsonLinesParser
 
 if TYPE_CHECKING:
     from autopilot.agents.base import Classification, InvocationRequest, IterationReport, WallClock
@@ -57,7 +57,7 @@ class CliAgent:
     supports_sessions: ClassVar[bool] = True
     env_needed: ClassVar[tuple[str, ...]] = ()
     """Environment variables this CLI reads (globs); ``env_exclude`` never drops them."""
-    parser_class: ClassVar[type[AgentParser]] = AgentParser
+    parser_class: ClassVar[type[AgentParser]] = JsonLinesParser
     """The parser of one iteration's stdout; its ``session_id_shape`` is the CLI's."""
     fixed_args: ClassVar[str] = ""
     """The CLI's headless, allow-all-tools options as typed (words split on spaces),

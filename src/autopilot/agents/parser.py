@@ -13,6 +13,7 @@ state so far, so both are cheap and neither raises on bad input.
 
 from __future__ import annotations
 
+import abc
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -103,11 +104,12 @@ def permission_denial(tool: object, tool_input: object) -> PermissionDenial:
     return PermissionDenial(name, command)
 
 
-class AgentParser:
+class AgentParser(abc.ABC):
     """The report of one iteration and the steps that fill it in.
 
-    Subclasses implement ``feed``. ``session_id_shape`` is what the CLI's session
-    ids look like (None: it has none); an id of another shape is never recorded.
+    Subclasses implement ``feed`` (abstract: a parser without it cannot be made).
+    ``session_id_shape`` is what the CLI's session ids look like (None: it has
+    none); an id of another shape is never recorded.
 
     Args:
         clock: The wall clock, for reset times given as a clock time or relative
@@ -120,9 +122,9 @@ class AgentParser:
         self._report = IterationReport()
         self._clock = clock or local_now
 
+    @abc.abstractmethod
     def feed(self, line: str) -> list[AgentEvent]:
         """Parse one stdout line (without its newline) and return its events."""
-        raise NotImplementedError
 
     def report(self) -> IterationReport:
         """What the output so far said; see ``IterationReport``."""
