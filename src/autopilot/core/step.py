@@ -148,16 +148,13 @@ def spend_counters(spend: Spend) -> Counters:
 
 def _counters(state: LoopState, spend: Spend) -> Counters:
     loop = state.counters
-    return Counters(
-        iterations_done=spend.iterations,
+    return replace(
+        spend_counters(spend),
         stagnation_streak=loop.stagnation_streak,
         last_response_digest=loop.last_response_digest,
         failure_streak=loop.failure_streak,
         last_failure_signature=loop.last_failure_signature,
         rate_limit_waits=loop.rate_limit_waits,
-        cost_usd=spend.cost_usd,
-        tokens=spend.tokens.total,
-        active_ms=spend.active_ms,
         stop_requested=state.stop_requested,
         pause_requested=state.pause_requested,
     )
