@@ -21,7 +21,7 @@ from autopilot.core.vocabulary import EndedBy
 from autopilot.loop.arming import arm_run
 from autopilot.loop.driver import Driver
 from autopilot.loop.process import ProcessResult
-from autopilot.loop.runner import RunRequest
+from autopilot.loop.runner import AgentWatch, RunRequest
 from autopilot.loop.signals import Interrupts
 from autopilot.store.run_state import PromptSource, RunState
 from autopilot.store.state import StateStore
@@ -182,15 +182,7 @@ class FakeRunner:
         self.attempts = attempts
         self.requests: list[RunRequest] = []
 
-    def run(
-        self,
-        request: RunRequest,
-        *,
-        on_line: Callable[[str], None],
-        result_seen: Callable[[], bool],
-        should_kill: Callable[[], bool],
-        on_start: Callable[[int], None],
-    ) -> ProcessResult:
+    def run(self, request: RunRequest, watch: AgentWatch) -> ProcessResult:
         """See ``AgentRunner.run``."""
         index = min(len(self.requests), len(self.attempts) - 1)
         script = self.attempts[index]
@@ -199,7 +191,7 @@ class FakeRunner:
             return ProcessResult(
                 EndedBy.LAUNCH_FAILED, None, script.launch_error, script.launch_error, 0, 0, 0.0
             )
-        on_start(NO_SUCH_PID)
+        watch.on_start(NO_SUCH_PID)
         if script.on_start is not None:
             script.on_start(request)
         request.attempt.stdout.write_text("".join(line + "\n" for line in script.lines))
@@ -207,13 +199,13 @@ class FakeRunner:
         step = script.seconds / (len(script.lines) + 1)
         for line in script.lines:
             self.clock.advance(step)
-            if should_kill():
+            if watch.should_kill():
                 return self._result(EndedBy.KILLED, -9, script)
-            on_line(line)
+            watch.on_line(line)
         self.clock.advance(step)
         if script.crash:
             raise SimulatedCrash
-        if should_kill():
+        if watch.should_kill():
             return self._result(EndedBy.KILLED, -9, script)
         return self._result(script.ended_by, script.exit_code, script)
 

@@ -16,7 +16,7 @@ from autopilot.core.vocabulary import AgentEventKind, EndedBy, EventType, RunSta
 from autopilot.loop.identity import process_start_time
 from autopilot.loop.process import ProcessLimits, ProcessResult
 from autopilot.loop.record import RunRecord
-from autopilot.loop.runner import AgentRunner, RunRequest
+from autopilot.loop.runner import AgentRunner, AgentWatch, RunRequest
 from autopilot.store.private import write_private
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import AttemptDir
@@ -183,13 +183,8 @@ class Launcher:
         request_run = RunRequest(
             invocation.argv, env, invocation.stdin, self.cwd, attempt, self.limits(), self.run_id
         )
-        result = self.runner.run(
-            request_run,
-            on_line=on_line,
-            result_seen=lambda: parser.report().result_seen,
-            should_kill=self.should_kill,
-            on_start=on_start,
-        )
+        watch = AgentWatch(on_line, lambda: parser.report().result_seen, self.should_kill, on_start)
+        result = self.runner.run(request_run, watch)
         self._markers, found = finish_markers(self._markers, ok=result.exit_code == 0)
         self._emit_markers(number, found)
         return result, parser

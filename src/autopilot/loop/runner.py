@@ -43,27 +43,29 @@ class RunRequest:
     run_id: str = ""
 
 
+@dataclass(frozen=True)
+class AgentWatch:
+    """What a runner tells the driver, and asks it, while the agent runs.
+
+    Attributes:
+        on_line: Called with each stdout line (decoded, no newline).
+        result_seen: True once the agent's final result has arrived.
+        should_kill: Polled; True ends the process group now.
+        on_start: Called with the agent's pid once it runs.
+    """
+
+    on_line: Callable[[str], None]
+    result_seen: Callable[[], bool]
+    should_kill: Callable[[], bool]
+    on_start: Callable[[int], None]
+
+
 class AgentRunner(Protocol):
     """Runs agent processes."""
 
-    def run(
-        self,
-        request: RunRequest,
-        *,
-        on_line: Callable[[str], None],
-        result_seen: Callable[[], bool],
-        should_kill: Callable[[], bool],
-        on_start: Callable[[int], None],
-    ) -> ProcessResult:
-        """Run ``request`` to its end; never raises for the agent's sake.
-
-        Args:
-            request: What to run.
-            on_line: Called with each stdout line (decoded, no newline).
-            result_seen: True once the agent's final result has arrived.
-            should_kill: Polled; True ends the process group now.
-            on_start: Called with the agent's pid once it runs.
-        """
+    def run(self, request: RunRequest, watch: AgentWatch) -> ProcessResult:
+        """Run ``request`` to its end, telling ``watch``; never raises for the
+        agent's sake."""
         ...
 
 
@@ -71,15 +73,7 @@ class SubprocessRunner:
     """Runs the agent as a real process (``loop.process.run_agent_process``), in the
     run's cgroup where the machine gives one (``AUTOPILOT_CGROUP=off``: never)."""
 
-    def run(
-        self,
-        request: RunRequest,
-        *,
-        on_line: Callable[[str], None],
-        result_seen: Callable[[], bool],
-        should_kill: Callable[[], bool],
-        on_start: Callable[[int], None],
-    ) -> ProcessResult:
+    def run(self, request: RunRequest, watch: AgentWatch) -> ProcessResult:
         """See ``AgentRunner.run``."""
         return run_agent_process(
             request.argv,
@@ -88,11 +82,11 @@ class SubprocessRunner:
             stdin_data=request.stdin,
             stdout_path=request.attempt.stdout,
             stderr_path=request.attempt.stderr,
-            on_line=on_line,
-            result_seen=result_seen,
-            should_kill=should_kill,
+            on_line=watch.on_line,
+            result_seen=watch.result_seen,
+            should_kill=watch.should_kill,
             limits=request.limits,
-            on_start=on_start,
+            on_start=watch.on_start,
             cgroup=AgentCgroup.for_run(request.run_id, os.environ) if request.run_id else None,
         )
 
