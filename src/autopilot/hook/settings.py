@@ -18,13 +18,10 @@ command line) and a slash command file autopilot wrote.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 import shlex
 import shutil
-import tempfile
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -32,6 +29,7 @@ from typing import Any
 
 from autopilot.errors import UsageError
 from autopilot.hook.inputs import HookAgent
+from autopilot.store.atomic import write_atomically
 
 HOOK_TIMEOUT_SECONDS = 600
 """Seconds the CLI gives the hook: an armed backlog run runs the item's checks in it."""
@@ -175,20 +173,11 @@ def read_settings(path: Path) -> dict[str, Any]:
 
 
 def _write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically, keeping the mode of a file already there
+    (0644 for a new one)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+    write_atomically(path, text.encode("utf-8"), mode=mode)
 
 
 def _backup(path: Path) -> Path | None:

@@ -10,7 +10,7 @@ one not terminated whose driver is alive or cannot be told to be dead
 Removal renames a run's folder to ``.prune-<runId>`` (so it disappears at once)
 and then deletes it; a leftover ``.prune-*`` folder from an interrupted prune is
 deleted next time. ``index.jsonl`` is then rewritten under ``index.jsonl.lock``:
-a temp file, fsync, rename (``state.write_atomically``). Rows appended while it
+a temp file, fsync, rename (``store.atomic``). Rows appended while it
 is rewritten are carried over.
 """
 
@@ -25,10 +25,11 @@ from pathlib import Path
 
 from autopilot.manage.activity import Activity, run_activity
 from autopilot.runtime.liveness import driver_lock_held
+from autopilot.store.atomic import write_atomically
 from autopilot.store.index import INDEX_FILE, index_lock, read_index
 from autopilot.store.paths import is_valid_run_id, list_run_ids, started_at_of
 from autopilot.store.rundir import RunDir
-from autopilot.store.state import read_state_quietly, write_atomically
+from autopilot.store.state import read_state_quietly
 from autopilot.workspace.cleanup import Cleanup, clean_up_run, unsaved_work
 from autopilot.workspace.run_workspace import RunPlace
 

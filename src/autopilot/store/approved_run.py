@@ -8,15 +8,13 @@ rename), so a reader never sees half of it.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from autopilot.core.boundary import Boundary, parse_boundary
+from autopilot.store.atomic import write_json_atomically
 from autopilot.store.files import UnsafeFileError, read_bounded_file
 
 APPROVED_RUN_FILE = Path(".autopilot") / "approved-run.json"
@@ -67,17 +65,5 @@ def write_approved_run(path: Path, data: Any, *, mode: int = 0o644) -> None:
         OSError: the folder cannot be made or the file written (the old file is then
             untouched).
     """
-    encoded = (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=".approved-run.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(encoded)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+    write_json_atomically(path, data, mode=mode)

@@ -17,8 +17,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +24,7 @@ from pathlib import Path
 from autopilot.core.ready_queue import backlog_problems
 from autopilot.core.workitems import ItemFormatError, WorkItem, item_from_json
 from autopilot.errors import BacklogError
+from autopilot.store.atomic import write_atomically
 from autopilot.store.files import UnsafeFileError, read_bounded_file
 from autopilot.store.flock import FileLock
 
@@ -266,17 +265,6 @@ class Backlog:
         folder = self.path.parent
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            fd, temp = tempfile.mkstemp(prefix=".tasks.jsonl.", suffix=".tmp", dir=folder)
+            write_atomically(self.path, data, mode=0o644)
         except OSError as error:
-            raise BacklogError(f"cannot write {self.path}: {error.strerror or error}") from None
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(temp, 0o644)
-            os.replace(temp, self.path)
-        except OSError as error:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
             raise BacklogError(f"cannot write {self.path}: {error.strerror or error}") from None

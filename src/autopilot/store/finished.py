@@ -15,14 +15,13 @@ cannot be written is simply not kept.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from autopilot.store.private import open_private
+from autopilot.store.atomic import write_atomically
 
 FINISHED_FILE = "finished.json"
 _VERSION = 1
@@ -97,16 +96,9 @@ class FinishedRuns:
         if not self._changed or not self.path.parent.is_dir():
             return
         data = msgspec.json.encode({"version": _VERSION, "runs": self._runs})
-        tmp = self.path.with_name(f"{FINISHED_FILE}.tmp.{os.getpid()}")
         try:
-            with open(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, self.path)
+            write_atomically(self.path, data)
         except OSError:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
             return
         self._changed = False
 

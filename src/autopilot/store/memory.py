@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from autopilot.store.atomic import write_atomically
 from autopilot.store.project_files import memory_path, project_dir
-from autopilot.store.state import write_atomically
 
 RUN_COPY_NAME = "memory.md"
 MAX_MEMORY_BYTES = 1024 * 1024

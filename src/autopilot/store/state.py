@@ -18,15 +18,15 @@ import dataclasses
 import json
 import os
 import re
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from autopilot.core.redact import redact
 from autopilot.errors import StateFileError
+from autopilot.store.atomic import write_atomically
 from autopilot.store.flock import FileLock
-from autopilot.store.private import make_private_dir, open_private
+from autopilot.store.private import make_private_dir
 from autopilot.store.run_state import RunState, decode_state
 
 LOCK_TIMEOUT_SECONDS = 30.0
@@ -85,34 +85,6 @@ def read_state_quietly(path: Path) -> RunState | None:
         return read_state(path)
     except StateFileError:
         return None
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` (mode 0600) via a temp file, fsync and rename.
-
-    Raises:
-        OSError: the write failed; ``path`` is unchanged and the temp file removed.
-    """
-    tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}.{threading.get_ident()}")
-    try:
-        with open(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    try:
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
 
 
 _REDACTED_FIELDS = ("terminationNote", "terminationReason", "stopReason")

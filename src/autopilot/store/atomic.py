@@ -1,0 +1,61 @@
+"""Whole-file writes that a crash cannot tear: a temp file beside the target, written
+and fsynced, renamed over it, and the folder fsynced.
+
+Readers see the old file or the new one, never a part. A temp file a dead writer left
+is named ``<name>.tmp.<pid>.<thread>`` (a relaunch removes ``state.json``'s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from autopilot.store.private import open_private
+
+
+def write_atomically(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    """Write ``data`` to ``path`` via a temp file, fsync and rename.
+
+    Args:
+        path: The file; its folder must exist.
+        data: Its whole new content.
+        mode: The file's permission bits (0600 by default, as under the runs root).
+
+    Raises:
+        OSError: the write failed; ``path`` is unchanged and the temp file removed.
+    """
+    tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}.{threading.get_ident()}")
+    try:
+        with open(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+            if mode != 0o600:
+                os.fchmod(handle.fileno(), mode)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def write_json_atomically(path: Path, value: Any, *, mode: int = 0o600) -> None:
+    """``value`` as indented UTF-8 JSON and a newline, written by ``write_atomically``.
+
+    Raises:
+        OSError: the write failed; ``path`` is unchanged.
+    """
+    text = json.dumps(value, ensure_ascii=False, indent=2) + "\n"
+    write_atomically(path, text.encode("utf-8"), mode=mode)

@@ -1,0 +1,37 @@
+"""Whole-file writes: the new content or the old, the mode asked for, no temp left."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from autopilot.store.atomic import write_atomically, write_json_atomically
+
+
+def test_a_write_replaces_the_file_with_the_mode_asked_for(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("old\n")
+    write_atomically(path, b"new\n", mode=0o644)
+    assert path.read_bytes() == b"new\n"
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["tasks.jsonl"]
+
+
+def test_json_is_written_indented_and_private_by_default(tmp_path: Path) -> None:
+    path = tmp_path / "approved-run.json"
+    write_json_atomically(path, {"status": "running", "note": "é"})
+    assert path.read_text(encoding="utf-8") == '{\n  "status": "running",\n  "note": "é"\n}\n'
+    assert json.loads(path.read_text(encoding="utf-8"))["note"] == "é"
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_failed_write_leaves_what_was_there_and_no_temp(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    path.mkdir()  # the rename onto it fails
+    (path / "kept").write_text("old")
+    with pytest.raises(OSError):
+        write_atomically(path, b"new")
+    assert (path / "kept").read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
