@@ -163,6 +163,7 @@ def arm(
     prompt again (an iteration) or stops (promise, budget, stagnation, autopilot stop,
     pause or .autopilot/OFF). Needs autopilot hook install.
     """
+    from autopilot.cli.run_sources import prompt_source
     from autopilot.config import build_config
     from autopilot.hook.arm import (
         CLAIM_WINDOW_SECONDS,
@@ -171,7 +172,6 @@ def arm(
         session_from_env,
     )
     from autopilot.loop.clock import SystemClock
-    from autopilot.store.files import read_prompt_file
     from autopilot.store.paths import runs_root
     from autopilot.store.run_state import PromptSource
 
@@ -181,22 +181,8 @@ def arm(
     if backlog:
         source = PromptSource()
         _check_backlog(cwd)
-    elif prompt_file is not None:
-        given = Path(prompt_file).expanduser()
-        try:
-            text = read_prompt_file(given, project=cwd)
-        except OSError as error:
-            raise UsageError(
-                f"cannot read prompt file {prompt_file}: {error.strerror or error}"
-            ) from None
-        if not text.strip():
-            raise UsageError(f"prompt file {prompt_file} is empty")
-        source = PromptSource(path=given.resolve())
     else:
-        assert prompt_text is not None
-        if not prompt_text.strip():
-            raise UsageError("the prompt is empty")
-        source = PromptSource(text=prompt_text)
+        source = prompt_source(cwd, prompt_text=prompt_text, prompt_file=prompt_file)
     inside = session_from_env(os.environ)
     chosen = HookAgent(agent) if agent else (inside[0] if inside else HookAgent.CLAUDE)
     if session_id is not None and not session_id.strip():

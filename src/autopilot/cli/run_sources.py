@@ -58,6 +58,16 @@ def run_source(
         return RunSource(PromptSource(text=baked.text), baked.mode.value, baked)
     if backlog:
         return RunSource(PromptSource(text=backlog_prompt_source(cwd)), "backlog")
+    return RunSource(prompt_source(cwd, prompt_text=prompt_text, prompt_file=prompt_file), "prompt")
+
+
+def prompt_source(cwd: Path, *, prompt_text: str | None, prompt_file: str | None) -> PromptSource:
+    """The prompt ``-f FILE`` (re-read every iteration) or else ``-p TEXT`` gives, checked
+    (``run`` and ``arm``).
+
+    Raises:
+        UsageError: an empty prompt, a prompt file that cannot be read or is empty.
+    """
     if prompt_file is not None:
         given_path = Path(prompt_file).expanduser()
         try:
@@ -71,11 +81,11 @@ def run_source(
         if not text.strip():
             raise UsageError(f"prompt file {prompt_file} is empty")
         # Re-read every iteration (edit it mid-run).
-        return RunSource(PromptSource(path=given_path.resolve()), "prompt")
+        return PromptSource(path=given_path.resolve())
     assert prompt_text is not None
     if not prompt_text.strip():
         raise UsageError("the prompt is empty")
-    return RunSource(PromptSource(text=prompt_text), "prompt")
+    return PromptSource(text=prompt_text)
 
 
 def backlog_prompt_source(cwd: Path) -> str:
