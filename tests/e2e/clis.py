@@ -422,3 +422,54 @@ CLIS = {
         check_auth=_opencode_error_line,
     ),
 }
+
+
+@dataclass(frozen=True)
+class HookCli:
+    """One agent CLI whose interactive session autopilot's Stop hook continues
+    (``test_hook.py``).
+
+    Attributes:
+        name: ``--agent`` name of ``hook install`` and ``arm``.
+        setup: Prepares ``tmp_path`` and returns the runner's ``Setup``.
+        argv: The session's argv (program left out) for its first prompt.
+        answer: How an answer of the agent's stands in the CLI's stdout.
+        slash_command: It has the ``/autopilot`` slash command.
+    """
+
+    name: str
+    setup: Callable[[Path], Setup]
+    argv: Callable[[str], list[str]]
+    answer: Callable[[str], str]
+    slash_command: bool = False
+
+
+def _claude_session(prompt: str) -> list[str]:
+    fixed = ["--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions"]
+    return ["-p", prompt, *fixed]
+
+
+def _claude_hook(tmp_path: Path) -> Setup:
+    # Not CLAUDECODE: the session is the user's own, not one nested in autopilot.
+    env = {k: v for k, v in _claude(tmp_path).set_env.items() if k != "CLAUDECODE"}
+    return Setup({**env, "IS_SANDBOX": "1"})
+
+
+def _codex_session(prompt: str) -> list[str]:
+    # Codex runs a hook only once it is trusted; --dangerously-bypass-hook-trust runs it
+    # anyway, and --trust lets it read the project's .codex/hooks.json.
+    fixed = ["exec", "--json", "--dangerously-bypass-approvals-and-sandbox"]
+    fixed += ["--skip-git-repo-check", "--trust", "--dangerously-bypass-hook-trust"]
+    return [*fixed, "--", prompt]
+
+
+HOOK_CLIS = {
+    "claude": HookCli(
+        "claude",
+        _claude_hook,
+        _claude_session,
+        answer=lambda text: f'"result":"{text}"',
+        slash_command=True,
+    ),
+    "codex": HookCli("codex", _codex, _codex_session, answer=lambda text: f'"{text}"'),
+}

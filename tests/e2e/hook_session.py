@@ -9,10 +9,13 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autopilot.testkit.offline import netns_prefix
 from tests.conftest import read_jsonl
+
+if TYPE_CHECKING:
+    from tests.e2e.clis import Setup
 
 
 @dataclass
@@ -57,25 +60,24 @@ class HookSession:
         )
 
     def run_cli(
-        self,
-        script: str,
-        argv: list[str],
-        set_env: dict[str, str],
-        templates: dict[Path, Path] | None = None,
-        timeout: float = 300,
+        self, script: str, argv: list[str], setup: Setup, timeout: float = 300
     ) -> subprocess.CompletedProcess[str]:
-        """``argv`` (the agent CLI) in the project with the model server on ``script``."""
+        """``argv`` (the agent CLI) in the project with the model server on ``script``,
+        set up as ``setup`` says."""
         runner = [sys.executable, "-m", "autopilot.testkit.offline", "--script", script]
         if netns_prefix() is not None:
             runner.append("--netns")
-        for key, value in set_env.items():
+        for key, value in setup.set_env.items():
             runner += ["--set-env", f"{key}={value}"]
-        for source, destination in (templates or {}).items():
+        for source, destination in setup.templates.items():
             runner += ["--template", f"{source}={destination}"]
+        env = self.env()
+        for key in setup.unset_env:
+            env.pop(key, None)
         return subprocess.run(
             [*runner, "--", *argv],
             cwd=self.repo,
-            env=self.env(),
+            env=env,
             capture_output=True,
             text=True,
             timeout=timeout,
