@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from autopilot.core.ready_queue import open_items, status_counts
+from autopilot.core.text import excerpt
 from autopilot.core.workitems import ItemStatus, WorkItem
 
 WORKITEM_KIND = "issue"
@@ -36,17 +37,8 @@ MAX_SNAPSHOT_ITEMS = 150
 """``backlog_snapshot.items`` lists at most this many items (a line must fit 16 KiB)."""
 
 
-def _cut(text: str, limit_units: int) -> str:
-    units = 0
-    for index, ch in enumerate(text):
-        units += 2 if ord(ch) > 0xFFFF else 1
-        if units > limit_units:
-            return text[:index]
-    return text
-
-
 def _title(item: WorkItem) -> str:
-    return _cut(" ".join(item.label().split()), MAX_TITLE_UTF16_UNITS)
+    return excerpt(" ".join(item.label().split()), MAX_TITLE_UTF16_UNITS)
 
 
 def workitem_start_fields(item: WorkItem, iteration: int) -> dict[str, Any]:

@@ -12,12 +12,15 @@ an ``open`` and a ``flock``, and importing it costs nothing beyond ``fcntl``.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+from autopilot.errors import StateFileError
 from autopilot.store.private import PRIVATE_FILE_MODE
 
 POLL_SECONDS = 0.05
@@ -81,6 +84,34 @@ class FileLock:
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)  # closing the file releases its flock
+
+
+@contextlib.contextmanager
+def holding(path: Path, *, timeout_seconds: float, what: Path) -> Iterator[None]:
+    """Hold the lock on ``path`` for a ``with`` block, with a lock of its own for
+    each acquisition (threads sharing one object exclude each other as processes do).
+
+    Args:
+        path: The lock file.
+        timeout_seconds: How long to wait for another holder.
+        what: What the lock guards, for the message.
+
+    Raises:
+        StateFileError: the lock cannot be taken, or stayed taken all that time.
+    """
+    lock = FileLock(path, timeout_seconds=timeout_seconds)
+    try:
+        taken = lock.acquire()
+    except OSError as error:
+        raise StateFileError(
+            f"cannot lock {what}: {error.strerror or error}", errno=error.errno
+        ) from None
+    if not taken:
+        raise StateFileError(f"{what} stayed locked for {timeout_seconds:.0f} s")
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _open_lock_file(path: Path) -> int:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from autopilot.core.delivery import Message, is_message_id, message_id
 from autopilot.errors import StateFileError
-from autopilot.store.flock import FileLock
+from autopilot.store.flock import holding
 from autopilot.store.private import make_private_dir, open_private
 
 INBOX_DIR = "inbox"
@@ -75,17 +75,8 @@ class Inbox:
         self._ensure()
         # A lock of its own for each acquisition: threads sharing this inbox exclude
         # each other like processes do.
-        lock = FileLock(self.root / ".lock", timeout_seconds=LOCK_TIMEOUT_SECONDS)
-        try:
-            taken = lock.acquire()
-        except OSError as error:
-            raise StateFileError(f"cannot lock {self.root}: {error.strerror or error}") from None
-        if not taken:
-            raise StateFileError(f"{self.root} stayed locked for {LOCK_TIMEOUT_SECONDS:.0f} s")
-        try:
+        with holding(self.root / ".lock", timeout_seconds=LOCK_TIMEOUT_SECONDS, what=self.root):
             yield
-        finally:
-            lock.release()
 
     def put(self, message: Message, record: Callable[[Message], object]) -> None:
         """Queue ``message`` durably; ``record`` appends its ``message_queued`` event.

@@ -25,7 +25,7 @@ from typing import Any
 from autopilot.core.redact import redact
 from autopilot.errors import StateFileError
 from autopilot.store.atomic import write_atomically
-from autopilot.store.flock import FileLock
+from autopilot.store.flock import holding
 from autopilot.store.private import make_private_dir
 from autopilot.store.run_state import RunState, decode_state
 
@@ -207,16 +207,5 @@ class StateStore:
     def _locked(self) -> Iterator[None]:
         # A lock of its own for each acquisition (an open and a flock): threads that
         # share this store exclude each other like processes do.
-        lock = FileLock(self._lock_path, timeout_seconds=LOCK_TIMEOUT_SECONDS)
-        try:
-            taken = lock.acquire()
-        except OSError as error:
-            raise StateFileError(
-                f"cannot lock {self.path}: {error.strerror or error}", errno=error.errno
-            ) from None
-        if not taken:
-            raise StateFileError(f"{self.path} stayed locked for {LOCK_TIMEOUT_SECONDS:.0f} s")
-        try:
+        with holding(self._lock_path, timeout_seconds=LOCK_TIMEOUT_SECONDS, what=self.path):
             yield
-        finally:
-            lock.release()
