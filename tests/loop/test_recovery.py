@@ -70,3 +70,19 @@ def test_recovery_memory_does_not_grow_with_the_line(tmp_path: Path) -> None:
     message, grown_mib = done.stdout.rsplit(" ", 1)
     assert message == "all done COMPLETE"
     assert int(grown_mib) < 64
+
+
+def test_a_recovered_attempt_whose_agent_was_refused_its_key_is_fatal(tmp_path: Path) -> None:
+    """A crash after the agent's final result: its verdict counts as the live driver's
+    would (``observe.verdict_of``), so a refused key ends the run instead of retrying."""
+    from autopilot.loop.recovery import attempt_from_output
+    from tests.fakes import claude_lines
+
+    folder = tmp_path / "iter-0001"
+    folder.mkdir()
+    (folder / "prompt.md").write_text("work")
+    lines = claude_lines("Invalid API key · Please run /login", is_error=True, api_error_status=401)
+    (folder / "stdout.log").write_text("\n".join(lines) + "\n")
+    attempt = attempt_from_output(1, folder, ClaudeAdapter(sys.executable), 1_800_000_000_000)
+    assert (attempt.agent_failed, attempt.fatal, attempt.usage_limited) == (True, True, False)
+    assert attempt.agent_error is not None and "Invalid API key" in attempt.agent_error

@@ -59,6 +59,39 @@ def classify(
     return adapter.classify(report, exit_code, result.stderr_tail)
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """What the adapter's classification of an attempt means for the decision.
+
+    Attributes:
+        failed: The agent said the attempt failed.
+        usage_limited: It failed on a rate or usage limit that resets.
+        fatal: It failed in a way no retry mends (a refused login, no credit left:
+            not a limit that resets, so waiting would never end).
+        message: The agent's own error text, when it failed.
+    """
+
+    failed: bool = False
+    usage_limited: bool = False
+    fatal: bool = False
+    message: str | None = None
+
+
+def verdict_of(classification: Classification | None, report: IterationReport) -> Verdict:
+    """The ``Verdict`` of ``classification`` (None: the agent never ran or gave no
+    result), for an attempt whose sane report is ``report``."""
+    if classification is None or classification.ok:
+        return Verdict()
+    limited = classification.error_kind in LIMIT_ERROR_KINDS
+    out_of_credit = report.reset_at_ms is None and needs_payment(classification.message)
+    return Verdict(
+        failed=True,
+        usage_limited=limited and not out_of_credit,
+        fatal=classification.error_kind is ErrorKind.AUTH or out_of_credit,
+        message=classification.message,
+    )
+
+
 def attempt_of(
     *,
     adapter: AgentAdapter,
@@ -102,21 +135,7 @@ def attempt_of(
     # After classify, which may read a reset time from the agent's error text.
     report = sane_report(with_baseline(raw_report, baseline), now_ms)
     commits = workspace.new_commits(before, after)
-    failed = classification is not None and not classification.ok
-    limited = (
-        failed and classification is not None and classification.error_kind in LIMIT_ERROR_KINDS
-    )
-    out_of_credit = (
-        failed
-        and classification is not None
-        and report.reset_at_ms is None
-        and needs_payment(classification.message)
-    )
-    fatal = (
-        failed
-        and classification is not None
-        and (classification.error_kind is ErrorKind.AUTH or out_of_credit)
-    )
+    verdict = verdict_of(classification, report)
     totals = report.session_usage
     denials = getattr(report, "permission_denials", ())
     return Attempt(
@@ -126,11 +145,10 @@ def attempt_of(
         ended_by=result.ended_by,
         exit_code=result.exit_code,
         result_seen=report.result_seen,
-        agent_failed=failed,
-        # Out of credit is not a limit that resets: waiting would never end.
-        usage_limited=limited and not out_of_credit,
-        fatal=fatal,
-        agent_error=classification.message if failed and classification else None,
+        agent_failed=verdict.failed,
+        usage_limited=verdict.usage_limited,
+        fatal=verdict.fatal,
+        agent_error=verdict.message,
         launch_error=result.launch_error,
         final_message=report.final_message,
         last_root_text=last_root_text or report.last_root_text,

@@ -37,7 +37,7 @@ from autopilot.core.step import conclude
 from autopilot.core.vocabulary import EndedBy, EventType, RunStatus
 from autopilot.loop.descendants import end_leftovers
 from autopilot.loop.identity import is_same_process
-from autopilot.loop.observe import LIMIT_ERROR_KINDS, sane_report
+from autopilot.loop.observe import sane_report, verdict_of
 from autopilot.loop.record import RunRecord, absorb, loop_state, write_step
 from autopilot.loop.torn import torn_step, without_logged
 from autopilot.store.events import EventLog, read_events
@@ -332,7 +332,7 @@ def attempt_from_output(
     except OSError:
         prompt = ""
     classification = adapter.classify(report, 0, "") if report.result_seen else None
-    failed = classification is not None and not classification.ok
+    verdict = verdict_of(classification, report)
     return Attempt(
         number=number,
         folder=folder.name if folder is not None else "",
@@ -340,11 +340,10 @@ def attempt_from_output(
         ended_by=EndedBy.DRIVER_DIED,
         exit_code=None,
         result_seen=report.result_seen,
-        agent_failed=failed,
-        usage_limited=failed
-        and classification is not None
-        and classification.error_kind in LIMIT_ERROR_KINDS,
-        agent_error=classification.message if failed and classification else None,
+        agent_failed=verdict.failed,
+        usage_limited=verdict.usage_limited,
+        fatal=verdict.fatal,
+        agent_error=verdict.message,
         final_message=report.final_message,
         last_root_text=report.last_root_text,
         tool_calls=report.tool_calls,
