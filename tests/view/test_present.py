@@ -6,7 +6,7 @@ import pytest
 
 from autopilot.core.vocabulary import TERMINAL_STATUSES, RunStatus
 from autopilot.store.snapshot import Snapshot
-from autopilot.view.present import run_status, status_badge
+from autopilot.view.badge import run_status, status_badge
 
 NOW_MS = 1_800_000_000_000
 WORDS = {RunStatus.RATE_LIMITED: "RATE LIMITED", RunStatus.AWAITING_USER: "AWAITING USER"}

@@ -14,6 +14,7 @@ from textual.binding import Binding, BindingType
 from autopilot import control
 from autopilot.core.vocabulary import RunStatus
 from autopilot.errors import AutopilotError
+from autopilot.view.badge import run_status
 from autopilot.view.dialogs import ConfirmStop, MessagePrompt
 from autopilot.view.safe import shown
 
@@ -58,7 +59,7 @@ class RunKeys(App[None]):
     def _key_state(self) -> tuple[bool, bool, bool]:
         state = self.state or {}
         ended = self._ended() or self.state is None
-        paused = bool(state.get("paused")) or state.get("status") == RunStatus.PAUSED
+        paused = bool(state.get("paused")) or run_status(state, self.snapshot) is RunStatus.PAUSED
         return ended, paused, bool(state.get("stopRequested")) or self._interrupted is not None
 
     def _ended(self) -> bool:

@@ -12,14 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autopilot.core.vocabulary import RunStatus
 from autopilot.store.snapshot import Snapshot
 from autopilot.view.plain import format_time
 
 State = Mapping[str, Any]
 
 
-def _num(value: Any) -> float | None:
+def as_number(value: Any) -> float | None:
+    """``value`` as a float if it is a JSON number (not a bool), else None."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
@@ -46,7 +46,7 @@ def fmt_duration(ms: float | None) -> str:
 
 def fmt_count(value: Any) -> str:
     """A token count: ``850``, ``12.3k``, ``4.51M``."""
-    number = _num(value) or 0.0
+    number = as_number(value) or 0.0
     if number >= 1_000_000:
         return f"{number / 1_000_000:.3g}M"
     if number >= 10_000:
@@ -56,7 +56,7 @@ def fmt_count(value: Any) -> str:
 
 def fmt_cost(value: Any) -> str:
     """USD: ``$0.0036`` below a dollar, ``$12.34`` above."""
-    number = _num(value) or 0.0
+    number = as_number(value) or 0.0
     return f"${number:.4f}" if number < 1 else f"${number:,.2f}"
 
 
@@ -68,98 +68,19 @@ def elapsed_ms(state: State | None, snapshot: Snapshot, now_ms: int) -> int | No
     ``totalPausedMs`` plus the open pause since ``pausedAt``.
     """
     state = state or {}
-    started = _num(state.get("startedAt"))
+    started = as_number(state.get("startedAt"))
     if started is None:
-        started = _num(snapshot.startedAt)
+        started = as_number(snapshot.startedAt)
     if started is None:
         return None
-    end = _num(snapshot.terminalAt) if snapshot.terminal else None
+    end = as_number(snapshot.terminalAt) if snapshot.terminal else None
     if end is None:
         end = float(now_ms)
-    paused = _num(state.get("totalPausedMs")) or 0.0
-    paused_at = _num(state.get("pausedAt"))
+    paused = as_number(state.get("totalPausedMs")) or 0.0
+    paused_at = as_number(state.get("pausedAt"))
     if state.get("paused") and paused_at is not None:
         paused += max(0.0, end - paused_at)
     return int(max(0.0, end - started - paused))
-
-
-@dataclass(frozen=True)
-class Badge:
-    """The status badge: a short label, a tone for its colour, and a detail.
-
-    ``tone`` is one of ``run``, ``ok``, ``warn``, ``bad``.
-    """
-
-    label: str
-    tone: str
-    detail: str = ""
-
-
-def _until(until: Any, now_ms: int) -> str:
-    moment = _num(until)
-    if moment is None:
-        return ""
-    return f"until {format_time(moment)[:8]} (in {fmt_duration(max(0.0, moment - now_ms))})"
-
-
-def status_badge(
-    state: State | None,
-    snapshot: Snapshot,
-    alive: bool | None,
-    now_ms: int,
-    interrupted: str | None = None,
-) -> Badge:
-    """The run's status as a badge.
-
-    Args:
-        state: ``state.json`` (None when unreadable).
-        snapshot: The folded log.
-        alive: Whether the driver process is alive (None: unknown).
-        now_ms: Now, for waiting countdowns.
-        interrupted: What ctrl+c in the view did to the run driven beside it
-            (e.g. "stopping at the next boundary…"), until the run ends.
-    """
-    if snapshot.terminal:
-        reason = str(snapshot.reason or "")
-        detail = f"{reason} — {snapshot.note}" if snapshot.note else reason
-        if snapshot.run_status is RunStatus.COMPLETED:
-            return Badge("COMPLETE", "ok", detail)
-        return Badge("STOPPED" if reason == "user_stopped" else "ABORTED", "bad", detail)
-    if state is None:
-        return Badge(_words(snapshot.run_status), "run", "state.json unreadable")
-    status = run_status(state, snapshot)
-    if state.get("terminated"):
-        reason = str(state.get("terminationReason") or "")
-        return Badge("COMPLETE" if status is RunStatus.COMPLETED else _words(status), "bad", reason)
-    if interrupted:
-        return Badge("STOPPING", "warn", interrupted)
-    if alive is False:
-        return Badge("DRIVER GONE", "bad", "not running; `autopilot start` relaunches it")
-    if state.get("stopRequested"):
-        return Badge("STOPPING", "warn", "at the next boundary")
-    if status is RunStatus.RATE_LIMITED:
-        until = state.get("waitingUntil") or snapshot.waitingUntil
-        return Badge("RATE LIMITED", "warn", _until(until, now_ms))
-    if status is RunStatus.WAITING:
-        return Badge("WAITING", "warn", _until(state.get("waitingUntil"), now_ms))
-    if status is RunStatus.PAUSED:
-        return Badge("PAUSED", "warn", "r resumes")
-    if state.get("paused"):
-        return Badge("PAUSING", "warn", "at the next boundary")
-    return Badge(_words(status), "run", "")
-
-
-def run_status(state: State, snapshot: Snapshot) -> RunStatus:
-    """The run's status in the one run-status vocabulary (``RunStatus``, as ``status``
-    and ``list`` show it): ``state.json``'s, else what the folded log's says."""
-    try:
-        return RunStatus(str(state.get("status")))
-    except ValueError:
-        return snapshot.run_status
-
-
-def _words(status: RunStatus) -> str:
-    return status.value.upper().replace("_", " ")
 
 
 def iteration_text(state: State | None, snapshot: Snapshot) -> str:
@@ -167,22 +88,22 @@ def iteration_text(state: State | None, snapshot: Snapshot) -> str:
     state = state or {}
     number = snapshot.iteration or state.get("iter") or 0
     maximum = state.get("max", snapshot.maxIterations)
-    shown = str(int(maximum)) if _num(maximum) else "∞"
+    shown = str(int(maximum)) if as_number(maximum) else "∞"
     return f"iteration {int(number)} of {shown}"
 
 
 def spend(state: State | None, snapshot: Snapshot) -> tuple[int, int, float]:
     """Tokens in, tokens out and cost: the larger of the log's and ``state.json``'s."""
     tokens = snapshot.tokens
-    in_tokens = int(_num(tokens.get("input")) or 0)
-    out_tokens = int(_num(tokens.get("output")) or 0)
+    in_tokens = int(as_number(tokens.get("input")) or 0)
+    out_tokens = int(as_number(tokens.get("output")) or 0)
     cost = snapshot.costUsd
     recorded = (state or {}).get("spend")
     if isinstance(recorded, Mapping):
         stored = as_mapping(recorded.get("tokens"))
-        in_tokens = max(in_tokens, int(_num(stored.get("input")) or 0))
-        out_tokens = max(out_tokens, int(_num(stored.get("output")) or 0))
-        cost = max(cost, _num(recorded.get("costUsd")) or 0.0)
+        in_tokens = max(in_tokens, int(as_number(stored.get("input")) or 0))
+        out_tokens = max(out_tokens, int(as_number(stored.get("output")) or 0))
+        cost = max(cost, as_number(recorded.get("costUsd")) or 0.0)
     return in_tokens, out_tokens, cost
 
 
@@ -195,7 +116,7 @@ def tokens_per_iteration(snapshot: Snapshot) -> list[float]:
     entries = snapshot.iterations
 
     def total(tokens: Any) -> float:
-        return sum(_num(value) or 0.0 for value in as_mapping(tokens).values())
+        return sum(as_number(value) or 0.0 for value in as_mapping(tokens).values())
 
     values: list[float] = []
     for index, entry in enumerate(entries):
@@ -234,7 +155,7 @@ def substage_lines(snapshot: Snapshot, limit: int) -> list[str]:
     """The active stage's newest ``limit`` substages as ``verb args outcome duration``."""
     lines = []
     for sub in snapshot.currentStageSubstages[-limit:]:
-        duration = fmt_duration(sub["durationMs"]) if _num(sub.get("durationMs")) else ""
+        duration = fmt_duration(sub["durationMs"]) if as_number(sub.get("durationMs")) else ""
         bits = [sub.get("verb") or "·", sub.get("argsSummary") or "", sub.get("outcome") or ""]
         lines.append(" ".join(str(bit) for bit in [*bits, duration] if bit))
     return lines
@@ -245,7 +166,9 @@ def recent_stage_text(snapshot: Snapshot, limit: int = 4) -> str:
     parts = []
     for stage in snapshot.recentStages[-limit:]:
         outcome = f" {stage['outcome']}" if stage.get("outcome") else ""
-        duration = f" {fmt_duration(stage['durationMs'])}" if _num(stage.get("durationMs")) else ""
+        duration = (
+            f" {fmt_duration(stage['durationMs'])}" if as_number(stage.get("durationMs")) else ""
+        )
         parts.append(f"{stage.get('name')}{outcome}{duration}")
     return " · ".join(parts)
 
@@ -317,7 +240,7 @@ def work_item_lines(snapshot: Snapshot, limit: int = 3) -> list[tuple[str, str]]
         return backlog_item_lines(snapshot.workItems)
 
     def label(item: Mapping[str, Any]) -> str:
-        ref = f" #{int(item['ref'])}" if _num(item.get("ref")) is not None else ""
+        ref = f" #{int(item['ref'])}" if as_number(item.get("ref")) is not None else ""
         return f"{item.get('kind')}{ref} {item.get('title') or ''}".strip()
 
     rows = [(label(item), "ok") for item in snapshot.completedWorkItems[-limit:]]
@@ -333,7 +256,7 @@ def backlog_text(snapshot: Snapshot) -> str | None:
         return None
     parts = []
     for key, name in (("openIssues", "issues"), ("openPrs", "PRs"), ("redCi", "red CI")):
-        if _num(backlog.get(key)) is not None:
+        if as_number(backlog.get(key)) is not None:
             parts.append(f"{int(backlog[key])} {name}")
     if snapshot.closedByLoop:
         parts.append(f"{int(snapshot.closedByLoop)} closed by the loop")

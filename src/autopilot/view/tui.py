@@ -35,6 +35,7 @@ from autopilot.store.run_state import RunState
 from autopilot.store.rundir import EVENTS_FILE, STATE_FILE, STDOUT_FILE, RunDir
 from autopilot.store.state import read_state_quietly
 from autopilot.view import present
+from autopilot.view.badge import status_badge
 from autopilot.view.follow import Liveness, watch_run_dir
 from autopilot.view.keys import RunKeys, SendMessage
 from autopilot.view.output import OutputFollower
@@ -309,7 +310,7 @@ class WatchApp(RunKeys):
     def _render_header(self) -> None:
         now = self.clock.now_ms()
         interrupted = None if self._ended() else self._interrupted
-        badge = present.status_badge(self.state, self.snapshot, self.alive, now, interrupted)
+        badge = status_badge(self.state, self.snapshot, self.alive, now, interrupted)
         note = None
         if not self.folded:
             note = f"reading the log ({self._log_bytes / 1_000_000:.1f} MB)…"

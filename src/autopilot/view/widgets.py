@@ -22,6 +22,7 @@ from textual.widgets import RichLog, Sparkline, Static
 
 from autopilot.store.snapshot import Snapshot
 from autopilot.view import present
+from autopilot.view.badge import Badge
 from autopilot.view.describe import EVENT_TONES, describe_event
 from autopilot.view.output import LineKind, OutputLine
 from autopilot.view.plain import format_time
@@ -107,7 +108,7 @@ class RunHeader(Vertical):
         self,
         state: Mapping[str, Any] | None,
         snapshot: Snapshot,
-        badge: present.Badge,
+        badge: Badge,
         now_ms: int,
         note: str | None = None,
     ) -> None:
