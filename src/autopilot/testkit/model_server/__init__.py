@@ -47,9 +47,9 @@ from autopilot.testkit.model_server.conversation import (
     read_transcript,
 )
 from autopilot.testkit.model_server.gemini import GeminiWire
+from autopilot.testkit.model_server.library import SCRIPTS, get_script
 from autopilot.testkit.model_server.responses import ResponsesWire
 from autopilot.testkit.model_server.scripts import (
-    SCRIPTS,
     Action,
     Content,
     Drop,
@@ -63,7 +63,6 @@ from autopilot.testkit.model_server.scripts import (
     Stall,
     WriteFile,
     decide,
-    get_script,
 )
 from autopilot.testkit.model_server.server import ModelServer, RecordedRequest
 from autopilot.testkit.model_server.tools import Reply, ToolCall, narration, reply

@@ -9,7 +9,7 @@ import tempfile
 import threading
 from collections.abc import Sequence
 
-from autopilot.testkit.model_server.scripts import SCRIPTS
+from autopilot.testkit.model_server.library import SCRIPTS
 from autopilot.testkit.model_server.server import ModelServer
 
 

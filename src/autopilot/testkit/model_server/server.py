@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+from autopilot.testkit.model_server.library import get_script
 from autopilot.testkit.model_server.routes import Route, get_answer, post_route
 from autopilot.testkit.model_server.scripts import (
     Delivery,
@@ -27,7 +28,6 @@ from autopilot.testkit.model_server.scripts import (
     Script,
     decide,
     delivery,
-    get_script,
 )
 from autopilot.testkit.model_server.tools import reply
 from autopilot.testkit.model_server.wire import INPUT_TOKENS, ErrorAnswer, Request, request_seed
