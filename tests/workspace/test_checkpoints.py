@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from autopilot.errors import GitUnavailableError, RepositoryError, UsageError
-from autopilot.workspace.checkpoints import Checkpoints, FileChange
+from autopilot.workspace.checkpoint_facts import FileChange
+from autopilot.workspace.checkpoints import Checkpoints
 from autopilot.workspace.repo import open_repository
 from tests.workspace.gitstate import (
     files_of,

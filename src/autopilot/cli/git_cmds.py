@@ -24,7 +24,7 @@ from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import StateStore, read_state
 from autopilot.view.safe import shown
-from autopilot.workspace.checkpoints import Checkpoint, FileChange, RestoreResult
+from autopilot.workspace.checkpoint_facts import Checkpoint, FileChange, RestoreResult
 from autopilot.workspace.merge import MergeMode, MergeResult, merge_back, verification_tree
 from autopilot.workspace.repo import Repository, open_repository
 from autopilot.workspace.run_workspace import RunPlace, RunWorkspace, open_run_workspace

@@ -21,13 +21,20 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 
 from autopilot.errors import GitCommandError, RepositoryError, UsageError
 from autopilot.store.private import PRIVATE_FILE_MODE
 from autopilot.store.project_files import MEMORY_NAME, OFF_NAME, PROJECT_DIR
+from autopilot.workspace.checkpoint_facts import (
+    Checkpoint,
+    CheckpointKind,
+    FileChange,
+    RestoreResult,
+    Taken,
+    checkpoint_of,
+    iteration_name,
+)
 from autopilot.workspace.repo import AUTOPILOT_IDENTITY, Repository, first_line, split_z
 
 REF_ROOT = "refs/autopilot"
@@ -38,113 +45,6 @@ NOT_REWOUND = (f"{PROJECT_DIR}/{MEMORY_NAME}", f"{PROJECT_DIR}/{OFF_NAME}")
 _DAMAGED_INDEX = re.compile(
     rb"index file corrupt|bad signature|unknown index entry|smaller than expected|bad index"
 )
-_NAME_RE = re.compile(r"^(baseline|iter-\d{4,}|before-restore-\d{4,}|restore-\d{4,})$")
-
-
-class CheckpointKind(StrEnum):
-    """What a checkpoint was taken for."""
-
-    BASELINE = "baseline"
-    ITERATION = "iteration"
-    BEFORE_RESTORE = "before_restore"
-    RESTORE = "restore"
-
-
-@dataclass(frozen=True)
-class FileChange:
-    """One path that differs between two checkpoints: ``A``, ``M``, ``D`` or ``T``."""
-
-    status: str
-    path: str
-
-    def describe(self) -> str:
-        """``added a.txt``, ``modified b.txt``, ``deleted c.txt``."""
-        verb = {"A": "added", "D": "deleted", "M": "modified", "T": "type changed"}
-        return f"{verb.get(self.status, self.status)} {self.path}"
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """One checkpoint of a run.
-
-    Attributes:
-        name: Its ref's last part: ``baseline``, ``iter-0003``, ``restore-0001``, …
-        sha: The checkpoint commit.
-        tree: That commit's tree (the working tree's content).
-        sequence: 1 for the first checkpoint of the run, then 2, 3, …
-        head: The HEAD commit when it was taken (None before a first commit).
-        files_changed: Paths changed since the previous checkpoint (for the
-            baseline: uncommitted paths, against HEAD).
-        created_at_ms: When it was taken (epoch ms, second precision).
-    """
-
-    name: str
-    sha: str
-    tree: str
-    sequence: int
-    head: str | None
-    files_changed: int
-    created_at_ms: int
-
-    @property
-    def kind(self) -> CheckpointKind:
-        """What it was taken for, from its name."""
-        if self.name == "baseline":
-            return CheckpointKind.BASELINE
-        if self.name.startswith("iter-"):
-            return CheckpointKind.ITERATION
-        if self.name.startswith("before-restore-"):
-            return CheckpointKind.BEFORE_RESTORE
-        return CheckpointKind.RESTORE
-
-    @property
-    def iteration(self) -> int | None:
-        """The iteration it follows (0 for the baseline), None for a restore's."""
-        if self.name == "baseline":
-            return 0
-        if self.name.startswith("iter-"):
-            return int(self.name[len("iter-") :])
-        return None
-
-
-@dataclass(frozen=True)
-class Taken:
-    """A checkpoint just taken and the paths changed since the previous one.
-
-    Attributes:
-        checkpoint: The checkpoint.
-        changes: The changed paths, sorted.
-        warning: git's words when some files could not be read (they are left out).
-    """
-
-    checkpoint: Checkpoint
-    changes: tuple[FileChange, ...]
-    warning: str | None = None
-
-
-@dataclass(frozen=True)
-class RestoreResult:
-    """What a restore did.
-
-    Attributes:
-        target: The checkpoint restored.
-        safety: The checkpoint of the tree as it was just before (to undo).
-        result: The checkpoint of the tree as the restore left it (None if nothing
-            had to change).
-        changes: The paths the restore wrote or deleted.
-        kept: Paths left as they were although the target differs (``NOT_REWOUND``).
-    """
-
-    target: Checkpoint
-    safety: Checkpoint
-    result: Checkpoint | None
-    changes: tuple[FileChange, ...]
-    kept: tuple[str, ...]
-
-
-def iteration_name(iteration: int) -> str:
-    """The checkpoint name after iteration ``iteration`` (0 is the baseline)."""
-    return "baseline" if iteration == 0 else f"iter-{iteration:04d}"
 
 
 class Checkpoints:
@@ -185,20 +85,9 @@ class Checkpoints:
             if len(fields) < 5 or not fields[0].startswith(self.prefix):
                 continue
             name = fields[0][len(self.prefix) :]
-            if not _NAME_RE.fullmatch(name):
-                continue
-            trailers = _trailers(fields[4])
-            found.append(
-                Checkpoint(
-                    name=name,
-                    sha=fields[1],
-                    tree=fields[2],
-                    sequence=_int(trailers.get("Autopilot-Sequence"), 0),
-                    head=trailers.get("Autopilot-Head") or None,
-                    files_changed=_int(trailers.get("Autopilot-Files-Changed"), 0),
-                    created_at_ms=_int(fields[3], 0) * 1000,
-                )
-            )
+            checkpoint = checkpoint_of(name, fields[1], fields[2], fields[3], fields[4])
+            if checkpoint is not None:
+                found.append(checkpoint)
         return sorted(found, key=lambda c: (c.sequence, c.created_at_ms, c.name))
 
     def latest(self) -> Checkpoint | None:
@@ -490,19 +379,3 @@ def _keep_private(index: Path) -> None:
     through a lock file, with the umask's mode, on every update)."""
     with contextlib.suppress(OSError):
         os.chmod(index, PRIVATE_FILE_MODE)
-
-
-def _trailers(body: str) -> dict[str, str]:
-    found = {}
-    for line in body.splitlines():
-        key, sep, value = line.partition(": ")
-        if sep and key.startswith("Autopilot-"):
-            found[key] = value.strip()
-    return found
-
-
-def _int(text: str | None, default: int) -> int:
-    try:
-        return int(text) if text is not None else default
-    except ValueError:
-        return default

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from autopilot.errors import AutopilotError
-from autopilot.workspace.checkpoints import Checkpoints, Taken
+from autopilot.workspace.checkpoint_facts import Taken
+from autopilot.workspace.checkpoints import Checkpoints
 from autopilot.workspace.filters import FilterGuard
 from autopilot.workspace.repo import open_repository
 from autopilot.workspace.run_workspace import CHECKPOINT_INDEX
