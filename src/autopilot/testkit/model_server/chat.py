@@ -20,6 +20,7 @@ from autopilot.testkit.model_server.conversation import (
     Entry,
     EntryKind,
     ToolSpec,
+    content_texts,
     find_cwd,
     read_transcript,
     schema_params,
@@ -41,19 +42,6 @@ DONE = b"data: [DONE]\n\n"
 """The frame that ends every streamed answer."""
 
 
-def _texts(content: Any) -> list[str]:
-    """Texts of a message ``content``: a str or a list of ``{"type": "text"}`` parts."""
-    if isinstance(content, str):
-        return [content]
-    if isinstance(content, list):
-        return [
-            part["text"]
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        ]
-    return []
-
-
 class ChatWire:
     """OpenAI Chat Completions bodies and answers."""
 
@@ -63,7 +51,7 @@ class ChatWire:
         for message in body.get("messages") or []:
             if not isinstance(message, dict):
                 continue
-            role, pieces = message.get("role"), _texts(message.get("content"))
+            role, pieces = message.get("role"), content_texts(message.get("content"))
             found += pieces
             if role == "tool":
                 entries.append(Entry(EntryKind.TOOL_RESULT, "\n".join(pieces)))

@@ -110,6 +110,20 @@ class Entry:
     text: str = ""
 
 
+def content_texts(content: object) -> list[str]:
+    """Texts of a message's ``content`` as the OpenAI wires send it: a str, or a list
+    of parts holding ``text`` (``text``, ``input_text``, ``output_text``)."""
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, list):
+        return [
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        ]
+    return []
+
+
 def strip_context(text: str) -> str:
     """``text`` without CLI context blocks (see :data:`CONTEXT_TAGS`), trimmed."""
     return _CONTEXT.sub("", text).strip()

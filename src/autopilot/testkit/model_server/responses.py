@@ -19,6 +19,7 @@ from autopilot.testkit.model_server.conversation import (
     Entry,
     EntryKind,
     ToolSpec,
+    content_texts,
     find_cwd,
     read_transcript,
     schema_params,
@@ -40,19 +41,6 @@ _RESULTS = ("function_call_output", "custom_tool_call_output")
 _CALLS = ("function_call", "custom_tool_call", "reasoning", "local_shell_call")
 
 
-def _texts(content: Any) -> list[str]:
-    """Texts of an input message ``content``: a str or ``input_text``/``output_text`` parts."""
-    if isinstance(content, str):
-        return [content]
-    if isinstance(content, list):
-        return [
-            part["text"]
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        ]
-    return []
-
-
 class ResponsesWire:
     """OpenAI Responses API bodies and answers."""
 
@@ -61,17 +49,19 @@ class ResponsesWire:
         items = body.get("input")
         if isinstance(items, str):
             items = [{"type": "message", "role": "user", "content": items}]
-        entries, found = [], _texts(body.get("instructions"))
+        entries, found = [], content_texts(body.get("instructions"))
         for item in items if isinstance(items, list) else []:
             if not isinstance(item, dict):
                 continue
             kind, role = item.get("type", "message"), item.get("role")
             if kind in _RESULTS:
-                entries.append(Entry(EntryKind.TOOL_RESULT, "\n".join(_texts(item.get("output")))))
+                entries.append(
+                    Entry(EntryKind.TOOL_RESULT, "\n".join(content_texts(item.get("output"))))
+                )
             elif kind in _CALLS or (kind == "message" and role == "assistant"):
                 entries.append(Entry(EntryKind.ASSISTANT))
             elif kind == "message":
-                pieces = _texts(item.get("content"))
+                pieces = content_texts(item.get("content"))
                 found += pieces
                 if role == "user":
                     entries += [Entry(EntryKind.USER, text) for text in pieces]
