@@ -12,6 +12,7 @@ import pytest
 from textual.pilot import Pilot
 
 from autopilot.view.tui import WatchApp
+from autopilot.view.widgets import Timeline
 from tests.view.runfiles import (
     EventWriter,
     FrozenClock,
@@ -42,6 +43,14 @@ async def _loaded(pilot: Pilot[Any]) -> None:
             break
         await pilot.pause(0.02)
     assert app.folded
+    # The timeline is moved to its end after a refresh: wait until it is there, so the
+    # picture does not depend on how fast this machine draws.
+    timeline = app.query_one(Timeline)
+    for _ in range(200):
+        await pilot.pause()
+        await pilot.wait_for_scheduled_animations()
+        if timeline.scroll_y == timeline.max_scroll_y:
+            break
     await pilot.pause()
 
 
