@@ -9,7 +9,7 @@ import pytest
 from autopilot.hook.decide import (
     Arming,
     LetStopReason,
-    RunView,
+    RunRead,
     StopAction,
     StopDecision,
     StopFacts,
@@ -19,6 +19,7 @@ from autopilot.hook.decide import (
 )
 from autopilot.hook.inputs import HookAgent, HookInput
 from autopilot.hook.transcript import TurnEnd, TurnView
+from autopilot.store.run_state import RunState
 
 SESSION = "f3087397-0bfe-46de-bb16-164086ded675"
 PROJECT = "/home/dev/work"
@@ -71,7 +72,12 @@ def test_a_stop_matches_only_its_own_sessions_run(
 
 
 TURN = TurnView(newest_assistant_key="a2", turn_text="working on it")
-FACTS = StopFacts(hook=HOOK, arming=OWNED, run=RunView.RUNNING, off=False, turn=TURN)
+RUNNING = RunRead(RunState(run_id=OWNED.run_id, mode="hook"))
+FACTS = StopFacts(hook=HOOK, arming=OWNED, run=RUNNING, off=False, turn=TURN)
+
+
+def _run(**fields: bool) -> RunRead:
+    return RunRead(RunState(run_id=OWNED.run_id, mode="hook", **fields))
 
 
 def _let(reason: LetStopReason) -> StopDecision:
@@ -92,20 +98,36 @@ def _iterate(final: str | None, streak: int = 0) -> StopDecision:
             id="subagent-stop",
         ),
         pytest.param(
-            replace(FACTS, run=RunView.UNREADABLE),
+            replace(FACTS, run=RunRead(None, problem="state.json is not JSON")),
             _let(LetStopReason.STATE_UNREADABLE),
             id="corrupt-state",
         ),
-        pytest.param(replace(FACTS, run=RunView.ENDED), _let(LetStopReason.RUN_ENDED), id="ended"),
         pytest.param(
-            replace(FACTS, run=RunView.MISSING), _let(LetStopReason.RUN_MISSING), id="run-deleted"
+            replace(FACTS, run=_run(terminated=True)), _let(LetStopReason.RUN_ENDED), id="ended"
         ),
         pytest.param(
-            replace(FACTS, run=RunView.STOP_REQUESTED),
+            replace(FACTS, run=RunRead(None, gone=True)),
+            _let(LetStopReason.RUN_MISSING),
+            id="run-deleted",
+        ),
+        pytest.param(
+            replace(FACTS, run=_run(stop_requested=True)),
             _let(LetStopReason.STOP_REQUESTED),
             id="stop-requested",
         ),
-        pytest.param(replace(FACTS, run=RunView.PAUSED), _let(LetStopReason.PAUSED), id="paused"),
+        pytest.param(
+            replace(FACTS, run=_run(stop_now=True)),
+            _let(LetStopReason.STOP_REQUESTED),
+            id="stop-now-requested",
+        ),
+        pytest.param(
+            replace(FACTS, run=_run(terminated=True, stop_requested=True)),
+            _let(LetStopReason.RUN_ENDED),
+            id="ended-after-a-stop",
+        ),
+        pytest.param(
+            replace(FACTS, run=_run(paused=True)), _let(LetStopReason.PAUSED), id="paused"
+        ),
         pytest.param(replace(FACTS, off=True), _let(LetStopReason.OFF_SWITCH), id="off-switch"),
         pytest.param(
             replace(FACTS, turn=replace(TURN, ended_by=TurnEnd.INTERRUPT)),

@@ -101,7 +101,7 @@ def test_a_reported_item_is_checked_and_the_backlog_completes(
     assert "work-item: b" in _block(session.stop(clock, active=True, last="a done"))
     _report(run_id, "b", "continue_next")
     ended = json.loads(session.stop(clock, active=True, last="b done"))
-    assert "ended: complete (backlog_done)" in ended["systemMessage"]
+    assert "ended: completed (backlog_done)" in ended["systemMessage"]
     assert {k: v["status"] for k, v in _tasks(project).items()} == {
         "a": "completed",
         "b": "completed",

@@ -138,7 +138,7 @@ def test_a_session_is_continued_until_it_says_the_promise(tmp_path: Path, projec
     assert second["systemMessage"] == f"autopilot: run {run_id}, iteration 2"
     session.say("tests pass. COMPLETE")
     assert json.loads(session.stop(clock, active=True, last="tests pass. COMPLETE")) == {
-        "systemMessage": f"autopilot: run {run_id} ended: complete (completion_promise)"
+        "systemMessage": f"autopilot: run {run_id} ended: completed (completion_promise)"
     }
     assert _kinds(run_id, "hook_session", "iteration_start", "iteration_end", "complete") == [
         ("hook_session", None),
@@ -238,7 +238,7 @@ def test_the_flush_race_waits_for_the_final_entry(tmp_path: Path, project: Path)
                 session.say("done. <promise>COMPLETE</promise>")  # written late
 
     late = Flushing(clock.ms)
-    assert "ended: complete" in session.stop(late, active=True)
+    assert "ended: completed (completion_promise)" in session.stop(late, active=True)
     assert 0.5 <= late.slept < 2
     assert _state(run_id)["terminationReason"] == "completion_promise"
 
@@ -401,7 +401,7 @@ def test_a_stop_while_a_stop_is_answered_is_requested_and_closed_by_the_hook(
         result = stop(runs_root() / run_id, clock)
     assert "stop requested" in result.message
     assert _kinds(run_id, "iteration_end", "abort") == []
-    assert "ended: abort (user_stopped)" in session.stop(clock, active=True, last="more")
+    assert "ended: stopped by the user" in session.stop(clock, active=True, last="more")
     assert _kinds(run_id, "iteration_end", "abort") == [("iteration_end", 1), ("abort", 1)]
 
 
@@ -416,7 +416,7 @@ def test_a_cost_the_transcript_records_binds_the_cost_budget(tmp_path: Path, pro
     assert _state(run_id)["spend"]["costUsd"] == 0.03
     session.say("part two", cost_usd=0.03)
     ended = json.loads(session.stop(clock, active=True, last="part two"))
-    assert ended["systemMessage"] == f"autopilot: run {run_id} ended: abort (max_cost)"
+    assert ended["systemMessage"] == f"autopilot: run {run_id} ended: budget reached (max_cost)"
     ends = [e for e in _events(run_id) if e["type"] == "iteration_end"]
     assert [e["iterationCostUsd"] for e in ends] == [0.03, 0.03]
     assert _state(run_id)["terminationReason"] == "max_cost"
@@ -430,7 +430,7 @@ def test_tokens_and_duration_budgets_end_a_hook_run(tmp_path: Path, project: Pat
     session.say("one")
     _blocks(session.stop(clock, active=True, last="one"))
     session.say("two")
-    assert "abort (max_tokens)" in session.stop(clock, active=True, last="two")
+    assert "ended: budget reached (max_tokens)" in session.stop(clock, active=True, last="two")
     assert _state(by_tokens)["spend"]["tokens"] == {"input": 200, "output": 20}
     by_time = _arm(project, clock, session="s2", **{"max-duration": "1m", "max-iterations": "0"})
     other = Session(tmp_path, project, "s2")
@@ -438,7 +438,7 @@ def test_tokens_and_duration_budgets_end_a_hook_run(tmp_path: Path, project: Pat
     clock.advance(40)
     _blocks(other.stop(clock, active=True, last="one"))
     clock.advance(40)
-    assert "abort (max_duration)" in other.stop(clock, active=True, last="two")
+    assert "ended: budget reached (max_duration)" in other.stop(clock, active=True, last="two")
     assert _state(by_time)["spend"]["activeMs"] == 80_000
 
 

@@ -118,7 +118,7 @@ def test_a_run_folder_with_a_log_and_no_state_still_replays(node_run: Path, tmp_
     (node_run / RUN_ID / "state.json").unlink()
     done = run_cli(["replay", RUN_ID[:20]], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-1].startswith(f"-- {RUN_ID}: complete (complete)")
+    assert done.stdout.splitlines()[-1].startswith(f"-- {RUN_ID}: completed (complete),")
     assert "tokens 0/39" in done.stdout.splitlines()[-1]
 
 

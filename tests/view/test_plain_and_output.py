@@ -222,7 +222,7 @@ def test_replay_streams_every_event_and_the_final_picture(tmp_path: Path) -> Non
     lines = done.stdout.splitlines()
     assert lines[:-1] == [format_event(e) for e in log.events]
     assert lines[-1] == (
-        f"-- {folder.name}: aborted (max_iterations), iteration 3, tokens 5500/480, cost $0.0250"
+        f"-- {folder.name}: budget reached (max_iterations), iteration 3, tokens 5500/480, cost $0.0250"
     )
     as_json = json.loads(run_cli(["replay", "--json", folder.name], cwd=tmp_path).stdout)
     assert as_json == fold(read_events(folder / "events.jsonl")).to_dict()

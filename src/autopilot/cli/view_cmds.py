@@ -5,13 +5,15 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from autopilot.cli.control_cmds import status_text, worktree_of
 from autopilot.cli.echo import say, say_json
 from autopilot.config_values import parse_int
+from autopilot.core.ending import describe_ending
+from autopilot.core.vocabulary import RunStatus
 from autopilot.manage.activity import Activity, run_activity, settled_state
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
@@ -20,6 +22,9 @@ from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly
 from autopilot.view.plain import format_event
 from autopilot.view.safe import shown
+
+if TYPE_CHECKING:
+    from autopilot.store.snapshot import Snapshot
 
 _CTX = {"help_option_names": ["-h", "--help"]}
 
@@ -143,14 +148,23 @@ def replay(as_json: bool, run_ref: str) -> int:
 
     snapshot, _ = fold_log(path, on_event=show)
     tokens = snapshot.tokens
-    reason = f" ({snapshot.reason})" if snapshot.reason else ""
     summary = (
-        f"-- {run_id}: {snapshot.status}{reason}, "
+        f"-- {run_id}: {_replayed_status(snapshot)}, "
         f"iteration {snapshot.iteration}, tokens {tokens['input']}/{tokens['output']}, "
         f"cost ${snapshot.costUsd:.4f}"
     )
     out.write(shown(summary) + "\n")
     return 0
+
+
+def _replayed_status(snapshot: Snapshot) -> str:
+    """The folded run's status in autopilot's words, as ``status`` says them:
+    ``budget reached (max_iterations)``, ``running``, ``paused (…)``."""
+    if snapshot.terminal:
+        completed = snapshot.run_status is RunStatus.COMPLETED
+        return describe_ending(snapshot.reason, completed=completed)
+    reason = f" ({snapshot.reason})" if snapshot.reason else ""
+    return f"{snapshot.run_status}{reason}"
 
 
 @click.command(context_settings=_CTX)

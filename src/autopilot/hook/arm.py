@@ -23,10 +23,10 @@ from autopilot.config import RunConfig
 from autopilot.core.restart import HOOK_MODE
 from autopilot.core.vocabulary import EventType
 from autopilot.errors import UsageError
-from autopilot.hook.decide import Arming, RunView
+from autopilot.hook.decide import Arming
 from autopilot.hook.inputs import HookAgent
 from autopilot.hook.registry import load_armings, locked, remove_arming, write_arming
-from autopilot.hook.stop import run_view
+from autopilot.hook.stop import read_run
 from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import Clock
 from autopilot.store.events import EventLog
@@ -67,8 +67,7 @@ def _refuse_second(
     root: Path, armings: list[Arming], agent: HookAgent, session: str, cwd: Path
 ) -> None:
     for other in armings:
-        view, _ = run_view(root, other.run_id)
-        if view in (RunView.ENDED, RunView.MISSING):
+        if read_run(root, other.run_id).armed_no_more:
             remove_arming(root, other.run_id)
             continue
         if session and other.session_id == session:

@@ -17,6 +17,7 @@ from enum import StrEnum
 
 from autopilot.hook.inputs import STOP_EVENT, HookAgent, HookInput
 from autopilot.hook.transcript import TurnEnd, TurnView
+from autopilot.store.run_state import RunState
 
 CLAUDE_BLOCK_CAP = 8
 """Claude Code 2.1.197 ends a turn after this many consecutive Stop hook blocks
@@ -124,15 +125,24 @@ def match_arming(hook: HookInput, armings: Sequence[Arming], now_ms: int) -> Mat
     return None
 
 
-class RunView(StrEnum):
-    """What the run's state says, as far as the hook cares."""
+@dataclass(frozen=True)
+class RunRead:
+    """The run's ``state.json`` as a Stop read it.
 
-    RUNNING = "running"
-    PAUSED = "paused"
-    STOP_REQUESTED = "stop_requested"
-    ENDED = "ended"
-    UNREADABLE = "unreadable"
-    MISSING = "missing"
+    Attributes:
+        state: The run's state; None when it cannot be read.
+        gone: The run's folder is gone (``state`` is None).
+        problem: Why ``state`` is None, in words.
+    """
+
+    state: RunState | None
+    gone: bool = False
+    problem: str | None = None
+
+    @property
+    def armed_no_more(self) -> bool:
+        """The run has ended or its folder is gone: its arming can be dropped."""
+        return self.gone or (self.state is not None and self.state.terminated)
 
 
 class StopAction(StrEnum):
@@ -165,7 +175,7 @@ class StopFacts:
     Attributes:
         hook: The hook's input.
         arming: The run's arming (matched to this session).
-        run: What the run's state says.
+        run: The run's ``state.json`` as read.
         off: The project's ``.autopilot/OFF`` exists.
         turn: The transcript's view; None when it is missing or unreadable.
         waited: The bounded wait for the transcript is over.
@@ -174,7 +184,7 @@ class StopFacts:
 
     hook: HookInput
     arming: Arming
-    run: RunView
+    run: RunRead
     off: bool
     turn: TurnView | None
     waited: bool = False
@@ -199,13 +209,6 @@ class StopDecision:
     block_streak: int = 0
 
 
-_RUN_REASONS = {
-    RunView.MISSING: LetStopReason.RUN_MISSING,
-    RunView.UNREADABLE: LetStopReason.STATE_UNREADABLE,
-    RunView.ENDED: LetStopReason.RUN_ENDED,
-    RunView.STOP_REQUESTED: LetStopReason.STOP_REQUESTED,
-    RunView.PAUSED: LetStopReason.PAUSED,
-}
 _TURN_REASONS = {
     TurnEnd.INTERRUPT: LetStopReason.INTERRUPTED,
     TurnEnd.COMPACTION: LetStopReason.COMPACTION,
@@ -214,6 +217,21 @@ _TURN_REASONS = {
 
 def _let(reason: LetStopReason) -> StopDecision:
     return StopDecision(StopAction.LET_STOP, reason)
+
+
+def _held_by_run(run: RunRead) -> LetStopReason | None:
+    """Why the run's state lets the session stop: gone, unreadable, ended, a stop
+    asked for (also ``stop --now``) or a pause asked for; None: it goes on."""
+    state = run.state
+    if state is None:
+        return LetStopReason.RUN_MISSING if run.gone else LetStopReason.STATE_UNREADABLE
+    if state.terminated:
+        return LetStopReason.RUN_ENDED
+    if state.stop_requested or state.stop_now:
+        return LetStopReason.STOP_REQUESTED
+    if state.paused:
+        return LetStopReason.PAUSED
+    return None
 
 
 def decide_stop(facts: StopFacts) -> StopDecision:
@@ -230,8 +248,9 @@ def decide_stop(facts: StopFacts) -> StopDecision:
     hook = facts.hook
     if hook.hook_event_name != STOP_EVENT:
         return _let(LetStopReason.NOT_STOP_EVENT)
-    if facts.run in _RUN_REASONS:
-        return _let(_RUN_REASONS[facts.run])
+    held = _held_by_run(facts.run)
+    if held is not None:
+        return _let(held)
     if facts.off:
         return _let(LetStopReason.OFF_SWITCH)
     turn = facts.turn

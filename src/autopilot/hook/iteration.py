@@ -19,6 +19,7 @@ from pathlib import Path
 from autopilot.core.attempt import Attempt
 from autopilot.core.change import LoopState
 from autopilot.core.delivery import MessageKind
+from autopilot.core.ending import describe_ending
 from autopilot.core.policy import budget_note, budget_reached
 from autopilot.core.step import Step, conclude, spend_counters
 from autopilot.core.vocabulary import Action, EndedBy, EventType, Progress, Reason, RunStatus
@@ -135,7 +136,7 @@ class HookStop:
     def _ended_note(self, step: Step) -> str:
         ending = step.ending
         assert ending is not None
-        words = f"{ending.event.value} ({ending.reason})"
+        words = describe_ending(ending.reason, completed=ending.event is EventType.COMPLETE)
         return let_stop(f"autopilot: run {self.arming.run_id} ended: {words}")
 
     def _loop_state(self) -> LoopState:

@@ -21,7 +21,7 @@ from autopilot.hook.decide import (
     Arming,
     CliProcess,
     LetStopReason,
-    RunView,
+    RunRead,
     StopAction,
     StopFacts,
     block_cap_from,
@@ -57,21 +57,14 @@ def _note(line: str) -> None:
     print(f"autopilot: {' '.join(line.split())}", file=sys.stderr)
 
 
-def run_view(root: Path, run_id: str) -> tuple[RunView, str | None]:
-    """What the run's ``state.json`` says, and why it cannot be read."""
+def read_run(root: Path, run_id: str) -> RunRead:
+    """The run's ``state.json``, or why it cannot be read."""
     if not (root / run_id).is_dir():
-        return RunView.MISSING, f"the run's folder {root / run_id} is gone"
+        return RunRead(None, gone=True, problem=f"the run's folder {root / run_id} is gone")
     try:
-        state = StateStore(root / run_id / "state.json").read()
+        return RunRead(StateStore(root / run_id / "state.json").read())
     except StateFileError as error:
-        return RunView.UNREADABLE, str(error)
-    if state.terminated:
-        return RunView.ENDED, None
-    if state.stop_requested or state.stop_now:
-        return RunView.STOP_REQUESTED, None
-    if state.paused:
-        return RunView.PAUSED, None
-    return RunView.RUNNING, None
+        return RunRead(None, problem=str(error))
 
 
 def _claim(root: Path, arming: Arming, hook: HookInput, clock: Clock) -> Arming:
@@ -91,14 +84,11 @@ def _claim(root: Path, arming: Arming, hook: HookInput, clock: Clock) -> Arming:
     return claimed
 
 
-_NOT_ARMED = (RunView.ENDED, RunView.MISSING)
-
-
 def _forget_ended(root: Path, armings: list[Arming]) -> None:
     """Drop the entries of runs that ended without a Stop of their session (stopped
     from another terminal) or whose folder is gone (deleted): the idle hook then
     answers at once again."""
-    ended = [a.run_id for a in armings if run_view(root, a.run_id)[0] in _NOT_ARMED]
+    ended = [a.run_id for a in armings if read_run(root, a.run_id).armed_no_more]
     if ended:
         with locked(root):
             for run_id in ended:
@@ -163,11 +153,11 @@ def _answer(
 ) -> str:
     from autopilot.hook.iteration import HookStop
 
-    view, problem = run_view(root, arming.run_id)
+    run = read_run(root, arming.run_id)
     facts = StopFacts(
         hook=hook,
         arming=arming,
-        run=view,
+        run=run,
         off=is_off(Path(arming.project)),
         turn=_turn(hook),
         block_cap=block_cap_from(hook.agent, dict(environ)),
@@ -184,12 +174,12 @@ def _answer(
     if decision.reason is LetStopReason.NOT_STOP_EVENT:
         return let_stop()
     if decision.reason is LetStopReason.RUN_MISSING:
-        _note(f"run {arming.run_id}: {problem}; it is no longer armed, and the session stops")
+        _note(f"run {arming.run_id}: {run.problem}; it is no longer armed, and the session stops")
         remove_arming(root, arming.run_id)
         return let_stop()
     if decision.reason is LetStopReason.STATE_UNREADABLE:
         _note(
-            f"run {arming.run_id}: {problem}; letting the session stop "
+            f"run {arming.run_id}: {run.problem}; letting the session stop "
             "(the file is left as it is: autopilot doctor or status says more)"
         )
         return let_stop()
