@@ -72,12 +72,12 @@ def test_a_stop_matches_only_its_own_sessions_run(
 
 
 TURN = TurnView(newest_assistant_key="a2", turn_text="working on it")
-RUNNING = RunRead(RunState(run_id=OWNED.run_id, mode="hook"))
-FACTS = StopFacts(hook=HOOK, arming=OWNED, run=RUNNING, off=False, turn=TURN)
+STATE = RunState(run_id=OWNED.run_id, mode="hook")
+FACTS = StopFacts(hook=HOOK, arming=OWNED, run=RunRead(STATE), off=False, turn=TURN)
 
 
 def _run(**fields: bool) -> RunRead:
-    return RunRead(RunState(run_id=OWNED.run_id, mode="hook", **fields))
+    return RunRead(replace(STATE, **fields))
 
 
 def _let(reason: LetStopReason) -> StopDecision:

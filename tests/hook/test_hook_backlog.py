@@ -11,15 +11,10 @@ from typing import Any
 import pytest
 
 from autopilot.cli.gate_cmds import give_answer
-from autopilot.config import build_config
 from autopilot.core.decisions import ItemDecision, ItemReport
-from autopilot.hook.arm import arm_hook_run
-from autopilot.hook.inputs import HookAgent
 from autopilot.store.paths import runs_root
 from autopilot.store.reports import write_report
-from autopilot.store.run_state import PromptSource
-from tests.fakes import FakeClock
-from tests.hook.test_hook_runs import SESSION, Session, _events, _state
+from tests.hook.sessions import ArmedSession, armed_session, blocks, events_of, state_of
 
 ITEMS = [
     {
@@ -38,30 +33,13 @@ def project(repo: Path) -> Path:
     return repo
 
 
-def _arm(project: Path, clock: FakeClock) -> str:
-    config = build_config({"agent": "claude", "max-iterations": "0"}, project=project)
-    armed = arm_hook_run(
-        runs_root(),
-        config,
-        PromptSource(),
-        project,
-        HookAgent.CLAUDE,
-        SESSION,
-        clock,
-        backlog=True,
-    )
-    return armed.run_id
+def _armed(tmp_path: Path, project: Path) -> ArmedSession:
+    return armed_session(tmp_path, project, prompt=None, backlog=True, **{"max-iterations": "0"})
 
 
 def _tasks(project: Path) -> dict[str, dict[str, Any]]:
     lines = (project / ".autopilot" / "tasks.jsonl").read_text().splitlines()
     return {d["id"]: d for d in map(json.loads, lines)}
-
-
-def _block(answer: str) -> str:
-    value = json.loads(answer)
-    assert value["decision"] == "block", value
-    return str(value["reason"])
 
 
 def _report(run_id: str, item: str, decision: str, **criteria: bool) -> None:
@@ -72,19 +50,17 @@ def _report(run_id: str, item: str, decision: str, **criteria: bool) -> None:
 def test_the_agents_edits_to_tasks_jsonl_are_undone_at_the_next_stop(
     tmp_path: Path, project: Path
 ) -> None:
-    clock = FakeClock()
-    run_id = _arm(project, clock)
-    session = Session(tmp_path, project)
-    assert "work-item: a" in _block(session.stop(clock, last="armed"))
+    clock, run_id, session = _armed(tmp_path, project)
+    assert "work-item: a" in blocks(session.stop(clock, last="armed"))
     assert _tasks(project)["a"]["status"] == "running"
     # The agent marks its own item completed and drops the other one.
     tasks = project / ".autopilot" / "tasks.jsonl"
     tasks.write_text(json.dumps({**ITEMS[0], "status": "completed"}) + "\n")
-    _block(session.stop(clock, active=True, last="all done"))
+    blocks(session.stop(clock, active=True, last="all done"))
     found = _tasks(project)
     assert set(found) == {"a", "b"}
     assert found["a"]["status"] == "running"  # no report: still the agent's to decide
-    notes = [e["note"] for e in _events(run_id) if e["type"] == "warning"]
+    notes = [e["note"] for e in events_of(run_id) if e["type"] == "warning"]
     assert any("were changed while the agent worked; undone" in n for n in notes)
     assert any("b were removed while the agent worked; restored" in n for n in notes)
 
@@ -92,13 +68,11 @@ def test_the_agents_edits_to_tasks_jsonl_are_undone_at_the_next_stop(
 def test_a_reported_item_is_checked_and_the_backlog_completes(
     tmp_path: Path, project: Path
 ) -> None:
-    clock = FakeClock()
-    run_id = _arm(project, clock)
-    session = Session(tmp_path, project)
-    _block(session.stop(clock, last="armed"))
+    clock, run_id, session = _armed(tmp_path, project)
+    blocks(session.stop(clock, last="armed"))
     (project / "a.md").write_text("a\n")
     _report(run_id, "a", "continue_next", ac1=True)
-    assert "work-item: b" in _block(session.stop(clock, active=True, last="a done"))
+    assert "work-item: b" in blocks(session.stop(clock, active=True, last="a done"))
     _report(run_id, "b", "continue_next")
     ended = json.loads(session.stop(clock, active=True, last="b done"))
     assert "ended: completed (backlog_done)" in ended["systemMessage"]
@@ -106,27 +80,25 @@ def test_a_reported_item_is_checked_and_the_backlog_completes(
         "a": "completed",
         "b": "completed",
     }
-    assert _state(run_id)["terminationReason"] == "backlog_done"
+    assert state_of(run_id)["terminationReason"] == "backlog_done"
 
 
 def test_a_question_lets_the_session_stop_until_it_is_answered(
     tmp_path: Path, project: Path
 ) -> None:
-    clock = FakeClock()
-    run_id = _arm(project, clock)
-    session = Session(tmp_path, project)
-    _block(session.stop(clock, last="armed"))
+    clock, run_id, session = _armed(tmp_path, project)
+    blocks(session.stop(clock, last="armed"))
     _report(run_id, "a", "ask_user_meta")
     held = json.loads(session.stop(clock, active=True, last="which one?"))
     assert "waits for your answer" in held["systemMessage"]
-    assert _state(run_id)["status"] == "awaiting_user"
+    assert state_of(run_id)["status"] == "awaiting_user"
     session.prompt("go on")
     assert session.stop(clock, last="still waiting") != ""  # held again, not continued
     give_answer(runs_root() / run_id, "use the new API")
     session.prompt("answered")
-    prompt = _block(session.stop(clock, last="ok"))
+    prompt = blocks(session.stop(clock, last="ok"))
     assert "work-item: a" in prompt and "use the new API" in prompt
-    gates = [(e.get("state"), e.get("itemId")) for e in _events(run_id) if e["type"] == "gate"]
+    gates = [(e.get("state"), e.get("itemId")) for e in events_of(run_id) if e["type"] == "gate"]
     assert gates == [(None, "a"), ("answered", "a")]  # asked at the stop, answered later
 
 
@@ -135,15 +107,13 @@ def test_paths_changed_outside_the_items_surface_reopen_it(tmp_path: Path, proje
     tasks = project / ".autopilot" / "tasks.jsonl"
     tasks.write_text("".join(json.dumps(i) + "\n" for i in fenced))
     (project / "notes.txt").write_text("there before the iteration\n")
-    clock = FakeClock()
-    run_id = _arm(project, clock)
-    session = Session(tmp_path, project)
-    _block(session.stop(clock, last="armed"))
+    clock, run_id, session = _armed(tmp_path, project)
+    blocks(session.stop(clock, last="armed"))
     (project / "a.md").write_text("a\n")
     (project / "secrets.txt").write_text("x\n")
     _report(run_id, "a", "continue_next", ac1=True)
-    _block(session.stop(clock, active=True, last="a done"))
-    (violation,) = [e for e in _events(run_id) if e["type"] == "surface_violation"]
+    blocks(session.stop(clock, active=True, last="a done"))
+    (violation,) = [e for e in events_of(run_id) if e["type"] == "surface_violation"]
     assert violation["paths"] == ["secrets.txt"]  # not notes.txt, changed before it began
-    ends = [(e["itemId"], e["status"]) for e in _events(run_id) if e["type"] == "workitem_end"]
+    ends = [(e["itemId"], e["status"]) for e in events_of(run_id) if e["type"] == "workitem_end"]
     assert ends == [("a", "reopened")]

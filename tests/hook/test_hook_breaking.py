@@ -19,21 +19,17 @@ import pytest
 from autopilot.hook.registry import entry_path
 from autopilot.store.paths import runs_root
 from tests.fakes import FakeClock
-from tests.hook.test_hook_runs import (
+from tests.hook.sessions import (
     PROMPT,
     SESSION,
     Session,
-    _arm,
-    _blocks,
-    _events,
-    _kinds,
-    _state,
+    arm,
+    armed_session,
+    blocks,
+    events_of,
+    kinds_of,
+    state_of,
 )
-
-
-@pytest.fixture
-def project(repo: Path) -> Path:
-    return repo
 
 
 def _input(session: Session, **fields: Any) -> bytes:
@@ -69,7 +65,7 @@ def _hook(
 def test_of_two_sessions_stopping_at_once_only_one_claims_the_run(
     tmp_path: Path, project: Path
 ) -> None:
-    run_id = _arm(project, FakeClock(ms_now()))
+    run_id = arm(project, FakeClock(ms_now()))
     first, second = Session(tmp_path, project, "left"), Session(tmp_path, project, "right")
     started = [
         subprocess.Popen(
@@ -87,7 +83,7 @@ def test_of_two_sessions_stopping_at_once_only_one_claims_the_run(
     ]
     blocked = [out for out, _err in answers if out]
     assert len(blocked) == 1 and all(err == b"" for _out, err in answers)
-    claims = [e for e in _events(run_id) if e["type"] == "hook_session"]
+    claims = [e for e in events_of(run_id) if e["type"] == "hook_session"]
     assert len(claims) == 1
     owner = first if claims[0]["sessionId"] == "left" else second
     other = second if owner is first else first
@@ -95,7 +91,7 @@ def test_of_two_sessions_stopping_at_once_only_one_claims_the_run(
     for _ in range(3):
         assert _hook(project, _input(other, last_assistant_message="mine")).stdout == b""
     assert _hook(project, _input(owner, stop_hook_active=True, last_assistant_message="x")).stdout
-    assert _kinds(run_id, "iteration_start") == [("iteration_start", 1), ("iteration_start", 2)]
+    assert kinds_of(run_id, "iteration_start") == [("iteration_start", 1), ("iteration_start", 2)]
 
 
 def ms_now() -> int:
@@ -118,11 +114,9 @@ def ms_now() -> int:
 def test_a_last_transcript_line_without_text_means_go_on_and_keeps_the_run(
     tmp_path: Path, project: Path, last_line: Any, last_message: str | None
 ) -> None:
-    clock = FakeClock()
-    run_id = _arm(project, clock, session=SESSION)
-    session = Session(tmp_path, project)
+    clock, run_id, session = armed_session(tmp_path, project)
     session.say("armed")
-    _blocks(session.stop(clock, last="armed"))
+    blocks(session.stop(clock, last="armed"))
     session.say("working on it")
     with session.transcript.open("a") as handle:
         if last_line is None:
@@ -136,7 +130,7 @@ def test_a_last_transcript_line_without_text_means_go_on_and_keeps_the_run(
     answer = _hook(project, _input(session, stop_hook_active=True, **fields))
     assert answer.returncode == 0 and answer.stderr == b""
     assert json.loads(answer.stdout)["decision"] == "block"
-    state = _state(run_id)
+    state = state_of(run_id)
     assert (state["terminated"], state["iter"], state["iterationOpen"]) == (False, 2, True)
     assert entry_path(runs_root(), run_id).exists()
 
@@ -144,23 +138,21 @@ def test_a_last_transcript_line_without_text_means_go_on_and_keeps_the_run(
 def test_a_compaction_lets_the_session_stop_and_the_next_prompt_picks_the_run_up(
     tmp_path: Path, project: Path
 ) -> None:
-    clock = FakeClock()
-    run_id = _arm(project, clock, session=SESSION)
-    session = Session(tmp_path, project)
-    _blocks(session.stop(clock, last="armed"))
+    clock, run_id, session = armed_session(tmp_path, project)
+    blocks(session.stop(clock, last="armed"))
     session.say("a long turn")
     with session.transcript.open("a") as handle:
         handle.write(json.dumps({"type": "system", "subtype": "compact_boundary"}) + "\n")
     for active in (True, True):  # the CLI's own loop guard may ask again: still let through
         note = json.loads(session.stop(clock, active=active))["systemMessage"]
         assert "compacting" in note
-    assert _kinds(run_id, "iteration_start", "iteration_end") == [
+    assert kinds_of(run_id, "iteration_start", "iteration_end") == [
         ("iteration_start", 1),
         ("iteration_end", 1),
     ]
     session.prompt("go on")
-    assert _blocks(session.stop(clock, last="back")).startswith(PROMPT)
-    assert _kinds(run_id, "iteration_start")[-1] == ("iteration_start", 2)
+    assert blocks(session.stop(clock, last="back")).startswith(PROMPT)
+    assert kinds_of(run_id, "iteration_start")[-1] == ("iteration_start", 2)
 
 
 @pytest.mark.parametrize(
@@ -191,7 +183,7 @@ def test_a_compaction_lets_the_session_stop_and_the_next_prompt_picks_the_run_up
 def test_malformed_input_lets_the_session_stop_and_touches_nothing(
     project: Path, stdin: bytes
 ) -> None:
-    run_id = _arm(project, FakeClock(), session=SESSION)
+    run_id = arm(project, FakeClock(), session=SESSION)
     before = (runs_root() / run_id / "state.json").read_bytes()
     done = _hook(project, stdin)
     assert (done.returncode, done.stdout) == (0, b"")
@@ -203,7 +195,7 @@ def test_malformed_input_lets_the_session_stop_and_touches_nothing(
 def test_a_deleted_run_folder_lets_the_session_stop_and_leaves_the_registry(
     tmp_path: Path, project: Path
 ) -> None:
-    run_id = _arm(project, FakeClock(), session=SESSION)
+    run_id = arm(project, FakeClock(), session=SESSION)
     session = Session(tmp_path, project)
     shutil.rmtree(runs_root() / run_id)
     done = _hook(project, _input(session, last_assistant_message="x"))
@@ -218,14 +210,14 @@ def test_a_deleted_run_folder_lets_the_session_stop_and_leaves_the_registry(
 def test_a_full_disk_lets_the_session_stop_and_the_run_goes_on_once_there_is_room(
     tmp_path: Path, project: Path
 ) -> None:
-    run_id = _arm(project, FakeClock(), session=SESSION)
+    run_id = arm(project, FakeClock(), session=SESSION)
     session = Session(tmp_path, project)
     session.say("armed")
     full = _hook(project, _input(session, last_assistant_message="armed"), file_size_limit=1)
     assert (full.returncode, full.stdout) == (0, b"")
     assert b"letting the session stop" in full.stderr and b"Traceback" not in full.stderr
-    assert _state(run_id)["iter"] == 0
-    assert _blocks(_hook(project, _input(session, last_assistant_message="armed")).stdout.decode())
+    assert state_of(run_id)["iter"] == 0
+    assert blocks(_hook(project, _input(session, last_assistant_message="armed")).stdout.decode())
     session.say("working")
     full = _hook(
         project,
@@ -233,10 +225,10 @@ def test_a_full_disk_lets_the_session_stop_and_the_run_goes_on_once_there_is_roo
         file_size_limit=1,
     )
     assert (full.returncode, full.stdout) == (0, b"")
-    assert _state(run_id)["iterationOpen"] is True  # nothing half written
+    assert state_of(run_id)["iterationOpen"] is True  # nothing half written
     session.say("more")
-    _blocks(_hook(project, _input(session, last_assistant_message="more")).stdout.decode())
-    assert _kinds(run_id, "iteration_start", "iteration_end") == [
+    blocks(_hook(project, _input(session, last_assistant_message="more")).stdout.decode())
+    assert kinds_of(run_id, "iteration_start", "iteration_end") == [
         ("iteration_start", 1),
         ("iteration_end", 1),
         ("iteration_start", 2),

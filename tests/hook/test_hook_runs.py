@@ -9,7 +9,6 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,116 +20,30 @@ from autopilot.hook.arm import arm_hook_run, session_from_env
 from autopilot.hook.decide import CliProcess
 from autopilot.hook.inputs import HookAgent
 from autopilot.hook.registry import entry_path, load_armings, locked, write_arming
-from autopilot.hook.stop import answer_stop
 from autopilot.loop.clock import SystemClock
 from autopilot.store.paths import runs_root
 from autopilot.store.run_state import PromptSource
-from tests.conftest import read_jsonl
 from tests.fakes import FakeClock
-
-SESSION = "5e55-1011"
-PROMPT = "Fix the parser. Say COMPLETE when the tests pass."
-
-
-class Session:
-    """One Claude Code session in ``project``: its transcript and its Stop inputs."""
-
-    def __init__(self, tmp_path: Path, project: Path, session_id: str = SESSION) -> None:
-        self.project = project
-        self.session_id = session_id
-        self.transcript = tmp_path / f"{session_id}.jsonl"
-        self.transcript.write_text("")
-        self.count = 0
-
-    def prompt(self, text: str) -> None:
-        self._append({"type": "user", "message": {"role": "user", "content": text}})
-
-    def say(self, text: str, cost_usd: float | None = None) -> None:
-        """An assistant entry of 100 input and 10 output tokens; ``cost_usd`` as Claude
-        Code versions before 2.1.197 recorded it (``costUSD``)."""
-        self.count += 1
-        entry: dict[str, Any] = {
-            "type": "assistant",
-            "uuid": f"a{self.count}",
-            "message": {
-                "id": f"m{self.count}",
-                "content": [{"type": "text", "text": text}],
-                "usage": {"input_tokens": 100, "output_tokens": 10},
-            },
-        }
-        if cost_usd is not None:
-            entry["costUSD"] = cost_usd
-        self._append(entry)
-
-    def _append(self, entry: dict[str, Any]) -> None:
-        with self.transcript.open("a") as handle:
-            handle.write(json.dumps(entry) + "\n")
-
-    def stop(
-        self,
-        clock: FakeClock,
-        *,
-        active: bool = False,
-        last: str | None = None,
-        environ: dict[str, str] | None = None,
-    ) -> str:
-        data = {
-            "session_id": self.session_id,
-            "transcript_path": str(self.transcript),
-            "cwd": str(self.project),
-            "hook_event_name": "Stop",
-            "stop_hook_active": active,
-        }
-        if last is not None:
-            data["last_assistant_message"] = last
-        return answer_stop(
-            HookAgent.CLAUDE, json.dumps(data).encode(), clock=clock, environ=environ or {}
-        )
-
-
-def _arm(project: Path, clock: FakeClock, session: str | None = None, **flags: str) -> str:
-    config = build_config({"agent": "claude", **flags}, project=project)
-    armed = arm_hook_run(
-        runs_root(), config, PromptSource(text=PROMPT), project, HookAgent.CLAUDE, session, clock
-    )
-    return armed.run_id
-
-
-def _events(run_id: str) -> list[dict[str, Any]]:
-    return read_jsonl(runs_root() / run_id / "events.jsonl")
-
-
-def _state(run_id: str) -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads((runs_root() / run_id / "state.json").read_text())
-    return loaded
-
-
-def _kinds(run_id: str, *kinds: str) -> list[tuple[str, Any]]:
-    return [
-        (e["type"], e.get("iteration", e.get("reason")))
-        for e in _events(run_id)
-        if e["type"] in kinds
-    ]
-
-
-def _blocks(answer: str) -> str:
-    value = json.loads(answer)
-    assert value["decision"] == "block"
-    return str(value["reason"])
-
-
-@pytest.fixture
-def project(repo: Path) -> Path:
-    return repo
+from tests.hook.sessions import (
+    PROMPT,
+    SESSION,
+    Session,
+    arm,
+    armed_session,
+    blocks,
+    events_of,
+    kinds_of,
+    state_of,
+)
 
 
 def test_a_session_is_continued_until_it_says_the_promise(tmp_path: Path, project: Path) -> None:
     clock = FakeClock()
-    run_id = _arm(project, clock)
+    run_id = arm(project, clock)
     session = Session(tmp_path, project)
     session.prompt("/autopilot")
     session.say("armed")
-    assert _blocks(session.stop(clock, last="armed")).startswith(PROMPT)
+    assert blocks(session.stop(clock, last="armed")).startswith(PROMPT)
     assert load_armings(runs_root())[0][0].session_id == SESSION  # claimed
     session.prompt("Stop hook feedback:\n" + PROMPT)
     session.say("half done")
@@ -140,7 +53,7 @@ def test_a_session_is_continued_until_it_says_the_promise(tmp_path: Path, projec
     assert json.loads(session.stop(clock, active=True, last="tests pass. COMPLETE")) == {
         "systemMessage": f"autopilot: run {run_id} ended: completed (completion_promise)"
     }
-    assert _kinds(run_id, "hook_session", "iteration_start", "iteration_end", "complete") == [
+    assert kinds_of(run_id, "hook_session", "iteration_start", "iteration_end", "complete") == [
         ("hook_session", None),
         ("iteration_start", 1),
         ("iteration_end", 1),
@@ -148,7 +61,7 @@ def test_a_session_is_continued_until_it_says_the_promise(tmp_path: Path, projec
         ("iteration_end", 2),
         ("complete", 2),
     ]
-    state = _state(run_id)
+    state = state_of(run_id)
     assert (state["status"], state["spend"]["iterations"]) == ("completed", 2)
     assert state["spend"]["tokens"] == {"input": 200, "output": 20}
     assert not entry_path(runs_root(), run_id).exists()
@@ -159,18 +72,18 @@ def test_another_session_and_an_empty_session_id_are_never_continued(
     tmp_path: Path, project: Path
 ) -> None:
     clock = FakeClock()
-    run_id = _arm(project, clock, session="owner")
+    run_id = arm(project, clock, session="owner")
     other = Session(tmp_path, project, "other")
     other.say("done")
     assert other.stop(clock, last="done") == ""
     empty = Session(tmp_path, project, "")
     assert empty.stop(clock, last="done") == ""
-    assert _kinds(run_id, "iteration_start") == []
+    assert kinds_of(run_id, "iteration_start") == []
 
 
 def test_a_claim_window_that_passed_claims_nothing(tmp_path: Path, project: Path) -> None:
     clock = FakeClock()
-    _arm(project, clock)
+    arm(project, clock)
     clock.advance(301)
     session = Session(tmp_path, project)
     assert session.stop(clock, last="hi") == ""
@@ -180,56 +93,48 @@ def test_a_claim_window_that_passed_claims_nothing(tmp_path: Path, project: Path
 def test_pause_lets_the_session_stop_and_the_next_prompt_picks_the_run_up(
     tmp_path: Path, project: Path
 ) -> None:
-    clock = FakeClock()
-    run_id = _arm(project, clock, session=SESSION)
-    session = Session(tmp_path, project)
-    _blocks(session.stop(clock, last="ok"))
+    clock, run_id, session = armed_session(tmp_path, project)
+    blocks(session.stop(clock, last="ok"))
     pause(runs_root() / run_id, clock)
     answer = json.loads(session.stop(clock, active=True, last="working"))
     assert "paused" in answer["systemMessage"]
-    assert _kinds(run_id, "iteration_end", "pause") == [("iteration_end", 1), ("pause", 1)]
+    assert kinds_of(run_id, "iteration_end", "pause") == [("iteration_end", 1), ("pause", 1)]
     resume(runs_root() / run_id, clock)
     session.prompt("go on")
-    assert _blocks(session.stop(clock, last="back")).startswith(PROMPT)
-    assert _kinds(run_id, "iteration_start")[-1] == ("iteration_start", 2)
+    assert blocks(session.stop(clock, last="back")).startswith(PROMPT)
+    assert kinds_of(run_id, "iteration_start")[-1] == ("iteration_start", 2)
 
 
 def test_the_off_switch_lets_the_session_stop_and_keeps_the_run(
     tmp_path: Path, project: Path
 ) -> None:
-    clock = FakeClock()
-    run_id = _arm(project, clock, session=SESSION)
-    session = Session(tmp_path, project)
+    clock, run_id, session = armed_session(tmp_path, project)
     (project / ".autopilot").mkdir(exist_ok=True)
     (project / ".autopilot" / "OFF").write_text("")
     assert ".autopilot/OFF" in json.loads(session.stop(clock, last="ok"))["systemMessage"]
-    assert _kinds(run_id, "iteration_start") == []
+    assert kinds_of(run_id, "iteration_start") == []
     assert entry_path(runs_root(), run_id).exists()
 
 
 def test_the_block_cap_lets_the_turn_end_without_losing_the_run(
     tmp_path: Path, project: Path
 ) -> None:
-    clock = FakeClock()
-    run_id = _arm(project, clock, session=SESSION, **{"max-iterations": "0"})
-    session = Session(tmp_path, project)
+    clock, run_id, session = armed_session(tmp_path, project, **{"max-iterations": "0"})
     environ = {"CLAUDE_CODE_STOP_HOOK_BLOCK_CAP": "2"}
-    _blocks(session.stop(clock, last="first", environ=environ))
-    _blocks(session.stop(clock, active=True, last="work 1", environ=environ))
+    blocks(session.stop(clock, last="first", environ=environ))
+    blocks(session.stop(clock, active=True, last="work 1", environ=environ))
     capped = json.loads(session.stop(clock, active=True, last="work 2", environ=environ))
     assert "no more consecutive continuations" in capped["systemMessage"]
-    assert _state(run_id)["terminated"] is False
+    assert state_of(run_id)["terminated"] is False
     session.prompt("keep going")
-    _blocks(session.stop(clock, active=False, last="work 3", environ=environ))
-    assert _kinds(run_id, "iteration_start")[-1] == ("iteration_start", 3)
+    blocks(session.stop(clock, active=False, last="work 3", environ=environ))
+    assert kinds_of(run_id, "iteration_start")[-1] == ("iteration_start", 3)
 
 
 def test_the_flush_race_waits_for_the_final_entry(tmp_path: Path, project: Path) -> None:
-    clock = FakeClock()
-    run_id = _arm(project, clock, session=SESSION)
-    session = Session(tmp_path, project)
+    clock, run_id, session = armed_session(tmp_path, project)
     session.say("armed")
-    _blocks(session.stop(clock))
+    blocks(session.stop(clock))
 
     class Flushing(FakeClock):
         def sleep(self, seconds: float) -> None:
@@ -240,28 +145,26 @@ def test_the_flush_race_waits_for_the_final_entry(tmp_path: Path, project: Path)
     late = Flushing(clock.ms)
     assert "ended: completed (completion_promise)" in session.stop(late, active=True)
     assert 0.5 <= late.slept < 2
-    assert _state(run_id)["terminationReason"] == "completion_promise"
+    assert state_of(run_id)["terminationReason"] == "completion_promise"
 
 
 def test_a_transcript_that_never_gains_the_line_means_no_promise(
     tmp_path: Path, project: Path
 ) -> None:
-    clock = FakeClock()
-    run_id = _arm(project, clock, session=SESSION)
-    session = Session(tmp_path, project)
+    clock, run_id, session = armed_session(tmp_path, project)
     session.say("armed")
-    _blocks(session.stop(clock))
-    _blocks(session.stop(clock, active=True))
+    blocks(session.stop(clock))
+    blocks(session.stop(clock, active=True))
     assert clock.slept >= 2
-    assert _kinds(run_id, "iteration_end") == [("iteration_end", 1)]
-    assert _state(run_id)["terminated"] is False
+    assert kinds_of(run_id, "iteration_end") == [("iteration_end", 1)]
+    assert state_of(run_id)["terminated"] is False
 
 
 def test_a_corrupt_state_file_lets_the_stop_through_and_is_kept(
     tmp_path: Path, project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     clock = FakeClock()
-    run_id = _arm(project, clock, session=SESSION)
+    run_id = arm(project, clock, session=SESSION)
     state_file = runs_root() / run_id / "state.json"
     state_file.write_text("{torn")
     session = Session(tmp_path, project)
@@ -275,33 +178,29 @@ def test_a_corrupt_state_file_lets_the_stop_through_and_is_kept(
 def test_an_interrupt_in_the_transcript_lets_the_session_stop(
     tmp_path: Path, project: Path
 ) -> None:
-    clock = FakeClock()
-    run_id = _arm(project, clock, session=SESSION)
-    session = Session(tmp_path, project)
+    clock, run_id, session = armed_session(tmp_path, project)
     session.say("partial")
     session.prompt("[Request interrupted by user]")
     assert "interrupted" in json.loads(session.stop(clock))["systemMessage"]
-    assert _kinds(run_id, "iteration_start") == []
+    assert kinds_of(run_id, "iteration_start") == []
 
 
 def test_the_iteration_budget_ends_the_run(tmp_path: Path, project: Path) -> None:
-    clock = FakeClock()
-    run_id = _arm(project, clock, session=SESSION, **{"max-iterations": "1"})
-    session = Session(tmp_path, project)
-    _blocks(session.stop(clock, last="ok"))
+    clock, run_id, session = armed_session(tmp_path, project, **{"max-iterations": "1"})
+    blocks(session.stop(clock, last="ok"))
     ended = json.loads(session.stop(clock, active=True, last="still going"))
     assert "max_iterations" in ended["systemMessage"]
-    assert _state(run_id)["terminationReason"] == "max_iterations"
+    assert state_of(run_id)["terminationReason"] == "max_iterations"
 
 
 def test_a_second_arming_is_refused(project: Path) -> None:
     clock = FakeClock()
-    first = _arm(project, clock)
+    first = arm(project, clock)
     with pytest.raises(UsageError, match=first):
-        _arm(project, clock)
-    owned = _arm(project, clock, session="s1")
+        arm(project, clock)
+    owned = arm(project, clock, session="s1")
     with pytest.raises(UsageError, match=owned):
-        _arm(project, clock, session="s1")
+        arm(project, clock, session="s1")
 
 
 def test_the_session_comes_from_the_clis_shell_environment() -> None:
@@ -315,7 +214,7 @@ def test_a_run_stopped_elsewhere_leaves_the_registry_at_the_next_stop_of_any_ses
     tmp_path: Path, project: Path
 ) -> None:
     clock = FakeClock()
-    run_id = _arm(project, clock, session="owner")
+    run_id = arm(project, clock, session="owner")
     state_file = runs_root() / run_id / "state.json"
     state = json.loads(state_file.read_text())
     state_file.write_text(json.dumps({**state, "terminated": True, "status": "stopped"}))
@@ -328,7 +227,7 @@ def test_a_message_sent_to_a_hook_run_goes_with_its_next_iteration(
     tmp_path: Path, project: Path
 ) -> None:
     clock = FakeClock()
-    run_id = _arm(project, clock, session=SESSION)
+    run_id = arm(project, clock, session=SESSION)
     sent = subprocess.run(
         [sys.executable, "-m", "autopilot", "send", run_id, "Use the new parser API."],
         cwd=project,
@@ -340,37 +239,35 @@ def test_a_message_sent_to_a_hook_run_goes_with_its_next_iteration(
     assert "Stop hook" in sent.stdout
     assert not (runs_root() / run_id / "supervisor.log").exists()
     session = Session(tmp_path, project)
-    prompt = _blocks(session.stop(clock, last="ok"))
+    prompt = blocks(session.stop(clock, last="ok"))
     assert prompt.startswith(PROMPT) and "Use the new parser API." in prompt
-    delivered = [e for e in _events(run_id) if e["type"] == "message_delivered"]
+    delivered = [e for e in events_of(run_id) if e["type"] == "message_delivered"]
     assert [e["iteration"] for e in delivered] == [1]
 
 
 def test_autopilot_stop_closes_the_open_iteration_once_and_the_next_stop_is_let_through(
     tmp_path: Path, project: Path
 ) -> None:
-    clock = FakeClock()
-    run_id = _arm(project, clock, session=SESSION)
-    session = Session(tmp_path, project)
+    clock, run_id, session = armed_session(tmp_path, project)
     session.say("armed")
-    _blocks(session.stop(clock, last="armed"))
+    blocks(session.stop(clock, last="armed"))
     session.say("half way")  # the session is still in its turn
     clock.advance(30)
     result = stop(runs_root() / run_id, clock)
     assert result.message == (
         f"{run_id}: stopped (iteration 1 closed); its session's next stop is let through"
     )
-    ends = [e for e in _events(run_id) if e["type"] == "iteration_end"]
+    ends = [e for e in events_of(run_id) if e["type"] == "iteration_end"]
     assert [(e["iteration"], e["endedBy"]) for e in ends] == [(1, "stopped")]
     assert ends[0]["iterationTokens"] == {"input": 100, "output": 10}
     assert ends[0]["durationMs"] == 30_000
-    assert [e["reason"] for e in _events(run_id) if e["type"] == "abort"] == ["user_stopped"]
-    state = _state(run_id)
+    assert [e["reason"] for e in events_of(run_id) if e["type"] == "abort"] == ["user_stopped"]
+    state = state_of(run_id)
     assert (state["status"], state["iterationOpen"]) == ("stopped", False)
     assert state["spend"]["iterations"] == 1
     assert not entry_path(runs_root(), run_id).exists()
     assert session.stop(clock, active=True, last="half way") == ""
-    assert _kinds(run_id, "iteration_end", "abort", "iteration_start") == [
+    assert kinds_of(run_id, "iteration_end", "abort", "iteration_start") == [
         ("iteration_start", 1),
         ("iteration_end", 1),
         ("abort", 1),
@@ -383,9 +280,9 @@ def test_autopilot_stop_before_the_first_stop_ends_the_run_without_an_iteration(
     project: Path,
 ) -> None:
     clock = FakeClock()
-    run_id = _arm(project, clock, session=SESSION)
+    run_id = arm(project, clock, session=SESSION)
     stop(runs_root() / run_id, clock)
-    assert _kinds(run_id, "iteration_start", "iteration_end", "abort") == [("abort", 0)]
+    assert kinds_of(run_id, "iteration_start", "iteration_end", "abort") == [("abort", 0)]
     assert not entry_path(runs_root(), run_id).exists()
 
 
@@ -393,53 +290,51 @@ def test_a_stop_while_a_stop_is_answered_is_requested_and_closed_by_the_hook(
     tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(hook_control, "LOCK_WAIT_SECONDS", 0.05)
-    clock = FakeClock()
-    run_id = _arm(project, clock, session=SESSION)
-    session = Session(tmp_path, project)
-    _blocks(session.stop(clock, last="armed"))
+    clock, run_id, session = armed_session(tmp_path, project)
+    blocks(session.stop(clock, last="armed"))
     with locked(runs_root()):  # a Stop of the session holds the registry
         result = stop(runs_root() / run_id, clock)
     assert "stop requested" in result.message
-    assert _kinds(run_id, "iteration_end", "abort") == []
+    assert kinds_of(run_id, "iteration_end", "abort") == []
     assert "ended: stopped by the user" in session.stop(clock, active=True, last="more")
-    assert _kinds(run_id, "iteration_end", "abort") == [("iteration_end", 1), ("abort", 1)]
+    assert kinds_of(run_id, "iteration_end", "abort") == [("iteration_end", 1), ("abort", 1)]
 
 
 def test_a_cost_the_transcript_records_binds_the_cost_budget(tmp_path: Path, project: Path) -> None:
-    clock = FakeClock()
-    run_id = _arm(project, clock, session=SESSION, **{"max-cost": "0.05", "max-iterations": "0"})
-    session = Session(tmp_path, project)
+    clock, run_id, session = armed_session(
+        tmp_path, project, **{"max-cost": "0.05", "max-iterations": "0"}
+    )
     session.say("armed", cost_usd=0.5)  # before the run: not charged
-    _blocks(session.stop(clock, last="armed"))
+    blocks(session.stop(clock, last="armed"))
     session.say("part one", cost_usd=0.03)
-    _blocks(session.stop(clock, active=True, last="part one"))
-    assert _state(run_id)["spend"]["costUsd"] == 0.03
+    blocks(session.stop(clock, active=True, last="part one"))
+    assert state_of(run_id)["spend"]["costUsd"] == 0.03
     session.say("part two", cost_usd=0.03)
     ended = json.loads(session.stop(clock, active=True, last="part two"))
     assert ended["systemMessage"] == f"autopilot: run {run_id} ended: budget reached (max_cost)"
-    ends = [e for e in _events(run_id) if e["type"] == "iteration_end"]
+    ends = [e for e in events_of(run_id) if e["type"] == "iteration_end"]
     assert [e["iterationCostUsd"] for e in ends] == [0.03, 0.03]
-    assert _state(run_id)["terminationReason"] == "max_cost"
+    assert state_of(run_id)["terminationReason"] == "max_cost"
 
 
 def test_tokens_and_duration_budgets_end_a_hook_run(tmp_path: Path, project: Path) -> None:
     clock = FakeClock()
-    by_tokens = _arm(project, clock, session="s1", **{"max-tokens": "200", "max-iterations": "0"})
+    by_tokens = arm(project, clock, session="s1", **{"max-tokens": "200", "max-iterations": "0"})
     session = Session(tmp_path, project, "s1")
-    _blocks(session.stop(clock, last="armed"))
+    blocks(session.stop(clock, last="armed"))
     session.say("one")
-    _blocks(session.stop(clock, active=True, last="one"))
+    blocks(session.stop(clock, active=True, last="one"))
     session.say("two")
     assert "ended: budget reached (max_tokens)" in session.stop(clock, active=True, last="two")
-    assert _state(by_tokens)["spend"]["tokens"] == {"input": 200, "output": 20}
-    by_time = _arm(project, clock, session="s2", **{"max-duration": "1m", "max-iterations": "0"})
+    assert state_of(by_tokens)["spend"]["tokens"] == {"input": 200, "output": 20}
+    by_time = arm(project, clock, session="s2", **{"max-duration": "1m", "max-iterations": "0"})
     other = Session(tmp_path, project, "s2")
-    _blocks(other.stop(clock, last="armed"))
+    blocks(other.stop(clock, last="armed"))
     clock.advance(40)
-    _blocks(other.stop(clock, active=True, last="one"))
+    blocks(other.stop(clock, active=True, last="one"))
     clock.advance(40)
     assert "ended: budget reached (max_duration)" in other.stop(clock, active=True, last="two")
-    assert _state(by_time)["spend"]["activeMs"] == 80_000
+    assert state_of(by_time)["spend"]["activeMs"] == 80_000
 
 
 def _status(run_id: str, project: Path) -> str:
@@ -488,13 +383,13 @@ def test_status_shows_what_a_hook_run_is(tmp_path: Path, project: Path) -> None:
     assert f"mode       hook: the first claude session that stops in {project} until" in before
     assert "last stop  none yet" in before
     assert "session    waiting for the next Stop" in before
-    warned = [e["note"] for e in _events(run_id) if e["type"] == "warning"]
+    warned = [e["note"] for e in events_of(run_id) if e["type"] == "warning"]
     assert any("--max-cost binds only where the session's transcript records" in n for n in warned)
     session = Session(tmp_path, project)
     session.say("armed")
-    _blocks(_hook_process(session, active=False, last="armed"))
+    blocks(_hook_process(session, active=False, last="armed"))
     session.say("half")
-    _blocks(_hook_process(session, active=True, last="half"))
+    blocks(_hook_process(session, active=True, last="half"))
     during = _status(run_id, project)
     assert f"mode       hook: claude session {SESSION}" in during
     assert "last stop  " in during and "none yet" not in during
@@ -521,7 +416,7 @@ def test_status_shows_what_a_hook_run_is(tmp_path: Path, project: Path) -> None:
 
 def test_status_says_when_the_sessions_cli_is_gone(tmp_path: Path, project: Path) -> None:
     clock = FakeClock()
-    run_id = _arm(project, clock, session=SESSION)
+    run_id = arm(project, clock, session=SESSION)
     (armed,) = load_armings(runs_root())[0]
     gone = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
