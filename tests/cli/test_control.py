@@ -67,6 +67,22 @@ def _terminals(folder: Path) -> list[tuple[object, object]]:
     return [(e["type"], e["reason"]) for e in _events(folder) if e["type"] in ("complete", "abort")]
 
 
+def _sleeping_run(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent, *, agent_started: bool = False
+) -> tuple[dict[str, str], subprocess.Popen[str], Path]:
+    """A run in ``repo`` whose agent sleeps for 10 minutes, once its first iteration has
+    started (``agent_started``: once its agent's pid is recorded): the agent's
+    environment, the driver's process and the run's folder."""
+    env = fake_agent([[{"sleep": 600}]])
+    proc = _start(repo, env)
+    folder = _run_dir(tmp_path)
+    if agent_started:
+        _wait_for(lambda: _state(folder).get("agentPid") is not None)
+    else:
+        _wait_for(lambda: "iteration_start" in _types(folder))
+    return env, proc, folder
+
+
 def test_pause_resume_stop_from_another_terminal(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent
 ) -> None:
@@ -123,10 +139,7 @@ def test_first_sigint_stops_at_the_boundary_second_ends_the_agent(
 
 
 def test_stop_now_ends_the_agent(tmp_path: Path, repo: Path, fake_agent: FakeAgent) -> None:
-    env = fake_agent([[{"sleep": 600}]])
-    proc = _start(repo, env)
-    folder = _run_dir(tmp_path)
-    _wait_for(lambda: _state(folder).get("agentPid") is not None)
+    _env, proc, folder = _sleeping_run(tmp_path, repo, fake_agent, agent_started=True)
     assert run_cli(["stop", "--now"], cwd=repo).returncode == 0
     assert proc.wait(timeout=30) == 130
     assert [e["outcome"] for e in _events(folder) if e["type"] == "iteration_end"] == ["killed"]
@@ -172,10 +185,7 @@ def test_kill_9_then_restart_keeps_budgets(
 def test_stop_without_a_driver_ends_the_run(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent
 ) -> None:
-    env = fake_agent([[{"sleep": 600}]])
-    proc = _start(repo, env)
-    folder = _run_dir(tmp_path)
-    _wait_for(lambda: "iteration_start" in _types(folder))
+    _env, proc, folder = _sleeping_run(tmp_path, repo, fake_agent)
     proc.kill()
     proc.wait()
     done = run_cli(["stop", folder.name], cwd=repo)
@@ -184,20 +194,6 @@ def test_stop_without_a_driver_ends_the_run(
     again = run_cli(["stop", folder.name], cwd=repo)
     assert again.returncode == 2 and "already ended" in again.stderr
     assert _terminals(folder) == [("abort", "user_stopped")]
-
-
-def test_second_run_in_the_same_project_is_refused(
-    tmp_path: Path, repo: Path, fake_agent: FakeAgent
-) -> None:
-    env = fake_agent([[{"sleep": 600}]])
-    proc = _start(repo, env)
-    folder = _run_dir(tmp_path)
-    _wait_for(lambda: "iteration_start" in _types(folder))
-    second = run_cli(["run", "-p", "other"], cwd=repo, env=env)
-    assert second.returncode == 4
-    assert folder.name in second.stderr and "active" in second.stderr
-    assert run_cli(["stop", "--now", folder.name], cwd=repo).returncode == 0
-    proc.wait(timeout=30)
 
 
 def test_concurrent_pause_and_stop_lose_nothing(

@@ -12,7 +12,15 @@ from pathlib import Path
 
 import psutil
 
-from tests.cli.test_control import _events, _run_dir, _start, _state, _terminals, _wait_for
+from tests.cli.test_control import (
+    _events,
+    _run_dir,
+    _sleeping_run,
+    _start,
+    _state,
+    _terminals,
+    _wait_for,
+)
 from tests.conftest import FakeAgent, run_cli
 
 
@@ -41,10 +49,7 @@ def test_stop_with_driver_lock_deleted_does_not_kill_the_live_agent(
 def test_start_with_driver_lock_deleted_is_refused_while_the_driver_lives(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent
 ) -> None:
-    env = fake_agent([[{"sleep": 600}]])
-    proc = _start(repo, env)
-    folder = _run_dir(tmp_path)
-    _wait_for(lambda: _state(folder).get("agentPid") is not None)
+    env, proc, folder = _sleeping_run(tmp_path, repo, fake_agent, agent_started=True)
     (folder / "driver.lock").unlink()
     done = run_cli(["start", folder.name, "--plain"], cwd=repo, env=env)
     assert done.returncode == 4
@@ -58,10 +63,7 @@ def test_start_with_driver_lock_deleted_is_refused_while_the_driver_lives(
 def test_second_run_is_refused_with_the_locks_folder_deleted(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent
 ) -> None:
-    env = fake_agent([[{"sleep": 600}]])
-    proc = _start(repo, env)
-    folder = _run_dir(tmp_path)
-    _wait_for(lambda: _state(folder).get("agentPid") is not None)
+    env, proc, folder = _sleeping_run(tmp_path, repo, fake_agent, agent_started=True)
     shutil.rmtree(tmp_path / "runs" / ".locks")
     (repo / "sub").mkdir()
     second = run_cli(["run", "-p", "other"], cwd=repo / "sub", env=env)

@@ -12,7 +12,16 @@ from pathlib import Path
 
 import psutil
 
-from tests.cli.test_control import _events, _run_dir, _start, _state, _terminals, _types, _wait_for
+from tests.cli.test_control import (
+    _events,
+    _run_dir,
+    _sleeping_run,
+    _start,
+    _state,
+    _terminals,
+    _types,
+    _wait_for,
+)
 from tests.conftest import FakeAgent, read_jsonl, run_cli
 
 
@@ -213,12 +222,10 @@ def test_lone_surrogates_in_agent_json_do_not_crash_the_driver(
 def test_second_run_refused_leaves_no_trace(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent
 ) -> None:
-    env = fake_agent([[{"sleep": 600}]])
-    proc = _start(repo, env)
-    folder = _run_dir(tmp_path)
-    _wait_for(lambda: "iteration_start" in _types(folder))
+    env, proc, folder = _sleeping_run(tmp_path, repo, fake_agent)
     second = run_cli(["run", "-p", "other"], cwd=repo, env=env)
     assert second.returncode == 4
+    assert folder.name in second.stderr and "active" in second.stderr
     runs = [p for p in (tmp_path / "runs").iterdir() if p.name.startswith("repo-")]
     assert runs == [folder]
     status = run_cli(["status"], cwd=repo)
@@ -230,10 +237,7 @@ def test_second_run_refused_leaves_no_trace(
 def test_torn_log_then_stop_keeps_the_log_readable(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent
 ) -> None:
-    env = fake_agent([[{"sleep": 600}]])
-    proc = _start(repo, env)
-    folder = _run_dir(tmp_path)
-    _wait_for(lambda: "iteration_start" in _types(folder))
+    _env, proc, folder = _sleeping_run(tmp_path, repo, fake_agent)
     proc.kill()
     proc.wait()
     with (folder / "events.jsonl").open("ab") as log:
