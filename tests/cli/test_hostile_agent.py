@@ -87,13 +87,16 @@ def test_no_grandchild_outlives_stop_now(
     assert wait_for_survivors(kids, 0) == []
 
 
-@pytest.mark.parametrize("cgroup", ["on", "off"])
-def test_no_grandchild_outlives_a_killed_driver_once_it_is_relaunched(
-    tmp_path: Path, repo: Path, fake_agent: FakeAgent, kids_file: Path, cgroup: str
+def _relaunch_after_a_kill(
+    tmp_path: Path,
+    repo: Path,
+    fake_agent: FakeAgent,
+    kids_file: Path,
+    kinds: tuple[str, ...],
+    cgroup: str,
 ) -> None:
-    # Without a cgroup, a grandchild with no run id, no session and no parent of ours
-    # is out of reach once the driver is dead: that one needs the cgroup.
-    kinds = KINDS if cgroup == "on" else KINDS[:4]
+    """Kill the driver while the agent's descendants of ``kinds`` run: the crash leaves
+    every one of them, and ``start`` relaunching the run ends them all."""
     env = fake_agent(
         [[{"shell": spawner(kids_file, kinds)}, {"sleep": 600}], [{"result": "COMPLETE"}]]
     )
@@ -110,25 +113,22 @@ def test_no_grandchild_outlives_a_killed_driver_once_it_is_relaunched(
     assert wait_for_survivors(kids, 0) == []
 
 
+@pytest.mark.parametrize("cgroup", ["on", "off"])
+def test_no_grandchild_outlives_a_killed_driver_once_it_is_relaunched(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent, kids_file: Path, cgroup: str
+) -> None:
+    # Without a cgroup, a grandchild with no run id, no session and no parent of ours
+    # is out of reach once the driver is dead: that one needs the cgroup.
+    kinds = KINDS if cgroup == "on" else KINDS[:4]
+    _relaunch_after_a_kill(tmp_path, repo, fake_agent, kids_file, kinds, cgroup)
+
+
 def test_a_lone_env_i_grandchild_in_the_agents_group_outlives_no_relaunch(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent, kids_file: Path
 ) -> None:
     # No cgroup, and nothing left carries the run id: the agent's own process group
     # (its leader died with the driver) is all that names this grandchild.
-    env = fake_agent(
-        [[{"shell": spawner(kids_file, ("env-i",))}, {"sleep": 600}], [{"result": "COMPLETE"}]]
-    )
-    env.update(_cgroup_env("off"))
-    proc = _start(repo, env)
-    folder = _run_dir(tmp_path)
-    _wait_for(lambda: len(kids_file.read_text().split()) == 1)
-    kids = recorded(kids_file)
-    proc.kill()
-    proc.wait()
-    assert len(wait_for_survivors(kids, 1)) == 1  # the crash left it
-    done = run_cli(["start", folder.name, "--plain"], cwd=repo, env=env)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert wait_for_survivors(kids, 0) == []
+    _relaunch_after_a_kill(tmp_path, repo, fake_agent, kids_file, ("env-i",), "off")
 
 
 def test_no_grandchild_outlives_a_killed_daemon_its_supervisor_restarts(
