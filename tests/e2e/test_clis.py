@@ -34,7 +34,12 @@ from tests.e2e.conftest import (
     terminal,
 )
 
-LIMITED = [name for name, cli in CLIS.items() if cli.recovers_itself is not None]
+EVERY_CLI = [pytest.param(CLIS[name], id=name) for name in sorted(CLIS)]
+LIMITED = [
+    pytest.param(CLIS[name], id=name)
+    for name in sorted(CLIS)
+    if CLIS[name].recovers_itself is not None
+]
 """The CLIs the 429 scenario runs for (Claude Code's is not scripted)."""
 
 
@@ -66,11 +71,8 @@ def _run(
     return run, recorded_argvs(argv_folder)
 
 
-@pytest.mark.parametrize("name", sorted(CLIS))
-def test_fresh_sessions_complete_at_iteration_two(
-    name: str, tmp_path: Path, e2e_repo: Path
-) -> None:
-    cli = CLIS[name]
+@pytest.mark.parametrize("cli", EVERY_CLI)
+def test_fresh_sessions_complete_at_iteration_two(cli: Cli, tmp_path: Path, e2e_repo: Path) -> None:
     run, argvs = _run(cli, tmp_path, e2e_repo, "check-then-write")
     ends = assert_completed_at_two(run, e2e_repo)
     assert sent_prompt(run).startswith(cli.prompt)  # then the memory file's paragraph
@@ -79,16 +81,15 @@ def test_fresh_sessions_complete_at_iteration_two(
     assert "<promise>COMPLETE</promise>" in str(ends[1]["excerpt"])
     assert ends[0]["sessionId"] and ends[0]["sessionId"] != ends[1]["sessionId"]
     assert [e["toolCalls"] for e in ends] == [2, 1]
-    assert_spend_agrees(run, per_call_usage=name != "claude", cost=cli.cost)
+    assert_spend_agrees(run, per_call_usage=cli.name != "claude", cost=cli.cost)
     assert_only_model_api(run, cli.api_prefixes)
     assert argvs == [cli.argv(run, e2e_repo, n, None, ()) for n in (1, 2)]
     cli.check_fresh(run)
     assert_nothing_left_behind(e2e_repo)
 
 
-@pytest.mark.parametrize("name", sorted(CLIS))
-def test_continue_resumes_the_first_session(name: str, tmp_path: Path, e2e_repo: Path) -> None:
-    cli = CLIS[name]
+@pytest.mark.parametrize("cli", EVERY_CLI)
+def test_continue_resumes_the_first_session(cli: Cli, tmp_path: Path, e2e_repo: Path) -> None:
     extra = cli.continue_args
     args = ("--continue", "--", *extra) if extra else ("--continue",)
     run, argvs = _run(cli, tmp_path, e2e_repo, "continue", args)
@@ -107,20 +108,19 @@ def test_continue_resumes_the_first_session(name: str, tmp_path: Path, e2e_repo:
     ]
     # The resumed turn carries the first iteration's answer in its history.
     assert "not finished yet" in json.dumps(run.requests[-1]["body"])
-    if name != "claude":
+    if cli.name != "claude":
         # Each iteration counts its own calls, also where the CLI reports the
         # session's totals (Codex, Copilot's usage file).
         assert [e["iterationTokens"] for e in ends] == [{"input": 200, "output": 40}] * 2
-    assert_spend_agrees(run, per_call_usage=name != "claude", cost=cli.cost)
+    assert_spend_agrees(run, per_call_usage=cli.name != "claude", cost=cli.cost)
     cli.check_continue(run)
     assert_nothing_left_behind(e2e_repo)
 
 
-@pytest.mark.parametrize("name", sorted(CLIS))
+@pytest.mark.parametrize("cli", EVERY_CLI)
 def test_auth_failure_halts_with_the_agents_own_message(
-    name: str, tmp_path: Path, e2e_repo: Path
+    cli: Cli, tmp_path: Path, e2e_repo: Path
 ) -> None:
-    cli = CLIS[name]
     run, _ = _run(cli, tmp_path, e2e_repo, "auth-401")
     for words in cli.auth_words:
         assert_auth_halt(run, words)
@@ -129,9 +129,8 @@ def test_auth_failure_halts_with_the_agents_own_message(
     assert_nothing_left_behind(e2e_repo)
 
 
-@pytest.mark.parametrize("name", sorted(LIMITED))
-def test_rate_limit_is_waited_out(name: str, tmp_path: Path, e2e_repo: Path) -> None:
-    cli = CLIS[name]
+@pytest.mark.parametrize("cli", LIMITED)
+def test_rate_limit_is_waited_out(cli: Cli, tmp_path: Path, e2e_repo: Path) -> None:
     window = cli.window_seconds
     run, argvs = _run(cli, tmp_path, e2e_repo, "check-then-write", fail_for_seconds=window)
     if cli.recovers_itself:
