@@ -46,24 +46,37 @@ def fake_agent(tmp_path: Path) -> FakeAgent:
     return make
 
 
-def git(cwd: Path, *args: str) -> str:
-    """Run git in ``cwd`` and return its stdout."""
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
+def git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """Run git in ``cwd`` (as a user would, hooks and all; ``env`` added to this
+    process's environment) and return its stdout."""
+    done = subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, **(env or {})),
+    )
     return done.stdout
+
+
+def init_repo(path: Path, *, user: str = "test", readme: str = "test repo\n") -> Path:
+    """A new git repository at ``path`` with one commit (``README.md`` holding
+    ``readme``) by ``user``."""
+    path.mkdir()
+    git(path, "init", "-q")
+    git(path, "config", "user.email", f"{user}@localhost")
+    git(path, "config", "user.name", user)
+    (path / "README.md").write_text(readme)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "start")
+    return path
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """An empty git repository with one commit."""
-    path = tmp_path / "repo"
-    path.mkdir()
-    git(path, "init", "-q")
-    git(path, "config", "user.email", "test@localhost")
-    git(path, "config", "user.name", "test")
-    (path / "README.md").write_text("test repo\n")
-    git(path, "add", "-A")
-    git(path, "commit", "-q", "-m", "start")
-    return path
+    return init_repo(tmp_path / "repo")
 
 
 def run_cli(

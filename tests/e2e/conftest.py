@@ -10,7 +10,7 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ import pytest
 from autopilot.testkit.model_server import INPUT_TOKENS, OUTPUT_TOKENS
 from autopilot.testkit.model_server.routes import post_route
 from autopilot.testkit.offline import netns_prefix
-from tests.conftest import git, read_jsonl
+from tests.conftest import init_repo, read_jsonl
 
 E2E_BIN_ENV = "AUTOPILOT_E2E_BIN_DIR"
 # Read at import: the suite's autouse fixture removes AUTOPILOT_* variables per test.
@@ -75,15 +75,50 @@ def sent_prompt(run: E2ERun, iteration: int = 1) -> str:
 @pytest.fixture
 def e2e_repo(tmp_path: Path) -> Path:
     """A fresh git repository for the agent to work in."""
-    path = tmp_path / "work"
-    path.mkdir()
-    git(path, "init", "-q")
-    git(path, "config", "user.email", "e2e@localhost")
-    git(path, "config", "user.name", "e2e")
-    (path / "README.md").write_text("e2e\n")
-    git(path, "add", "-A")
-    git(path, "commit", "-q", "-m", "start")
-    return path
+    return init_repo(tmp_path / "work", user="e2e", readme="e2e\n")
+
+
+def under_model_server(
+    script: str,
+    command: Sequence[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float,
+    set_env: Mapping[str, str],
+    templates: Mapping[Path, Path],
+    fail_for_seconds: float | None = None,
+    requests_file: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``command`` run by ``autopilot.testkit.offline`` with the scripted model server
+    on ``script``, in a private network namespace where the machine allows one.
+
+    ``set_env`` is given to ``command`` with ``{port}`` and ``{base_url}`` replaced by
+    the server's; ``templates`` maps a config file template to where it goes (the same
+    replacements); ``fail_for_seconds`` answers 429 for that long from the first model
+    request; ``requests_file`` records every request the server answered.
+    """
+    argv = [sys.executable, "-m", "autopilot.testkit.offline", "--script", script]
+    if netns_prefix() is not None:
+        argv.append("--netns")
+    if requests_file is not None:
+        argv += ["--requests-file", str(requests_file)]
+    for key, value in set_env.items():
+        argv += ["--set-env", f"{key}={value}"]
+    for source, destination in templates.items():
+        argv += ["--template", f"{source}={destination}"]
+    if fail_for_seconds is not None:
+        argv += ["--fail-for-seconds", str(fail_for_seconds)]
+    return subprocess.run(
+        [*argv, "--", *command],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
 
 
 def run_offline(
@@ -113,30 +148,20 @@ def run_offline(
     requests_file = tmp_path / "requests.jsonl"
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    argv = [sys.executable, "-m", "autopilot.testkit.offline", "--script", script]
-    if netns_prefix() is not None:
-        argv.append("--netns")
-    argv += ["--requests-file", str(requests_file)]
-    for key, value in set_env.items():
-        argv += ["--set-env", f"{key}={value}"]
-    for source, destination in (templates or {}).items():
-        argv += ["--template", f"{source}={destination}"]
-    if fail_for_seconds is not None:
-        argv += ["--fail-for-seconds", str(fail_for_seconds)]
-    argv += ["--", sys.executable, "-m", "autopilot", *autopilot_args]
     env = dict(os.environ, HOME=str(home), AUTOPILOT_RUNS_DIR=str(runs_root))
     env.pop("CLAUDECODE", None)
     for key in unset_env:
         env.pop(key, None)
-    done = subprocess.run(
-        argv,
+    done = under_model_server(
+        script,
+        [sys.executable, "-m", "autopilot", *autopilot_args],
         cwd=repo,
         env=env,
-        capture_output=True,
-        text=True,
         timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        check=False,
+        set_env=set_env,
+        templates=templates or {},
+        fail_for_seconds=fail_for_seconds,
+        requests_file=requests_file,
     )
     runs = (
         sorted(

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autopilot.testkit.offline import netns_prefix
 from tests.conftest import read_jsonl
+from tests.e2e.conftest import under_model_server
 
 if TYPE_CHECKING:
     from tests.e2e.clis import Setup
@@ -64,25 +64,17 @@ class HookSession:
     ) -> subprocess.CompletedProcess[str]:
         """``argv`` (the agent CLI) in the project with the model server on ``script``,
         set up as ``setup`` says."""
-        runner = [sys.executable, "-m", "autopilot.testkit.offline", "--script", script]
-        if netns_prefix() is not None:
-            runner.append("--netns")
-        for key, value in setup.set_env.items():
-            runner += ["--set-env", f"{key}={value}"]
-        for source, destination in setup.templates.items():
-            runner += ["--template", f"{source}={destination}"]
         env = self.env()
         for key in setup.unset_env:
             env.pop(key, None)
-        return subprocess.run(
-            [*runner, "--", *argv],
+        return under_model_server(
+            script,
+            argv,
             cwd=self.repo,
             env=env,
-            capture_output=True,
-            text=True,
             timeout=timeout,
-            stdin=subprocess.DEVNULL,
-            check=False,
+            set_env=setup.set_env,
+            templates=setup.templates,
         )
 
     def run_dirs(self) -> list[Path]:

@@ -4,25 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 from pathlib import Path
+
+from tests.conftest import git
 
 # Files a checkpoint, restore or worktree may write in a git directory: objects, its
 # own refs, and (for a worktree) git's bookkeeping of worktrees.
 _OURS = ("objects/", "refs/autopilot/", "worktrees/")
-
-
-def git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    """Run git in ``cwd`` (as a user would, hooks and all) and return its stdout."""
-    done = subprocess.run(
-        ["git", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=True,
-        env=dict(os.environ, **(env or {})),
-    )
-    return done.stdout
 
 
 def make_repo(path: Path, *, commit: bool = True) -> Path:
