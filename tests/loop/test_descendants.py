@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,14 +14,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from autopilot.agents.claude import ClaudeStreamParser
 from autopilot.core.vocabulary import EndedBy
 from autopilot.loop.cgroup import AgentCgroup
 from autopilot.loop.descendants import end_leftovers
-from autopilot.loop.process import ProcessLimits, run_agent_process
+from autopilot.loop.process import ProcessLimits
 from autopilot.loop.recovery import end_left_processes
 from autopilot.store.run_state import RunState
 from tests.conftest import FakeAgent
+from tests.loop.agent_process import FAKE_AGENT, run_agent
 
 KINDS = ("setsid", "nohup", "double-fork", "env-i", "env-i-setsid-double-fork")
 
@@ -95,24 +94,14 @@ def test_every_grandchild_ends_with_the_iteration(
     pid_file.touch()
     cgroup = _cgroup_or_skip(f"test-{os.getpid()}-{time.time_ns()}") if use_cgroup else None
     env = fake_agent([[{"shell": spawner(pid_file)}, {"result": "done"}]])
-    parser = ClaudeStreamParser()
-    result = run_agent_process(
-        [sys.executable, "-m", "autopilot.testkit.fake_agent"],
-        cwd=tmp_path,
-        env=dict(os.environ, **env, AUTOPILOT_ITERATION="1"),
-        stdin_data=b"go",
-        stdout_path=tmp_path / "stdout.log",
-        stderr_path=tmp_path / "stderr.log",
-        on_line=parser.feed,
-        result_seen=lambda: parser.report().result_seen,
-        should_kill=lambda: False,
-        limits=ProcessLimits(result_grace_seconds=0.5, kill_grace_seconds=1.0),
-        cgroup=cgroup,
+    limits = ProcessLimits(result_grace_seconds=0.5, kill_grace_seconds=1.0)
+    result, report, _, _ = run_agent(
+        tmp_path, FAKE_AGENT, env, limits=limits, stdin=b"go", cgroup=cgroup
     )
     kids = recorded(pid_file)
     cleanup.extend(kids)
     assert result.ended_by is EndedBy.EXIT
-    assert parser.report().final_message == "done"
+    assert report.final_message == "done"
     assert len(kids) == len(KINDS)
     assert survivors(kids) == []
     if cgroup is not None:
@@ -224,18 +213,9 @@ def test_leftovers_in_the_runs_cgroup_are_ended_whatever_they_did(
 
 def _run_shell_agent(tmp_path: Path, command: str, cgroup: AgentCgroup | None = None) -> EndedBy:
     """Run ``sh -c command`` as the agent, as the driver runs one; how it ended."""
-    result = run_agent_process(
-        ["/bin/sh", "-c", command],
-        cwd=tmp_path,
-        env=dict(os.environ),
-        stdin_data=None,
-        stdout_path=tmp_path / "stdout.log",
-        stderr_path=tmp_path / "stderr.log",
-        on_line=lambda line: None,
-        result_seen=lambda: False,
-        should_kill=lambda: False,
-        limits=ProcessLimits(result_grace_seconds=0.5, kill_grace_seconds=0.5),
-        cgroup=cgroup,
+    limits = ProcessLimits(result_grace_seconds=0.5, kill_grace_seconds=0.5)
+    result, _, _, _ = run_agent(
+        tmp_path, ["/bin/sh", "-c", command], {}, limits=limits, stdin=None, cgroup=cgroup
     )
     return result.ended_by
 

@@ -3,41 +3,22 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from autopilot.agents.claude import ClaudeStreamParser
-from autopilot.loop.process import EndedBy, ProcessLimits, run_agent_process
+from autopilot.agents.base import IterationReport
+from autopilot.loop.process import EndedBy, ProcessLimits, ProcessResult
 from tests.conftest import FakeAgent
+from tests.loop.agent_process import FAKE_AGENT, run_agent
 
 
-def _run(tmp_path: Path, env: dict[str, str], limits: ProcessLimits, stdin: bytes | None = b"hi"):
-    parser = ClaudeStreamParser()
-    lines: list[str] = []
-
-    def on_line(line: str) -> None:
-        lines.append(line)
-        parser.feed(line)
-
-    pids: list[int] = []
-    result = run_agent_process(
-        [sys.executable, "-m", "autopilot.testkit.fake_agent"],
-        cwd=tmp_path,
-        env=dict(os.environ, **env, AUTOPILOT_ITERATION="1"),
-        stdin_data=stdin,
-        stdout_path=tmp_path / "stdout.log",
-        stderr_path=tmp_path / "stderr.log",
-        on_line=on_line,
-        result_seen=lambda: parser.report().result_seen,
-        should_kill=lambda: False,
-        limits=limits,
-        on_start=pids.append,
-    )
-    return result, parser.report(), lines, pids[0] if pids else None
+def _run(
+    tmp_path: Path, env: dict[str, str], limits: ProcessLimits, stdin: bytes | None = b"hi"
+) -> tuple[ProcessResult, IterationReport, list[str], int | None]:
+    return run_agent(tmp_path, FAKE_AGENT, env, limits=limits, stdin=stdin)
 
 
 def _assert_group_gone(pgid: int | None) -> None:
@@ -165,18 +146,10 @@ def test_prompt_on_stdin_arrives_whole(tmp_path: Path, fake_agent: FakeAgent) ->
 
 
 def test_launch_failure_is_reported_not_raised(tmp_path: Path) -> None:
-    result = run_agent_process(
-        [str(tmp_path / "no-such-agent")],
-        cwd=tmp_path,
-        env=dict(os.environ),
-        stdin_data=None,
-        stdout_path=tmp_path / "o",
-        stderr_path=tmp_path / "e",
-        on_line=lambda line: None,
-        result_seen=lambda: False,
-        should_kill=lambda: False,
-        limits=ProcessLimits(),
+    result, _, _, pid = run_agent(
+        tmp_path, [str(tmp_path / "no-such-agent")], {}, limits=ProcessLimits(), stdin=None
     )
+    assert pid is None
     assert result.ended_by is EndedBy.LAUNCH_FAILED
     assert result.launch_error is not None and "no-such-agent" in result.launch_error
 
