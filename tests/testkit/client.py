@@ -3,14 +3,52 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import autopilot
 from autopilot.testkit.model_server import ModelServer
 
 Response = tuple[int, dict[str, str], bytes]
+
+MODULE = [sys.executable, "-m", "autopilot.testkit.model_server"]
+"""The model server's command line."""
+
+
+def module_env() -> dict[str, str]:
+    """This environment with this checkout's ``src`` first on ``PYTHONPATH``."""
+    src = str(Path(autopilot.__file__).resolve().parents[1])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+
+
+@contextmanager
+def served(port_file: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str], int, str]]:
+    """The model server's command line with ``args``, writing its port to
+    ``port_file``: the process, its port and the first line it printed, once it
+    listens. The process is killed (and reaped) on the way out."""
+    process = subprocess.Popen(
+        [*MODULE, *args, "--port-file", str(port_file)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=module_env(),
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        yield process, int(port_file.read_text()), line
+    finally:
+        process.kill()
+        process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 def call(srv: ModelServer, path: str, payload: Any = None, method: str | None = None) -> Response:

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -21,7 +19,6 @@ from typing import Any
 
 import pytest
 
-import autopilot
 from autopilot.testkit.model_server import (
     Conversation,
     Drop,
@@ -42,7 +39,7 @@ from tests.testkit import test_chat_wire as chat
 from tests.testkit import test_gemini_wire as gemini
 from tests.testkit import test_model_server as anthropic
 from tests.testkit import test_responses_wire as responses
-from tests.testkit.client import call, raw_exchange, read_to_close, sse
+from tests.testkit.client import MODULE, call, module_env, raw_exchange, read_to_close, served, sse
 from tests.testkit.conftest import scripted
 
 
@@ -346,26 +343,9 @@ def test_a_server_window_answers_429_until_its_instant_then_the_script(api: Api)
     assert b"hello.txt" in raw
 
 
-MODULE = [sys.executable, "-m", "autopilot.testkit.model_server"]
-
-
-def module_env() -> dict[str, str]:
-    src = str(Path(autopilot.__file__).resolve().parents[1])
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
-
-
 def test_command_line_fail_for_seconds_opens_a_window(tmp_path: Path) -> None:
-    port_file = tmp_path / "port"
-    process = subprocess.Popen(
-        [*MODULE, "--script", "default", "--fail-for-seconds", "30", "--port-file", str(port_file)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=module_env(),
-    )
-    try:
-        assert process.stdout is not None
-        process.stdout.readline()
-        srv_port = int(port_file.read_text())
+    window = ("--script", "default", "--fail-for-seconds", "30")
+    with served(tmp_path / "port", *window) as (process, srv_port, _):
         api = APIS["chat"]
         request_body = json.dumps(api.body).encode()
         request = urllib.request.Request(
@@ -378,11 +358,6 @@ def test_command_line_fail_for_seconds_opens_a_window(tmp_path: Path) -> None:
             assert 25 <= int(error.headers["retry-after"]) <= 30
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
-    finally:
-        process.kill()
-        process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
 
 
 def test_command_line_refuses_a_negative_window() -> None:

@@ -9,11 +9,9 @@ part-way through the conversation.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -23,7 +21,6 @@ from typing import Any
 
 import pytest
 
-import autopilot
 from autopilot.testkit.model_server import (
     AnthropicWire,
     Conversation,
@@ -37,7 +34,7 @@ from autopilot.testkit.model_server import (
     get_script,
     write_port_file,
 )
-from tests.testkit.client import call
+from tests.testkit.client import MODULE, call, module_env, served
 from tests.testkit.client import sse as parse_sse
 from tests.testkit.conftest import scripted
 
@@ -479,36 +476,13 @@ def test_requests_before_start_raise() -> None:
 # --- the command line ------------------------------------------------------------------
 
 
-MODULE = [sys.executable, "-m", "autopilot.testkit.model_server"]
-
-
-def module_env() -> dict[str, str]:
-    src = str(Path(autopilot.__file__).resolve().parents[1])
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
-
-
 def test_command_line_writes_the_port_file_and_stops_on_sigterm(tmp_path: Path) -> None:
-    port_file = tmp_path / "port"
-    process = subprocess.Popen(
-        [*MODULE, "--script", "default", "--port-file", str(port_file)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=module_env(),
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        port = int(port_file.read_text())
+    with served(tmp_path / "port", "--script", "default") as (process, port, line):
         assert line == f"listening on http://127.0.0.1:{port}\n"
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=10) as response:
             assert response.status == 200
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
-    finally:
-        process.kill()
-        process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
     assert [p.name for p in tmp_path.iterdir()] == ["port"]
 
 
