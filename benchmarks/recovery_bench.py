@@ -25,17 +25,24 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 MIB = 1024 * 1024
-_MEASURE_RECOVERY = """
-import json, sys, time
-from pathlib import Path
-from autopilot.agents.claude import ClaudeAdapter
-from autopilot.loop.recovery import recover_attempt
+_START_MEASURING = """
 def kib(field):
     for line in open("/proc/self/status"):
         if line.startswith(field + ":"):
             return int(line.split()[1])
 before = kib("VmRSS")
 started = time.perf_counter()
+"""
+# The measuring scripts: imports, then _START_MEASURING, then what is measured.
+_MEASURE_RECOVERY = (
+    """
+import json, sys, time
+from pathlib import Path
+from autopilot.agents.claude import ClaudeAdapter
+from autopilot.loop.recovery import recover_attempt
+"""
+    + _START_MEASURING
+    + """
 recovered = recover_attempt(Path(sys.argv[1]), ClaudeAdapter())
 seconds = time.perf_counter() - started
 report = recovered.report
@@ -43,14 +50,13 @@ assert report.final_message == "all done COMPLETE", report
 assert (report.input_tokens, report.output_tokens) == (1200, 34), report
 print(json.dumps({"seconds": seconds, "peak_kib": kib("VmHWM"), "before_kib": before}))
 """
-_MEASURE_FLOOR = """
+)
+_MEASURE_FLOOR = (
+    """
 import json, sys, time
-def kib(field):
-    for line in open("/proc/self/status"):
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-before = kib("VmRSS")
-started = time.perf_counter()
+"""
+    + _START_MEASURING
+    + """
 lines = 0
 with open(sys.argv[1], "rb") as stream:
     while chunk := stream.read(1024 * 1024):
@@ -62,6 +68,7 @@ seconds = time.perf_counter() - started
 assert lines == 3, lines
 print(json.dumps({"seconds": seconds, "peak_kib": kib("VmHWM"), "before_kib": before}))
 """
+)
 
 
 def _write_attempt(folder: Path, line_bytes: int) -> None:
