@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from autopilot.config_values import parse_duration_seconds, parse_float, parse_i
 from autopilot.errors import UsageError
 from autopilot.store.flock import FileLock
 from autopilot.store.state import encode_state, read_state, read_state_json, write_atomically
+from tests.cli.test_control import _wait_for
 from tests.conftest import FakeAgent, read_jsonl, run_cli
 
 Files = dict[str, bytes | None]
@@ -44,15 +44,6 @@ def _assert_one_line_error(
     assert lines[0].startswith("autopilot: "), lines[0]
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
-
-
-def _wait_for(check: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not reached in time")
 
 
 # -- settings: flags, environment, config file -----------------------------------

@@ -14,31 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
-
-RUN_ID = "ralph-tui-prompt-1714600000000"
-STARTED = 1714600000000
-
-
-def _node_state(**changes: object) -> dict[str, object]:
-    state: dict[str, object] = {
-        "version": 9,
-        "runId": RUN_ID,
-        "mode": "prompt",
-        "contextMode": "fresh",
-        "resetOn": "iter",
-        "startedAt": STARTED,
-        "max": 5,
-        "min": 1,
-        "iter": 2,
-        "paused": False,
-        "stopRequested": False,
-        "terminated": True,
-        "terminationReason": "complete",
-        "sessionId": None,
-        "totalPausedMs": 0,
-    }
-    state.update(changes)
-    return state
+from tests.store.node_run import RUN_ID, STARTED, node_state
 
 
 def _node_events() -> list[dict[str, object]]:
@@ -73,7 +49,7 @@ def node_run(tmp_path: Path) -> Path:
     root = tmp_path / "runs"
     folder = root / RUN_ID
     folder.mkdir(parents=True)
-    (folder / "state.json").write_text(json.dumps(_node_state(), indent=2) + "\n")
+    (folder / "state.json").write_text(json.dumps(node_state(), indent=2) + "\n")
     lines = [json.dumps(event, separators=(",", ":")) for event in _node_events()]
     (folder / "events.jsonl").write_text("\n".join(lines) + "\n")
     row = {
@@ -125,7 +101,7 @@ def test_a_run_folder_with_a_log_and_no_state_still_replays(node_run: Path, tmp_
 def test_start_refuses_a_node_run_in_one_line(node_run: Path, tmp_path: Path) -> None:
     folder = node_run / RUN_ID
     (folder / "state.json").write_text(
-        json.dumps(_node_state(terminated=False, terminationReason=None))
+        json.dumps(node_state(terminated=False, terminationReason=None))
     )
     lines = [json.dumps(event) for event in _node_events()[:-1]]
     (folder / "events.jsonl").write_text("\n".join(lines) + "\n")

@@ -21,6 +21,7 @@ from autopilot.store.state import (
     read_state_json,
     read_state_quietly,
 )
+from tests.store.node_run import node_state
 
 
 @pytest.fixture
@@ -140,23 +141,7 @@ def test_unknown_fields_survive_a_round_trip(tmp_path: Path) -> None:
 
 def test_a_state_json_written_by_the_node_implementation_decodes() -> None:
     # What the Node implementation of seeds 000/001 writes (no status, config, spend).
-    node = {
-        "version": 14,
-        "runId": "ralph-tui-prompt-1714600000000",
-        "mode": "prompt",
-        "contextMode": "fresh",
-        "resetOn": "iter",
-        "startedAt": 1714600000000,
-        "max": 5,
-        "min": 1,
-        "iter": 3,
-        "paused": False,
-        "stopRequested": False,
-        "terminated": True,
-        "terminationReason": "complete",
-        "sessionId": None,
-        "totalPausedMs": 0,
-    }
+    node = node_state(version=14, iter=3)
     state = decode_state(node)
     assert state.status is RunStatus.COMPLETED and state.completed
     assert (state.agent, state.label, state.iteration) == ("copilot", "ralph-tui-prompt", 3)
