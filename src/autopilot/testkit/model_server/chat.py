@@ -25,14 +25,12 @@ from autopilot.testkit.model_server.conversation import (
     read_transcript,
     schema_params,
 )
-from autopilot.testkit.model_server.openai import openai_error
-from autopilot.testkit.model_server.scripts import HttpError
+from autopilot.testkit.model_server.openai import OpenAIErrors
 from autopilot.testkit.model_server.tools import Reply
 from autopilot.testkit.model_server.wire import (
     CREATED_AT_S,
     INPUT_TOKENS,
     OUTPUT_TOKENS,
-    ErrorAnswer,
     Request,
     halves,
     sse,
@@ -42,7 +40,7 @@ DONE = b"data: [DONE]\n\n"
 """The frame that ends every streamed answer."""
 
 
-class ChatWire:
+class ChatWire(OpenAIErrors):
     """OpenAI Chat Completions bodies and answers."""
 
     def conversation(self, body: Mapping[str, Any]) -> Conversation:
@@ -122,10 +120,6 @@ class ChatWire:
             "finish_reason": "tool_calls" if reply.tool else "stop",
         }
         return {**_head(request, "chat.completion"), "choices": [choice], "usage": _usage()}
-
-    def error(self, error: HttpError, request: Request, now_ms: int) -> ErrorAnswer:
-        """An OpenAI error answer (see :mod:`.openai`)."""
-        return openai_error(error, request, now_ms)
 
 
 def _head(request: Request, kind: str = "chat.completion.chunk") -> dict[str, Any]:

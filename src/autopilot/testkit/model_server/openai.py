@@ -36,6 +36,14 @@ _DEFAULTS = {
 }
 
 
+class OpenAIErrors:
+    """The error answers of the OpenAI wires (Chat Completions and Responses)."""
+
+    def error(self, error: HttpError, request: Request, now_ms: int) -> ErrorAnswer:
+        """An OpenAI error answer (``openai_error``)."""
+        return openai_error(error, request, now_ms)
+
+
 def openai_error(error: HttpError, request: Request, now_ms: int) -> ErrorAnswer:
     """The OpenAI-style answer for ``error``; reset fields count from ``now_ms``."""
     resets_at_ms = error.resets_at_ms(now_ms)

@@ -24,14 +24,12 @@ from autopilot.testkit.model_server.conversation import (
     read_transcript,
     schema_params,
 )
-from autopilot.testkit.model_server.openai import openai_error
-from autopilot.testkit.model_server.scripts import HttpError
+from autopilot.testkit.model_server.openai import OpenAIErrors
 from autopilot.testkit.model_server.tools import Reply
 from autopilot.testkit.model_server.wire import (
     CREATED_AT_S,
     INPUT_TOKENS,
     OUTPUT_TOKENS,
-    ErrorAnswer,
     Request,
     halves,
     sse,
@@ -41,7 +39,7 @@ _RESULTS = ("function_call_output", "custom_tool_call_output")
 _CALLS = ("function_call", "custom_tool_call", "reasoning", "local_shell_call")
 
 
-class ResponsesWire:
+class ResponsesWire(OpenAIErrors):
     """OpenAI Responses API bodies and answers."""
 
     def conversation(self, body: Mapping[str, Any]) -> Conversation:
@@ -100,10 +98,6 @@ class ResponsesWire:
     def message(self, reply: Reply, request: Request) -> dict[str, Any]:
         """The non-streamed answer: a completed response object with usage."""
         return _response(request, "completed", _items(reply, request.seed))
-
-    def error(self, error: HttpError, request: Request, now_ms: int) -> ErrorAnswer:
-        """An OpenAI error answer (see :mod:`.openai`)."""
-        return openai_error(error, request, now_ms)
 
 
 def _tools(tools: Any) -> list[ToolSpec]:
