@@ -433,3 +433,29 @@ def test_status_says_when_the_sessions_cli_is_gone(tmp_path: Path, project: Path
     assert f"session    gone (pid {pid}): its next Stop never comes; autopilot stop {run_id}" in (
         _status(run_id, project)
     )
+
+
+def test_a_hook_iteration_counts_progress_as_the_driver_does(tmp_path: Path, project: Path) -> None:
+    """Checking out a branch that already existed is no progress; a commit on it is."""
+    for args in (
+        ["checkout", "-q", "-b", "other"],
+        ["commit", "-q", "--allow-empty", "-m", "a branch of the user's"],
+        ["checkout", "-q", "-"],
+    ):
+        subprocess.run(["git", *args], cwd=project, check=True)
+    clock = FakeClock()
+    run_id = arm(project, clock, **{"max-iterations": "5"})
+    session = Session(tmp_path, project)
+    session.prompt("/autopilot")
+    session.say("armed")
+    blocks(session.stop(clock, last="armed"))
+    subprocess.run(["git", "checkout", "-q", "other"], cwd=project, check=True)
+    session.say("looked around")
+    blocks(session.stop(clock, active=True, last="looked around"))
+    subprocess.run(
+        ["git", "commit", "-q", "--allow-empty", "-m", "work on other"], cwd=project, check=True
+    )
+    session.say("committed")
+    blocks(session.stop(clock, active=True, last="committed"))
+    ends = [e for e in events_of(run_id) if e["type"] == "iteration_end"]
+    assert [(e["iteration"], e["progress"]) for e in ends] == [(1, "none"), (2, "made")]

@@ -188,9 +188,12 @@ class HookStop:
         if session_cost is not None:
             cost_usd = round(max(session_cost - (arming.cost_usd or 0.0), 0.0), 6)
         mark = self._mark()
+        # As ``workspace.marks.progress_between``: the fingerprint holds every branch
+        # tip and HEAD's recent reflog, so a new commit anywhere, or HEAD on a commit no
+        # branch held, changes it; a checkout of an existing branch does not.
         if mark.fingerprint is None:
             progress = Progress.UNKNOWN
-        elif mark.head != arming.tree_head or mark.fingerprint != arming.tree_fingerprint:
+        elif mark.fingerprint != arming.tree_fingerprint:
             progress = Progress.MADE
         else:
             progress = Progress.NONE
