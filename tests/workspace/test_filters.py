@@ -3,6 +3,7 @@ autopilot's own git calls (marks and checkpoints); the user's own filters still 
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import time
@@ -87,3 +88,23 @@ def test_overrides_turn_off_each_filter_not_as_trusted() -> None:
         "filter.new.one.required": "false",
     }
     assert overrides(trusted, trusted) == {}
+
+
+def test_a_relaunched_driver_trusts_the_filters_the_first_one_found(
+    tmp_path: Path, repo: Path
+) -> None:
+    planted = tmp_path / "planted-ran"
+    run_dir = tmp_path / "runs" / "r-1"
+    run_dir.mkdir(parents=True)
+    GitWorkspace(repo, run_dir).mark()  # the first driver
+    assert json.loads((run_dir / "git-filters.json").read_text()) == {}
+    assert stat.S_IMODE((run_dir / "git-filters.json").stat().st_mode) == 0o600
+    # The agent plants a filter, then the driver crashes and is relaunched.
+    git(repo, "config", "filter.evil.clean", str(_filter(tmp_path / "evil.sh", planted)))
+    (repo / ".gitattributes").write_text("* filter=evil\n")
+    later = time.time() + 5
+    os.utime(repo / "README.md", (later, later))
+    relaunched = GitWorkspace(repo, run_dir)
+    assert relaunched.mark().entries is not None
+    assert relaunched.checkpoint(1) is not None
+    assert _runs(planted) == 0

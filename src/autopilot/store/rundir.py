@@ -7,6 +7,8 @@ A run folder is ``<runs-root>/<runId>/``::
     events.jsonl      the append-only event log (``store.events``)
     driver.lock       held by the run's driver while it runs
     approved-run.json a backlog run's copy of its approved run boundary
+    git-filters.json  the repository's content filters when the run first started
+                      (``workspace.filters``), trusted again on a relaunch
     iter-NNNN/        one folder per attempt at an iteration (a retry of the same
                       iteration gets iter-NNNN.2, …): prompt.md, stdout.log, stderr.log
 
@@ -25,6 +27,7 @@ STATE_FILE = "state.json"
 EVENTS_FILE = "events.jsonl"
 DRIVER_LOCK_FILE = "driver.lock"
 APPROVED_RUN_COPY = "approved-run.json"
+GIT_FILTERS_FILE = "git-filters.json"
 PROMPT_FILE = "prompt.md"
 STDOUT_FILE = "stdout.log"
 STDERR_FILE = "stderr.log"
@@ -82,6 +85,11 @@ class RunDir:
     def approved_run(self) -> Path:
         """The copy of the project's ``approved-run.json`` autopilot last wrote."""
         return self.path / APPROVED_RUN_COPY
+
+    @property
+    def git_filters(self) -> Path:
+        """The content filters trusted for the run's whole life (``workspace.filters``)."""
+        return self.path / GIT_FILTERS_FILE
 
     @property
     def driver_lock(self) -> Path:

@@ -8,18 +8,22 @@ into ``.git/config`` with a ``.gitattributes`` that applies it, and the driver's
 the agent's process group, once per call. Hooks and ``core.fsmonitor`` are off in every
 call (``repo.HARDENING``); a filter cannot be turned off by one option, since it is
 named. So ``FilterGuard`` records the filters the repository had when autopilot started
-watching it (the user's own, git-lfs say, keep working) and, for each call that reads
+watching it (the user's own, git-lfs say, keep working; a run keeps the record in its
+folder, so its relaunched driver trusts the same ones) and, for each call that reads
 or writes file content, turns off every filter defined since or changed, through
 ``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/``GIT_CONFIG_VALUE_n`` (git 2.31 or later).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 from pathlib import Path
 
 from autopilot.errors import AutopilotError
+from autopilot.store.private import write_private
 from autopilot.workspace.repo import run_git
 
 CONTENT_COMMANDS = frozenset(
@@ -88,12 +92,24 @@ class FilterGuard:
     Args:
         cwd: A folder of the repository's work tree; its filters are read now (two
             git calls), before the agent runs.
+        record: Where the run keeps the filters it trusts (``RunDir.git_filters``):
+            read when there, so a driver relaunched after a crash trusts what the
+            first one found, not what the agent planted meanwhile; else written.
     """
 
-    def __init__(self, cwd: Path) -> None:
+    def __init__(self, cwd: Path, record: Path | None = None) -> None:
         self._files = _config_files(cwd)
-        self.trusted = filter_config(cwd) or {}
-        self._seen: tuple[object, ...] | None = self._signature()
+        remembered = _read_record(record) if record is not None else None
+        found = filter_config(cwd) if remembered is None else None
+        self.trusted = remembered if remembered is not None else found or {}
+        if record is not None and found is not None:
+            with contextlib.suppress(OSError):
+                write_private(record, json.dumps(self.trusted, sort_keys=True).encode())
+        # What the filters were read for; None: read them at the first call (a
+        # relaunch trusts the record, and the config may have changed since).
+        self._seen: tuple[object, ...] | None = (
+            None if remembered is not None else self._signature()
+        )
         self._env: dict[str, str] = {}
 
     def environment(self, cwd: Path, args: tuple[str, ...]) -> dict[str, str]:
@@ -126,6 +142,21 @@ class FilterGuard:
                 return None
             found.append((info.st_ino, info.st_size, info.st_mtime_ns))
         return tuple(found)
+
+
+_MAX_RECORD_BYTES = 1024 * 1024
+
+
+def _read_record(path: Path) -> dict[str, str] | None:
+    """The filters a run recorded, or None when there is no usable record."""
+    try:
+        with path.open("rb") as handle:
+            data = json.loads(handle.read(_MAX_RECORD_BYTES + 1))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    return {str(k): v for k, v in data.items() if isinstance(v, str) and _FILTER_KEY.fullmatch(k)}
 
 
 def _config_files(cwd: Path) -> tuple[Path, ...]:

@@ -141,16 +141,23 @@ class GitObserver:
     Args:
         cwd: The work tree; whether it is a repository is decided here, once.
         timeout_seconds: The longest one call may take.
+        filters_record: Where the run keeps the content filters it trusts
+            (``workspace.filters.FilterGuard``), if it keeps them.
     """
 
-    def __init__(self, cwd: Path, timeout_seconds: float = OBSERVE_TIMEOUT_SECONDS) -> None:
+    def __init__(
+        self,
+        cwd: Path,
+        timeout_seconds: float = OBSERVE_TIMEOUT_SECONDS,
+        filters_record: Path | None = None,
+    ) -> None:
         self.cwd = cwd
         self.timeout_seconds = timeout_seconds
         self._warnings: list[str] = []
         self.repository = is_repository(cwd)
         # The content filters of the repository now, before the agent runs: one it
         # plants later never runs in these calls (``workspace.filters``).
-        self.filters = FilterGuard(cwd) if self.repository else None
+        self.filters = FilterGuard(cwd, filters_record) if self.repository else None
 
     def take_warnings(self) -> list[str]:
         """Warnings since the last call (a git call that timed out or could not run)."""

@@ -9,6 +9,7 @@ from typing import Protocol
 
 from autopilot.core.vocabulary import Progress
 from autopilot.errors import AutopilotError
+from autopilot.store.rundir import RunDir
 from autopilot.workspace import git
 from autopilot.workspace.git import Commit, TreeMark
 from autopilot.workspace.history import HeadMove, head_move
@@ -87,7 +88,9 @@ class GitWorkspace:
 
     def __init__(self, cwd: Path, run_dir: Path | None = None) -> None:
         self.cwd = cwd
-        self._git = git.GitObserver(cwd)  # decides once whether it is a repository
+        # Decides once whether it is a repository, and which content filters to trust.
+        records = RunDir(run_dir).git_filters if run_dir is not None else None
+        self._git = git.GitObserver(cwd, filters_record=records)
         self.repository = self._git.repository
         self._run_dir = run_dir
         self._checkpointer: RunCheckpointer | None = None
