@@ -13,7 +13,7 @@ from autopilot.manage import prune as prune_module
 from autopilot.manage.prune import apply_prune, plan_prune, rewrite_index
 from autopilot.store.flock import FileLock
 from autopilot.store.index import INDEX_FILE
-from tests.conftest import run_cli
+from tests.conftest import REPO_ROOT, run_cli
 from tests.manage.runs import DAY_MS, alive_driver, dead_driver, make_run, now_ms, tree
 
 
@@ -165,3 +165,29 @@ def test_leftovers_of_an_interrupted_prune_are_swept(tmp_path: Path) -> None:
     (root / ".prune-old-1" / "events.jsonl").write_text("{}\n")
     apply_prune(root, plan_prune(root, 30 * DAY_MS, now_ms()))
     assert not (root / ".prune-old-1").exists()
+
+
+def test_prune_without_an_age_says_how(tmp_path: Path) -> None:
+    """``prune --branches`` alone is one line naming --older-than and an example, exit 2."""
+    done = run_cli(["prune", "--branches"], cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "autopilot: error: prune needs --older-than AGE: which runs are old, "
+        "e.g. autopilot prune --older-than 30d --branches\n"
+    )
+
+
+def test_every_prune_in_the_readme_is_accepted(tmp_path: Path, runs: dict[str, str]) -> None:
+    """What README.md shows for ``autopilot prune`` is what the command accepts."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    shown = [
+        line.split("#", 1)[0].replace("[", "").replace("]", "").split()
+        for line in readme.splitlines()
+        if line.startswith("autopilot prune")
+    ]
+    assert len(shown) >= 2
+    for words in shown:
+        args = [*words[1:], *([] if "--dry-run" in words else ["--dry-run"])]
+        done = run_cli(args, cwd=tmp_path)
+        assert done.returncode == 0, f"{' '.join(words)}: {done.stderr}"
+        assert "nothing was changed" in done.stdout

@@ -8,7 +8,7 @@ import click
 
 from autopilot.cli.echo import say, say_json
 from autopilot.config_values import parse_duration_seconds
-from autopilot.errors import EnvironmentProblem
+from autopilot.errors import EnvironmentProblem, UsageError
 from autopilot.manage.doctor import Level, run_doctor
 from autopilot.manage.prune import apply_prune, plan_prune
 from autopilot.store.paths import runs_root
@@ -39,8 +39,7 @@ def _megabytes(size: int) -> str:
     "--older-than",
     "older_than",
     metavar="AGE",
-    required=True,
-    help="Remove runs idle for longer than AGE, e.g. 30d, 12h, 90m.",
+    help="Remove runs idle for longer than AGE, e.g. 30d, 12h, 90m (required).",
 )
 @click.option("--dry-run", is_flag=True, help="Show what would be removed; change nothing.")
 @click.option(
@@ -48,11 +47,15 @@ def _megabytes(size: int) -> str:
     is_flag=True,
     help="Also delete the autopilot/<run> branches of removed runs that are merged.",
 )
-def prune(older_than: str, dry_run: bool, branches: bool) -> int:
+def prune(older_than: str | None, dry_run: bool, branches: bool) -> int:
     """Remove old runs' folders, index rows, worktrees and checkpoint refs.
 
     Active runs, and runs whose worktree has uncommitted files, are never removed.
     """
+    if older_than is None:
+        # Removing runs' folders and logs always takes an age the user chose.
+        example = "autopilot prune --older-than 30d" + (" --branches" if branches else "")
+        raise UsageError(f"prune needs --older-than AGE: which runs are old, e.g. {example}")
     seconds = parse_duration_seconds(older_than, name="--older-than")
     root = runs_root(create=False)
     if not root.exists():
