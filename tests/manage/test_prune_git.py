@@ -116,3 +116,28 @@ def test_doctor_reports_stranded_worktrees_and_branches(tmp_path: Path) -> None:
     assert kept not in " ".join(f.detail for f in findings)
     done = run_cli(["doctor"], cwd=repo)
     assert f"fail  worktrees        worktree {stranded_path} belongs to no run" in done.stdout
+
+
+def test_autopilots_own_files_in_a_worktree_are_not_unsaved_work(tmp_path: Path) -> None:
+    """The memory file (and any ``.autopilot/`` folder) never keeps a worktree run;
+    the user's own uncommitted file does, and is counted alone."""
+    repo = make_repo(tmp_path / "repo")
+    old = now_ms() - 40 * DAY_MS
+    done_run, done_path = worktree_run(tmp_path, repo, "done", old)
+    draft_run, draft_path = worktree_run(tmp_path, repo, "draft", old + 1)
+    for path in (done_path, draft_path):
+        (path / ".autopilot").mkdir()
+        (path / ".autopilot" / "memory.md").write_text("# Memory\n")
+        (path / "sub" / ".autopilot").mkdir(parents=True)
+        (path / "sub" / ".autopilot" / "OFF").write_text("")
+    (draft_path / "draft.txt").write_text("not committed\n")
+
+    done = run_cli(["prune", "--older-than", "30d"], cwd=tmp_path)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{done_run}: removed worktree {done_path}" in done.stdout
+    assert not done_path.exists()
+    assert f"kept     {draft_run}  (its worktree {draft_path} has 1 uncommitted file(s))" in (
+        done.stdout
+    )
+    assert (draft_path / "draft.txt").read_text() == "not committed\n"

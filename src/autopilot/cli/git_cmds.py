@@ -291,7 +291,7 @@ def merge(mode: str | None, verify: tuple[str, ...], run_ref: str | None) -> int
         f"{len(result.files)} file{'s' if len(result.files) != 1 else ''} changed, "
         f"now at {result.after[:12]} (was {result.before[:12]})"
     )
-    dirty = workspace.repo.dirty_paths()
+    dirty = workspace.repo.dirty_paths(work_only=True)
     if dirty:
         say(
             f"note: {len(dirty)} uncommitted file(s) in {workspace.repo.top} were not "

@@ -1,6 +1,7 @@
 """What a pruned run leaves in git: its worktree, its checkpoint refs, its branch.
 
-``prune`` keeps a run whose worktree holds uncommitted files (``unsaved_work``), and
+``prune`` keeps a run whose worktree holds uncommitted files (``unsaved_work``; its
+``.autopilot/`` folder, the memory file say, is autopilot's, not the user's work), and
 otherwise removes the worktree and the ``refs/autopilot/<runId>/`` refs; with
 ``--branches`` it also deletes the run's branch once every commit of it is in the
 checkout's current branch (or ``autopilot merge`` merged it and it has not moved
@@ -51,14 +52,15 @@ def _open_quietly(path: Path | str | None) -> Repository | None:
 
 
 def unsaved_work(place: RunPlace) -> str | None:
-    """Why a run's worktree must stay (uncommitted or untracked files), or None."""
+    """Why a run's worktree must stay (uncommitted or untracked files of the user's
+    work, ``.autopilot/`` left out), or None."""
     if place.worktree is None:
         return None
     repo = _open_quietly(place.worktree.path)
     if repo is None:
         return None
     try:
-        dirty = repo.dirty_paths()
+        dirty = repo.dirty_paths(work_only=True)
     except AutopilotError as error:
         return f"its worktree {place.worktree.path} cannot be checked ({error})"
     if not dirty:

@@ -126,8 +126,9 @@ def verification_tree(repo: Repository, run_worktree: Path | None, target: str) 
     """A work tree holding exactly commit ``target`` (a merge's result), to run checks in.
 
     The run's own worktree when it is at ``target`` already with nothing uncommitted
-    or untracked (a fast-forward: what the agent installed there, ignored by git,
-    stays at hand); else a temporary detached worktree of ``repo``, removed on leaving.
+    or untracked but autopilot's own files (a fast-forward: what the agent installed
+    there, ignored by git, stays at hand); else a temporary detached worktree of
+    ``repo``, removed on leaving.
     Neither the user's checkout nor the run's worktree is changed.
 
     Raises:
@@ -151,7 +152,11 @@ def _holds_exactly(repo: Repository, place: Path, target: str) -> bool:
     """Is ``place`` a clean work tree of ``repo`` at commit ``target``?"""
     try:
         own = open_repository(place)
-        return own.common_dir == repo.common_dir and own.head() == target and not own.dirty_paths()
+        return (
+            own.common_dir == repo.common_dir
+            and own.head() == target
+            and not own.dirty_paths(work_only=True)
+        )
     except AutopilotError:
         return False
 

@@ -78,6 +78,11 @@ AUTOPILOT_IDENTITY = {
 """Who checkpoint commits are by (they are not the user's commits)."""
 
 
+OWN_FILES = ":(exclude,glob)**/.autopilot/**"
+"""A pathspec for everything but autopilot's own files: a ``.autopilot/`` folder at any
+depth (the memory file, OFF, config) is never the user's work."""
+
+
 def git_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for a git call: ours, minus repository overrides, plus ``extra``."""
     env = {k: v for k, v in os.environ.items() if k not in _REPOSITORY_VARIABLES}
@@ -247,10 +252,17 @@ class Repository:
         done = self.run("diff-index", "--cached", "--quiet", "--no-ext-diff", base, "--")
         return done.returncode != 0
 
-    def dirty_paths(self, *, untracked: bool = True) -> list[str]:
-        """Paths ``git status --porcelain`` lists (stashes never count)."""
+    def dirty_paths(self, *, untracked: bool = True, work_only: bool = False) -> list[str]:
+        """Paths ``git status --porcelain`` lists (stashes never count).
+
+        Args:
+            untracked: Untracked files count too.
+            work_only: Only the user's work: autopilot's own files (``OWN_FILES``)
+                are left out.
+        """
         mode = "--untracked-files=all" if untracked else "--untracked-files=no"
-        data = self.out("status", "--porcelain=v1", "-z", "--no-renames", mode)
+        spec = ("--", OWN_FILES) if work_only else ()
+        data = self.out("status", "--porcelain=v1", "-z", "--no-renames", mode, *spec)
         return [entry[3:] for entry in split_z(data) if len(entry) > 3]
 
 

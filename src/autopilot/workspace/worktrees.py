@@ -14,7 +14,7 @@ from pathlib import Path
 
 from autopilot.errors import RepositoryError
 from autopilot.store.project_files import checkout_folder
-from autopilot.workspace.repo import Repository, first_line, split_z
+from autopilot.workspace.repo import Repository, first_line, open_repository, split_z
 
 BRANCH_PREFIX = "autopilot/"
 WORKTREES_DIR = "worktrees"
@@ -221,13 +221,26 @@ def run_branches(repo: Repository) -> list[str]:
 
 
 def remove_worktree(repo: Repository, path: Path) -> None:
-    """Remove a worktree whose files are all committed (or whose directory is gone).
+    """Remove a worktree whose files are all committed (or whose directory is gone);
+    autopilot's own files in it (``.autopilot/``, the memory file say) go with it.
 
     Raises:
-        RepositoryError: it has uncommitted or untracked files (git refuses; the
-            files stay), or is not a worktree of the repository.
+        RepositoryError: it has uncommitted or untracked files of the user's work
+            (the files stay), or is not a worktree of the repository.
     """
-    done = repo.run("worktree", "remove", str(path))
+    if path.is_dir():
+        try:
+            own = open_repository(path)
+        except RepositoryError:
+            own = None  # not a work tree: git's own refusal below says why
+        # A folder whose .git is gone would be read as part of an enclosing repository.
+        same = own is not None and own.top == path.resolve()
+        unsaved = own.dirty_paths(work_only=True) if own is not None and same else []
+        if unsaved:
+            raise RepositoryError(
+                f"worktree {path} was kept: it has {len(unsaved)} uncommitted file(s)"
+            )
+    done = repo.run("worktree", "remove", "--force", str(path))
     if done.returncode != 0:
         raise RepositoryError(
             f"worktree {path} was kept: {first_line(done.stderr) or 'git refused to remove it'}"
