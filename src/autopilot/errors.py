@@ -16,6 +16,7 @@ Every error a user can cause ends as one line on stderr and a documented exit co
         ├── StateFileError         state.json is unreadable or corrupt
         ├── RunLockedError         another driver holds the run
         │   └── ProjectBusyError   another run is active in the same work tree
+        ├── CheckoutBusyError      another ``merge`` is under way into the same checkout
         ├── AgentNotFoundError     the agent CLI is not installed
         ├── GitUnavailableError    git is missing, cannot start, or timed out
         └── GitCommandError        a git command failed unexpectedly
@@ -75,6 +76,10 @@ class RunLockedError(EnvironmentProblem):
 
 class ProjectBusyError(RunLockedError):
     """Another run is active in the same work tree."""
+
+
+class CheckoutBusyError(EnvironmentProblem):
+    """Another ``autopilot merge`` is under way into the same checkout."""
 
 
 class AgentNotFoundError(EnvironmentProblem):

@@ -3,13 +3,16 @@ user's checkout."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from autopilot.workspace.repo import open_repository
 from autopilot.workspace.worktrees import create_worktree
 from tests.conftest import run_cli
 from tests.manage.runs import make_run
-from tests.workspace.gitstate import git, make_repo
+from tests.workspace.gitstate import files_of, git, make_repo, user_git_state
 
 
 def worktree_run(
@@ -52,3 +55,71 @@ def test_the_memory_file_is_not_reported_as_unmerged_work(tmp_path: Path) -> Non
         f"note: 1 uncommitted file(s) in {other_place} were not merged "
         "(only commits on the branch are)"
     )
+
+
+def wait_for(path: Path, process: subprocess.Popen[str]) -> None:
+    """Until ``path`` exists (a test's generous deadline, not a timing claim)."""
+    deadline = time.monotonic() + 60
+    while not path.exists():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def test_a_second_merge_into_the_same_checkout_is_refused_at_once(tmp_path: Path) -> None:
+    """While one merge is under way (its --verify running), another run's merge into
+    the same checkout is one line, exit 4, and changes nothing; afterwards it merges."""
+    repo = make_repo(tmp_path / "repo")
+    first, _ = worktree_run(tmp_path, repo, "first", 1_796_000_000_000)
+    second, _ = worktree_run(tmp_path, repo, "second", 1_796_000_000_001)
+    started, go = tmp_path / "started", tmp_path / "go"
+    hold = f"touch {started}; while [ ! -f {go} ]; do sleep 0.05; done"
+    merging = subprocess.Popen(
+        [sys.executable, "-m", "autopilot", "merge", first, "--verify", hold],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(started, merging)
+        before = files_of(repo), user_git_state(repo)
+        refused = run_cli(["merge", second], cwd=repo)
+        assert refused.returncode == 4, refused.stderr
+        assert refused.stderr == (
+            f"autopilot: error: another autopilot merge (run {first}, pid {merging.pid}) is "
+            f"under way into {repo}; nothing was changed; merge again once it is done\n"
+        )
+        assert (files_of(repo), user_git_state(repo)) == before
+    finally:
+        go.touch()
+        out, err = merging.communicate(timeout=120)
+    assert merging.returncode == 0, err
+    assert f"merged autopilot/{first} into main" in out
+    again = run_cli(["merge", second], cwd=repo)
+    assert again.returncode == 0, again.stderr
+    assert (repo / "first.txt").exists() and (repo / "second.txt").exists()
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_a_branch_that_cannot_move_gets_its_files_back_and_no_reset_hint(
+    tmp_path: Path,
+) -> None:
+    """The user's branch cannot be moved (its ref is locked): the files the merge wrote
+    go back, and the line names no command that would move the branch by hand."""
+    repo = make_repo(tmp_path / "repo")
+    run_id, _ = worktree_run(tmp_path, repo)
+    (repo / "README.md").write_text("the user's uncommitted edit\n")
+    head = git(repo, "rev-parse", "HEAD")
+    before = files_of(repo)
+    (repo / ".git" / "refs" / "heads" / "main.lock").write_text("")
+    done = run_cli(["merge", run_id], cwd=repo)
+    assert done.returncode == 4, done.stderr
+    assert len(done.stderr.splitlines()) == 1
+    assert done.stderr.startswith(f"autopilot: error: cannot move main in {repo} (")
+    assert done.stderr.endswith("; its files were put back and nothing was changed\n")
+    assert "reset" not in done.stderr
+    (repo / ".git" / "refs" / "heads" / "main.lock").unlink()
+    assert files_of(repo) == before
+    assert git(repo, "rev-parse", "HEAD") == head
+    assert git(repo, "status", "--porcelain") == " M README.md\n"

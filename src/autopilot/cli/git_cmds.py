@@ -17,6 +17,7 @@ from autopilot.errors import MergeVerifyError, RepositoryError, RunLockedError, 
 from autopilot.loop.checks import run_checks
 from autopilot.loop.clock import SystemClock
 from autopilot.runtime.liveness import driver_alive, supervisor_alive
+from autopilot.runtime.locks import MergeLock
 from autopilot.store.events import EventLog
 from autopilot.store.flock import FileLock
 from autopilot.store.paths import resolve_run, run_dir, runs_root
@@ -29,6 +30,7 @@ from autopilot.workspace.merge import MergeMode, MergeResult, merge_back, verifi
 from autopilot.workspace.repo import Repository, open_repository
 from autopilot.workspace.run_workspace import RunPlace, RunWorkspace, open_run_workspace
 from autopilot.workspace.taking import MAX_FILES_IN_EVENT
+from autopilot.workspace.worktrees import RunWorktree
 
 MAX_VERIFY_EXCERPT_CHARS = 200
 """How much of a failing ``merge --verify`` command's output its error line quotes."""
@@ -265,22 +267,12 @@ def merge(mode: str | None, verify: tuple[str, ...], run_ref: str | None) -> int
             f"{workspace.repo.top}"
         )
     checkout = _checkout_for(workspace, worktree.origin)
-    lock = _hold(folder, state)
+    into_checkout = MergeLock(folder.parent, checkout.top)
+    into_checkout.acquire(workspace.run_id)
     try:
-        verified: list[str] = []
-        result = merge_back(
-            checkout,
-            worktree.branch,
-            MergeMode(mode or MergeMode.MERGE.value),
-            message=f"autopilot: merge run {workspace.run_id}\n\nBranch: {worktree.branch}\n",
-            verify=_verifier(verify, folder, checkout, worktree.path, worktree.branch, verified)
-            if verify
-            else None,
-        )
-        if result.merged:
-            _record_merge(folder, result)
+        result, verified = _merge_held(folder, state, checkout, worktree, mode, verify)
     finally:
-        lock.release()
+        into_checkout.release()
     if not result.merged:
         say(f"nothing to merge: {result.into} already has everything on {result.branch}")
         return 0
@@ -298,6 +290,36 @@ def merge(mode: str | None, verify: tuple[str, ...], run_ref: str | None) -> int
             "merged (only commits on the branch are)"
         )
     return 0
+
+
+def _merge_held(
+    folder: Path,
+    state: RunState,
+    checkout: Repository,
+    worktree: RunWorktree,
+    mode: str | None,
+    verify: tuple[str, ...],
+) -> tuple[MergeResult, list[str]]:
+    """``merge_back`` of the run's branch with the run held (``_hold``), the merge
+    recorded in state.json; returns what it did and the lines of the commands it was
+    verified with."""
+    lock = _hold(folder, state)
+    try:
+        verified: list[str] = []
+        result = merge_back(
+            checkout,
+            worktree.branch,
+            MergeMode(mode or MergeMode.MERGE.value),
+            message=f"autopilot: merge run {folder.name}\n\nBranch: {worktree.branch}\n",
+            verify=_verifier(verify, folder, checkout, worktree.path, worktree.branch, verified)
+            if verify
+            else None,
+        )
+        if result.merged:
+            _record_merge(folder, result)
+    finally:
+        lock.release()
+    return result, verified
 
 
 def _verifier(

@@ -1,4 +1,5 @@
-"""The driver's locks: one driver per run, one active run per work tree.
+"""The driver's locks: one driver per run, one active run per work tree; and the
+merge lock: one ``autopilot merge`` at a time into a checkout.
 
 Both are ``fcntl`` locks (``store.flock``), released by the OS when the
 driver dies, so a crash never leaves a run or a project locked.
@@ -18,7 +19,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from autopilot.errors import ProjectBusyError, RunLockedError
+from autopilot.errors import CheckoutBusyError, ProjectBusyError, RunLockedError
 from autopilot.runtime.liveness import driver_alive
 from autopilot.store.flock import FileLock
 from autopilot.store.paths import list_run_ids
@@ -29,6 +30,10 @@ from autopilot.workspace.git import work_tree_root
 
 LOCKS_DIR = ".locks"
 """``<runs-root>/.locks/``: the work trees' lock files."""
+
+
+def _key(work_tree: Path) -> str:
+    return hashlib.sha256(str(work_tree).encode()).hexdigest()[:16]
 
 
 class ProjectLock:
@@ -43,7 +48,7 @@ class ProjectLock:
         self.root = root
         self.cwd = cwd
         self.work_tree = work_tree_root(cwd)
-        key = hashlib.sha256(str(self.work_tree).encode()).hexdigest()[:16]
+        key = _key(self.work_tree)
         self._dir = root / LOCKS_DIR
         self._owner = self._dir / f"{key}.owner"
         # ``run`` takes it in the main thread and the driver, behind the live view,
@@ -140,3 +145,43 @@ class RunLocks:
         """Release both."""
         self.project.release()
         self._run_lock.release()
+
+
+class MergeLock:
+    """``<runs-root>/.locks/merge-<checkout>.lock``: one ``autopilot merge`` at a time
+    into a checkout. Two merges computed from the same HEAD would otherwise both write
+    its files and the second could not move the branch: a half-merged checkout.
+
+    Args:
+        root: The runs root.
+        checkout: The top of the checkout merged into.
+    """
+
+    def __init__(self, root: Path, checkout: Path) -> None:
+        self.checkout = checkout
+        key = _key(checkout)
+        self._dir = root / LOCKS_DIR
+        self._owner = self._dir / f"merge-{key}.owner"
+        self._lock = FileLock(self._dir / f"merge-{key}.lock")
+
+    def acquire(self, run_id: str) -> None:
+        """Take the lock at once, or refuse.
+
+        Args:
+            run_id: The run being merged (named to a merge refused meanwhile).
+
+        Raises:
+            CheckoutBusyError: another merge into this checkout holds it.
+        """
+        make_private_dir(self._dir, exist_ok=True)
+        if not self._lock.acquire():
+            owner = self._owner.read_text(errors="replace").strip() if self._owner.exists() else ""
+            raise CheckoutBusyError(
+                f"another autopilot merge ({owner or 'of another run'}) is under way into "
+                f"{self.checkout}; nothing was changed; merge again once it is done"
+            )
+        write_private(self._owner, f"run {run_id}, pid {os.getpid()}\n".encode())
+
+    def release(self) -> None:
+        """Release it (no-op if not held)."""
+        self._lock.release()

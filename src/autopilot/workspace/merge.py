@@ -276,8 +276,23 @@ def _apply(repo: Repository, into: str, head: str, target: str, branch: str) -> 
         "update-ref", "-m", f"autopilot merge {branch}", f"refs/heads/{into}", target, head
     )
     if update.returncode != 0:
-        raise GitCommandError(
-            f"the files of {repo.top} were updated to {target[:12]} but {into} could not be "
-            f"moved there ({first_line(update.stderr)}); run: git reset --soft {target[:12]}"
-        )
+        raise _put_back(repo, into, head, target, first_line(update.stderr))
     return files
+
+
+def _put_back(repo: Repository, into: str, head: str, target: str, why: str) -> GitCommandError:
+    """The branch could not move (it moved meanwhile, or its ref is locked): the
+    checkout's files go back from ``target`` to ``head``, keeping whatever else changed,
+    and the error says so. Never a hint to move the branch by hand: a branch that moved
+    holds someone's commits."""
+    undone = repo.run("read-tree", "-m", "-u", target, head)
+    if undone.returncode == 0:
+        return GitCommandError(
+            f"cannot move {into} in {repo.top} ({why or 'git update-ref failed'}); its files "
+            "were put back and nothing was changed"
+        )
+    return GitCommandError(
+        f"cannot move {into} in {repo.top} ({why or 'git update-ref failed'}) nor put its "
+        f"files back ({first_line(undone.stderr) or 'git read-tree failed'}): they hold the "
+        f"merge's result, commit {target[:12]}; git status shows how they differ from {into}"
+    )
