@@ -123,3 +123,34 @@ def test_a_branch_that_cannot_move_gets_its_files_back_and_no_reset_hint(
     assert files_of(repo) == before
     assert git(repo, "rev-parse", "HEAD") == head
     assert git(repo, "status", "--porcelain") == " M README.md\n"
+
+
+def test_a_merge_never_overwrites_an_ignored_file(tmp_path: Path) -> None:
+    """The run's branch adds ``notes.log``; the checkout has its own, ignored (``*.log``):
+    the merge is refused naming it, and nothing of the user's changes (restore refuses
+    the same way)."""
+    repo = make_repo(tmp_path / "repo")
+    run_id, place = worktree_run(tmp_path, repo)
+    (place / "notes.log").write_text("the run's notes\n")
+    (place / "build").mkdir()
+    (place / "build" / "out.txt").write_text("the run's build\n")
+    git(place, "add", "-f", "notes.log", "build/out.txt")
+    git(place, "commit", "-q", "-m", "notes")
+    (repo / "notes.log").write_text("the user's own notes, never committed\n")
+    before = files_of(repo), user_git_state(repo)
+    done = run_cli(["merge", run_id, "--verify", f"touch {tmp_path / 'verified'}"], cwd=repo)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"autopilot: error: files git does not track (ignored ones) in {repo} are where "
+        f"autopilot/{run_id} adds files (notes.log); move them away first; nothing was "
+        "changed\n"
+    )
+    assert (files_of(repo), user_git_state(repo)) == before
+    assert not (tmp_path / "verified").exists()  # refused before any check ran
+    (repo / "notes.log").unlink()
+    (repo / "build").mkdir()
+    (repo / "build" / "cache.bin").write_text("the user's ignored build cache\n")
+    merged = run_cli(["merge", run_id], cwd=repo)  # beside an ignored file is no harm
+    assert merged.returncode == 0, merged.stderr
+    assert (repo / "notes.log").read_text() == "the run's notes\n"
+    assert (repo / "build" / "cache.bin").read_text() == "the user's ignored build cache\n"

@@ -26,6 +26,7 @@ from pathlib import Path
 from autopilot.errors import GitCommandError, RepositoryError, UsageError
 from autopilot.store.private import PRIVATE_FILE_MODE
 from autopilot.store.project_files import MEMORY_NAME, OFF_NAME, PROJECT_DIR
+from autopilot.workspace.changes import in_the_way, tree_changes
 from autopilot.workspace.checkpoint_facts import (
     Checkpoint,
     CheckpointKind,
@@ -128,16 +129,7 @@ class Checkpoints:
 
     def changes(self, old_tree: str, new_tree: str) -> tuple[FileChange, ...]:
         """Paths that differ between two trees, sorted (renames as delete + add)."""
-        data = self.repo.out(
-            "diff-tree", "-r", "-z", "--no-renames", "--name-status", old_tree, new_tree
-        )
-        items = split_z(data)
-        return tuple(
-            sorted(
-                (FileChange(items[i][:1], items[i + 1]) for i in range(0, len(items) - 1, 2)),
-                key=lambda change: change.path,
-            )
-        )
+        return tree_changes(self.repo, old_tree, new_tree)
 
     def diff(self, old: Checkpoint | None, new: Checkpoint, *, stat: bool = False) -> bytes:
         """``git diff`` between two checkpoints (``old`` None: the empty tree), as bytes.
@@ -192,9 +184,9 @@ class Checkpoints:
         changes = self.changes(safety.tree, effective)
         if not changes:
             return RestoreResult(target, safety, None, (), kept)
-        in_the_way = self._in_the_way(changes)
-        if in_the_way:
-            shown = ", ".join(in_the_way[:5]) + (" …" if len(in_the_way) > 5 else "")
+        blocked = in_the_way(self.repo.top, changes)
+        if blocked:
+            shown = ", ".join(blocked[:5]) + (" …" if len(blocked) > 5 else "")
             raise RepositoryError(
                 f"cannot restore {target.name}: ignored files are where it has files "
                 f"({shown}); move them away first; nothing was changed"
@@ -301,38 +293,6 @@ class Checkpoints:
         )
         created_at_ms = time.time_ns() // 1_000_000
         return Checkpoint(name, sha, tree, sequence, head, files_changed, created_at_ms)
-
-    def _in_the_way(self, changes: tuple[FileChange, ...]) -> list[str]:
-        """Paths a restore would add over something on disk that is in no checkpoint
-        (an ignored file or folder): git counts ignored files as expendable; we do not.
-        What the restore itself deletes (a file that becomes a folder) is not in the way.
-        """
-        leaving = {change.path for change in changes if change.status == "D"}
-        found = []
-        for change in changes:
-            if change.status != "A":
-                continue
-            path = self.repo.top / change.path
-            blockers = [
-                parent
-                for parent in path.parents
-                if self.repo.top in parent.parents
-                and os.path.lexists(parent)
-                and (parent.is_symlink() or not parent.is_dir())
-                and parent.relative_to(self.repo.top).as_posix() not in leaving
-            ]
-            if os.path.lexists(path) and (path.is_symlink() or not path.is_dir()):
-                blockers.append(path)  # not in the safety checkpoint, so ignored
-            elif path.is_dir() and not path.is_symlink():
-                blockers += [
-                    inside
-                    for inside in path.rglob("*")
-                    if not inside.is_dir()
-                    and inside.relative_to(self.repo.top).as_posix() not in leaving
-                ]
-            if blockers:
-                found.append(change.path)
-        return found
 
     def _keeping(self, target_tree: str, current_tree: str) -> tuple[str, tuple[str, ...]]:
         """``target_tree`` with the ``NOT_REWOUND`` paths as ``current_tree`` has them."""

@@ -5,7 +5,9 @@ The result is worked out first without touching the checkout: ``git merge-tree
 worktree for ``--rebase``. On a conflict nothing is changed and the conflicting files
 are named; the run's branch is left for the user. A clean result is applied to the
 checkout as a fast-forward of the user's branch: ``read-tree -m -u`` (which keeps the
-user's other uncommitted changes) and then ``update-ref`` of the branch. A caller's
+user's other uncommitted changes) and then ``update-ref`` of the branch; it is refused
+first if it would overwrite anything of the user's, an ignored file included
+(``workspace.changes``). A caller's
 ``verify`` sees the result first, in a tree of its own (``verification_tree``), and
 can refuse it before anything of the user's changes.
 """
@@ -21,6 +23,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from autopilot.errors import AutopilotError, GitCommandError, MergeConflictError, RepositoryError
+from autopilot.workspace.changes import in_the_way, tree_changes
 from autopilot.workspace.repo import Repository, first_line, open_repository, run_git, split_z
 
 
@@ -82,7 +85,8 @@ def merge_back(
     Raises:
         RepositoryError: detached HEAD, no commit yet, staged changes, the branch is
             missing or is the one checked out, uncommitted changes in files the merge
-            would write, or git does not know the user's name; nothing was changed.
+            would write, files git does not track (ignored ones) where it adds files,
+            or git does not know the user's name; nothing was changed.
         MergeConflictError: the branch does not apply cleanly (the files are named);
             nothing was changed.
         GitCommandError, GitUnavailableError: git failed.
@@ -115,9 +119,10 @@ def merge_back(
             return MergeResult(mode, branch, into, tip, head, head, ())  # e.g. squashed before
         parents = [head, tip] if mode is MergeMode.MERGE else [head]
         target = _commit(checkout, tree, parents, message)
+    files = _applicable(checkout, head, target, branch)
     if verify is not None:
         verify(target)
-    files = _apply(checkout, into, head, target, branch)
+    _apply(checkout, into, head, target, branch)
     return MergeResult(mode, branch, into, tip, head, target, files)
 
 
@@ -255,17 +260,39 @@ def _rebased(repo: Repository, branch: str, tip: str, head: str) -> str:
             shutil.rmtree(scratch)
 
 
-def _apply(repo: Repository, into: str, head: str, target: str, branch: str) -> tuple[str, ...]:
-    """Move the checkout from ``head`` to ``target`` (a descendant), files then branch."""
-    files = tuple(split_z(repo.out("diff-tree", "-r", "-z", "--name-only", head, target)))
+def _applicable(repo: Repository, head: str, target: str, branch: str) -> tuple[str, ...]:
+    """The paths moving the checkout from ``head`` to ``target`` changes, once sure it
+    overwrites nothing of the user's: no uncommitted change to them, and no file git
+    does not track (an ignored one, which ``read-tree`` would overwrite) where the
+    merge adds one.
+
+    Raises:
+        RepositoryError: either is there (named); nothing was changed.
+    """
+    changes = tree_changes(repo, head, target)
+    files = tuple(change.path for change in changes)
     dirty = set(repo.dirty_paths())
     overlap = [path for path in files if path in dirty]
     if overlap:
-        shown = ", ".join(overlap[:10]) + (" …" if len(overlap) > 10 else "")
         raise RepositoryError(
-            f"uncommitted changes in {repo.top} to files {branch} changes ({shown}); "
+            f"uncommitted changes in {repo.top} to files {branch} changes ({_some(overlap)}); "
             "commit or stash them first; nothing was changed"
         )
+    blocked = in_the_way(repo.top, changes)
+    if blocked:
+        raise RepositoryError(
+            f"files git does not track (ignored ones) in {repo.top} are where {branch} adds "
+            f"files ({_some(blocked)}); move them away first; nothing was changed"
+        )
+    return files
+
+
+def _some(paths: list[str], limit: int = 10) -> str:
+    return ", ".join(paths[:limit]) + (" …" if len(paths) > limit else "")
+
+
+def _apply(repo: Repository, into: str, head: str, target: str, branch: str) -> None:
+    """Move the checkout from ``head`` to ``target`` (a descendant), files then branch."""
     done = repo.run("read-tree", "-m", "-u", head, target)
     if done.returncode != 0:
         raise RepositoryError(
@@ -277,7 +304,6 @@ def _apply(repo: Repository, into: str, head: str, target: str, branch: str) -> 
     )
     if update.returncode != 0:
         raise _put_back(repo, into, head, target, first_line(update.stderr))
-    return files
 
 
 def _put_back(repo: Repository, into: str, head: str, target: str, why: str) -> GitCommandError:
