@@ -11,6 +11,7 @@ Every error a user can cause ends as one line on stderr and a documented exit co
     │   └── BacklogError           tasks.jsonl cannot be read or changed as asked (exit 2)
     ├── MergeConflictError         a run's branch does not apply cleanly (exit 1)
     ├── MergeVerifyError           a ``merge --verify`` command failed (exit 1)
+    │   └── MergeStoppedError      a signal stopped it; nothing changed (exit 130)
     └── EnvironmentProblem         the machine cannot do what was asked (exit 4)
         ├── RunsRootError          the runs root is missing, not ours, or unwritable
         ├── StateFileError         state.json is unreadable or corrupt
@@ -105,6 +106,13 @@ class MergeConflictError(AutopilotError):
 
 class MergeVerifyError(AutopilotError):
     """A ``merge --verify`` command failed on the merge's result; nothing was changed."""
+
+
+class MergeStoppedError(MergeVerifyError):
+    """A signal (Ctrl-C, SIGTERM, SIGHUP) stopped ``merge --verify``; nothing was
+    changed."""
+
+    exit_code = 130
 
 
 class GitUnavailableError(EnvironmentProblem):

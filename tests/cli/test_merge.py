@@ -3,10 +3,13 @@ user's checkout."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import psutil
 
 from autopilot.workspace.repo import open_repository
 from autopilot.workspace.worktrees import create_worktree
@@ -154,3 +157,96 @@ def test_a_merge_never_overwrites_an_ignored_file(tmp_path: Path) -> None:
     assert merged.returncode == 0, merged.stderr
     assert (repo / "notes.log").read_text() == "the run's notes\n"
     assert (repo / "build" / "cache.bin").read_text() == "the user's ignored build cache\n"
+
+
+def diverged_run(tmp_path: Path, repo: Path) -> str:
+    """A run whose merge is a merge commit, so ``--verify`` runs in a temporary tree."""
+    run_id, _ = worktree_run(tmp_path, repo)
+    (repo / "other.txt").write_text("the user's own work\n")
+    git(repo, "add", "other.txt")
+    git(repo, "commit", "-q", "-m", "other")
+    return run_id
+
+
+def start_merge(repo: Path, run_id: str, verify: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "autopilot", "merge", run_id, "--verify", verify],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def pids_in(path: Path, process: subprocess.Popen[str]) -> list[int]:
+    """The pids a verify command wrote to ``path``, once it has written them all."""
+    wait_for(path.with_suffix(".done"), process)
+    return [int(word) for word in path.read_text().split()]
+
+
+def gone(pid: int) -> bool:
+    """Until a generous deadline: has ``pid`` exited (a zombie awaiting init counts)?"""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_stopped_merge_verify_ends_its_commands_and_removes_its_tree(tmp_path: Path) -> None:
+    """SIGTERM to a merge whose --verify runs: the command's whole process group ends,
+    the temporary worktree goes, exit 130 with one line, nothing changed."""
+    repo = make_repo(tmp_path / "repo")
+    run_id = diverged_run(tmp_path, repo)
+    pids = tmp_path / "pids"
+    verify = f"echo $$ > {pids}; sleep 300 & echo $! >> {pids}; touch {pids}.done; wait"
+    before = files_of(repo), git(repo, "rev-parse", "HEAD")
+    merging = start_merge(repo, run_id, verify)
+    shell, child = pids_in(pids, merging)
+    assert list((tmp_path / "runs" / ".scratch").glob("verify-*/worktree"))
+    merging.send_signal(signal.SIGTERM)
+    _, err = merging.communicate(timeout=120)
+    assert merging.returncode == 130, err
+    assert err == (
+        f"autopilot: error: merge --verify stopped: $ {verify} was ended; nothing was "
+        f"changed and autopilot/{run_id} is kept\n"
+    )
+    assert gone(shell) and gone(child)
+    assert list((tmp_path / "runs" / ".scratch").iterdir()) == []
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 2
+    assert (files_of(repo), git(repo, "rev-parse", "HEAD")) == before
+
+
+def test_a_killed_merge_leaves_a_tree_that_doctor_reports_and_merge_or_prune_removes(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL to a merge whose --verify runs: the command dies with it; its temporary
+    worktree is a doctor finding until the next prune (or merge) removes it."""
+    repo = make_repo(tmp_path / "repo")
+    run_id = diverged_run(tmp_path, repo)
+    scratch = tmp_path / "runs" / ".scratch"
+    for number, cleaner in enumerate((["prune", "--older-than", "30d"], ["merge", run_id])):
+        pids = tmp_path / f"pids{number}"
+        merging = start_merge(repo, run_id, f"echo $$ > {pids}; touch {pids}.done; exec sleep 300")
+        (leader,) = pids_in(pids, merging)
+        (place,) = scratch.glob("verify-*/worktree")
+        merging.kill()
+        merging.communicate(timeout=120)
+        assert gone(leader)
+        assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 3
+        doctor = run_cli(["doctor"], cwd=repo)
+        assert (
+            f"fail  worktrees        worktree {place} is left over from a merge that was "
+            "killed (the next autopilot merge or prune removes it)"
+        ) in doctor.stdout
+        cleaned = run_cli(cleaner, cwd=repo)
+        assert cleaned.returncode == 0, cleaned.stderr
+        assert f"removed the left-over merge worktree {place}\n" in cleaned.stdout
+        assert list(scratch.iterdir()) == []
+        assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 2
+        assert "left over" not in run_cli(["doctor"], cwd=repo).stdout
+    assert (repo / "wt.txt").read_text() == "wt\n"  # the second clean-up was a merge

@@ -49,7 +49,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "checkpoints": ("git_cmds", "checkpoints"),
     "diff": ("git_cmds", "diff"),
     "restore": ("git_cmds", "restore"),
-    "merge": ("git_cmds", "merge"),
+    "merge": ("merge_cmd", "merge"),
     "tasks": ("tasks_cmds", "tasks"),
     "answer": ("gate_cmds", "answer"),
     "approve": ("gate_cmds", "approve"),

@@ -84,6 +84,8 @@ def prune(older_than: str | None, dry_run: bool, branches: bool) -> int:
         cleanup = result.git.get(run_id)
         for line in (cleanup.done + cleanup.kept) if cleanup else ():
             say(f"         {run_id}: {line}")
+    for line in result.swept:
+        say(line)
     for run_id, why in result.failed.items():
         say(f"failed   {run_id}  ({why})", err=True)
     freed = sum(plan.sizes.get(run_id, 0) for run_id in result.removed)

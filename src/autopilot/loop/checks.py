@@ -3,8 +3,10 @@
 A criterion's ``check`` is the user's own command from ``tasks.jsonl``, so it runs
 through the user's shell (``$SHELL -c CHECK``, else ``/bin/sh``) in the work tree —
 the one place autopilot uses a shell. Each check gets its own process group, stdin
-``/dev/null``, a timeout, and when it ends (or times out) its whole group is ended,
-so a check that leaves a child behind or hangs cannot hold the run. What it printed
+``/dev/null``, a timeout, and when it ends (or times out, or the caller stops it, or
+an error ends the wait) its whole group is ended, so a check that leaves a child
+behind or hangs cannot hold the run; its shell also gets a parent-death signal, so it
+does not outlive a caller killed outright. What it printed
 (stdout and stderr together) is saved in the iteration's folder as
 ``check-<criterion>.log`` (the first ``MAX_SAVED_OUTPUT_BYTES``), and all of it goes
 into ``completion_check_digest``: ``sha256:`` + the hex SHA-256 of, for each check in
@@ -20,12 +22,13 @@ import select
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from autopilot.core.decisions import CheckOutcome
 from autopilot.core.workitems import Criterion
+from autopilot.loop.agent_group import child_setup
 
 DEFAULT_CHECK_TIMEOUT_SECONDS = 600.0
 MAX_SAVED_OUTPUT_BYTES = 4 * 1024 * 1024
@@ -53,6 +56,7 @@ class CheckResult:
         log_path: Where its output was saved.
         duration_ms: How long it ran.
         error: Why it could not start, if it could not.
+        stopped: True if the caller stopped it (``run_checks``'s ``stop``).
     """
 
     criterion_id: str
@@ -63,6 +67,7 @@ class CheckResult:
     log_path: Path
     duration_ms: int
     error: str | None = None
+    stopped: bool = False
 
     @property
     def passed(self) -> bool:
@@ -70,7 +75,10 @@ class CheckResult:
         return self.exit_code == 0
 
     def status_text(self) -> str:
-        """``exit 0``, ``exit 1``, ``timed out after 600 s`` or ``could not start: …``."""
+        """``exit 0``, ``exit 1``, ``timed out after 600 s``, ``stopped`` or
+        ``could not start: …``."""
+        if self.stopped:
+            return "stopped"
         if self.error is not None:
             return f"could not start: {self.error}"
         if self.timed_out:
@@ -101,6 +109,7 @@ def run_checks(
     folder: Path,
     timeout_seconds: float = DEFAULT_CHECK_TIMEOUT_SECONDS,
     env: Mapping[str, str] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> CheckRun:
     """Run the ``check`` of every criterion that has one, in order.
 
@@ -110,6 +119,8 @@ def run_checks(
         folder: Where each check's output is saved (the iteration's folder).
         timeout_seconds: Per check.
         env: The environment (default ``os.environ``).
+        stop: Asked while a check runs: True ends it at once (its group ended, the
+            result ``stopped``) and skips the checks after it.
 
     Returns:
         The results, and the outcome: passed only if every check exited 0; a
@@ -125,10 +136,12 @@ def run_checks(
             continue
         log_path = folder / f"check-{criterion.id}.log"
         digest.update(f"{criterion.id}\0{criterion.check}\0".encode())
-        result = _run_one(criterion, shell, cwd, environ, log_path, timeout_seconds, digest)
+        result = _run_one(criterion, shell, cwd, environ, log_path, timeout_seconds, digest, stop)
         status = result.exit_code if result.exit_code is not None else "none"
         digest.update(f"\0{status}\0".encode())
         results.append(result)
+        if result.stopped:
+            break
     if not results:
         return CheckRun((), CheckOutcome(passed=True))
     failing = [r for r in results if not r.passed]
@@ -158,6 +171,7 @@ def _run_one(
     log_path: Path,
     timeout_seconds: float,
     digest: hashlib._Hash,
+    stop: Callable[[], bool] | None,
 ) -> CheckResult:
     command = criterion.check or ""
     started = time.monotonic()
@@ -172,6 +186,7 @@ def _run_one(
             stderr=write_fd,
             start_new_session=True,
             close_fds=True,
+            preexec_fn=child_setup(None),  # noqa: PLW1509 - os calls only after fork
         )
     except OSError as error:
         os.close(read_fd)
@@ -184,33 +199,38 @@ def _run_one(
     deadline = started + timeout_seconds
     tail = b""
     saved = 0
-    timed_out = False
+    timed_out = stopped = False
     exited_at: float | None = None
-    with log_path.open("wb") as log, os.fdopen(read_fd, "rb", buffering=0) as pipe:
-        while True:
-            now = time.monotonic()
-            if exited_at is None and process.poll() is not None:
-                exited_at = now
-            if exited_at is not None and now - exited_at >= _EOF_GRACE_SECONDS:
-                break  # a child left behind holds the pipe: ending the group closes it
-            if now >= deadline:
-                timed_out = exited_at is None
-                break
-            ready, _, _ = select.select([pipe], [], [], min(0.2, max(0.0, deadline - now)))
-            if not ready:
-                continue
-            chunk = pipe.read(_READ_BYTES)
-            if not chunk:
-                if exited_at is not None or process.poll() is not None:
+    try:
+        with log_path.open("wb") as log, os.fdopen(read_fd, "rb", buffering=0) as pipe:
+            while True:
+                now = time.monotonic()
+                if stop is not None and stop():
+                    stopped = True
                     break
-                continue
-            digest.update(chunk)
-            if saved < MAX_SAVED_OUTPUT_BYTES:
-                log.write(chunk[: MAX_SAVED_OUTPUT_BYTES - saved])
-                saved += len(chunk)
-            tail = (tail + chunk)[-OUTPUT_TAIL_BYTES:]
+                if exited_at is None and process.poll() is not None:
+                    exited_at = now
+                if exited_at is not None and now - exited_at >= _EOF_GRACE_SECONDS:
+                    break  # a child left behind holds the pipe: ending the group closes it
+                if now >= deadline:
+                    timed_out = exited_at is None
+                    break
+                ready, _, _ = select.select([pipe], [], [], min(0.2, max(0.0, deadline - now)))
+                if not ready:
+                    continue
+                chunk = pipe.read(_READ_BYTES)
+                if not chunk:
+                    if exited_at is not None or process.poll() is not None:
+                        break
+                    continue
+                digest.update(chunk)
+                if saved < MAX_SAVED_OUTPUT_BYTES:
+                    log.write(chunk[: MAX_SAVED_OUTPUT_BYTES - saved])
+                    saved += len(chunk)
+                tail = (tail + chunk)[-OUTPUT_TAIL_BYTES:]
+    finally:
         _end_group(process)
-    exit_code = None if timed_out else process.returncode
+    exit_code = None if timed_out or stopped else process.returncode
     return CheckResult(
         criterion.id,
         command,
@@ -219,6 +239,7 @@ def _run_one(
         tail.decode("utf-8", errors="replace"),
         log_path,
         int((time.monotonic() - started) * 1000),
+        stopped=stopped,
     )
 
 

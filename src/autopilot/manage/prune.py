@@ -32,6 +32,7 @@ from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly
 from autopilot.workspace.cleanup import Cleanup, clean_up_run, unsaved_work
 from autopilot.workspace.run_workspace import RunPlace
+from autopilot.workspace.scratch import scratch_root, sweep
 
 TRASH_PREFIX = ".prune-"
 
@@ -53,13 +54,15 @@ class PrunePlan:
 
 @dataclass
 class PruneResult:
-    """What a prune did: runs removed, failures (run → error), index rows dropped, and
-    per run what went from git (worktree, checkpoint refs, branch) or stayed."""
+    """What a prune did: runs removed, failures (run → error), index rows dropped,
+    per run what went from git (worktree, checkpoint refs, branch) or stayed, and the
+    killed merges' temporary worktrees it removed (``swept``, lines)."""
 
     removed: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     rows_dropped: int = 0
     git: dict[str, Cleanup] = field(default_factory=dict)
+    swept: list[str] = field(default_factory=list)
 
 
 def _mtime_ms(path: Path) -> int | None:
@@ -225,6 +228,7 @@ def apply_prune(root: Path, plan: PrunePlan, *, branches: bool = False) -> Prune
     Each run is checked again just before it goes; one that became active is
     left alone and reported as failed. A run's worktree and checkpoint refs go
     first (``workspace.cleanup``); its branch too with ``branches``, once merged.
+    Temporary worktrees of merges that were killed go too (``workspace.scratch``).
 
     Raises:
         EnvironmentProblem: the index lock could not be had.
@@ -233,6 +237,7 @@ def apply_prune(root: Path, plan: PrunePlan, *, branches: bool = False) -> Prune
     result = PruneResult()
     with index_lock(root):
         _sweep_trash(root)
+        result.swept = sweep(scratch_root(root))
         for run_id in plan.remove:
             reason = _keep_reason(root / run_id)
             if reason is not None:

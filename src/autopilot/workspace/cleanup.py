@@ -17,6 +17,7 @@ from autopilot.errors import AutopilotError
 from autopilot.store.rundir import RunDir
 from autopilot.workspace.repo import Repository, open_repository
 from autopilot.workspace.run_workspace import RunPlace, checkpoints_of
+from autopilot.workspace.scratch import leftovers, scratch_root
 from autopilot.workspace.worktrees import (
     BRANCH_PREFIX,
     WORKTREES_DIR,
@@ -127,10 +128,15 @@ class Strandings:
 
 
 def find_strandings(runs_root: Path, here: Path) -> Strandings:
-    """Worktrees under ``<runs-root>/worktrees`` without a run or a repository, and, if
-    ``here`` is in a repository, its ``autopilot/…`` branches and worktrees whose run
-    or folder is gone."""
+    """Worktrees under ``<runs-root>/worktrees`` without a run or a repository, a killed
+    merge's temporary worktrees (``workspace.scratch``), and, if ``here`` is in a
+    repository, its ``autopilot/…`` branches and worktrees whose run or folder is gone."""
     found = Strandings()
+    for folder in leftovers(scratch_root(runs_root)):
+        found.faults.append(
+            f"worktree {folder / 'worktree'} is left over from a merge that was killed "
+            "(the next autopilot merge or prune removes it)"
+        )
     folder = runs_root / WORKTREES_DIR
     for entry in sorted(folder.iterdir()) if folder.is_dir() else ():
         if not RunDir(runs_root / entry.name).state.exists():

@@ -15,8 +15,6 @@ can refuse it before anything of the user's changes.
 from __future__ import annotations
 
 import contextlib
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
@@ -25,6 +23,7 @@ from pathlib import Path
 from autopilot.errors import AutopilotError, GitCommandError, MergeConflictError, RepositoryError
 from autopilot.workspace.changes import in_the_way, tree_changes
 from autopilot.workspace.repo import Repository, first_line, open_repository, run_git, split_z
+from autopilot.workspace.scratch import scratch_worktree
 
 
 class MergeMode(StrEnum):
@@ -71,6 +70,7 @@ def merge_back(
     *,
     message: str,
     verify: Callable[[str], None] | None = None,
+    scratch: Path | None = None,
 ) -> MergeResult:
     """Merge ``branch`` into the branch checked out in ``checkout``.
 
@@ -81,6 +81,8 @@ def merge_back(
         message: The commit message of a merge or squash commit.
         verify: Called with the commit the user's branch would move to, before
             anything of the user's changes; what it raises ends the merge there.
+        scratch: Where a ``--rebase`` makes its temporary worktree
+            (``workspace.scratch``; None: a private temporary folder).
 
     Raises:
         RepositoryError: detached HEAD, no commit yet, staged changes, the branch is
@@ -112,7 +114,7 @@ def merge_back(
     if _is_ancestor(checkout, head, tip) and mode is not MergeMode.SQUASH:
         target = tip  # a fast-forward
     elif mode is MergeMode.REBASE:
-        target = _rebased(checkout, branch, tip, head)
+        target = _rebased(checkout, branch, tip, head, scratch)
     else:
         tree = _merged_tree(checkout, branch, head, tip)
         if tree == checkout.text("rev-parse", f"{head}^{{tree}}"):
@@ -127,13 +129,15 @@ def merge_back(
 
 
 @contextlib.contextmanager
-def verification_tree(repo: Repository, run_worktree: Path | None, target: str) -> Iterator[Path]:
+def verification_tree(
+    repo: Repository, run_worktree: Path | None, target: str, *, scratch: Path | None = None
+) -> Iterator[Path]:
     """A work tree holding exactly commit ``target`` (a merge's result), to run checks in.
 
     The run's own worktree when it is at ``target`` already with nothing uncommitted
     or untracked but autopilot's own files (a fast-forward: what the agent installed
     there, ignored by git, stays at hand); else a temporary detached worktree of
-    ``repo``, removed on leaving.
+    ``repo`` under ``scratch`` (``workspace.scratch``), removed on leaving.
     Neither the user's checkout nor the run's worktree is changed.
 
     Raises:
@@ -142,15 +146,8 @@ def verification_tree(repo: Repository, run_worktree: Path | None, target: str) 
     if run_worktree is not None and _holds_exactly(repo, run_worktree, target):
         yield run_worktree
         return
-    scratch = Path(tempfile.mkdtemp(prefix="autopilot-verify-"))
-    place = scratch / "worktree"
-    try:
-        repo.out("worktree", "add", "--quiet", "--detach", str(place), target)
+    with scratch_worktree(repo, target, kind="verify", root=scratch) as place:
         yield place
-    finally:
-        repo.run("worktree", "remove", "--force", str(place))
-        with contextlib.suppress(OSError):
-            shutil.rmtree(scratch)
 
 
 def _holds_exactly(repo: Repository, place: Path, target: str) -> bool:
@@ -221,12 +218,9 @@ def _commit_error(repo: Repository, stderr: bytes) -> Exception:
     return GitCommandError(f"cannot commit the merge: {first_line(stderr) or 'git failed'}")
 
 
-def _rebased(repo: Repository, branch: str, tip: str, head: str) -> str:
+def _rebased(repo: Repository, branch: str, tip: str, head: str, scratch: Path | None) -> str:
     """The run's commits replayed onto ``head``, in a temporary worktree."""
-    scratch = Path(tempfile.mkdtemp(prefix="autopilot-rebase-"))
-    place = scratch / "worktree"
-    try:
-        repo.out("worktree", "add", "--quiet", "--detach", str(place), tip)
+    with scratch_worktree(repo, tip, kind="rebase", root=scratch) as place:
         done = run_git(
             place,
             "-c",
@@ -254,10 +248,6 @@ def _rebased(repo: Repository, branch: str, tip: str, head: str) -> str:
                 )
             raise _conflict(branch, repo.top, conflicted)
         return run_git(place, "rev-parse", "HEAD").stdout.decode("ascii", "replace").strip()
-    finally:
-        repo.run("worktree", "remove", "--force", str(place))
-        with contextlib.suppress(OSError):
-            shutil.rmtree(scratch)
 
 
 def _applicable(repo: Repository, head: str, target: str, branch: str) -> tuple[str, ...]:
