@@ -55,15 +55,10 @@ class Session:
         with self.transcript.open("a") as handle:
             handle.write(json.dumps(entry) + "\n")
 
-    def stop(
-        self,
-        clock: FakeClock,
-        *,
-        active: bool = False,
-        last: str | None = None,
-        environ: dict[str, str] | None = None,
-    ) -> str:
-        data = {
+    def stop_input(self, *, active: bool = False, last: str | None = None) -> bytes:
+        """The Stop hook's stdin for this session: ``stop_hook_active`` is ``active``;
+        ``last`` is its ``last_assistant_message`` (left out when None)."""
+        data: dict[str, Any] = {
             "session_id": self.session_id,
             "transcript_path": str(self.transcript),
             "cwd": str(self.project),
@@ -72,9 +67,19 @@ class Session:
         }
         if last is not None:
             data["last_assistant_message"] = last
-        return answer_stop(
-            HookAgent.CLAUDE, json.dumps(data).encode(), clock=clock, environ=environ or {}
-        )
+        return json.dumps(data).encode()
+
+    def stop(
+        self,
+        clock: FakeClock,
+        *,
+        active: bool = False,
+        last: str | None = None,
+        environ: dict[str, str] | None = None,
+    ) -> str:
+        """This session's Stop answered in this process (``answer_stop``)."""
+        data = self.stop_input(active=active, last=last)
+        return answer_stop(HookAgent.CLAUDE, data, clock=clock, environ=environ or {})
 
 
 def arm(

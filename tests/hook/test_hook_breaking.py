@@ -32,18 +32,6 @@ from tests.hook.sessions import (
 )
 
 
-def _input(session: Session, **fields: Any) -> bytes:
-    data = {
-        "session_id": session.session_id,
-        "transcript_path": str(session.transcript),
-        "cwd": str(session.project),
-        "hook_event_name": "Stop",
-        "stop_hook_active": False,
-        **fields,
-    }
-    return json.dumps(data).encode()
-
-
 def _hook(
     project: Path, stdin: bytes, *, file_size_limit: int | None = None
 ) -> subprocess.CompletedProcess[bytes]:
@@ -78,7 +66,7 @@ def test_of_two_sessions_stopping_at_once_only_one_claims_the_run(
         for _ in (first, second)
     ]
     answers = [
-        process.communicate(_input(session, last_assistant_message="hi"), timeout=120)
+        process.communicate(session.stop_input(last="hi"), timeout=120)
         for process, session in zip(started, (first, second), strict=True)
     ]
     blocked = [out for out, _err in answers if out]
@@ -89,8 +77,8 @@ def test_of_two_sessions_stopping_at_once_only_one_claims_the_run(
     other = second if owner is first else first
     # From now on the other terminal's session is never continued, nor counted.
     for _ in range(3):
-        assert _hook(project, _input(other, last_assistant_message="mine")).stdout == b""
-    assert _hook(project, _input(owner, stop_hook_active=True, last_assistant_message="x")).stdout
+        assert _hook(project, other.stop_input(last="mine")).stdout == b""
+    assert _hook(project, owner.stop_input(active=True, last="x")).stdout
     assert kinds_of(run_id, "iteration_start") == [("iteration_start", 1), ("iteration_start", 2)]
 
 
@@ -126,8 +114,7 @@ def test_a_last_transcript_line_without_text_means_go_on_and_keeps_the_run(
         else:
             entry = {"type": "assistant", "uuid": "last", "message": {"id": "z", **last_line}}
             handle.write(json.dumps(entry) + "\n")
-    fields = {} if last_message is None else {"last_assistant_message": last_message}
-    answer = _hook(project, _input(session, stop_hook_active=True, **fields))
+    answer = _hook(project, session.stop_input(active=True, last=last_message))
     assert answer.returncode == 0 and answer.stderr == b""
     assert json.loads(answer.stdout)["decision"] == "block"
     state = state_of(run_id)
@@ -198,12 +185,12 @@ def test_a_deleted_run_folder_lets_the_session_stop_and_leaves_the_registry(
     run_id = arm(project, FakeClock(), session=SESSION)
     session = Session(tmp_path, project)
     shutil.rmtree(runs_root() / run_id)
-    done = _hook(project, _input(session, last_assistant_message="x"))
+    done = _hook(project, session.stop_input(last="x"))
     assert (done.returncode, done.stdout) == (0, b"")
     assert done.stderr.decode().startswith(f"autopilot: run {run_id}: the run's folder")
     assert "no longer armed" in done.stderr.decode()
     assert not entry_path(runs_root(), run_id).exists()
-    again = _hook(project, _input(session, last_assistant_message="x"))
+    again = _hook(project, session.stop_input(last="x"))
     assert (again.stdout, again.stderr) == (b"", b"")
 
 
@@ -213,21 +200,21 @@ def test_a_full_disk_lets_the_session_stop_and_the_run_goes_on_once_there_is_roo
     run_id = arm(project, FakeClock(), session=SESSION)
     session = Session(tmp_path, project)
     session.say("armed")
-    full = _hook(project, _input(session, last_assistant_message="armed"), file_size_limit=1)
+    full = _hook(project, session.stop_input(last="armed"), file_size_limit=1)
     assert (full.returncode, full.stdout) == (0, b"")
     assert b"letting the session stop" in full.stderr and b"Traceback" not in full.stderr
     assert state_of(run_id)["iter"] == 0
-    assert blocks(_hook(project, _input(session, last_assistant_message="armed")).stdout.decode())
+    assert blocks(_hook(project, session.stop_input(last="armed")).stdout.decode())
     session.say("working")
     full = _hook(
         project,
-        _input(session, stop_hook_active=True, last_assistant_message="w"),
+        session.stop_input(active=True, last="w"),
         file_size_limit=1,
     )
     assert (full.returncode, full.stdout) == (0, b"")
     assert state_of(run_id)["iterationOpen"] is True  # nothing half written
     session.say("more")
-    blocks(_hook(project, _input(session, last_assistant_message="more")).stdout.decode())
+    blocks(_hook(project, session.stop_input(last="more")).stdout.decode())
     assert kinds_of(run_id, "iteration_start", "iteration_end") == [
         ("iteration_start", 1),
         ("iteration_end", 1),

@@ -352,18 +352,10 @@ def _status(run_id: str, project: Path) -> str:
 def _hook_process(session: Session, *, active: bool, last: str) -> str:
     """One Stop answered by ``autopilot hook claude-stop`` run from this (non-shell)
     process, as Claude Code runs it."""
-    data = {
-        "session_id": session.session_id,
-        "transcript_path": str(session.transcript),
-        "cwd": str(session.project),
-        "hook_event_name": "Stop",
-        "stop_hook_active": active,
-        "last_assistant_message": last,
-    }
     done = subprocess.run(
         [sys.executable, "-m", "autopilot", "hook", "claude-stop"],
         cwd=session.project,
-        input=json.dumps(data),
+        input=session.stop_input(active=active, last=last).decode(),
         capture_output=True,
         text=True,
         check=False,
