@@ -35,7 +35,6 @@ import json
 import os
 import platform
 import re
-import resource
 import shutil
 import statistics
 import subprocess
@@ -341,29 +340,6 @@ def bench_fold(tmp: Path, n_events: int, rounds: int) -> list[Row]:
 # -- many runs ----------------------------------------------------------------------
 
 
-def _role_drive(report: str, *argv: str) -> None:
-    """Child role: ``autopilot ARGV`` in this process; at exit write its peak RSS and
-    the CPU it used (the agents it started are not counted)."""
-    import atexit
-
-    def write() -> None:
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        Path(report).write_text(
-            json.dumps(
-                {
-                    "peak_kib": core_bench._rss_kib("VmHWM"),
-                    "cpu_s": usage.ru_utime + usage.ru_stime,
-                }
-            )
-        )
-
-    atexit.register(write)
-    from autopilot.cli.main import main
-
-    sys.argv = ["autopilot", *argv]
-    main()
-
-
 def _check_concurrent_run(folder: Path, iterations: int) -> str | None:
     """Why a run of the concurrent figure is not what was asked (None: it is)."""
     from autopilot.store.events import parse_event_line
@@ -432,7 +408,7 @@ def bench_many(tmp: Path, runs: int, concurrent: int, iterations: int, rounds: i
         reports.append(report)
         drivers.append(
             subprocess.Popen(
-                [sys.executable, str(Path(__file__).resolve()), "_drive", str(report), *argv],
+                [sys.executable, str(BENCH_DIR / "drive_role.py"), str(report), *argv],
                 cwd=project,
                 env=env,
                 stdout=subprocess.DEVNULL,
@@ -555,9 +531,6 @@ def format_table(rows: list[Row]) -> str:
 
 def main() -> int:
     """Parse arguments, run the sections, print the table."""
-    if len(sys.argv) > 1 and sys.argv[1] == "_drive":
-        _role_drive(*sys.argv[2:])
-        return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer rounds")
     parser.add_argument(

@@ -233,11 +233,11 @@ def _load_toml(path: Path, project: Path | None = None) -> _KeyedValues:
             value that is not a string or a number; the message names the file and
             the key.
     """
-    import tomllib  # only where a config file is read
-
     try:
         raw = read_bounded_file(path, max_bytes=MAX_CONFIG_FILE_BYTES, project=project)
         document = raw.decode("utf-8")
+        import tomllib  # only where a config file exists
+
         data = tomllib.loads(document)
     except FileNotFoundError:
         return {}

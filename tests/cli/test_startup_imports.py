@@ -103,3 +103,52 @@ def test_the_probe_sees_what_a_command_imports(tmp_path: Path) -> None:
     """The check can fail: ``watch --help`` loads the live view's command module."""
     modules = _imported(["watch", "--help"], tmp_path, tmp_path / "runs")
     assert "autopilot.cli.watch_cmds" in modules
+
+
+_NOT_FOR_A_DRIVER = (
+    "_hashlib",  # OpenSSL: SHA-256 comes from CPython's own module
+    "email",
+    "zoneinfo",
+    "tomllib",  # no config file here
+    "autopilot.agents.claude",
+    "autopilot.agents.codex",
+    "autopilot.agents.pi",
+    "autopilot.agents.gemini",
+    "autopilot.agents.copilot",
+    "autopilot.agents.opencode",
+    "autopilot.agents.aider",
+    "autopilot.view.tui",
+    "textual",
+)
+
+
+def test_a_driver_run_imports_only_what_it_uses(tmp_path: Path) -> None:
+    """A run of the command agent in a plain directory loads no OpenSSL, no mail or
+    time-zone parser, no config reader without a config file and no other adapter:
+    each is memory every driver on the machine would hold."""
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPILOT_")}
+    env.update(AUTOPILOT_RUNS_DIR=str(tmp_path / "runs"), XDG_CONFIG_HOME=str(tmp_path / "cfg"))
+    args = ["run", "--agent", "command", "--max-iterations", "2", "--stagnation-limit", "0"]
+    args += ["--completion-promise", "NEVERSAID", "-p", "x", "--", "/bin/true"]
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    assert report["code"] == 3, done.stderr
+    modules = set(report["modules"])
+    assert "autopilot.agents.command" in modules
+    assert "autopilot.loop.driver" in modules
+    banned = sorted(
+        name
+        for name in modules
+        if any(name == b or name.startswith(b + ".") for b in _NOT_FOR_A_DRIVER)
+    )
+    assert banned == []

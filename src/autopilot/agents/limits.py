@@ -23,9 +23,7 @@ import math
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta, tzinfo
-from email.utils import parsedate_to_datetime
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 _I = re.IGNORECASE
 
@@ -81,6 +79,8 @@ def parse_retry_after(value: str, now: datetime) -> int | None:
     try:
         seconds = float(text)
     except ValueError:
+        from email.utils import parsedate_to_datetime  # 3 MiB: only for an HTTP date
+
         try:
             moment = parsedate_to_datetime(text)
         except (TypeError, ValueError, IndexError):
@@ -321,9 +321,11 @@ def _clock_time(match: re.Match[str], now: datetime) -> datetime | None:
     return moment
 
 
-def _zone(name: str | None) -> ZoneInfo | None:
+def _zone(name: str | None) -> tzinfo | None:
     if not name or ("/" not in name and name.upper() not in ("UTC", "GMT")):
         return None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # only for a named zone
+
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):

@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-import sys
+import importlib
 
-from autopilot.agents.adapter import CliFacts
-from autopilot.agents.aider import AiderAdapter
 from autopilot.agents.base import AgentAdapter
-from autopilot.agents.claude import ClaudeAdapter
-from autopilot.agents.codex import CodexAdapter
-from autopilot.agents.command import CommandAdapter, PromptVia
-from autopilot.agents.copilot import CopilotAdapter
-from autopilot.agents.gemini import GeminiAdapter
-from autopilot.agents.opencode import OpencodeAdapter
-from autopilot.agents.pi import PiAdapter
 from autopilot.errors import UsageError
 
 AGENT_NAMES = (
@@ -29,31 +20,18 @@ AGENT_NAMES = (
 )
 """Agents ``--agent`` accepts."""
 
-_CLI_ADAPTERS: dict[str, type[AgentAdapter]] = {
-    "claude": ClaudeAdapter,
-    "codex": CodexAdapter,
-    "pi": PiAdapter,
-    "gemini": GeminiAdapter,
-    "copilot": CopilotAdapter,
-    "opencode": OpencodeAdapter,
-    "aider": AiderAdapter,
+_ADAPTERS: dict[str, tuple[str, str]] = {
+    "claude": ("claude", "ClaudeAdapter"),
+    "codex": ("codex", "CodexAdapter"),
+    "pi": ("pi", "PiAdapter"),
+    "gemini": ("gemini", "GeminiAdapter"),
+    "copilot": ("copilot", "CopilotAdapter"),
+    "opencode": ("opencode", "OpencodeAdapter"),
+    "aider": ("aider", "AiderAdapter"),
+    "demo": ("demo", "DemoAdapter"),
 }
-
-
-class DemoAdapter(ClaudeAdapter):
-    """The built-in scripted agent of ``autopilot demo``: speaks Claude Code's
-    stream-json, so the demo runs the real parser, loop and files."""
-
-    facts = CliFacts("demo", "built-in", "it is part of autopilot")
-
-    def __init__(self) -> None:
-        super().__init__(sys.executable)
-
-    def build_invocation(self, request):  # type: ignore[no-untyped-def]
-        """``python -m autopilot.testkit.demo_agent``; prompt on stdin."""
-        invocation = super().build_invocation(request)
-        argv = [sys.executable, "-m", "autopilot.testkit.demo_agent"]
-        return type(invocation)(argv=argv, env_set=invocation.env_set, stdin=invocation.stdin)
+"""Each agent CLI's adapter: (module in ``autopilot.agents``, class). Only the adapter
+a run uses is imported, so a driver holds one adapter's code, not eight."""
 
 
 def make_adapter(
@@ -69,10 +47,14 @@ def make_adapter(
     Raises:
         UsageError: an unknown agent name, or ``command`` without a program.
     """
-    if name in _CLI_ADAPTERS:
-        return _CLI_ADAPTERS[name]()
+    if name in _ADAPTERS:
+        module, attribute = _ADAPTERS[name]
+        adapter: type[AgentAdapter] = getattr(
+            importlib.import_module(f"autopilot.agents.{module}"), attribute
+        )
+        return adapter()
     if name == "command":
+        from autopilot.agents.command import CommandAdapter, PromptVia
+
         return CommandAdapter(list(command), PromptVia(prompt_via))
-    if name == "demo":
-        return DemoAdapter()
     raise UsageError(f"unknown agent {name!r}; choose one of {', '.join(AGENT_NAMES)}")

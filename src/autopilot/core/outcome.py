@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 
 from autopilot.core.attempt import Attempt
+from autopilot.core.digest import sha256_hex
 from autopilot.core.vocabulary import EndedBy, Outcome
 
 _DRIVER_ENDINGS = {
@@ -47,7 +47,7 @@ def digest_of(text: str, outcome: Outcome) -> str | None:
     """
     if not text and outcome is not Outcome.OK:
         return None
-    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
+    return sha256_hex(text.encode("utf-8", "replace"))
 
 
 def error_text_of(outcome: Outcome, attempt: Attempt) -> str | None:
@@ -74,7 +74,7 @@ def failure_signature(outcome: Outcome, error_text: str | None) -> str | None:
         return None
     # Request ids, timestamps and counters differ between otherwise identical failures.
     shape = _VARIABLE_PARTS.sub("#", error_text or "")
-    return hashlib.sha256(f"{outcome.value}\0{shape}".encode()).hexdigest()[:16]
+    return sha256_hex(f"{outcome.value}\0{shape}".encode())[:16]
 
 
 _VARIABLE_PARTS = re.compile(r"[0-9a-fA-F]{8,}(?:-[0-9a-fA-F]{4,})*|\d+")

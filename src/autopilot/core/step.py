@@ -10,13 +10,13 @@ each are ``docs/formats.md``'s ("One iteration's events").
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, replace
 
 from autopilot.core.adaptive import extend_budget
 from autopilot.core.attempt import Attempt, Denial
 from autopilot.core.backlog_rule import backlog_rule
 from autopilot.core.change import Ending, Event, LoopState, StateChange
+from autopilot.core.digest import sha256_hex
 from autopilot.core.ending import exit_code_for, status_for
 from autopilot.core.outcome import (
     digest_of,
@@ -184,7 +184,7 @@ def _facts(
 
 
 def _denial_keys(denials: tuple[Denial, ...]) -> list[str]:
-    return [hashlib.sha256(d.key.encode("utf-8", "replace")).hexdigest()[:16] for d in denials]
+    return [sha256_hex(d.key.encode("utf-8", "replace"))[:16] for d in denials]
 
 
 def _denial_rule(decision: Decision, state: LoopState, attempt: Attempt) -> Decision:

@@ -16,7 +16,6 @@ order, ``<criterion id> NUL <command> NUL <output> NUL <exit status> NUL``.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import select
 import signal
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autopilot.core.decisions import CheckOutcome
+from autopilot.core.digest import Hash, sha256
 from autopilot.core.workitems import Criterion
 from autopilot.loop.agent_group import child_setup
 
@@ -129,7 +129,7 @@ def run_checks(
     """
     environ = dict(os.environ if env is None else env)
     shell = user_shell(environ)
-    digest = hashlib.sha256()
+    digest = sha256()
     results: list[CheckResult] = []
     for criterion in criteria:
         if criterion.check is None:
@@ -170,7 +170,7 @@ def _run_one(
     env: Mapping[str, str],
     log_path: Path,
     timeout_seconds: float,
-    digest: hashlib._Hash,
+    digest: Hash,
     stop: Callable[[], bool] | None,
 ) -> CheckResult:
     command = criterion.check or ""

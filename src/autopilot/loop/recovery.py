@@ -42,7 +42,6 @@ from autopilot.loop.record import RunRecord, absorb, loop_state, write_step
 from autopilot.loop.torn import torn_step, without_logged
 from autopilot.store.events import EventLog, read_events
 from autopilot.store.lines import iter_lines
-from autopilot.store.reader import read_snapshot
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import AttemptDir, RunDir
 from autopilot.store.state import StateStore
@@ -94,6 +93,8 @@ def reconcile_terminal(folder: RunDir, store: StateStore, log: EventLog) -> RunS
     Raises:
         StateFileError: the state cannot be read or written.
     """
+    from autopilot.store.reader import read_snapshot  # msgspec: only for a relaunch
+
     state = store.read()
     log.end_torn_line()
     snapshot = read_snapshot(folder.events)
@@ -377,6 +378,8 @@ def _restored_spend(spend: Spend, folder: RunDir) -> Spend | None:
 def logged_spend(folder: RunDir) -> Spend:
     """The run's spend as its event log tells it (cumulative figures of the last
     ``iteration_end``), to be compared with ``state.json``'s on a relaunch."""
+    from autopilot.store.reader import read_snapshot  # msgspec: only for a relaunch
+
     snapshot = read_snapshot(folder.events)
     tokens = snapshot.tokens
     return Spend(

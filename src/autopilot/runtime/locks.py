@@ -15,10 +15,10 @@ same run, or of another run in the same work tree, refuses the lock.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
+from autopilot.core.digest import sha256_hex
 from autopilot.errors import CheckoutBusyError, ProjectBusyError, RunLockedError
 from autopilot.runtime.liveness import driver_alive
 from autopilot.store.flock import FileLock
@@ -33,7 +33,7 @@ LOCKS_DIR = ".locks"
 
 
 def _key(work_tree: Path) -> str:
-    return hashlib.sha256(str(work_tree).encode()).hexdigest()[:16]
+    return sha256_hex(str(work_tree).encode())[:16]
 
 
 class ProjectLock:

@@ -15,12 +15,12 @@ the original, fsync, rename into place.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autopilot.core.digest import sha256_hex
 from autopilot.core.ready_queue import backlog_problems
 from autopilot.core.workitems import ItemFormatError, WorkItem, item_from_json
 from autopilot.errors import BacklogError
@@ -124,7 +124,7 @@ def parse_backlog(data: bytes) -> BacklogFile:
         if not line.strip():
             continue
         entries.append(_parse_line(number, line))
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    digest = "sha256:" + sha256_hex(data)
     return BacklogFile(tuple(entries), exists=True, digest=digest)
 
 
@@ -207,7 +207,7 @@ class Backlog:
     def __init__(self, project: Path, lock_dir: Path) -> None:
         self.project = project
         self.path = project / TASKS_FILE
-        key = hashlib.sha256(str(project.resolve()).encode()).hexdigest()[:16]
+        key = sha256_hex(str(project.resolve()).encode())[:16]
         self._lock_dir = lock_dir
         self._lock = FileLock(lock_dir / f"tasks-{key}.lock", timeout_seconds=LOCK_TIMEOUT_SECONDS)
 

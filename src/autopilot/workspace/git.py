@@ -19,13 +19,13 @@ reachable from any of them after the iteration and from none before is new.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import stat
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autopilot.core.digest import sha256, sha256_hex
 from autopilot.errors import AutopilotError
 from autopilot.workspace.filters import FilterGuard
 from autopilot.workspace.repo import run_git
@@ -61,7 +61,7 @@ class TreeMark:
         with the work tree and with any new commit, on whatever branch."""
         if self.entries is None:
             return None
-        digest = hashlib.sha256()
+        digest = sha256()
         for path in sorted(self.entries):
             digest.update(f"{path}\0{self.entries[path]}\0".encode("utf-8", "surrogateescape"))
         for tip in sorted(self.tips):
@@ -288,7 +288,7 @@ def _file_digest(path: Path) -> str:
         if error.errno != errno.ELOOP:
             return "missing"
         try:
-            return "link:" + hashlib.sha256(os.fsencode(os.readlink(path))).hexdigest()
+            return "link:" + sha256_hex(os.fsencode(os.readlink(path)))
         except OSError:
             return "missing"
     with os.fdopen(fd, "rb") as handle:
@@ -297,7 +297,7 @@ def _file_digest(path: Path) -> str:
             return "dir"
         if not stat.S_ISREG(mode):
             return "special"
-        digest = hashlib.sha256()
+        digest = sha256()
         try:
             while chunk := handle.read(1024 * 1024):
                 digest.update(chunk)
