@@ -45,7 +45,7 @@ class FullDiskStore(StateStore):
         return super().update(checked, **kwargs)
 
 
-def _refuse(self: StateStore, state: RunState) -> None:
+def _refuse(self: StateStore, state: RunState, **options: Any) -> None:
     raise StateFileError(f"cannot write {self.path}: No space left on device", errno=errno.ENOSPC)
 
 

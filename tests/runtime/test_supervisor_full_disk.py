@@ -38,7 +38,7 @@ TIMEOUT = 90.0
 class FullDisk(StateStore):
     """A ``state.json`` whose every write the disk refuses (ENOSPC)."""
 
-    def _write(self, state: RunState) -> None:
+    def _write(self, state: RunState, **options: Any) -> None:
         raise StateFileError(
             f"cannot write {self.path}: No space left on device", errno=errno.ENOSPC
         )

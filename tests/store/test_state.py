@@ -182,6 +182,14 @@ def test_write_atomically_replaces_the_whole_file(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["f.json"]
 
 
+def test_a_write_that_leaves_the_folder_fsync_to_the_next_is_whole(tmp_path: Path) -> None:
+    path = tmp_path / "f.json"
+    path.write_bytes(b"x" * 10_000)
+    write_atomically(path, b"short\n", sync_dir=False)
+    assert path.read_bytes() == b"short\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["f.json"]
+
+
 def test_write_atomically_cleans_up_when_the_rename_fails(tmp_path: Path) -> None:
     target = tmp_path / "f.json"
     target.mkdir()

@@ -159,12 +159,25 @@ def _signal(processes: Iterable[psutil.Process], signum: int) -> None:
             process.send_signal(signum)  # psutil refuses a pid reused since it was found
 
 
+def _some_child_exited() -> bool:
+    """Whether a child of this process has exited and not been waited for (asked with
+    ``WNOWAIT``, so nothing is collected); True where the question cannot be asked."""
+    try:
+        return os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return False  # no child at all
+    except (OSError, AttributeError):
+        return True
+
+
 def reap_adopted(keep: int | None = None) -> None:
     """Collect the exit status of the zombies this process adopted as a subreaper.
 
     Never ``keep`` (the agent leader, whose ``Popen`` reads its status) and never a
     child in this process's own session (some ``Popen`` may be waiting for it).
     """
+    if not _some_child_exited():
+        return  # no zombie child at all: no need to read the process table
     own_pid, own_session = os.getpid(), os.getsid(0)
     for pid, row in _process_table().items():
         if row.ppid == own_pid and row.zombie and row.sid != own_session and pid != keep:

@@ -177,7 +177,9 @@ class Launcher:
                 s.attempt_dir = str(attempt.path)
                 self.handoff.hand_off(s)
 
-            self.record.update(open_attempt)
+            # Its rename is made durable by the write that concludes the attempt: a
+            # power cut ends the agent too, and the state before it is whole.
+            self.record.update(open_attempt, sync_dir=False)
             self.handoff.handed(number)
 
         request_run = RunRequest(

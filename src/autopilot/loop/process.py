@@ -1,11 +1,12 @@
 """Run one agent process: argv in, bytes out, bounded memory, every limit enforced.
 
 The agent gets its own session and process group (so a terminal's Ctrl-C reaches
-the driver, not the agent), a parent-death signal (so it dies with the driver) and,
-where the machine allows, the run's cgroup. Output is read as bytes with ``os.read``
-from both pipes: the raw stream goes to the iteration's files, stdout is split into
-lines with no line-length limit other than ``max_line_bytes`` (a longer line is
-skipped whole, never the lines after it), and bad UTF-8 is replaced. When it ends —
+the driver, not the agent), a parent-death signal (so it dies with the driver; set by
+``setpriv`` where it can be, ``loop.spawn``) and, where the machine allows, the run's
+cgroup. Output is read as bytes with ``os.read`` from both pipes: the raw stream goes
+to the iteration's files, stdout is split into lines with no line-length limit other
+than ``max_line_bytes`` (a longer line is skipped whole, never the lines after it),
+and bad UTF-8 is replaced. When it ends —
 by exiting, a limit, or a stop — every process it started is ended too, wherever it
 went (``loop.descendants``). Field reports 12–14, 19 and 20 describe what this guards
 against: a child that ignores Ctrl-C, a CLI that never exits after its result, a
@@ -29,6 +30,7 @@ from autopilot.core.vocabulary import EndedBy
 from autopilot.loop.agent_group import AgentGroup, child_setup, is_stopped
 from autopilot.loop.cgroup import AgentCgroup
 from autopilot.loop.descendants import reap_adopted
+from autopilot.loop.spawn import fast_spawn_argv
 from autopilot.loop.subreaper import become_subreaper
 from autopilot.store.lines import LineSplitter
 from autopilot.store.private import create_private
@@ -139,15 +141,18 @@ def run_agent_process(
     stderr_file = create_private(stderr_path)
     try:
         try:
+            # No preexec_fn where setpriv sets the parent-death signal: vfork, not fork.
+            procs = cgroup.path / "cgroup.procs" if cgroup is not None else None
+            fast = fast_spawn_argv(argv, cwd=cwd, env=env, cgroup_procs=procs)
             proc = subprocess.Popen(
-                argv,
+                fast or argv,
                 cwd=cwd,
                 env=dict(env),
                 stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
-                preexec_fn=child_setup(cgroup),  # noqa: PLW1509 - os calls only after fork
+                preexec_fn=None if fast else child_setup(cgroup),  # noqa: PLW1509 - os calls only
                 close_fds=True,
             )
         except OSError as error:

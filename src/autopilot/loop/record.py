@@ -142,8 +142,13 @@ class RunRecord:
                 # The terminal or pipe went away; the run goes on, on the record.
                 self.on_event = None
 
-    def update(self, change: Callable[[RunState], None]) -> RunState:
+    def update(self, change: Callable[[RunState], None], *, sync_dir: bool = True) -> RunState:
         """Apply ``change`` to the driver's copy, with the file's control fields.
+
+        Args:
+            change: Changes the state in place.
+            sync_dir: False for a write whose rename need not survive a power cut on
+                its own (``StateStore.update``): the next write's folder fsync covers it.
 
         Raises:
             StateFileError: the file cannot be written.
@@ -158,7 +163,7 @@ class RunRecord:
             mine.version = on_disk.version
             on_disk.__dict__.update(mine.__dict__)
 
-        self.state = self.store.update(merge, fallback=self.state)
+        self.state = self.store.update(merge, fallback=self.state, sync_dir=sync_dir)
         return self.state
 
     def refresh(self) -> RunState:

@@ -16,13 +16,17 @@ from typing import Any
 from autopilot.store.private import open_private
 
 
-def write_atomically(path: Path, data: bytes, *, mode: int = 0o600) -> None:
-    """Write ``data`` to ``path`` via a temp file, fsync and rename.
+def write_atomically(path: Path, data: bytes, *, mode: int = 0o600, sync_dir: bool = True) -> None:
+    """Write ``data`` to ``path`` via a temp file, fsync and rename, then fsync the
+    folder so the rename itself survives a power cut.
 
     Args:
         path: The file; its folder must exist.
         data: Its whole new content.
         mode: The file's permission bits (0600 by default, as under the runs root).
+        sync_dir: False leaves the folder's fsync to the next write that does it (it
+            covers every rename before it): after a power cut the file is then this
+            version or the one before, each whole.
 
     Raises:
         OSError: the write failed; ``path`` is unchanged and the temp file removed.
@@ -39,6 +43,8 @@ def write_atomically(path: Path, data: bytes, *, mode: int = 0o600) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    if not sync_dir:
+        return
     try:
         dir_fd = os.open(path.parent, os.O_RDONLY)
     except OSError:

@@ -148,6 +148,7 @@ class StateStore:
         change: Callable[[RunState], None],
         *,
         fallback: RunState | None = None,
+        sync_dir: bool = True,
     ) -> RunState:
         """Apply ``change`` to the state under the lock and write it back.
 
@@ -157,6 +158,7 @@ class StateStore:
                 corrupt file is kept beside it as ``state.json.corrupt-<version>`` so
                 nothing is lost, and a run folder that was deleted is made again
                 (0700). Without a fallback a corrupt file raises.
+            sync_dir: See ``write_atomically``.
 
         Returns:
             The state as written (with its new ``version``).
@@ -182,7 +184,7 @@ class StateStore:
                 state = copy.deepcopy(fallback)
             change(state)
             state.version += 1
-            self._write(state)
+            self._write(state, sync_dir=sync_dir)
             return state
 
     def _keep_corrupt_copy(self, fallback: RunState) -> None:
@@ -193,9 +195,9 @@ class StateStore:
         except OSError:
             pass
 
-    def _write(self, state: RunState) -> None:
+    def _write(self, state: RunState, *, sync_dir: bool = True) -> None:
         try:
-            write_atomically(self.path, encode_state(state))
+            write_atomically(self.path, encode_state(state), sync_dir=sync_dir)
         except (OSError, ValueError) as error:
             number = error.errno if isinstance(error, OSError) else None
             detail = error.strerror if isinstance(error, OSError) else str(error)

@@ -88,7 +88,7 @@ def _install() -> None:
 
     write = state.write_atomically
 
-    def write_then_maybe_crash(path: Any, data: bytes) -> None:
+    def write_then_maybe_crash(path: Any, data: bytes, **options: Any) -> None:
         if b'"agentPid": ' in data and b'"agentPid": null' not in data:
             _crash("spawn")
         if (
@@ -100,7 +100,7 @@ def _install() -> None:
             with open(tmp, "wb") as handle:
                 handle.write(data)
             _crash("state_write")
-        write(path, data)
+        write(path, data, **options)
 
     state.write_atomically = write_then_maybe_crash
 

@@ -1,0 +1,104 @@
+"""Start an agent on the fast path: ``vfork`` and exec, with its parent-death signal set
+by ``setpriv`` rather than by Python code between fork and exec.
+
+Python forks (it cannot ``vfork``) as soon as ``subprocess.Popen`` is given a
+``preexec_fn``; a driver-sized process then takes about 10 ms to start a program
+instead of well under one. The agent's parent-death signal (``PR_SET_PDEATHSIG``,
+so it dies with the driver) survives ``execve``, so util-linux's ``setpriv
+--pdeathsig KILL -- PROGRAM ARGS`` can set it and exec the agent in place: same pid,
+same argv, same environment. A run's cgroup is joined the same way, by ``/bin/sh``
+writing its own pid to ``cgroup.procs`` before it execs ``setpriv``: the agent is in
+the cgroup before it can start anything. Where ``setpriv`` is missing the caller keeps
+its ``preexec_fn``.
+
+A driver killed in the moment between the spawn and ``setpriv``'s ``prctl`` leaves
+the agent running without the signal (a ``preexec_fn`` would have seen it and exited);
+what a dead driver left is ended by the relaunch or the supervisor all the same, by
+cgroup, run id and process group (``loop.descendants.end_leftovers``).
+
+The program is looked up here first, as ``subprocess`` would, so that one that
+cannot be started is still an ``OSError`` of the driver (``cannot start X: No such
+file or directory``) and not ``setpriv``'s exit status 127.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+_SYSTEM_DIRS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin")
+"""Where ``setpriv`` is looked for: never on the agent's or the project's PATH."""
+
+
+@functools.cache
+def setpriv_path() -> str | None:
+    """util-linux's ``setpriv`` in a system folder, or None (not Linux, not installed)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    for folder in _SYSTEM_DIRS:
+        candidate = os.path.join(folder, "setpriv")
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def check_program(program: str, *, cwd: Path, env: Mapping[str, str]) -> None:
+    """Raise what starting ``program`` would raise if it cannot be started.
+
+    Looked up as ``subprocess`` and ``execvp`` look it up: a name with a slash is a
+    path (relative to ``cwd``), any other name is searched on ``env``'s ``PATH``.
+
+    Raises:
+        FileNotFoundError: no such file (on any ``PATH`` entry).
+        PermissionError: it exists but is not an executable file.
+    """
+    if os.sep in program:
+        candidates = [program]
+    else:
+        candidates = [os.path.join(folder or ".", program) for folder in os.get_exec_path(env)]
+    refused = False
+    for candidate in candidates:
+        path = os.path.join(cwd, candidate)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return
+        refused = refused or os.path.exists(path)
+    code = errno.EACCES if refused else errno.ENOENT
+    raise OSError(code, os.strerror(code), program)
+
+
+_JOIN_CGROUP = '{ echo 0 >"$0"; } 2>/dev/null; exec "$@"'
+"""``sh -c`` script: move this process into the cgroup whose ``cgroup.procs`` is
+``$0`` (a failure is ignored, as the ``preexec_fn`` ignores it), then exec the rest."""
+
+
+def fast_spawn_argv(
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    cgroup_procs: Path | None = None,
+) -> list[str] | None:
+    """The argv that starts ``argv`` with a parent-death signal (and in the cgroup
+    whose ``cgroup.procs`` file is ``cgroup_procs``) and no ``preexec_fn``, or None
+    where only a ``preexec_fn`` can do that.
+
+    Raises:
+        OSError: the program cannot be started (see ``check_program``).
+    """
+    setpriv = setpriv_path()
+    if setpriv is None or not argv:
+        return None
+    if cgroup_procs is not None and not os.access(_SH, os.X_OK):
+        return None
+    check_program(argv[0], cwd=cwd, env=env)
+    fast = [setpriv, "--pdeathsig", "KILL", "--", *argv]
+    if cgroup_procs is None:
+        return fast
+    return [_SH, "-c", _JOIN_CGROUP, str(cgroup_procs), *fast]
+
+
+_SH = "/bin/sh"
