@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autopilot.config_values import (
     LINE_SETTINGS,
@@ -33,15 +33,25 @@ from autopilot.config_values import (
     shown,
 )
 from autopilot.core.adaptive import DEFAULT_EXTENSION, DEFAULT_MAX_TOTAL
-from autopilot.core.completion import MatchMode
-from autopilot.core.policy import PolicyConfig
+from autopilot.core.vocabulary import MatchMode
 from autopilot.errors import StateFileError, UsageError
 from autopilot.store.files import MAX_CONFIG_FILE_BYTES, UnsafeFileError, read_bounded_file
 
+if TYPE_CHECKING:  # the decision policy loads only where a run decides
+    from autopilot.core.policy import PolicyConfig
+
+
+def _has_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a surrogate code point (bytes that were not UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 DEFAULT_MAX_ITERATIONS = 10
 """Iteration budget when none is given; unlimited needs ``--max-iterations 0``."""
-
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -82,6 +92,8 @@ class RunConfig:
         """The limits and promises as the decision policy takes them for a run of
         ``mode`` (a ``backlog`` run has its own evidence gate and no verify commands;
         only a ``self-improve`` run extends its iteration budget)."""
+        from autopilot.core.policy import PolicyConfig
+
         return PolicyConfig(
             completion_promise=self.completion_promise,
             abort_promise=self.abort_promise,
@@ -348,7 +360,7 @@ def build_config(
             if flag not in values:
                 continue
             where, raw = values[flag]
-            if _SURROGATE_RE.search(raw):
+            if _has_surrogate(raw):
                 raise UsageError(f"{where} is not valid UTF-8 text")
             if flag in UNION_SETTINGS:
                 value = parse(raw, where)

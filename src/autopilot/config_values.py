@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from autopilot.core.completion import MatchMode
+from autopilot.core.vocabulary import MatchMode
 from autopilot.errors import UsageError
 
 MAX_COUNT = 10**12

@@ -3,7 +3,9 @@ before the command line (click and every command) is imported.
 
 ``autopilot hook claude-stop`` and ``autopilot hook codex-stop`` run on every stop of
 every session in a project where the hook is installed; with no run armed they must
-answer in about the time Python takes to start (docs/hooks.md, "Answer time"). Every
+answer in about the time Python takes to start (docs/hooks.md, "Answer time"). The
+everyday commands in their usual forms (``status``, ``list``, ``pause``, ``resume``,
+``stop``, ``send``, ``--version``) run without click (``autopilot.cli.fast``); every
 other command goes to ``autopilot.cli.main``.
 """
 
@@ -60,6 +62,11 @@ def main() -> None:
         from autopilot.hook.stop import main as stop_main
 
         sys.exit(stop_main(HookAgent(agent)))
+    from autopilot.cli.fast import fast_command, run_fast
+
+    body = fast_command(sys.argv[1:])
+    if body is not None:
+        sys.exit(run_fast(body))
     from autopilot.cli.main import main as cli_main
 
     cli_main()

@@ -16,9 +16,10 @@ from tests.manage.runs import alive_driver, make_run, now_ms
 
 _PROBE = """
 import json, sys
-from autopilot.cli.main import main
+sys.argv = ["autopilot", *sys.argv[1:]]
+from autopilot.launch import main  # the console entry
 try:
-    main(sys.argv[1:])
+    main()
 except SystemExit as done:
     code = done.code
 print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
@@ -95,8 +96,10 @@ def test_everyday_commands_import_no_view_driver_or_adapter(
         age_files=False,
     )
     modules = _imported(args, project, runs)
-    assert "autopilot.cli.main" in modules
     assert _forbidden(modules) == []
+    # Their usual forms do not even load the command line's parser.
+    assert "click" not in modules
+    assert "autopilot.cli.main" not in modules
 
 
 def test_the_probe_sees_what_a_command_imports(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autopilot.core.completion import MatchMode, explicit_not_done, promise_present
+from autopilot.core.completion import explicit_not_done, promise_present
+from autopilot.core.vocabulary import MatchMode
 
 PROMPT = """Work through prd.json story by story.
 Reminder: when every story passes, reply with <promise>COMPLETE</promise>

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autopilot.cli.control_cmds import env_text
+from autopilot.cli.control_body import env_text
 from autopilot.config import RunConfig
 from autopilot.store.state import read_state
 from tests.fakes import Scripted, SimulatedCrash, arm, claude_lines

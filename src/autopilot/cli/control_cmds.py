@@ -1,175 +1,27 @@
-"""``autopilot pause | resume | stop | status [RUN]``."""
+"""``autopilot pause | resume | stop | status [RUN]`` (bodies in ``cli.control_body``)."""
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-from typing import TYPE_CHECKING
-
 import click
 
-from autopilot import control
-from autopilot.cli.echo import say, say_json
-from autopilot.core.ending import describe_ending
-from autopilot.core.vocabulary import RunStatus
-from autopilot.loop.clock import SystemClock
-from autopilot.store.lanes import lane_views
-from autopilot.store.paths import resolve_run, run_dir, runs_root
-from autopilot.store.project_files import run_off_switch
-from autopilot.store.run_state import RunState
-from autopilot.store.rundir import RunDir
-from autopilot.store.state import read_state_quietly
-from autopilot.view.plain import format_moment
-from autopilot.view.present import elapsed_ms, fmt_duration
-from autopilot.view.safe import shown
-
-if TYPE_CHECKING:
-    from autopilot.hook.status import HookRunView
-
-
-def ending_of(state: RunState) -> str:
-    """``describe_ending`` for a terminated run's state."""
-    return describe_ending(state.termination_reason, completed=state.completed)
-
-
-def worktree_of(state: RunState) -> dict[str, str] | None:
-    """A ``--worktree`` run's ``worktree`` record in ``state.json`` (``path``,
-    ``branch``, ``base``, ``origin``), or None; read here without loading git code."""
-    record = state.extra.get("worktree")
-    if not isinstance(record, dict):
-        return None
-    keys = ("path", "branch", "base", "origin")
-    if not all(isinstance(record.get(key), str) and record.get(key) for key in keys):
-        return None
-    return {key: str(record[key]) for key in keys}
-
-
-def status_text(state: RunState, now_ms: int) -> str:
-    """The run's status in words: how it ended, or its status with what is pending.
-
-    ``completed (completion_promise)``, ``stopped by the user``; ``running (stop
-    requested)``, ``running (pause requested)``, ``paused``, ``rate_limited until
-    19:00:00``.
-    """
-    if state.terminated:
-        return ending_of(state)
-    status = state.status.value
-    until = state.waiting_until_ms
-    if state.status in (RunStatus.RATE_LIMITED, RunStatus.WAITING) and until is not None:
-        status += f" until {format_moment(until, day_of_ms=now_ms)}"
-    if state.stop_requested or state.stop_now:
-        return status + (" (stop --now requested)" if state.stop_now else " (stop requested)")
-    if state.paused and state.status is not RunStatus.PAUSED:
-        return status + " (pause requested)"
-    if state.gate is not None:
-        return status + f" — waits for your answer: {state.gate} (autopilot answer TEXT)"
-    return status
-
-
-def hook_lines(state: RunState, hook: HookRunView, now_ms: int) -> list[str]:
-    """A hook run's ``cost`` line and, in place of ``driver``, what it is: ``mode``
-    (the session it is armed for), ``last stop`` and ``session`` (its CLI process)."""
-    spend = state.spend
-    if hook.cost_known or spend.cost_usd > 0:
-        cost = f"${spend.cost_usd:.4f}"
-    else:
-        cost = "unknown: the session's transcript records no cost"
-        if state.config.max_cost_usd is not None:
-            cost += f" (--max-cost ${state.config.max_cost_usd:g} cannot bind)"
-    agent = hook.agent or state.agent or "agent"
-    if hook.session_id:
-        mode = f"hook: {_field(agent)} session {_field(hook.session_id)}"
-    elif hook.armed and hook.claim_until_ms is not None:
-        until = format_moment(hook.claim_until_ms, day_of_ms=now_ms)
-        where = _field(hook.project)
-        if hook.claim_until_ms >= now_ms:
-            mode = f"hook: the first {agent} session that stops in {where} until {until} claims it"
-        else:
-            mode = f"hook: no {agent} session stopped in {where} before {until}; nothing claims it"
-    else:
-        mode = "hook"
-    if not hook.armed:
-        mode += " (no longer armed)" if state.terminated else " (not in the registry)"
-    lines = [f"cost       {cost}", f"mode       {mode}"]
-    if not hook.armed:
-        return lines
-    if hook.last_stop_at_ms is not None:
-        ago = fmt_duration(max(now_ms - hook.last_stop_at_ms, 0))
-        lines.append(
-            f"last stop  {format_moment(hook.last_stop_at_ms, day_of_ms=now_ms)} ({ago} ago)"
-        )
-    else:
-        lines.append("last stop  none yet")
-    cli = hook.cli
-    if cli is None or hook.cli_alive is None:
-        lines.append("session    waiting for the next Stop")
-    elif hook.cli_alive:
-        lines.append(f"session    alive (pid {cli.pid})")
-    else:
-        lines.append(
-            f"session    gone (pid {cli.pid}): its next Stop never comes; "
-            f"autopilot stop {state.run_id} ends the run"
-        )
-    return lines
-
-
-def env_text(state: RunState) -> str:
-    """What ``status`` says of the agent's environment: the names of its variables the
-    run started with (never their values), and those the current driver lacks. A
-    supervisor's restart keeps the daemon's environment; a relaunch (``start``, bare
-    ``autopilot``, the login service) passes on its own."""
-    if state.env_missing:
-        return (
-            f"lacks {_field(', '.join(state.env_missing))}, which the run started with: "
-            "autopilot start it from a shell that has them"
-        )
-    names = ", ".join(state.agent_env or ()) or "none of the agent's variables"
-    return f"{_field(names)} (a relaunch passes on its own shell's environment)"
-
-
-def _field(value: object) -> str:
-    """One value of a status line, on one line whatever it holds."""
-    return shown(str(value))
-
+from autopilot.cli import control_body
 
 _RUN_ARG = click.argument("run_ref", metavar="[RUN]", required=False)
 _CTX = {"help_option_names": ["-h", "--help"]}
-
-
-def _run_dir(run_ref: str | None) -> Path:
-    root = runs_root(create=False)
-    run_id = resolve_run(root, run_ref, project=None if run_ref else Path.cwd().resolve())
-    return run_dir(root, run_id)
 
 
 @click.command(context_settings=_CTX)
 @_RUN_ARG
 def pause(run_ref: str | None) -> int:
     """Pause RUN at its next iteration boundary (the agent is not interrupted)."""
-    say(control.pause(_run_dir(run_ref), SystemClock()).message)
-    return 0
+    return control_body.pause(run_ref)
 
 
 @click.command(context_settings=_CTX)
 @_RUN_ARG
 def resume(run_ref: str | None) -> int:
     """Resume a paused RUN."""
-    folder = _run_dir(run_ref)
-    before = read_state_quietly(RunDir(folder).state) or RunState()
-    result = control.resume(folder, SystemClock())
-    say(resume_message(folder.name, before, result.state))
-    return 0
-
-
-def resume_message(run_id: str, before: RunState, after: RunState) -> str:
-    """What ``resume`` did: resumed, nothing to resume, or held by the OFF file."""
-    off = run_off_switch(after) if after.cwd else None
-    was_paused = before.status is RunStatus.PAUSED or before.paused
-    if off is not None and was_paused:
-        return f"{run_id}: still paused by {off}; autopilot on (or remove that file) to resume"
-    if not was_paused:
-        return f"{run_id}: not paused; nothing to resume"
-    return f"{run_id}: resumed"
+    return control_body.resume(run_ref)
 
 
 @click.command(context_settings=_CTX)
@@ -177,8 +29,7 @@ def resume_message(run_id: str, before: RunState, after: RunState) -> str:
 @_RUN_ARG
 def stop(now: bool, run_ref: str | None) -> int:
     """Stop RUN at its next iteration boundary (or now, with --now)."""
-    say(control.stop(_run_dir(run_ref), SystemClock(), now=now).message)
-    return 0
+    return control_body.stop(now, run_ref)
 
 
 @click.command(context_settings=_CTX)
@@ -186,71 +37,4 @@ def stop(now: bool, run_ref: str | None) -> int:
 @_RUN_ARG
 def status(as_json: bool, run_ref: str | None) -> int:
     """Show RUN's state: status, iteration, spend, last response, driver liveness."""
-    report = control.status(_run_dir(run_ref))
-    if as_json:
-        say_json(report.to_json(), indent=2)
-        return 0
-    state, snap = report.state, report.snapshot
-    now_ms = int(time.time() * 1000)
-    spend = state.spend
-    maximum = state.max_iterations or "∞"
-    alive = {True: "alive", False: "gone", None: "none"}[report.alive]
-    directory = state.cwd or "unknown (written by another implementation)"
-    lines = [
-        f"run        {_field(state.run_id)}",
-        f"status     {status_text(state, now_ms)}",
-        f"agent      {_field(state.agent)}" + (f" ({_field(state.model)})" if state.model else ""),
-        f"iteration  {state.iteration} of {maximum} ({spend.iterations} spent)",
-        f"elapsed    {fmt_duration(elapsed_ms(state.to_json(), snap, now_ms))}",
-        f"tokens     {spend.tokens.input} in / {spend.tokens.output} out",
-        *(
-            hook_lines(state, report.hook, now_ms)
-            if report.hook is not None
-            else [
-                f"cost       ${spend.cost_usd:.4f}",
-                f"driver     {alive}"
-                + (f" (pid {state.pid})" if state.pid else "")
-                + (
-                    f" — relaunch: autopilot start {state.run_id}; "
-                    f"end it: autopilot stop {state.run_id}"
-                    if report.alive is False and not state.terminated
-                    else ""
-                ),
-            ]
-        ),
-        f"directory  {_field(directory)}",
-    ]
-    worktree = worktree_of(state)
-    if worktree is not None:
-        lines.append(f"worktree   {_field(worktree['path'])}")
-        lines.append(f"branch     {_field(worktree['branch'])} (from {_field(worktree['origin'])})")
-    root = runs_root(create=False)
-    lines.extend(shown(view.line()) for view in lane_views(root, state))
-    if state.supervisor_pid or report.supervisor is not None:
-        supervisor = {True: "alive", False: "gone", None: "none"}[report.supervisor]
-        lines.insert(-1, f"supervisor {supervisor} (pid {state.supervisor_pid})")
-    if not state.terminated and state.agent_env is not None:
-        lines.append(f"env        {env_text(state)}")
-    if report.pending_messages:
-        waiting = (
-            "never delivered (the run ended first)"
-            if state.terminated
-            else "waiting for the next iteration"
-        )
-        lines.append(f"messages   {report.pending_messages} {waiting}")
-    if state.termination_note:
-        lines.append(f"note       {_field(' '.join(state.termination_note.split()))}")
-    restored = snap.lastRestore
-    if restored is not None:
-        when = format_moment(restored["ts"], day_of_ms=now_ms)
-        count = restored["filesChanged"]
-        files = "" if count is None else f" ({count} file{'' if count == 1 else 's'})"
-        lines.append(
-            f"restored   {_field(restored['checkpoint'])} at {when}{files}; undo: "
-            f"autopilot restore {state.run_id} --checkpoint "
-            f"{_field(restored['safetyCheckpoint'])}"
-        )
-    if snap.lastExcerpt:
-        lines.append(f"last       {' '.join(snap.lastExcerpt.split())[:200]}")
-    say("\n".join(lines))
-    return 0
+    return control_body.status(as_json, run_ref)

@@ -12,8 +12,6 @@ import os
 import sys
 from typing import IO, Any
 
-import click
-
 from autopilot.view.safe import shown, shown_json
 
 _closed: set[str] = set()
@@ -22,23 +20,29 @@ _closed: set[str] = set()
 
 def say(text: str = "", *, err: bool = False) -> None:
     """Print ``text`` (lines kept) with secrets redacted and controls escaped."""
-    _echo(shown(text, newlines=True), err=err)
+    write_line(shown(text, newlines=True), err=err)
 
 
 def say_json(value: Any, *, indent: int | None = None) -> None:
     """Print ``value`` as JSON, redacted, with controls ``\\u``-escaped."""
-    _echo(shown_json(value, indent=indent), err=False)
+    write_line(shown_json(value, indent=indent))
 
 
-def _echo(text: str, *, err: bool) -> None:
+def write_line(text: str, *, err: bool = False) -> None:
+    """Write ``text`` and a newline to stdout (or stderr) as it is, and flush; a
+    broken pipe closes the stream for good (``silence``). The text must already be
+    safe to show (``shown``): as ``click.echo`` would, it reaches the stream whole,
+    since it holds no escape sequence to strip."""
     name = "stderr" if err else "stdout"
-    if name in _closed:
+    stream = sys.stderr if err else sys.stdout
+    if name in _closed or stream is None:
         return
     try:
-        click.echo(text, err=err)
+        stream.write(text + "\n")
+        stream.flush()
     except BrokenPipeError:
         _closed.add(name)
-        silence(sys.stderr if err else sys.stdout)
+        silence(stream)
 
 
 def silence(stream: IO[str]) -> None:

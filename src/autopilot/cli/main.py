@@ -13,14 +13,13 @@ with exit 1, and ``AUTOPILOT_DEBUG=1`` shows its traceback instead.
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 from collections.abc import Sequence
 
 import click
 
 from autopilot import __version__
-from autopilot.errors import AutopilotError, EnvironmentProblem
+from autopilot.cli.failures import error_line, exit_code_for
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -100,43 +99,8 @@ def _split_extra(argv: list[str]) -> tuple[list[str], tuple[str, ...]]:
     return argv, ()
 
 
-_MAX_ERROR_CHARS = 1000
-
-
-def _one_line(text: str) -> str:
-    """``text`` with its line breaks flattened and cut, so an error is one line."""
-    line = " ".join(text.splitlines()).strip()
-    return line if len(line) <= _MAX_ERROR_CHARS else line[: _MAX_ERROR_CHARS - 1] + "…"
-
-
 def _error(message: str) -> None:
-    from autopilot.view.safe import shown
-
-    click.echo(shown(_one_line(message)), err=True)
-
-
-def _describe_os_error(error: OSError) -> str:
-    """``<strerror>: <filename>`` (as ``open`` and ``write`` report it)."""
-    detail = error.strerror or str(error) or type(error).__name__
-    if error.filename is not None:
-        detail += f": {os.fsdecode(error.filename)}"
-    if error.filename2 is not None:
-        detail += f" -> {os.fsdecode(error.filename2)}"
-    return detail
-
-
-def _quiet_stdout() -> None:
-    """Flush stdout, or point it at /dev/null if it cannot take more.
-
-    After a full disk or a closed pipe the interpreter's own flush at exit would
-    print a second error; with nothing left to flush, it prints none.
-    """
-    try:
-        sys.stdout.flush()
-    except (OSError, ValueError):
-        from autopilot.cli.echo import silence
-
-        silence(sys.stdout)
+    error_line(message)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -164,27 +128,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.Abort:
         _error("autopilot: interrupted")
         code = 130
-    except KeyboardInterrupt:
-        code = 130
     except click.ClickException as error:
         _error(f"autopilot: error: {error.format_message()}")
         code = error.exit_code
-    except AutopilotError as error:
-        _error(f"autopilot: error: {error}")
-        code = error.exit_code
-    except BrokenPipeError:
-        _quiet_stdout()
-        code = 0
-    except OSError as error:
-        _quiet_stdout()
-        _error(f"autopilot: error: {_describe_os_error(error)}")
-        code = EnvironmentProblem.exit_code
-    except Exception as error:
-        if os.environ.get("AUTOPILOT_DEBUG", "") not in ("", "0"):
-            raise
-        _error(
-            f"autopilot: internal error: {type(error).__name__}: {error} "
-            "(set AUTOPILOT_DEBUG=1 for the traceback)"
-        )
-        code = 1
+    except (KeyboardInterrupt, Exception) as error:
+        code = exit_code_for(error)
     sys.exit(code if isinstance(code, int) else 0)

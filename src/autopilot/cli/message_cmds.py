@@ -2,36 +2,21 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 import click
 
+from autopilot.cli import send_body
 from autopilot.cli.echo import say
-from autopilot.core.restart import HOOK_MODE
-from autopilot.core.vocabulary import RunStatus
 from autopilot.errors import UsageError
-from autopilot.loop.clock import SystemClock
-from autopilot.runtime.liveness import driver_alive, supervisor_alive
-from autopilot.runtime.messages import queue_message
 from autopilot.store.memory import read_memory
 from autopilot.store.paths import list_run_ids, resolve_run, run_dir, runs_root
-from autopilot.store.project_files import memory_path, off_path, run_off_switch
-from autopilot.store.run_state import RunState
+from autopilot.store.project_files import memory_path, off_path
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state, read_state_quietly
 
 _CTX = {"help_option_names": ["-h", "--help"]}
-
-
-def _read_text_file(name: str) -> str:
-    if name == "-":
-        return sys.stdin.read()
-    try:
-        return Path(name).expanduser().read_text(encoding="utf-8", errors="replace")
-    except OSError as error:
-        raise UsageError(f"cannot read {name}: {error.strerror or error}") from None
 
 
 @click.command(context_settings=_CTX)
@@ -49,73 +34,7 @@ def send(file_name: str | None, no_start: bool, args: tuple[str, ...]) -> int:
     autopilot is OFF in its project or the run waits for your answer to a gate.
     RUN omitted: this directory's run.
     """
-    if file_name is not None:
-        if len(args) > 1:
-            raise UsageError("with --file, give at most RUN")
-        run_ref = args[0] if args else None
-        text = _read_text_file(file_name)
-    elif len(args) == 1:
-        run_ref, text = None, args[0]
-    elif len(args) == 2:
-        run_ref, text = args
-    else:
-        raise UsageError("give the message as TEXT (or --file F), optionally after RUN")
-    root = runs_root(create=False)
-    run_id = resolve_run(root, run_ref, project=None if run_ref else Path.cwd().resolve())
-    folder = run_dir(root, run_id)
-    from autopilot.manage.activity import settled_state
-
-    # A run whose log says it ended is not relaunched for a message (state.json may
-    # not have been writable to say so).
-    settled = settled_state(folder, read_state(RunDir(folder).state))
-    if settled.terminated:
-        raise UsageError(
-            f"run {run_id} has already ended ({settled.termination_reason or settled.status}); "
-            "it takes no more messages"
-        )
-    message = queue_message(folder, text, SystemClock())
-    say(
-        f"autopilot: message {message.id} queued for {run_id}; "
-        "the agent gets it at its next iteration"
-    )
-    state = read_state(RunDir(folder).state)
-    if driver_alive(state) or supervisor_alive(state):
-        return 0
-    if state.mode == HOOK_MODE:
-        say(
-            f"autopilot: {run_id} runs in its agent session's Stop hook: the message goes "
-            "with the next iteration that session starts"
-        )
-        return 0
-    why = _why_not_relaunched(state, no_start)
-    if why is not None:
-        say(
-            f"autopilot: no daemon is running {run_id} ({why}): the message is delivered "
-            f"once the run goes on (autopilot start {run_id})"
-        )
-        return 0
-    from autopilot.cli.run_cmds import launch_detached
-
-    say(f"autopilot: no daemon was running {run_id}: relaunching it to read the message")
-    return launch_detached(root, run_id)
-
-
-def _why_not_relaunched(state: RunState, no_start: bool) -> str | None:
-    """Why ``send`` leaves a run with a dead daemon as it is, or None to relaunch it."""
-    from autopilot.errors import AgentNotFoundError
-    from autopilot.runtime.agents import adapter_for_state
-
-    if no_start:
-        return "--no-start"
-    if run_off_switch(state) is not None:
-        return "autopilot is OFF in its project"
-    if state.status in (RunStatus.GATED, RunStatus.AWAITING_USER):
-        return f"it is {state.status.value}: it waits for your answer"
-    try:
-        adapter_for_state(state).check_installed()
-    except AgentNotFoundError as error:
-        return str(error)
-    return None
+    return send_body.send(file_name, no_start, args)
 
 
 @click.command(context_settings=_CTX)

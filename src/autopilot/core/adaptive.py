@@ -12,10 +12,13 @@ user gave holds. ``--grow-project`` and prompt runs never extend.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from autopilot.core.attempt import Attempt
-from autopilot.core.policy import Decision, PolicyConfig
 from autopilot.core.vocabulary import Action, Reason
+
+if TYPE_CHECKING:  # types only: config.py reads this module's defaults
+    from autopilot.core.attempt import Attempt
+    from autopilot.core.policy import Decision, PolicyConfig
 
 DEFAULT_EXTENSION = 5
 DEFAULT_MAX_TOTAL = 50

@@ -35,17 +35,8 @@ import sys
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterator
-from enum import StrEnum
 
-
-class MatchMode(StrEnum):
-    """How strictly a promise token must stand in the final message."""
-
-    SENTENCE = "sentence"
-    WORD = "word"
-    TAG = "tag"
-    SUBSTRING = "substring"
-
+from autopilot.core.vocabulary import MatchMode
 
 _MASK = "\ue000"
 """Stands in for each character that is not prose (code, quotes, comments)."""

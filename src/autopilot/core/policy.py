@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autopilot.core.completion import MatchMode, explicit_not_done, promise_present
-from autopilot.core.vocabulary import Action, Outcome, Progress, Reason
+from autopilot.core.completion import explicit_not_done, promise_present
+from autopilot.core.vocabulary import Action, MatchMode, Outcome, Progress, Reason
 
 FAILED_OUTCOMES = frozenset({Outcome.AGENT_ERROR, Outcome.LAUNCH_FAILED})
 

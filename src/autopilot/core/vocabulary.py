@@ -228,3 +228,13 @@ class EventType(StrEnum):
     LANE = "lane"
     LANE_MERGED = "lane_merged"
     MERGE_CONFLICT = "merge_conflict"
+
+
+class MatchMode(StrEnum):
+    """How strictly a promise token must stand in the final message
+    (``core.completion``)."""
+
+    SENTENCE = "sentence"
+    WORD = "word"
+    TAG = "tag"
+    SUBSTRING = "substring"

@@ -8,7 +8,8 @@ asks it (docs/hooks.md, "Answer time"). A run leaves the registry when it ends.
 from __future__ import annotations
 
 import os
-import sys
+
+from autopilot.store.state_home import xdg_runs_root
 
 HOOKS_DIR_NAME = "hooks"
 ENTRY_SUFFIX = ".json"
@@ -27,12 +28,7 @@ def runs_root_quick() -> str | None:
     if configured:
         root = os.path.expanduser(configured)
         return root if os.path.isabs(root) else os.path.join(os.getcwd(), root)
-    if sys.platform == "darwin" or sys.platform.startswith(("win", "cygwin")):
-        return None
-    state_home = os.environ.get("XDG_STATE_HOME", "").strip()
-    if not state_home:
-        state_home = os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(state_home, "autopilot", "runs")
+    return xdg_runs_root()
 
 
 def hooks_dir(runs_root: str) -> str:

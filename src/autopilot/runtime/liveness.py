@@ -17,7 +17,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import socket
+from _socket import gethostname  # socket.gethostname itself, without socket's imports
 from pathlib import Path
 
 from autopilot.loop.identity import is_same_process
@@ -45,7 +45,7 @@ def process_alive(
     """
     if pid is None or isinstance(pid, bool) or pid <= 0:
         return None
-    if host and host != socket.gethostname():
+    if host and host != gethostname():
         return True  # another machine's process cannot be checked from here
     same = is_same_process(pid, start_time, command)
     return True if same is None else same
@@ -104,7 +104,7 @@ def driver_running(run_dir: Path, state: RunState | None) -> bool | None:
     """
     if state is None or state.terminated:
         return None
-    if state.host and state.host != socket.gethostname():
+    if state.host and state.host != gethostname():
         return True if driver_lock_held(run_dir) else None
     alive = driver_alive(state)
     if alive:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from autopilot.errors import RunNotFoundError, RunsRootError, UsageError
 from autopilot.store.rundir import RunDir
+from autopilot.store.state_home import xdg_runs_root
 
 if TYPE_CHECKING:
     from autopilot.store.run_state import RunState
@@ -37,8 +38,10 @@ def runs_root(*, create: bool = True) -> Path:
         root = Path(configured).expanduser()
         if not root.is_absolute():
             root = Path.cwd() / root
+    elif (quick := xdg_runs_root()) is not None:
+        root = Path(quick)
     else:
-        import platformdirs  # only where no runs root is named
+        import platformdirs  # only where the platform's rule needs it
 
         root = platformdirs.user_state_path("autopilot") / "runs"
     if create:

@@ -1,0 +1,113 @@
+"""The body of ``autopilot list``, without click: the command line (``cli.view_cmds``)
+and the fast path (``cli.fast``) both call it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from autopilot.cli.control_body import status_text, worktree_of
+from autopilot.cli.echo import say, say_json
+from autopilot.config_values import parse_int
+from autopilot.manage.activity import Activity, run_activity, settled_state
+from autopilot.store.finished import FinishedRuns, file_key
+from autopilot.store.index import read_index
+from autopilot.store.paths import runs_root
+from autopilot.store.rundir import RunDir
+from autopilot.store.state import read_state_quietly
+from autopilot.view.safe import shown
+
+
+def list_runs(as_json: bool, limit: str | None) -> int:
+    """``autopilot list [--json] [--limit N]``; its exit code."""
+    count = parse_int(limit, name="--limit", minimum=1) if limit is not None else None
+    root = runs_root(create=False)
+    rows = list(read_index(root))[::-1]
+    if count is not None:
+        rows = rows[:count]
+    finished = FinishedRuns(root)
+    if count is None:
+        finished.keep_only({str(row["runId"]) for row in rows})
+    lines = [f"{'started':<16}  {'run':<40} {'iteration':<10} status"] if rows else []
+    now_ms = int(time.time() * 1000)
+    for row in rows:
+        run_id = str(row["runId"])
+        shown_row = _list_row(root, run_id, finished, now_ms)
+        if as_json:
+            fields = ("status", "reason", "iterations", "worktree")
+            say_json(dict(row, **{k: shown_row[k] for k in fields}))
+            continue
+        started = row.get("ts") if isinstance(row.get("ts"), int) else row.get("startedAt")
+        when = (
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(started / 1000))
+            if isinstance(started, int)
+            else "????-??-?? ??:??"
+        )
+        iteration = shown_row["iterations"]
+        lines.append(
+            f"{when}  {_one_line(run_id):<40} iter {'?' if iteration is None else iteration}/"
+            f"{_one_line(str(row.get('maxIterations') or '∞')):<4} {_one_line(shown_row['text'])}"
+            + (
+                f"  (worktree, branch {_one_line(branch)})"
+                if (branch := _branch(shown_row))
+                else ""
+            )
+        )
+    if not as_json and lines:
+        say("\n".join(lines))  # redacted and escaped as a whole
+    finished.save()
+    return 0
+
+
+def _one_line(text: str) -> str:
+    """A field of a ``list`` line: ``shown`` on one line. A printable field has no
+    control or line break to escape, and ``say`` redacts the whole output."""
+    return text if text.isprintable() else shown(text)
+
+
+def _branch(shown_row: dict[str, Any]) -> str | None:
+    """A ``--worktree`` run's branch, from its ``list`` row."""
+    worktree = shown_row.get("worktree")
+    branch = worktree.get("branch") if isinstance(worktree, dict) else None
+    return branch if isinstance(branch, str) else None
+
+
+_LIST_FIELDS = ("status", "reason", "iterations", "text", "worktree")
+
+
+def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> dict[str, Any]:
+    """What ``list`` shows of a run: ``status``, ``reason``, ``iterations``, ``text``
+    (its status in words) and ``worktree`` (a ``--worktree`` run's, else None); an
+    ended run's from ``finished.json`` when it is current."""
+
+    key = file_key(f"{root}/{run_id}")
+    cached = finished.get(run_id, "list", key)
+    if isinstance(cached, list) and len(cached) == len(_LIST_FIELDS):
+        return dict(zip(_LIST_FIELDS, cached, strict=True))
+    folder = root / run_id
+    state = read_state_quietly(RunDir(folder).state)
+    if state is None:
+        return {
+            "status": None,
+            "reason": None,
+            "iterations": None,
+            "text": "missing",
+            "worktree": None,
+        }
+    state = settled_state(folder, state)  # the log's ending over a state.json left behind
+    worktree = worktree_of(state)
+    if not state.terminated and run_activity(folder, state) is Activity.GONE:
+        text = f"driver gone (autopilot start {folder.name} relaunches it)"
+    else:
+        text = status_text(state, now_ms)
+    shown_row = {
+        "status": str(state.status),
+        "reason": state.termination_reason,
+        "iterations": state.iteration,
+        "text": text,
+        "worktree": worktree,
+    }
+    if state.terminated:
+        finished.put(run_id, "list", key, [shown_row[name] for name in _LIST_FIELDS])
+    return shown_row
