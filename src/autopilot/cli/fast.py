@@ -1,7 +1,7 @@
-"""The everyday commands without click: ``--version``, ``status``, ``list``, ``pause``,
-``resume``, ``stop`` and ``send`` in their usual forms are parsed here and run the
-same bodies as the command line, so a person typing ``autopilot status`` does not wait
-for click and every command's module to load.
+"""The everyday commands without click: ``--version``, ``status``, ``list``,
+``stats``, ``pause``, ``resume``, ``stop`` and ``send`` in their usual forms are
+parsed here and run the same bodies as the command line, so a person typing
+``autopilot status`` does not wait for click and every command's module to load.
 
 Only what click would accept in the same way is taken: the command's own flags and
 its positional arguments. Anything else (``--help``, an unknown or misspelt option,
@@ -92,6 +92,20 @@ def _list(args: list[str]) -> Body | None:
     return body
 
 
+def _stats(args: list[str]) -> Body | None:
+    parsed = _split(args, frozenset({"--json"}))
+    if parsed is None or parsed[2]:
+        return None
+    given = parsed[0]
+
+    def body() -> int:
+        from autopilot.cli import stats_body
+
+        return stats_body.stats("--json" in given)
+
+    return body
+
+
 def _send(args: list[str]) -> Body | None:
     parsed = _split(args, frozenset({"--no-start"}))
     if parsed is None:
@@ -128,6 +142,7 @@ _PARSERS: dict[str, Callable[[list[str]], Body | None]] = {
     "resume": lambda args: _control("resume", args),
     "stop": lambda args: _control("stop", args),
     "send": _send,
+    "stats": _stats,
 }
 
 

@@ -6,13 +6,13 @@ import time
 
 import click
 
-from autopilot.cli.echo import say, say_json
+from autopilot.cli import stats_body
+from autopilot.cli.echo import say
 from autopilot.config_values import parse_duration_seconds
 from autopilot.errors import EnvironmentProblem, UsageError
 from autopilot.manage.doctor import Level, run_doctor
 from autopilot.manage.prune import apply_prune, plan_prune
 from autopilot.store.paths import runs_root
-from autopilot.view.stats import aggregate, collect, format_stats
 
 _CTX = {"help_option_names": ["-h", "--help"]}
 
@@ -21,13 +21,7 @@ _CTX = {"help_option_names": ["-h", "--help"]}
 @click.option("--json", "as_json", is_flag=True, help="Print the totals as one JSON object.")
 def stats(as_json: bool) -> int:
     """Totals over all runs: outcomes, labels, agents, iterations, tokens and cost."""
-    root = runs_root(create=False)
-    totals = aggregate(collect(root))
-    if as_json:
-        say_json(totals)
-    else:
-        say("\n".join(format_stats(totals)))
-    return 0
+    return stats_body.stats(as_json)
 
 
 def _megabytes(size: int) -> str:

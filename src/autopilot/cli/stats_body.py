@@ -1,0 +1,19 @@
+"""The body of ``autopilot stats``, without click: the command line
+(``cli.manage_cmds``) and the fast path (``cli.fast``) both call it."""
+
+from __future__ import annotations
+
+from autopilot.cli.echo import say, say_json
+from autopilot.store.paths import runs_root
+from autopilot.view.stats import aggregate, collect, format_stats
+
+
+def stats(as_json: bool) -> int:
+    """``autopilot stats [--json]``; its exit code."""
+    root = runs_root(create=False)
+    totals = aggregate(collect(root))
+    if as_json:
+        say_json(totals)
+    else:
+        say("\n".join(format_stats(totals)))
+    return 0
