@@ -278,9 +278,12 @@ def _supervise(
             if last is not None:
                 on_line(last.decode("utf-8", "replace"))
             # Both pipes closed: the agent is exiting. Let it, before signalling anyone.
+            # Usually a matter of microseconds: look again soon, then less often.
             deadline = time.monotonic() + limits.result_grace_seconds
+            pause = 0.0005
             while not agent.exited() and time.monotonic() < deadline:
-                time.sleep(0.02)
+                time.sleep(pause)
+                pause = min(pause * 2, 0.02)
         leader_exited = agent.exited()
     finally:
         selector.close()
