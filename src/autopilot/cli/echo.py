@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import IO, Any
 
-from autopilot.view.safe import shown, shown_json
+TYPE_CHECKING = False  # as typing's, without importing typing (``--version``)
+
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 _closed: set[str] = set()
 """The streams (``stdout``, ``stderr``) a broken pipe has closed."""
@@ -20,11 +22,15 @@ _closed: set[str] = set()
 
 def say(text: str = "", *, err: bool = False) -> None:
     """Print ``text`` (lines kept) with secrets redacted and controls escaped."""
+    from autopilot.view.safe import shown  # not for ``--version``
+
     write_line(shown(text, newlines=True), err=err)
 
 
 def say_json(value: Any, *, indent: int | None = None) -> None:
     """Print ``value`` as JSON, redacted, with controls ``\\u``-escaped."""
+    from autopilot.view.safe import shown_json
+
     write_line(shown_json(value, indent=indent))
 
 

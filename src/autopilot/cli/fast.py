@@ -14,9 +14,13 @@ compares the two on the same inputs).
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 
-Body = Callable[[], int]
+TYPE_CHECKING = False  # as typing's, without importing typing (``--version``)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Body = Callable[[], int]
 
 
 def _split(
