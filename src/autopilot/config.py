@@ -36,6 +36,7 @@ from autopilot.core.adaptive import DEFAULT_EXTENSION, DEFAULT_MAX_TOTAL
 from autopilot.core.vocabulary import MatchMode
 from autopilot.errors import StateFileError, UsageError
 from autopilot.store.files import MAX_CONFIG_FILE_BYTES, UnsafeFileError, read_bounded_file
+from autopilot.store.xdg import xdg_config_file
 
 if TYPE_CHECKING:  # the decision policy loads only where a run decides
     from autopilot.core.policy import PolicyConfig
@@ -223,7 +224,10 @@ def _json_value(value: Any, name: str, parse: Callable[[str, str], Any] | None) 
 
 def user_config_path() -> Path:
     """The user's config file (``~/.config/autopilot/config.toml`` on Linux)."""
-    import platformdirs
+    quick = xdg_config_file()
+    if quick is not None:
+        return Path(quick)
+    import platformdirs  # only where the platform's rule needs it
 
     return platformdirs.user_config_path("autopilot") / "config.toml"
 

@@ -113,6 +113,7 @@ _NOT_FOR_A_DRIVER = (
     "email",
     "zoneinfo",
     "tomllib",  # no config file here
+    "tempfile",  # nothing written through a temp file of its own
     "autopilot.agents.claude",
     "autopilot.agents.codex",
     "autopilot.agents.pi",
@@ -155,3 +156,5 @@ def test_a_driver_run_imports_only_what_it_uses(tmp_path: Path) -> None:
         if any(name == b or name.startswith(b + ".") for b in _NOT_FOR_A_DRIVER)
     )
     assert banned == []
+    if sys.platform.startswith("linux"):  # the XDG rule, without platformdirs
+        assert "platformdirs" not in modules

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from autopilot.store.state_home import xdg_runs_root
+from autopilot.store.xdg import xdg_runs_root
 
 HOOKS_DIR_NAME = "hooks"
 ENTRY_SUFFIX = ".json"

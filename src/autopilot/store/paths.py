@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from autopilot.errors import RunNotFoundError, RunsRootError, UsageError
 from autopilot.store.rundir import RunDir
-from autopilot.store.state_home import xdg_runs_root
+from autopilot.store.xdg import xdg_runs_root
 
 if TYPE_CHECKING:
     from autopilot.store.run_state import RunState

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,6 +84,8 @@ def write_report(
     folder = run_folder / REPORTS_DIR
     folder.mkdir(mode=0o700, exist_ok=True)
     data = json.dumps(report_to_json(report, ts_ms=ts_ms, iteration=iteration)).encode()
+    import tempfile  # only when a report is written
+
     fd, temp = tempfile.mkstemp(prefix=".report-", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as handle:
