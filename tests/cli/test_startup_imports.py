@@ -114,6 +114,8 @@ _NOT_FOR_A_DRIVER = (
     "zoneinfo",
     "tomllib",  # no config file here
     "tempfile",  # nothing written through a temp file of its own
+    "bz2",  # shutil's archive support, for a which or a copy it does not need here
+    "lzma",
     "autopilot.agents.claude",
     "autopilot.agents.codex",
     "autopilot.agents.pi",

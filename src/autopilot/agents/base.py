@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -317,6 +316,8 @@ def find_executable(program: str, install_hint: str) -> str:
         if os.access(program, os.X_OK) and not os.path.isdir(program):
             return program
         raise AgentNotFoundError(f"{program} is not an executable file; {install_hint}")
+    import shutil  # its archive support loads bz2 and lzma: only when asked
+
     found = shutil.which(program)
     if found is None:
         raise AgentNotFoundError(f"{program} not found on PATH; {install_hint}")

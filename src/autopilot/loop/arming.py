@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import socket
 import sys
 from collections.abc import Mapping
@@ -79,6 +78,8 @@ def arm_run(
                 origin, worktree_path_for(root, run_id), run_id, start=start
             )
         except AutopilotError:
+            import shutil  # its archive support loads bz2 and lzma: only when needed
+
             shutil.rmtree(path, ignore_errors=True)
             raise
         cwd = (

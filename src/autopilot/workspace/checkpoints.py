@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import time
 from pathlib import Path
 
@@ -246,6 +245,8 @@ class Checkpoints:
         self.index_path.parent.mkdir(parents=True, exist_ok=True)
         source = self.repo.index_path()
         try:
+            import shutil  # its archive support loads bz2 and lzma: only when needed
+
             shutil.copyfile(source, self.index_path)
             _keep_private(self.index_path)
         except FileNotFoundError:
