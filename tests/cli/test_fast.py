@@ -29,15 +29,17 @@ print(json.dumps({{"code": code, "click": "click" in sys.modules}}), file=sys.st
 """
 
 
-def _run(module: str, args: list[str], cwd: Path, runs: Path) -> tuple[int, str, str, bool]:
+def _run(
+    module: str, args: list[str], cwd: Path, runs: Path, encoding: str = "utf-8"
+) -> tuple[int, str, str, bool]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPILOT_")}
-    env.update(AUTOPILOT_RUNS_DIR=str(runs), PYTHONIOENCODING="utf-8")
+    env.update(AUTOPILOT_RUNS_DIR=str(runs), PYTHONIOENCODING=encoding)
     done = subprocess.run(
         [sys.executable, "-c", _ENTRY.format(module=module), *args],
         cwd=cwd,
         env=env,
         capture_output=True,
-        text=True,
+        encoding="utf-8",
         stdin=subprocess.DEVNULL,
         check=False,
         timeout=120,
@@ -148,6 +150,21 @@ def test_changing_commands_match_the_command_line(
             mine.pop(moment, None)
             theirs.pop(moment, None)
         assert mine == theirs
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_a_stream_that_is_not_utf8_still_gets_the_whole_status(
+    world: tuple[Path, Path, str, str], encoding: str
+) -> None:
+    """Such a stream goes to the command line, which writes what the stream's own
+    encoding cannot hold as UTF-8 (as click does for an ASCII one), not an error."""
+    runs, project, _, gone = world
+    code, stdout, stderr, loaded_click = _run("launch", ["status", gone], project, runs, encoding)
+    assert (code, stderr) == (0, "")
+    assert " — relaunch: autopilot start " + gone in stdout
+    assert loaded_click, "the fast path takes UTF-8 streams only"
+    fast = _run("launch", ["status", gone], project, runs)
+    assert _normalized(stdout) == _normalized(fast[1])
 
 
 def test_what_click_must_parse_goes_to_it() -> None:

@@ -44,11 +44,29 @@ def write_line(text: str, *, err: bool = False) -> None:
     if name in _closed or stream is None:
         return
     try:
-        stream.write(text + "\n")
+        try:
+            stream.write(text + "\n")
+        except UnicodeEncodeError:
+            _write_utf8(stream, text + "\n")
         stream.flush()
     except BrokenPipeError:
         _closed.add(name)
         silence(stream)
+
+
+def _write_utf8(stream: IO[str], text: str) -> None:
+    """Write ``text`` as UTF-8 to the bytes under ``stream``, whose own encoding cannot
+    hold it (``PYTHONIOENCODING=ascii``, a Latin-1 locale): as ``click.echo`` writes
+    to an ASCII stream, rather than failing the command.
+
+    Raises:
+        UnicodeEncodeError: ``stream`` has no bytes under it.
+    """
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:
+        raise UnicodeEncodeError("utf-8", text, 0, len(text), "the stream takes no bytes")
+    stream.flush()
+    buffer.write(text.encode("utf-8", "replace"))
 
 
 def silence(stream: IO[str]) -> None:
