@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from autopilot.loop.cgroup import AgentCgroup
-from autopilot.loop.spawn import check_program, fast_spawn_argv, setpriv_path
+from autopilot.loop.spawn import check_program, fast_spawn_argv, find_setpriv, setpriv_path
 
 needs_setpriv = pytest.mark.skipif(setpriv_path() is None, reason="no setpriv here")
 
@@ -54,11 +54,47 @@ def test_the_fast_argv_keeps_the_agents_argv_whole(tmp_path: Path) -> None:
     assert done.stdout == "zero|--help|-- x|"
 
 
+_OLD_SETPRIV = """#!/bin/sh
+echo "setpriv: unrecognized option '$1'" >&2
+exit 1
+"""
+"""What util-linux's ``setpriv`` before 2.33 answers to ``--pdeathsig``."""
+
+_WORKING_SETPRIV = """#!/bin/sh
+[ "$1" = --version ] && exit 0
+[ "$1 $2 $3" = "--pdeathsig KILL --" ] || exit 1
+shift 3
+exec "$@"
+"""
+
+
+def _program(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(exist_ok=True)
+    path = folder / name
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def test_no_setpriv_where_there_is_none(tmp_path: Path) -> None:
+    assert find_setpriv([str(tmp_path / "missing"), str(tmp_path)]) is None
+
+
+def test_a_setpriv_that_cannot_set_the_signal_is_not_used(tmp_path: Path) -> None:
+    _program(tmp_path / "old", "setpriv", _OLD_SETPRIV)
+    working = _program(tmp_path / "new", "setpriv", _WORKING_SETPRIV)
+    assert find_setpriv([str(tmp_path / "old"), str(tmp_path / "new")]) is None
+    assert find_setpriv([str(tmp_path / "new"), str(tmp_path / "old")]) == str(working)
+
+
 _DRIVER = """
 import os, sys
 from pathlib import Path
+from autopilot.loop import spawn
 from autopilot.loop.process import ProcessLimits, run_agent_process
 folder = Path(sys.argv[1])
+if len(sys.argv) > 2:  # where setpriv is looked for
+    spawn._SYSTEM_DIRS = (sys.argv[2],)
 run_agent_process(
     ["sleep", "600"], cwd=folder, env=dict(os.environ), stdin_data=None,
     stdout_path=folder / "out", stderr_path=folder / "err", on_line=lambda line: None,
@@ -85,10 +121,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@needs_setpriv
-def test_the_agent_dies_with_its_driver(tmp_path: Path) -> None:
-    """kill -9 of the driver ends the agent it started (its parent-death signal)."""
-    driver = subprocess.Popen([sys.executable, "-c", _DRIVER, str(tmp_path)])
+def _agent_dies_with_its_driver(tmp_path: Path, *setpriv_folder: str) -> None:
+    driver = subprocess.Popen([sys.executable, "-c", _DRIVER, str(tmp_path), *setpriv_folder])
     try:
         assert _wait(lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text())
         agent = int((tmp_path / "pid").read_text())
@@ -99,6 +133,24 @@ def test_the_agent_dies_with_its_driver(tmp_path: Path) -> None:
     finally:
         driver.kill()
         driver.wait()
+
+
+@needs_setpriv
+def test_the_agent_dies_with_its_driver(tmp_path: Path) -> None:
+    """kill -9 of the driver ends the agent it started (its parent-death signal)."""
+    _agent_dies_with_its_driver(tmp_path)
+
+
+@pytest.mark.parametrize("setpriv", ["none", "too old"])
+def test_without_a_usable_setpriv_the_agent_starts_and_dies_with_its_driver(
+    tmp_path: Path, setpriv: str
+) -> None:
+    """The spawn falls back to setting the signal between fork and exec."""
+    folder = tmp_path / "sbin"
+    folder.mkdir()
+    if setpriv == "too old":
+        _program(folder, "setpriv", _OLD_SETPRIV)
+    _agent_dies_with_its_driver(tmp_path, str(folder))
 
 
 @needs_setpriv

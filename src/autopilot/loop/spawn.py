@@ -8,8 +8,9 @@ so it dies with the driver) survives ``execve``, so util-linux's ``setpriv
 --pdeathsig KILL -- PROGRAM ARGS`` can set it and exec the agent in place: same pid,
 same argv, same environment. A run's cgroup is joined the same way, by ``/bin/sh``
 writing its own pid to ``cgroup.procs`` before it execs ``setpriv``: the agent is in
-the cgroup before it can start anything. Where ``setpriv`` is missing the caller keeps
-its ``preexec_fn``.
+the cgroup before it can start anything. Where ``setpriv`` is missing, or cannot set
+the signal (util-linux before 2.33 has no ``--pdeathsig``; a sandbox may refuse the
+``prctl``), the caller keeps its ``preexec_fn``: one trial run per driver decides.
 
 A driver killed in the moment between the spawn and ``setpriv``'s ``prctl`` leaves
 the agent running without the signal (a ``preexec_fn`` would have seen it and exited);
@@ -26,8 +27,9 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 _SYSTEM_DIRS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin")
@@ -36,14 +38,39 @@ _SYSTEM_DIRS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin")
 
 @functools.cache
 def setpriv_path() -> str | None:
-    """util-linux's ``setpriv`` in a system folder, or None (not Linux, not installed)."""
+    """util-linux's ``setpriv`` in a system folder, if it sets a parent-death signal
+    here; None where it does not (not Linux, not installed, too old, refused)."""
     if not sys.platform.startswith("linux"):
         return None
-    for folder in _SYSTEM_DIRS:
+    return find_setpriv(_SYSTEM_DIRS)
+
+
+def find_setpriv(folders: Iterable[str]) -> str | None:
+    """The first ``setpriv`` in ``folders``, if ``setpriv --pdeathsig KILL`` runs a
+    program with it (tried once: ``setpriv --version`` under it); else None."""
+    for folder in folders:
         candidate = os.path.join(folder, "setpriv")
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
+            return candidate if _sets_pdeathsig(candidate) else None
     return None
+
+
+_TRIAL_TIMEOUT_SECONDS = 10.0
+
+
+def _sets_pdeathsig(setpriv: str) -> bool:
+    try:
+        done = subprocess.run(
+            [setpriv, "--pdeathsig", "KILL", "--", setpriv, "--version"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=_TRIAL_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
 
 
 def check_program(program: str, *, cwd: Path, env: Mapping[str, str]) -> None:
