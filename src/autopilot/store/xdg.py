@@ -3,8 +3,10 @@
 ``platformdirs.user_state_path("autopilot")`` is, on Linux and the other XDG
 systems, ``$XDG_STATE_HOME/autopilot`` or ``~/.local/state/autopilot``, and
 ``user_config_path`` is ``$XDG_CONFIG_HOME/autopilot`` or ``~/.config/autopilot``
-(a variable that is blank counts as unset); importing platformdirs costs more than
-the rest of ``autopilot status``, and memory in every driver. Standard library only
+(a variable that is not an absolute path counts as unset, as the XDG Base Directory
+Specification says: https://specifications.freedesktop.org/basedir-spec/latest/);
+importing platformdirs costs more than the rest of ``autopilot status``, and memory in
+every driver. Standard library only
 (the Stop hook's answer with nothing armed uses it too, ``hook.armed``).
 """
 
@@ -17,8 +19,10 @@ import sys
 def _xdg_home(variable: str, *default: str) -> str | None:
     if sys.platform == "darwin" or sys.platform.startswith(("win", "cygwin")):
         return None
-    home = os.environ.get(variable, "").strip()
-    return home or os.path.join(os.path.expanduser("~"), *default)
+    home = os.environ.get(variable, "")
+    if os.path.isabs(home):
+        return home
+    return os.path.join(os.path.expanduser("~"), *default)
 
 
 def xdg_runs_root() -> str | None:
