@@ -18,8 +18,15 @@ from autopilot.cli.fast import fast_command
 from tests.manage.runs import dead_driver, make_run, now_ms
 
 _ENTRY = """
-import json, sys
+import json, os, sys
 sys.argv = ["autopilot", *sys.argv[1:]]
+if os.environ.get("FAST_TEST_STATUS_RAISES"):  # what status's body meets
+    from autopilot.cli import control_body
+
+    def status(*args):
+        raise getattr(__builtins__, os.environ["FAST_TEST_STATUS_RAISES"])()
+
+    control_body.status = status
 from autopilot.{module} import main
 try:
     main()
@@ -30,10 +37,17 @@ print(json.dumps({{"code": code, "click": "click" in sys.modules}}), file=sys.st
 
 
 def _run(
-    module: str, args: list[str], cwd: Path, runs: Path, encoding: str = "utf-8"
+    module: str,
+    args: list[str],
+    cwd: Path,
+    runs: Path,
+    encoding: str = "utf-8",
+    raises: str = "",
 ) -> tuple[int, str, str, bool]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPILOT_")}
-    env.update(AUTOPILOT_RUNS_DIR=str(runs), PYTHONIOENCODING=encoding)
+    env.update(
+        AUTOPILOT_RUNS_DIR=str(runs), PYTHONIOENCODING=encoding, FAST_TEST_STATUS_RAISES=raises
+    )
     done = subprocess.run(
         [sys.executable, "-c", _ENTRY.format(module=module), *args],
         cwd=cwd,
@@ -150,6 +164,19 @@ def test_changing_commands_match_the_command_line(
             mine.pop(moment, None)
             theirs.pop(moment, None)
         assert mine == theirs
+
+
+@pytest.mark.parametrize("error", ["KeyboardInterrupt", "EOFError", "RuntimeError"])
+def test_an_interrupted_command_ends_as_the_command_lines(
+    world: tuple[Path, Path, str, str], error: str
+) -> None:
+    runs, project, ended, _ = world
+    fast = _run("launch", ["status", ended], project, runs, raises=error)
+    slow = _run("cli.main", ["status", ended], project, runs, raises=error)
+    assert fast[:3] == slow[:3]
+    assert not fast[3], "taken by the fast path"
+    if error != "RuntimeError":
+        assert fast[:3] == (130, "", "\nautopilot: interrupted")
 
 
 @pytest.mark.parametrize("encoding", ["ascii", "latin-1"])

@@ -165,14 +165,23 @@ def _utf8(stream: object) -> bool:
 
 def run_fast(body: Body) -> int:
     """Run ``body`` as the command line runs a command: its exit code, or the one
-    line and exit code of what it raised (``cli.failures``).
+    line and exit code of what it raised (``cli.failures``; Ctrl-C is 130).
 
     Raises:
         BaseException: what ``cli.failures.exit_code_for`` re-raises.
     """
     try:
         return body()
-    except (KeyboardInterrupt, Exception) as error:
+    except (EOFError, KeyboardInterrupt):
+        # As click ends a command that meets them: a blank line (after the
+        # terminal's ``^C``), then the command line's one line (``cli.main``).
+        from autopilot.cli.echo import write_line
+        from autopilot.cli.failures import error_line
+
+        write_line("", err=True)
+        error_line("autopilot: interrupted")
+        return 130
+    except Exception as error:
         from autopilot.cli.failures import exit_code_for
 
         return exit_code_for(error)
