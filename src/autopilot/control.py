@@ -291,10 +291,12 @@ class RunStatusReport:
         }
 
 
-def status(run_dir: Path) -> RunStatusReport:
+def status(run_dir: Path, clock: Clock | None = None) -> RunStatusReport:
     """Read a run's state (no lock) and fold its log; a terminal event in the log
     wins over a ``state.json`` that still says running when no driver is alive
-    (``manage.activity.settled_state``).
+    (``manage.activity.settled_state``). A hook run no session claimed within its
+    claim window is ended first (``hook.control.expire_unclaimed``, without waiting
+    for a Stop being answered).
 
     Raises:
         StateFileError: state.json is unreadable or corrupt.
@@ -305,6 +307,12 @@ def status(run_dir: Path) -> RunStatusReport:
 
     folder = RunDir(run_dir)
     state = settled_state(run_dir, read_state(folder.state))
+    if state.mode == HOOK_MODE and not state.terminated:
+        from autopilot.hook.control import expire_unclaimed
+        from autopilot.loop.clock import SystemClock
+
+        if expire_unclaimed(run_dir.parent, clock or SystemClock(), wait_seconds=0):
+            state = settled_state(run_dir, read_state(folder.state))
     snapshot = read_snapshot(folder.events)
     hook = None
     if state.mode == HOOK_MODE:

@@ -83,11 +83,11 @@ def test_another_session_and_an_empty_session_id_are_never_continued(
 
 def test_a_claim_window_that_passed_claims_nothing(tmp_path: Path, project: Path) -> None:
     clock = FakeClock()
-    arm(project, clock)
+    run_id = arm(project, clock)
     clock.advance(301)
     session = Session(tmp_path, project)
     assert session.stop(clock, last="hi") == ""
-    assert load_armings(runs_root())[0][0].session_id == ""
+    assert kinds_of(run_id, "hook_session", "iteration_start") == []
 
 
 def test_pause_lets_the_session_stop_and_the_next_prompt_picks_the_run_up(

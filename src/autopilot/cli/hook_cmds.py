@@ -146,7 +146,14 @@ def _check_backlog(cwd: Path) -> None:
     "session_id",
     metavar="ID",
     help="The session to continue (default: the one this runs inside, else the first "
-    "session of the agent that stops in this project within 5 minutes).",
+    "session of the agent that stops in this project within --claim-window).",
+)
+@click.option(
+    "--claim-window",
+    "claim_window",
+    metavar="DURATION",
+    help="Without a session: how long the first session that stops may claim the run, "
+    "e.g. 10m (default 5m); unclaimed by then, the run ends (unclaimed).",
 )
 @_arm_options
 def arm(
@@ -155,6 +162,7 @@ def arm(
     backlog: bool,
     agent: str | None,
     session_id: str | None,
+    claim_window: str | None,
     **limits: str | None,
 ) -> None:
     """Arm a run that a Claude Code or Codex session's Stop hook continues.
@@ -165,6 +173,7 @@ def arm(
     """
     from autopilot.cli.run_sources import prompt_source
     from autopilot.config import build_config
+    from autopilot.config_values import parse_duration_seconds
     from autopilot.hook.arm import (
         CLAIM_WINDOW_SECONDS,
         COST_UNKNOWN_NOTE,
@@ -174,6 +183,7 @@ def arm(
     from autopilot.loop.clock import SystemClock
     from autopilot.store.paths import runs_root
     from autopilot.store.run_state import PromptSource
+    from autopilot.view.present import fmt_duration
 
     cwd = Path.cwd().resolve()
     if [prompt_text is not None, prompt_file is not None, backlog].count(True) != 1:
@@ -189,17 +199,33 @@ def arm(
         raise UsageError("--session needs a session id")
     if session_id is None and inside is not None and inside[0] is chosen:
         session_id = inside[1]
+    window_seconds = float(CLAIM_WINDOW_SECONDS)
+    if claim_window is not None:
+        window_seconds = parse_duration_seconds(claim_window, name="--claim-window")
     flags = {name: limits.get(name.replace("-", "_")) for name, _, _ in _ARM_LIMITS}
     flags["agent"] = chosen.value
     config = build_config(flags, project=cwd)
     armed = arm_hook_run(
-        runs_root(), config, source, cwd, chosen, session_id, SystemClock(), backlog=backlog
+        runs_root(),
+        config,
+        source,
+        cwd,
+        chosen,
+        session_id,
+        SystemClock(),
+        backlog=backlog,
+        claim_window_seconds=window_seconds,
     )
+    for expired in armed.expired:
+        say(f"autopilot: run {expired.run_id} ended unclaimed: {expired.note}")
     if armed.arming.session_id:
         whose = f"{chosen.value} session {armed.arming.session_id}"
     else:
-        minutes = CLAIM_WINDOW_SECONDS // 60
-        whose = f"the first {chosen.value} session that stops in {cwd} within {minutes} minutes"
+        within = fmt_duration(round(window_seconds * 1000))
+        whose = (
+            f"the first {chosen.value} session that stops in {cwd} within {within} "
+            "(unclaimed by then, the run ends)"
+        )
     say(
         f"autopilot: armed run {armed.run_id} for {whose}: each stop is an iteration "
         f"(autopilot status {armed.run_id}; autopilot stop {armed.run_id} ends it)"

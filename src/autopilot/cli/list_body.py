@@ -16,6 +16,7 @@ from autopilot.store.index import read_index
 from autopilot.store.paths import runs_root
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly
+from autopilot.view.plain import format_moment
 from autopilot.view.safe import shown
 
 
@@ -26,6 +27,7 @@ def list_runs(as_json: bool, limit: str | None) -> int:
     rows = list(read_index(root))[::-1]
     if count is not None:
         rows = rows[:count]
+    unclaimed = _unclaimed_until(root)
     finished = FinishedRuns(root)
     if count is None:
         finished.keep_only({str(row["runId"]) for row in rows})
@@ -34,6 +36,9 @@ def list_runs(as_json: bool, limit: str | None) -> int:
     for row in rows:
         run_id = str(row["runId"])
         shown_row = _list_row(root, run_id, finished, now_ms)
+        if run_id in unclaimed and shown_row["reason"] is None:
+            until = format_moment(unclaimed[run_id], day_of_ms=now_ms)
+            shown_row["text"] = f"armed, unclaimed until {until} (no session has stopped yet)"
         if as_json:
             fields = ("status", "reason", "iterations", "worktree")
             say_json(dict(row, **{k: shown_row[k] for k in fields}))
@@ -58,6 +63,23 @@ def list_runs(as_json: bool, limit: str | None) -> int:
         say("\n".join(lines))  # redacted and escaped as a whole
     finished.save()
     return 0
+
+
+def _unclaimed_until(root: Path) -> dict[str, int]:
+    """The hook runs still waiting for a session to claim them, with the end of their
+    claim window (epoch ms); those whose window passed are ended first
+    (``hook.control.expire_unclaimed``, without waiting for a Stop being answered)."""
+    from autopilot.hook.armed import anything_armed
+
+    if not anything_armed(str(root)):
+        return {}
+    from autopilot.hook.control import expire_unclaimed
+    from autopilot.hook.registry import load_armings
+    from autopilot.loop.clock import SystemClock
+
+    expire_unclaimed(root, SystemClock(), wait_seconds=0)
+    armings, _ = load_armings(root)
+    return {a.run_id: a.claim_until_ms for a in armings if not a.session_id}
 
 
 def _one_line(text: str) -> str:

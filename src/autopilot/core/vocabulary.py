@@ -121,6 +121,9 @@ class Reason(StrEnum):
     WORKSPACE_GONE = "workspace_gone"
     DISK_FULL = "disk_full"
     IO_ERROR = "io_error"
+    UNCLAIMED = "unclaimed"
+    """A hook run armed for no session that no session claimed within its claim
+    window (``hook.arm``)."""
 
 
 LIMIT_REASONS = frozenset(

@@ -5,8 +5,10 @@ row, from ``loop.arming.arm_run``) with ``mode`` ``hook``, plus an entry in the
 registry of armed runs naming its session. The session is the one given, else the
 one the agent CLI names to a command run inside it (``CLAUDE_CODE_SESSION_ID`` in
 Claude Code's Bash tool, ``CODEX_THREAD_ID`` in Codex's shell tool; docs/hooks.md);
-else the first Stop of a session of that agent in the project within
-``CLAIM_WINDOW_SECONDS`` claims it (recorded with a ``hook_session`` event).
+else the first Stop of a session of that agent in the project within its claim
+window (``CLAIM_WINDOW_SECONDS`` unless given) claims it (recorded with a
+``hook_session`` event). A run no session claimed in that window ends (``abort``,
+``unclaimed``: ``hook.control.expire_unclaimed``), so it never blocks a new arming.
 
 One session has at most one armed run, and a project at most one unclaimed one: a
 second arming is refused (field report 17: a second loop must not take over the
@@ -15,6 +17,7 @@ first one's state).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +26,7 @@ from autopilot.config import RunConfig
 from autopilot.core.restart import HOOK_MODE
 from autopilot.core.vocabulary import EventType
 from autopilot.errors import UsageError
+from autopilot.hook.control import Expired, expire_held
 from autopilot.hook.decide import Arming
 from autopilot.hook.inputs import HookAgent
 from autopilot.hook.registry import load_armings, locked, remove_arming, write_arming
@@ -33,6 +37,7 @@ from autopilot.store.events import EventLog
 from autopilot.store.run_state import PromptSource
 
 CLAIM_WINDOW_SECONDS = 300
+"""How long an arming for no session waits for a session to claim it, by default."""
 COST_UNKNOWN_NOTE = (
     "--max-cost binds only where the session's transcript records a cost, and Claude "
     "Code 2.1.197 and Codex 0.171.0 record none: this run's cost may stay unknown "
@@ -57,10 +62,12 @@ def session_from_env(environ: Mapping[str, str]) -> tuple[HookAgent, str] | None
 
 @dataclass(frozen=True)
 class Armed:
-    """A run armed for a session: its id and its registry entry."""
+    """A run armed for a session: its id, its registry entry, and the runs that
+    arming found unclaimed past their claim window and ended."""
 
     run_id: str
     arming: Arming
+    expired: tuple[Expired, ...] = ()
 
 
 def _refuse_second(
@@ -81,9 +88,11 @@ def _refuse_second(
             and other.agent is agent
             and (other.project == str(cwd))
         ):
+            until = time.strftime("%H:%M:%S", time.localtime(other.claim_until_ms / 1000))
             raise UsageError(
                 f"run {other.run_id} is armed in this project and no session has claimed it "
-                f"yet; autopilot stop {other.run_id} first, or give --session ID"
+                f"yet (unclaimed, it ends at {until}); autopilot stop {other.run_id} first, "
+                "or give --session ID"
             )
 
 
@@ -97,9 +106,12 @@ def arm_hook_run(
     clock: Clock,
     *,
     backlog: bool = False,
+    claim_window_seconds: float = CLAIM_WINDOW_SECONDS,
 ) -> Armed:
-    """Create the run and register it for ``session_id`` (None: claimed by a Stop);
-    a cost budget is logged with ``COST_UNKNOWN_NOTE``.
+    """Create the run and register it for ``session_id`` (None: claimed by the first
+    Stop of a session of ``agent`` in ``cwd`` within ``claim_window_seconds``); a cost
+    budget is logged with ``COST_UNKNOWN_NOTE``. Runs whose claim window passed
+    unclaimed are ended first.
 
     Raises:
         UsageError: the session (or, unclaimed, the project) already has a run armed.
@@ -107,6 +119,7 @@ def arm_hook_run(
     """
     session = (session_id or "").strip()
     with locked(root):
+        expired = expire_held(root, clock)
         armings, _ = load_armings(root)
         _refuse_second(root, armings, agent, session, cwd)
         run_id = arm_run(root, config, prompt, cwd, clock, mode=HOOK_MODE)
@@ -116,7 +129,7 @@ def arm_hook_run(
             agent=agent,
             project=str(cwd),
             session_id=session,
-            claim_until_ms=0 if session else now_ms + CLAIM_WINDOW_SECONDS * 1000,
+            claim_until_ms=0 if session else now_ms + round(claim_window_seconds * 1000),
             backlog=backlog,
         )
         write_arming(root, arming)
@@ -128,4 +141,4 @@ def arm_hook_run(
             log.emit(EventType.WARNING, note=COST_UNKNOWN_NOTE)
     finally:
         log.close()
-    return Armed(run_id, arming)
+    return Armed(run_id, arming, tuple(expired))

@@ -125,6 +125,11 @@ def match_arming(hook: HookInput, armings: Sequence[Arming], now_ms: int) -> Mat
     return None
 
 
+def claim_expired(arming: Arming, now_ms: int) -> bool:
+    """True for an arming no session claimed before its claim window closed."""
+    return not arming.session_id and arming.claim_until_ms < now_ms
+
+
 @dataclass(frozen=True)
 class RunRead:
     """The run's ``state.json`` as a Stop read it.

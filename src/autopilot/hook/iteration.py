@@ -170,6 +170,17 @@ class HookStop:
         self.record.finish(EventType.ABORT, Reason.USER_STOPPED, note)
         return self.record.state
 
+    def close_unclaimed(self, note: str) -> RunState:
+        """End a run that no session claimed within its claim window (``abort``,
+        ``unclaimed``); it never started an iteration. Call holding the registry's lock.
+
+        Raises:
+            StateFileError: the run's state cannot be written.
+        """
+        self.briefing.undelivered()
+        self.record.finish(EventType.ABORT, Reason.UNCLAIMED, note)
+        return self.record.state
+
     def _conclude(
         self, final: str | None, turn: TurnView | None, ended_by: EndedBy = EndedBy.EXIT
     ) -> Step:

@@ -25,6 +25,7 @@ from autopilot.hook.decide import (
     StopAction,
     StopFacts,
     block_cap_from,
+    claim_expired,
     decide_stop,
     match_arming,
 )
@@ -84,15 +85,22 @@ def _claim(root: Path, arming: Arming, hook: HookInput, clock: Clock) -> Arming:
     return claimed
 
 
-def _forget_ended(root: Path, armings: list[Arming]) -> None:
+def _forget_ended(root: Path, armings: list[Arming], clock: Clock) -> None:
     """Drop the entries of runs that ended without a Stop of their session (stopped
-    from another terminal) or whose folder is gone (deleted): the idle hook then
+    from another terminal) or whose folder is gone (deleted), and end the runs no
+    session claimed in time (``hook.control.expire_unclaimed``): the idle hook then
     answers at once again."""
     ended = [a.run_id for a in armings if read_run(root, a.run_id).armed_no_more]
-    if ended:
-        with locked(root):
-            for run_id in ended:
-                remove_arming(root, run_id)
+    expired = any(claim_expired(a, clock.now_ms()) for a in armings)
+    if not ended and not expired:
+        return
+    with locked(root):
+        for run_id in ended:
+            remove_arming(root, run_id)
+        if expired:
+            from autopilot.hook.control import expire_held
+
+            expire_held(root, clock)
 
 
 def _turn(hook: HookInput) -> TurnView | None:
@@ -131,7 +139,7 @@ def answer_stop(
     for problem in problems:
         _note(problem)
     if match_arming(hook, armings, clock.now_ms()) is None:
-        _forget_ended(root, armings)
+        _forget_ended(root, armings, clock)
         return let_stop()
     with locked(root):
         armings, _ = load_armings(root)  # again, under the lock
