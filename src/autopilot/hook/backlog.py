@@ -17,6 +17,7 @@ from the run's event log.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from autopilot.core.attempt import Attempt
 from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.loop.backlog import BacklogShell
 from autopilot.loop.backlog_run import backlog_boundary, with_item_facts
+from autopilot.loop.descendants import RUN_ID_ENV
 from autopilot.loop.record import RunRecord
 from autopilot.store.backlog import Backlog
 from autopilot.store.events import read_events
@@ -57,6 +59,9 @@ class HookBacklog:
             run_folder,
             lambda event_type, **fields: emit(EventType(event_type), **fields),
             log_events=lambda: read_events(run_folder / "events.jsonl"),
+            # The checks carry the run's id: what a Stop cut short left running is
+            # found by it (``hook.cut_short``).
+            environ={**os.environ, RUN_ID_ENV: run_id},
         )
 
     def boundary(self, record: RunRecord) -> HookBoundary:

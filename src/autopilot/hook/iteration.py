@@ -12,7 +12,6 @@ through the driver's ``Briefing`` (``runtime.delivery``'s one ``deliver()``).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -24,9 +23,18 @@ from autopilot.core.policy import budget_note, budget_reached
 from autopilot.core.step import Step, conclude, spend_counters
 from autopilot.core.vocabulary import Action, EndedBy, EventType, Progress, Reason, RunStatus
 from autopilot.hook.backlog import HookBacklog
+from autopilot.hook.cut_short import (
+    Ending,
+    begin_ending,
+    clean_up_after,
+    ending_done,
+    read_ending,
+    waiting_reports,
+)
 from autopilot.hook.decide import Arming, LetStopReason, StopAction, StopDecision
 from autopilot.hook.inputs import keep_going, let_stop
 from autopilot.hook.transcript import TokenTotals, TurnView, read_turn
+from autopilot.hook.tree_mark import read_tree_mark, write_tree_mark
 from autopilot.loop.briefing import Briefing
 from autopilot.loop.clock import Clock
 from autopilot.loop.prompt import PromptReader
@@ -185,8 +193,64 @@ class HookStop:
         self, final: str | None, turn: TurnView | None, ended_by: EndedBy = EndedBy.EXIT
     ) -> Step:
         """End the open iteration through ``conclude`` and write it (``final``: the
-        turn's text in which the completion promise is looked for)."""
+        turn's text in which the completion promise is looked for). An iteration a
+        Stop was cut short while ending is ended from what that Stop saw
+        (``hook.cut_short``), ``endedBy`` ``killed``."""
         state = self.record.state
+        number = state.iteration
+        folder = self.folder.attempt(number).path
+        ending = read_ending(folder, number)
+        if ending is not None:
+            ended = clean_up_after(self.arming.run_id, self.folder.path, ending)
+            self._warn(
+                f"the Stop that ended iteration {number} was cut short; it is ended from "
+                f"what that Stop saw ({ended} of its check processes ended)"
+            )
+            ended_by = EndedBy.KILLED
+        else:
+            ending = self._ending(number, folder, final, turn)
+            make_private_dir(folder, exist_ok=True)
+            begin_ending(folder, ending)
+        attempt = Attempt(
+            number=number,
+            folder=folder.name,
+            prompt=_read_prompt(self.folder, number),
+            ended_by=ended_by,
+            exit_code=0,
+            result_seen=True,
+            final_message=ending.final_message,
+            last_root_text=ending.final_message,
+            tool_calls=None,
+            session_id=self.arming.session_id,
+            input_tokens=ending.input_tokens,
+            output_tokens=ending.output_tokens,
+            cost_usd=ending.cost_usd,
+            progress=ending.progress,
+            duration_ms=ending.duration_ms,
+        )
+        if self.backlog is not None:
+            attempt = self.backlog.with_item(attempt, folder, ending.changed_paths)
+            if attempt.backlog is not None and attempt.backlog.reopened_notice:
+                self.briefing.notice(MessageKind.REOPENED, attempt.backlog.reopened_notice)
+        now_ms = self.clock.now_ms()
+        step = conclude(self._loop_state(), attempt, self.policy, now_ms)
+        spend_before = state.spend
+        if step.ending is not None:
+            self.briefing.undelivered()
+        self.record.apply(step)
+        ending_done(folder)
+        self.briefing.after(spend_before, ended=step.ending is not None)
+        if step.decision.action is Action.PAUSE:
+            self.record.emit(EventType.PAUSE, iteration=number)
+            self.record.update(lambda s: setattr(s, "status", RunStatus.PAUSED))
+        return step
+
+    def _ending(
+        self, number: int, folder: Path, final: str | None, turn: TurnView | None
+    ) -> Ending:
+        """What this Stop sees of the open iteration: the turn's text, the tokens and
+        cost since it started, its time, the work tree's progress and changed paths,
+        the reports waiting."""
         now_ms = self.clock.now_ms()
         arming = self.arming
         tokens = _tokens(turn)
@@ -208,41 +272,20 @@ class HookStop:
             progress = Progress.MADE
         else:
             progress = Progress.NONE
-        number = state.iteration
-        folder = self.folder.attempt(number).path
-        attempt = Attempt(
-            number=number,
-            folder=folder.name,
-            prompt=_read_prompt(self.folder, number),
-            ended_by=ended_by,
-            exit_code=0,
-            result_seen=True,
+        changed = self._changed_paths(folder, mark) if self.backlog is not None else []
+        return Ending(
+            iteration=number,
             final_message=final,
-            last_root_text=final,
-            tool_calls=None,
-            session_id=arming.session_id,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             cost_usd=cost_usd,
-            progress=progress,
             duration_ms=max(now_ms - arming.iteration_started_at_ms, 0)
             if arming.iteration_started_at_ms
             else 0,
+            progress=progress,
+            changed_paths=tuple(changed),
+            reports=waiting_reports(self.folder.path),
         )
-        if self.backlog is not None:
-            attempt = self.backlog.with_item(attempt, folder, self._changed_paths(folder, mark))
-            if attempt.backlog is not None and attempt.backlog.reopened_notice:
-                self.briefing.notice(MessageKind.REOPENED, attempt.backlog.reopened_notice)
-        step = conclude(self._loop_state(), attempt, self.policy, now_ms)
-        spend_before = state.spend
-        if step.ending is not None:
-            self.briefing.undelivered()
-        self.record.apply(step)
-        self.briefing.after(spend_before, ended=step.ending is not None)
-        if step.decision.action is Action.PAUSE:
-            self.record.emit(EventType.PAUSE, iteration=number)
-            self.record.update(lambda s: setattr(s, "status", RunStatus.PAUSED))
-        return step
 
     def _start_next(self, decision: StopDecision, turn: TurnView | None) -> HookOutcome:
         """Start the next iteration: its prompt is the block's reason."""
@@ -349,32 +392,3 @@ def _read_prompt(folder: RunDir, number: int) -> str:
         return folder.attempt(number).prompt.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
-
-
-TREE_MARK_FILE = "tree-start.json"
-"""In an iteration's folder: the work tree's changed paths when it started (a Stop
-is a new process; the next one compares against it)."""
-
-
-def write_tree_mark(folder: Path, mark: TreeMark) -> None:
-    """Keep ``mark`` in ``folder`` for the Stop that ends the iteration.
-
-    Raises:
-        OSError: it cannot be written.
-    """
-    data = {"head": mark.head, "entries": mark.entries}
-    write_private(folder / TREE_MARK_FILE, json.dumps(data).encode("utf-8", "surrogateescape"))
-
-
-def read_tree_mark(folder: Path) -> TreeMark:
-    """The mark ``write_tree_mark`` kept; an unknown one (no entries) when it is
-    missing or damaged, so no path counts as changed by the iteration."""
-    try:
-        data = json.loads((folder / TREE_MARK_FILE).read_bytes())
-    except (OSError, ValueError, RecursionError):
-        return TreeMark(None, None)
-    head = data.get("head") if isinstance(data, dict) else None
-    entries = data.get("entries") if isinstance(data, dict) else None
-    if not isinstance(entries, dict) or not all(isinstance(v, str) for v in entries.values()):
-        return TreeMark(head if isinstance(head, str) else None, None)
-    return TreeMark(head if isinstance(head, str) else None, entries)

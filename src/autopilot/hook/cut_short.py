@@ -1,0 +1,144 @@
+"""A Stop cut short while it ended an iteration (``kill -9``, the CLI's hook timeout).
+
+Ending an iteration can take minutes (a work item's checks), and nothing of it is
+recorded until its end: the run's ``iteration_end`` and ``state.json`` come last. So
+before it starts, the Stop writes what it saw of the iteration to
+``iter-NNNN/stop-ending.json`` (atomically) and removes the file once the iteration is
+recorded::
+
+    {"iteration": 3, "finalMessage": "…", "inputTokens": 1200, "outputTokens": 80,
+     "costUsd": null, "durationMs": 61000, "progress": "made",
+     "changedPaths": ["a.md"], "reports": ["1796…-812-0.json"]}
+
+``reports`` are the agent's reports that were waiting then, which the Stop claims
+(``store.reports``). The file is found by the next Stop of the session (or ``autopilot
+stop``), which holds the registry's lock, so the Stop that wrote it is gone: the
+checks it left running (they carry the run's ``AUTOPILOT_RUN_ID``) are ended, the
+reports it claimed are put back to wait, and the iteration is ended from the file,
+``endedBy`` ``killed``, through the same ``conclude``: one ``iteration_end``, never
+none and never two.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from autopilot.core.vocabulary import Progress
+from autopilot.loop.descendants import end_leftovers
+from autopilot.store.atomic import write_atomically
+from autopilot.store.reports import CLAIMED_DIR, REPORTS_DIR
+
+ENDING_FILE = "stop-ending.json"
+"""In an iteration's folder while a Stop ends that iteration."""
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What a Stop saw of the iteration it was ending (see the module docstring)."""
+
+    iteration: int
+    final_message: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_usd: float | None
+    duration_ms: int
+    progress: Progress
+    changed_paths: tuple[str, ...]
+    reports: tuple[str, ...]
+
+    def to_json(self) -> dict[str, object]:
+        """The file's JSON object."""
+        return {
+            "iteration": self.iteration,
+            "finalMessage": self.final_message,
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+            "costUsd": self.cost_usd,
+            "durationMs": self.duration_ms,
+            "progress": self.progress.value,
+            "changedPaths": list(self.changed_paths),
+            "reports": list(self.reports),
+        }
+
+
+def waiting_reports(run_folder: Path) -> tuple[str, ...]:
+    """The names of the reports waiting in the run's folder now."""
+    try:
+        names = os.listdir(run_folder / REPORTS_DIR)
+    except OSError:
+        return ()
+    return tuple(sorted(n for n in names if n.endswith(".json")))
+
+
+def begin_ending(folder: Path, ending: Ending) -> None:
+    """Write ``ending`` into the iteration's ``folder`` before ending it.
+
+    Raises:
+        OSError: it cannot be written (nothing of the iteration's end is done then).
+    """
+    data = json.dumps(ending.to_json(), ensure_ascii=False).encode("utf-8", "replace")
+    write_atomically(folder / ENDING_FILE, data, mode=0o600)
+
+
+def ending_done(folder: Path) -> None:
+    """The iteration's end is recorded: its file goes."""
+    with contextlib.suppress(FileNotFoundError):
+        (folder / ENDING_FILE).unlink()
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def read_ending(folder: Path, iteration: int) -> Ending | None:
+    """The ending a Stop cut short left in ``folder``, or None (none, another
+    iteration's, or unreadable: the iteration is then ended from what this Stop sees)."""
+    try:
+        raw = json.loads((folder / ENDING_FILE).read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(raw, dict) or raw.get("iteration") != iteration:
+        return None
+    final, cost = raw.get("finalMessage"), raw.get("costUsd")
+    paths, reports = raw.get("changedPaths"), raw.get("reports")
+    try:
+        progress = Progress(str(raw.get("progress")))
+    except ValueError:
+        progress = Progress.UNKNOWN
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        paths = []
+    if not isinstance(reports, list) or not all(isinstance(r, str) for r in reports):
+        reports = []
+    return Ending(
+        iteration=iteration,
+        final_message=final if isinstance(final, str) else None,
+        input_tokens=_int_or_none(raw.get("inputTokens")),
+        output_tokens=_int_or_none(raw.get("outputTokens")),
+        cost_usd=float(cost)
+        if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0
+        else None,
+        duration_ms=_int_or_none(raw.get("durationMs")) or 0,
+        progress=progress,
+        changed_paths=tuple(paths),
+        reports=tuple(r for r in reports if os.path.basename(r) == r and r.endswith(".json")),
+    )
+
+
+def clean_up_after(run_id: str, run_folder: Path, ending: Ending) -> int:
+    """What the Stop that was cut short left: its checks' processes are ended (those
+    carrying the run's id, and their process groups) and the reports it had claimed
+    are put back to wait. Call holding the registry's lock.
+
+    Returns:
+        How many processes were ended.
+    """
+    ended = end_leftovers(run_id, agent_pid=None, agent_started=None)
+    waiting = run_folder / REPORTS_DIR
+    for name in ending.reports:
+        with contextlib.suppress(OSError):
+            os.rename(waiting / CLAIMED_DIR / name, waiting / name)
+    return ended
