@@ -17,6 +17,11 @@ checks it left running (they carry the run's ``AUTOPILOT_RUN_ID``) are ended, th
 reports it claimed are put back to wait, and the iteration is ended from the file,
 ``endedBy`` ``killed``, through the same ``conclude``: one ``iteration_end``, never
 none and never two.
+
+A Stop whose writes failed part way (a full disk: the log took the step's events,
+``state.json`` refused the change) is settled from the log instead
+(``settle_logged``): the open iteration's ``decision_applied`` is absorbed, not
+concluded again, and a logged terminal event ends the run, whatever fails next.
 """
 
 from __future__ import annotations
@@ -27,10 +32,17 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from autopilot.core.vocabulary import Progress
+from autopilot.core.change import StateChange
+from autopilot.core.ending import describe_ending
+from autopilot.core.vocabulary import EventType, Progress
 from autopilot.loop.descendants import end_leftovers
+from autopilot.loop.record import RunRecord, absorb
 from autopilot.store.atomic import write_atomically
+from autopilot.store.events import read_events
+from autopilot.store.logged_end import ended_as_logged, logged_ending
 from autopilot.store.reports import CLAIMED_DIR, REPORTS_DIR
+from autopilot.store.run_state import RunState
+from autopilot.store.rundir import RunDir
 
 ENDING_FILE = "stop-ending.json"
 """In an iteration's folder while a Stop ends that iteration."""
@@ -142,3 +154,62 @@ def clean_up_after(run_id: str, run_folder: Path, ending: Ending) -> int:
         with contextlib.suppress(OSError):
             os.rename(waiting / CLAIMED_DIR / name, waiting / name)
     return ended
+
+
+def logged_decision(events: Path, attempt: str) -> StateChange | None:
+    """The change of the ``decision_applied`` event the log holds for ``attempt`` (an
+    iteration folder's name, ``iter-0003``), or None."""
+    found: StateChange | None = None
+    for event in read_events(events):
+        if event.get("type") == EventType.DECISION_APPLIED and event.get("attempt") == attempt:
+            change = event.get("change")
+            try:
+                found = StateChange.from_json(change if isinstance(change, dict) else {})
+            except ValueError:
+                continue
+    return found
+
+
+def settle_logged(record: RunRecord, folder: RunDir) -> str | None:
+    """Make ``state.json`` say what an earlier Stop logged but could not write there:
+    the open iteration's logged decision is absorbed (its ``iteration_end`` is not
+    written again), and a logged terminal event ends the run.
+
+    Returns:
+        How the run ended, in ``status``'s words, once it has; else None.
+
+    Raises:
+        StateFileError: ``state.json`` cannot be written (nothing is logged then).
+    """
+    state = record.state
+    if state.iteration_open:
+        iteration_folder = folder.attempt(state.iteration).path
+        change = logged_decision(folder.events, iteration_folder.name)
+        if change is not None:
+            record.update(lambda s: absorb(s, change))
+            ending_done(iteration_folder)
+    if not record.state.terminated:
+        logged = logged_ending(folder.events)
+        if logged is not None:
+
+            def end(s: RunState) -> None:
+                s.__dict__.update(ended_as_logged(s, logged).__dict__)
+
+            record.update(end)
+    ended = record.state
+    if not ended.terminated:
+        return None
+    return describe_ending(ended.termination_reason, completed=ended.completed)
+
+
+def start_logged(events: Path, number: int) -> bool:
+    """True when the log's newest iteration is ``number``, started and not ended (a
+    Stop logged its ``iteration_start`` and could not write ``state.json``)."""
+    newest: int | None = None
+    for event in read_events(events):
+        kind = event.get("type")
+        if kind == EventType.ITERATION_START.value:
+            newest = event.get("iteration") if isinstance(event.get("iteration"), int) else None
+        elif kind == EventType.ITERATION_END.value:
+            newest = None
+    return newest == number

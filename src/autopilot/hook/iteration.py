@@ -12,6 +12,7 @@ through the driver's ``Briefing`` (``runtime.delivery``'s one ``deliver()``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -29,12 +30,14 @@ from autopilot.hook.cut_short import (
     clean_up_after,
     ending_done,
     read_ending,
+    settle_logged,
+    start_logged,
     waiting_reports,
 )
 from autopilot.hook.decide import Arming, LetStopReason, StopAction, StopDecision
 from autopilot.hook.inputs import keep_going, let_stop
 from autopilot.hook.transcript import TokenTotals, TurnView, read_turn
-from autopilot.hook.tree_mark import read_tree_mark, write_tree_mark
+from autopilot.hook.tree_mark import changed_since, mark_now, write_tree_mark
 from autopilot.loop.briefing import Briefing
 from autopilot.loop.clock import Clock
 from autopilot.loop.prompt import PromptReader
@@ -44,8 +47,6 @@ from autopilot.store.private import make_private_dir, write_private
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import StateStore
-from autopilot.workspace import git
-from autopilot.workspace.git import TreeMark
 
 _NEXT_ITERATION_HELD = {
     LetStopReason.PAUSED: "paused: the session stops; after autopilot resume, your next "
@@ -86,14 +87,22 @@ class HookStop:
         root: The runs root.
         arming: The run's arming (already matched to this session).
         clock: Wall and monotonic time.
+        state_store: Opens the run's ``state.json`` (its writer is the seam a full
+            disk is tried through).
     """
 
-    def __init__(self, root: Path, arming: Arming, clock: Clock) -> None:
+    def __init__(
+        self,
+        root: Path,
+        arming: Arming,
+        clock: Clock,
+        state_store: Callable[[Path], StateStore] = StateStore,
+    ) -> None:
         self.arming = arming
         self.clock = clock
         self.folder = RunDir(root / arming.run_id)
         self.log = EventLog(self.folder.events, arming.run_id, clock.now_ms)
-        self.record = RunRecord(StateStore(self.folder.state), self.log)
+        self.record = RunRecord(state_store(self.folder.state), self.log)
         state = self.record.state
         self.cwd = Path(state.cwd or arming.project)
         self.policy = state.config.policy()
@@ -118,6 +127,11 @@ class HookStop:
         """
         if decision.action is StopAction.LET_STOP and decision.reason is LetStopReason.RUN_ENDED:
             return HookOutcome(let_stop(), None)
+        ended = settle_logged(self.record, self.folder)
+        if ended is not None:
+            return HookOutcome(
+                let_stop(f"autopilot: run {self.arming.run_id} ended: {ended}"), None
+            )
         state = self.record.state
         if state.iteration_open:
             final = decision.final_message if decision.action is StopAction.ITERATE else None
@@ -168,6 +182,8 @@ class HookStop:
         def request(s: RunState) -> None:
             s.stop_requested, s.stop_reason = True, note
 
+        if settle_logged(self.record, self.folder) is not None:
+            return self.record.state
         state = self.record.update(request)
         if state.iteration_open:
             turn = read_turn(self.arming.agent, self.arming.transcript_path or "")
@@ -262,7 +278,7 @@ class HookStop:
         cost_usd = None  # unknown: the transcript records no cost
         if session_cost is not None:
             cost_usd = round(max(session_cost - (arming.cost_usd or 0.0), 0.0), 6)
-        mark = self._mark()
+        mark = mark_now(self.cwd, self._warn)
         # As ``workspace.marks.progress_between``: the fingerprint holds every branch
         # tip and HEAD's recent reflog, so a new commit anywhere, or HEAD on a commit no
         # branch held, changes it; a checkout of an existing branch does not.
@@ -272,7 +288,7 @@ class HookStop:
             progress = Progress.MADE
         else:
             progress = Progress.NONE
-        changed = self._changed_paths(folder, mark) if self.backlog is not None else []
+        changed = changed_since(folder, self.cwd, mark, self._warn) if self.backlog else []
         return Ending(
             iteration=number,
             final_message=final,
@@ -329,10 +345,11 @@ class HookStop:
         attempt = self.folder.attempt(number)
         make_private_dir(attempt.path, exist_ok=True)
         write_private(attempt.prompt, prompt.encode("utf-8", "replace"))
-        mark = self._mark()
+        mark = mark_now(self.cwd, self._warn)
         write_tree_mark(attempt.path, mark)
         now_ms = self.clock.now_ms()
-        self.record.emit(EventType.ITERATION_START, iteration=number)
+        if not start_logged(self.folder.events, number):  # else logged by a Stop that failed
+            self.record.emit(EventType.ITERATION_START, iteration=number)
 
         def open_iteration(s: RunState) -> None:
             s.iteration, s.iteration_open, s.status = number, True, RunStatus.RUNNING
@@ -356,26 +373,6 @@ class HookStop:
         )
         note = f"autopilot: run {self.arming.run_id}, iteration {number}"
         return HookOutcome(keep_going(prompt, note), arming)
-
-    def _mark(self) -> git.TreeMark:
-        """Where the work tree stands now; a git call that failed is a warning."""
-        observer = git.GitObserver(self.cwd)
-        mark = observer.mark()
-        for warning in observer.take_warnings():
-            self._warn(warning)
-        return mark
-
-    def _changed_paths(self, folder: Path, mark: TreeMark) -> list[str]:
-        """The paths the open iteration changed, against the work tree as it began
-        (none when that is not known); a git call that failed is a warning."""
-        start = read_tree_mark(folder)
-        if start.entries is None or mark.entries is None:
-            return []
-        observer = git.GitObserver(self.cwd)
-        changed = observer.changed_paths(start, mark) or []
-        for warning in observer.take_warnings():
-            self._warn(warning)
-        return changed
 
     def _warn(self, note: str) -> None:
         self.record.emit(EventType.WARNING, note=note)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -113,6 +113,7 @@ def answer_stop(
     *,
     clock: Clock | None = None,
     environ: Mapping[str, str] | None = None,
+    state_store: Callable[[Path], StateStore] = StateStore,
 ) -> str:
     """The answer to one Stop hook call (stdout text; "" lets the session stop).
 
@@ -122,6 +123,7 @@ def answer_stop(
         clock: Wall and monotonic time and the flush wait's sleep (default: the
             system's).
         environ: The hook's environment (the CLI's block cap).
+        state_store: Opens a run's ``state.json`` (``hook.iteration.HookStop``).
     """
     clock = clock or SystemClock()
     environ = os.environ if environ is None else environ
@@ -149,7 +151,7 @@ def answer_stop(
         arming = match.arming
         if match.claims:
             arming = _claim(root, arming, hook, clock)
-        return _answer(root, arming, hook, clock, environ)
+        return _answer(root, arming, hook, clock, environ, state_store)
 
 
 def _answer(
@@ -158,6 +160,7 @@ def _answer(
     hook: HookInput,
     clock: Clock,
     environ: Mapping[str, str],
+    state_store: Callable[[Path], StateStore],
 ) -> str:
     from autopilot.hook.iteration import HookStop
 
@@ -191,7 +194,7 @@ def _answer(
             "(the file is left as it is: autopilot doctor or status says more)"
         )
         return let_stop()
-    stop = HookStop(root, arming, clock)
+    stop = HookStop(root, arming, clock, state_store)
     try:
         outcome = stop.handle(decision, facts.turn)
     finally:

@@ -4,9 +4,11 @@ process, and the Stop that ends the iteration compares the work tree against it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from autopilot.store.private import write_private
+from autopilot.workspace import git
 from autopilot.workspace.git import TreeMark
 
 TREE_MARK_FILE = "tree-start.json"
@@ -36,3 +38,28 @@ def read_tree_mark(folder: Path) -> TreeMark:
     if not isinstance(entries, dict) or not all(isinstance(v, str) for v in entries.values()):
         return TreeMark(head if isinstance(head, str) else None, None)
     return TreeMark(head if isinstance(head, str) else None, entries)
+
+
+def mark_now(cwd: Path, warn: Callable[[str], None]) -> TreeMark:
+    """Where the work tree ``cwd`` stands now; a git call that failed is a ``warn``."""
+    observer = git.GitObserver(cwd)
+    mark = observer.mark()
+    for warning in observer.take_warnings():
+        warn(warning)
+    return mark
+
+
+def changed_since(
+    folder: Path, cwd: Path, mark: TreeMark, warn: Callable[[str], None]
+) -> list[str]:
+    """The paths the iteration of ``folder`` changed, from the work tree as it began
+    (``read_tree_mark``) to ``mark`` (none when either is not known); a git call that
+    failed is a ``warn``."""
+    start = read_tree_mark(folder)
+    if start.entries is None or mark.entries is None:
+        return []
+    observer = git.GitObserver(cwd)
+    changed = observer.changed_paths(start, mark) or []
+    for warning in observer.take_warnings():
+        warn(warning)
+    return changed
