@@ -71,22 +71,37 @@ def pause(run_dir: Path, clock: Clock) -> ControlResult:
 def resume(run_dir: Path, clock: Clock) -> ControlResult:
     """Clear a pause, rolling ``totalPausedMs`` forward (idempotent).
 
+    A driver logs ``resume`` when it leaves its pause; a hook run has no driver, so a
+    hook run that had paused is resumed here (status ``running``, a ``resume`` event):
+    its session's next prompt picks it up.
+
     Raises:
         UsageError: the run has ended.
         StateFileError: state.json is corrupt or cannot be written.
     """
-    store = StateStore(RunDir(run_dir).state)
+    folder = RunDir(run_dir)
+    store = StateStore(folder.state)
     now = clock.now_ms()
+    hook_resumed = False
 
     def change(s: RunState) -> None:
+        nonlocal hook_resumed
         _check_active(s, run_dir.name)
         if s.paused:
             if s.paused_at_ms is not None:
                 s.total_paused_ms += max(0, now - s.paused_at_ms)
             s.paused = False
             s.paused_at_ms = None
+        if s.mode == HOOK_MODE and s.status is RunStatus.PAUSED:
+            s.status, hook_resumed = RunStatus.RUNNING, True
 
     state = store.update(change)
+    if hook_resumed:
+        log = EventLog(folder.events, run_dir.name, clock.now_ms)
+        try:
+            log.emit(EventType.RESUME, note="autopilot resume: the session's next prompt goes on")
+        finally:
+            log.close()
     _to_lanes(run_dir, state, lambda lane: resume(lane, clock))
     return ControlResult(state, f"{run_dir.name}: resumed")
 

@@ -99,7 +99,12 @@ def test_pause_lets_the_session_stop_and_the_next_prompt_picks_the_run_up(
     answer = json.loads(session.stop(clock, active=True, last="working"))
     assert "paused" in answer["systemMessage"]
     assert kinds_of(run_id, "iteration_end", "pause") == [("iteration_end", 1), ("pause", 1)]
+    assert state_of(run_id)["status"] == "paused"
     resume(runs_root() / run_id, clock)
+    assert kinds_of(run_id, "pause", "resume") == [("pause", 1), ("resume", None)]
+    assert state_of(run_id)["status"] == "running"
+    resume(runs_root() / run_id, clock)  # nothing paused: nothing logged
+    assert kinds_of(run_id, "resume") == [("resume", None)]
     session.prompt("go on")
     assert blocks(session.stop(clock, last="back")).startswith(PROMPT)
     assert kinds_of(run_id, "iteration_start")[-1] == ("iteration_start", 2)
@@ -451,3 +456,32 @@ def test_a_hook_iteration_counts_progress_as_the_driver_does(tmp_path: Path, pro
     blocks(session.stop(clock, active=True, last="committed"))
     ends = [e for e in events_of(run_id) if e["type"] == "iteration_end"]
     assert [(e["iteration"], e["progress"]) for e in ends] == [(1, "none"), (2, "made")]
+
+
+def _replay_summary(run_id: str, project: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "autopilot", "replay", run_id],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.splitlines()[-1]
+
+
+def test_replay_shows_the_cost_a_hook_run_recorded(tmp_path: Path, project: Path) -> None:
+    clock, unknown, session = armed_session(tmp_path, project)
+    session.say("armed")
+    blocks(session.stop(clock, last="armed"))
+    session.say("work")
+    blocks(session.stop(clock, active=True, last="work"))
+    assert _replay_summary(unknown, project).endswith(
+        "tokens 100/10, cost unknown (the session's transcript records no cost)"
+    )
+    stop(runs_root() / unknown, clock)
+    clock, costed, session = armed_session(tmp_path, project, "s2")
+    session.say("armed", cost_usd=0.5)
+    blocks(session.stop(clock, last="armed"))
+    session.say("work", cost_usd=0.25)
+    blocks(session.stop(clock, active=True, last="work"))
+    assert _replay_summary(costed, project).endswith("cost $0.2500")

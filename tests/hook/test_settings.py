@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from autopilot.hook.inputs import HookAgent
 from autopilot.hook.settings import (
     BACKUP_SUFFIX,
     Scope,
+    hook_installed,
     install,
     is_ours,
     settings_path,
@@ -58,7 +60,8 @@ def test_install_merges_backs_up_and_is_idempotent(tmp_path: Path, agent: HookAg
     assert path.read_bytes() == written
     removed = uninstall(agent, Scope.PROJECT, tmp_path, env)
     assert removed[0].changed
-    assert _json(path) == OTHERS
+    assert path.read_text() == json.dumps(OTHERS)  # as it was, byte for byte
+    assert not path.with_name(path.name + BACKUP_SUFFIX).exists()
     again = uninstall(agent, Scope.PROJECT, tmp_path, env)
     assert [c.changed for c in again] == [False] * len(again)
 
@@ -102,6 +105,7 @@ def test_claude_gets_the_slash_command_and_loses_only_ours(tmp_path: Path) -> No
     assert f"!`{PROGRAM} arm $ARGUMENTS`" in command.read_text()
     uninstall(HookAgent.CLAUDE, Scope.PROJECT, tmp_path, {})
     assert not command.exists()
+    command.parent.mkdir(parents=True)
     command.write_text("my own /autopilot\n")
     with pytest.raises(UsageError, match="not autopilot's"):
         install(HookAgent.CLAUDE, Scope.PROJECT, tmp_path, PROGRAM, {})
@@ -162,3 +166,74 @@ def test_the_command_line_installs_and_says_where(tmp_path: Path) -> None:
         check=False,
     )
     assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("agent", list(HookAgent))
+def test_uninstall_removes_what_install_created_and_nothing_else(
+    tmp_path: Path, agent: HookAgent
+) -> None:
+    install(agent, Scope.PROJECT, tmp_path, PROGRAM, {})
+    uninstall(agent, Scope.PROJECT, tmp_path, {})
+    assert list(tmp_path.iterdir()) == []  # no settings file, backup or folder left
+    folder = settings_path(agent, Scope.PROJECT, tmp_path, {}).parent
+    (folder / "commands").mkdir(parents=True)
+    (folder / "commands" / "mine.md").write_text("mine\n")
+    install(agent, Scope.PROJECT, tmp_path, PROGRAM, {})
+    path = settings_path(agent, Scope.PROJECT, tmp_path, {})
+    settings = _json(path)
+    assert isinstance(settings, dict)
+    path.write_text(json.dumps({**settings, "model": "theirs"}))  # changed since install
+    uninstall(agent, Scope.PROJECT, tmp_path, {})
+    assert _json(path) == {"model": "theirs"}
+    assert sorted(p.name for p in folder.iterdir()) == ["commands", path.name]
+    assert [p.name for p in (folder / "commands").iterdir()] == ["mine.md"]
+
+
+def test_uninstall_in_user_scope_keeps_the_clis_folder(tmp_path: Path) -> None:
+    env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "cc")}
+    install(HookAgent.CLAUDE, Scope.USER, tmp_path, PROGRAM, env)
+    uninstall(HookAgent.CLAUDE, Scope.USER, tmp_path, env)
+    assert list((tmp_path / "cc").iterdir()) == []
+
+
+def test_hook_installed_looks_where_the_cli_reads_settings(tmp_path: Path) -> None:
+    env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "cc"), "CODEX_HOME": str(tmp_path / "cx")}
+    project = tmp_path / "p"
+    inner = project / "src" / "pkg"
+    inner.mkdir(parents=True)
+    assert not hook_installed(HookAgent.CLAUDE, inner, env)
+    install(HookAgent.CLAUDE, Scope.PROJECT, project, PROGRAM, env)
+    assert hook_installed(HookAgent.CLAUDE, inner, env)  # a folder above
+    assert not hook_installed(HookAgent.CODEX, inner, env)
+    install(HookAgent.CODEX, Scope.USER, project, PROGRAM, env)
+    assert hook_installed(HookAgent.CODEX, inner, env)
+    local = tmp_path / "q" / ".claude" / "settings.local.json"
+    local.parent.mkdir(parents=True)
+    hook = {"type": "command", "command": f"{PROGRAM} hook claude-stop"}
+    local.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [hook]}]}}))
+    assert hook_installed(HookAgent.CLAUDE, tmp_path / "q", env)
+
+
+def test_arm_without_the_hook_installed_says_so_in_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "CLAUDE_CONFIG_DIR": str(tmp_path / "cc")}
+
+    def arm(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "autopilot", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    first = arm("arm", "-p", "go", "--session", "s1")
+    assert first.returncode == 0 and "armed run" in first.stdout
+    assert first.stderr.splitlines() == [
+        "autopilot: warning: no autopilot Stop hook is installed for claude here or for your "
+        "user, so no session continues this run: autopilot hook install (--scope user for "
+        "every project)"
+    ]
+    assert arm("hook", "install").returncode == 0
+    second = arm("arm", "-p", "go", "--session", "s2")
+    assert (second.returncode, second.stderr) == (0, "")

@@ -13,7 +13,14 @@ import click
 from autopilot.cli.echo import say
 from autopilot.errors import UsageError
 from autopilot.hook.inputs import HookAgent
-from autopilot.hook.settings import Change, Scope, default_program, install, uninstall
+from autopilot.hook.settings import (
+    Change,
+    Scope,
+    default_program,
+    hook_installed,
+    install,
+    uninstall,
+)
 
 _CTX = {"help_option_names": ["-h", "--help"]}
 _AGENT = click.option(
@@ -216,6 +223,14 @@ def arm(
         backlog=backlog,
         claim_window_seconds=window_seconds,
     )
+    if not hook_installed(chosen, cwd, dict(os.environ)):
+        scope = "" if chosen is HookAgent.CLAUDE else f" --agent {chosen.value}"
+        say(
+            f"autopilot: warning: no autopilot Stop hook is installed for {chosen.value} "
+            f"here or for your user, so no session continues this run: "
+            f"autopilot hook install{scope} (--scope user for every project)",
+            err=True,
+        )
     for expired in armed.expired:
         say(f"autopilot: run {expired.run_id} ended unclaimed: {expired.note}")
     if armed.arming.session_id:

@@ -11,7 +11,8 @@ import click
 from autopilot.cli import list_body
 from autopilot.cli.echo import say, say_json
 from autopilot.core.ending import describe_ending
-from autopilot.core.vocabulary import RunStatus
+from autopilot.core.restart import HOOK_MODE
+from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.store.paths import resolve_run, run_dir, runs_root
 from autopilot.store.rundir import RunDir
 from autopilot.view.plain import format_event
@@ -47,19 +48,46 @@ def replay(as_json: bool, run_ref: str) -> int:
         return 0
     # One streaming pass: memory stays flat on a million-event log.
     out = sys.stdout
+    cost = _CostSeen()
 
     def show(event: dict[str, Any]) -> None:
         out.write(format_event(event) + "\n")
+        cost.note(event)
 
     snapshot, _ = fold_log(path, on_event=show)
     tokens = snapshot.tokens
     summary = (
         f"-- {run_id}: {_replayed_status(snapshot)}, "
         f"iteration {snapshot.iteration}, tokens {tokens['input']}/{tokens['output']}, "
-        f"cost ${snapshot.costUsd:.4f}"
+        + (
+            f"cost ${snapshot.costUsd:.4f}"
+            if cost.known or snapshot.costUsd > 0
+            else "cost unknown (the session's transcript records no cost)"
+        )
     )
     out.write(shown(summary) + "\n")
     return 0
+
+
+class _CostSeen:
+    """Whether a run's log knows its cost: a hook run's does only where an iteration
+    recorded one (``iterationCostUsd``), as ``status`` says (``hook.status``)."""
+
+    def __init__(self) -> None:
+        self.hook = False
+        self.recorded = False
+
+    def note(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == EventType.ARMED.value:
+            self.hook = event.get("mode") == HOOK_MODE
+        elif kind == EventType.ITERATION_END.value:
+            cost = event.get("iterationCostUsd")
+            self.recorded |= isinstance(cost, int | float) and not isinstance(cost, bool)
+
+    @property
+    def known(self) -> bool:
+        return not self.hook or self.recorded
 
 
 def _replayed_status(snapshot: Snapshot) -> str:

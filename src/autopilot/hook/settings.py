@@ -12,12 +12,14 @@ Files (docs/hooks.md; the shape is the same for both CLIs)::
 
 Installing merges: every other key, hook and group is kept, a file that changes is
 first copied to ``<name>.autopilot-backup``, and installing twice changes nothing.
-Uninstalling removes only autopilot's own hook commands (recognised by their
-command line) and a slash command file autopilot wrote.
+Uninstalling removes what installing added and nothing else: autopilot's own hook
+commands (recognised by their command line), the backup, a slash command file
+autopilot wrote, and a settings file or folder installing created that is left empty.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shlex
@@ -261,7 +263,10 @@ def install(
 def uninstall(
     agent: HookAgent, scope: Scope, project: Path, environ: dict[str, str]
 ) -> list[Change]:
-    """Remove autopilot's Stop hook (and ``/autopilot``) for ``scope``, nothing else.
+    """Remove what ``install`` added for ``scope``, and nothing else: autopilot's Stop
+    hook (the file as it was before, byte for byte, when nothing else changed since;
+    the file itself when install created it), install's backup, ``/autopilot`` and
+    the folders install made that are left empty.
 
     Raises:
         UsageError: a settings file is not JSON or has a shape the CLI would not read.
@@ -269,14 +274,67 @@ def uninstall(
     """
     path = settings_path(agent, scope, project, environ)
     before = read_settings(path)
-    changes = [_apply(path, before, without_hook(before, path)) if before else Change(path, False)]
+    after = without_hook(before, path) if before else before
+    changes = [_restore(path, before, after)]
     if agent is HookAgent.CLAUDE:
         command_file = slash_command_path(path)
         ours = command_file.exists() and SLASH_COMMAND_MARK in command_file.read_text("utf-8")
         if ours:
             command_file.unlink()
+            _remove_if_empty(command_file.parent)
         changes.append(Change(command_file, changed=ours))
+    if scope is Scope.PROJECT:
+        _remove_if_empty(path.parent)
     return changes
+
+
+def _restore(path: Path, before: dict[str, Any], after: dict[str, Any]) -> Change:
+    """``path`` without autopilot's hook: install's backup put back when it holds just
+    that, the file removed when nothing is left in it, else ``after`` written; the
+    backup goes either way."""
+    if after == before:
+        return Change(path, changed=False)
+    backup = path.with_name(path.name + BACKUP_SUFFIX)
+    try:
+        previous: dict[str, Any] | None = read_settings(backup) if backup.exists() else None
+    except UsageError:
+        previous = None
+    if previous is not None and previous == after:
+        backup.replace(path)  # the file as it was before install
+        return Change(path, changed=True)
+    if after:
+        _write_atomically(path, json.dumps(after, indent=2, ensure_ascii=False) + "\n")
+    else:
+        path.unlink()  # install created it, or it held only autopilot's hook
+    with contextlib.suppress(FileNotFoundError):
+        backup.unlink()
+    return Change(path, changed=True)
+
+
+def _remove_if_empty(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # only an empty folder
+
+
+def _has_our_hook(path: Path) -> bool:
+    try:
+        groups = _stop_groups(read_settings(path), path)
+    except UsageError:
+        return False
+    return any(_count_ours(group) for group in groups)
+
+
+def hook_installed(agent: HookAgent, project: Path, environ: dict[str, str]) -> bool:
+    """True when autopilot's Stop hook is in a settings file the CLI reads for a session
+    in ``project``: the user's, or a project's in ``project`` or a folder above it
+    (Claude Code's ``settings.local.json`` too)."""
+    candidates = [settings_path(agent, Scope.USER, project, environ)]
+    for folder in (project, *project.parents):
+        shared = settings_path(agent, Scope.PROJECT, folder, environ)
+        candidates.append(shared)
+        if agent is HookAgent.CLAUDE:
+            candidates.append(shared.with_name("settings.local.json"))
+    return any(_has_our_hook(path) for path in candidates)
 
 
 def default_program(argv0: str, executable: str) -> str:

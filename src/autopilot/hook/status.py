@@ -10,11 +10,13 @@ transcript records one (docs/hooks.md): otherwise ``status`` says so.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from autopilot.core.vocabulary import EventType
+from autopilot.hook.cut_short import ENDING_FILE
 from autopilot.hook.decide import Arming, CliProcess
 from autopilot.hook.registry import load_armings
 from autopilot.runtime.liveness import process_alive
@@ -123,3 +125,45 @@ def _from_log(run_dir: Path) -> _Logged:
             cost = event.get("iterationCostUsd")
             cost_known |= isinstance(cost, int | float) and not isinstance(cost, bool)
     return _Logged(agent, session, cost_known)
+
+
+def hook_health(run_dir: Path, iteration: int, now_ms: int) -> tuple[bool, str]:
+    """What ``doctor`` can check of a hook run that has not ended, in place of its
+    driver: is it armed, claimed, is its session's CLI alive, was a Stop cut short
+    while ending iteration ``iteration``.
+
+    Returns:
+        ``(healthy, words)``: False when nothing will continue the run (not armed, or
+        its session's CLI is gone).
+    """
+    view = hook_run_view(run_dir)
+    run_id = run_dir.name
+    cut = (run_dir / f"iter-{iteration:04d}" / ENDING_FILE).exists()
+    cut_note = (
+        f"; a Stop was cut short ending iteration {iteration}: the session's next Stop ends it"
+        if cut
+        else ""
+    )
+    if not view.armed:
+        return False, (
+            f"hook run not in the registry of armed runs: no session continues it; "
+            f"autopilot stop {run_id} ends it{cut_note}"
+        )
+    if not view.session_id:
+        until = time.strftime("%H:%M:%S", time.localtime((view.claim_until_ms or 0) / 1000))
+        if (view.claim_until_ms or 0) >= now_ms:
+            return True, (
+                f"hook run armed, unclaimed: the first {view.agent} session that stops in "
+                f"{view.project} until {until} claims it"
+            )
+        return True, f"hook run unclaimed since {until}: the next arm, status or list ends it"
+    whose = f"hook run of {view.agent} session {view.session_id}"
+    cli = view.cli
+    if cli is None or view.cli_alive is None:
+        return True, f"{whose}: no Stop of it answered yet{cut_note}"
+    if view.cli_alive:
+        return True, f"{whose}: its CLI is alive (pid {cli.pid}){cut_note}"
+    return False, (
+        f"{whose}: its CLI (pid {cli.pid}) is gone, so its next Stop never comes; "
+        f"autopilot stop {run_id} ends the run{cut_note}"
+    )

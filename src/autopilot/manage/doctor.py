@@ -25,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from autopilot.agents.environment import COMMON_ENV, NESTING_MARKERS, env_matche
 from autopilot.agents.registry import AGENT_NAMES, make_adapter
 from autopilot.config import build_config
 from autopilot.core.redact import has_secret_shape
+from autopilot.core.restart import HOOK_MODE
 from autopilot.errors import RunsRootError, UsageError
 from autopilot.manage.activity import Activity, run_activity
 from autopilot.store.events import iter_event_lines
@@ -244,7 +246,12 @@ def check_runs(root: Path) -> list[Finding]:
             continue
         activity = run_activity(folder, state)
         counts[activity] += 1
-        if activity is Activity.GONE:
+        if state.mode == HOOK_MODE and activity is not Activity.ENDED:
+            from autopilot.hook.status import hook_health
+
+            healthy, words = hook_health(folder, state.iteration, int(time.time() * 1000))
+            findings.append(Finding(Level.NOTE if healthy else Level.FAIL, f"run {run_id}", words))
+        elif activity is Activity.GONE:
             findings.append(
                 Finding(
                     Level.FAIL,
