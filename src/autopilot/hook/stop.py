@@ -88,19 +88,17 @@ def _claim(root: Path, arming: Arming, hook: HookInput, clock: Clock) -> Arming:
 def _forget_ended(root: Path, armings: list[Arming], clock: Clock) -> None:
     """Drop the entries of runs that ended without a Stop of their session (stopped
     from another terminal) or whose folder is gone (deleted), and end the runs no
-    session claimed in time (``hook.control.expire_unclaimed``): the idle hook then
-    answers at once again."""
+    session claimed in time (``hook.control.expire_unclaimed``, unless a Stop being
+    answered holds the registry): the idle hook then answers at once again."""
     ended = [a.run_id for a in armings if read_run(root, a.run_id).armed_no_more]
-    expired = any(claim_expired(a, clock.now_ms()) for a in armings)
-    if not ended and not expired:
-        return
-    with locked(root):
-        for run_id in ended:
-            remove_arming(root, run_id)
-        if expired:
-            from autopilot.hook.control import expire_held
+    if ended:
+        with locked(root):
+            for run_id in ended:
+                remove_arming(root, run_id)
+    if any(claim_expired(a, clock.now_ms()) for a in armings):
+        from autopilot.hook.control import expire_unclaimed
 
-            expire_held(root, clock)
+        expire_unclaimed(root, clock, wait_seconds=0)
 
 
 def _turn(hook: HookInput) -> TurnView | None:
