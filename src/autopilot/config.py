@@ -110,6 +110,7 @@ class RunConfig:
             verify=bool(self.verify) and mode != "backlog",
             adaptive_extension=self.adaptive_extension if mode == "self-improve" else 0,
             adaptive_max_total=self.adaptive_max_total,
+            backlog=mode == "backlog",
         )
 
     def to_json(self) -> dict[str, Any]:

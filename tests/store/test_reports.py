@@ -11,7 +11,12 @@ import pytest
 from autopilot.core.decision_file import report_from_decision_file
 from autopilot.core.decisions import ItemDecision, ItemReport
 from autopilot.core.workitems import Criterion, ItemStatus, WorkItem
-from autopilot.store.reports import claim_reports, take_decision_file, write_report
+from autopilot.store.reports import (
+    claim_reports,
+    claimed_reports,
+    take_decision_file,
+    write_report,
+)
 
 ITEM = WorkItem(
     id="unit-1",
@@ -55,6 +60,19 @@ def test_reports_are_claimed_once_in_order(tmp_path: Path) -> None:
     assert all(c.path.parent.name == "claimed" for c in claimed)
     assert claim_reports(tmp_path) == []
     assert [p.name for p in (tmp_path / "reports").iterdir()] == ["claimed"]
+
+
+def test_an_iteration_finds_its_claimed_reports_again(tmp_path: Path) -> None:
+    # A crash between the claim and the item's conclusion: the relaunch applies them.
+    early = ItemReport("unit-1", ItemDecision.RETRY_SAME_UNIT, {}, ("flaky",))
+    write_report(tmp_path, early, ts_ms=1000, iteration=2)
+    claim_reports(tmp_path, iteration=2)
+    late = ItemReport("unit-1", ItemDecision.STOP, {})
+    write_report(tmp_path, late, ts_ms=2000, iteration=3)
+    claim_reports(tmp_path, iteration=3)
+    assert [c.report for c in claimed_reports(tmp_path, 2)] == [early]
+    assert [c.report for c in claimed_reports(tmp_path, 3)] == [late]
+    assert claimed_reports(tmp_path, 4) == []
 
 
 def test_the_same_millisecond_never_overwrites(tmp_path: Path) -> None:

@@ -50,6 +50,8 @@ class PolicyConfig:
         adaptive_extension: Iterations granted at a time when the iteration budget
             is reached with work in flight (``core.adaptive``; 0: never).
         adaptive_max_total: The iteration budget is never extended above this.
+        backlog: A backlog run: it ends on its work items, never on a completion
+            promise (``core.backlog_rule``).
     """
 
     completion_promise: str | None = "COMPLETE"
@@ -68,6 +70,7 @@ class PolicyConfig:
     verify: bool = False
     adaptive_extension: int = 0
     adaptive_max_total: int = 50
+    backlog: bool = False
 
 
 @dataclass(frozen=True)

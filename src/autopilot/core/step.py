@@ -105,7 +105,7 @@ def conclude(state: LoopState, attempt: Attempt, config: PolicyConfig, now_ms: i
         decision = _denial_rule(decision, state, attempt)
         unverified = awaits_verification(decision, config) and attempt.verification is None
         decision = verify_rule(decision, attempt, config)
-        decision = backlog_rule(decision, attempt)
+        decision = backlog_rule(decision, attempt, config)
     extension = extend_budget(
         decision,
         attempt,

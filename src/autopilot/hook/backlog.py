@@ -8,7 +8,7 @@ session's next Stop (``end``): the reports the agent made with ``autopilot repor
 changed in ``tasks.jsonl`` is undone, an item that changed paths outside its allowed
 surface is reopened, a ``continue_next``'s checks are run by autopilot, and the item's
 new status is written — the facts ``conclude`` reads, as in a driver run
-(``loop.backlog_run.item_facts``).
+(``loop.backlog_run.with_item_facts``).
 
 Each Stop is a new process, so what autopilot last knew of the items (its copy that
 the agent's edits are undone against, and the item the iteration works on) comes

@@ -49,7 +49,7 @@ from autopilot.loop.approved import ApprovedRun
 from autopilot.loop.checks import DEFAULT_CHECK_TIMEOUT_SECONDS, run_checks
 from autopilot.loop.claims import Landed, Lanes, claim_next, held_elsewhere
 from autopilot.store.backlog import Backlog, BacklogFile
-from autopilot.store.reports import claim_reports, take_decision_file
+from autopilot.store.reports import claim_reports, claimed_reports, take_decision_file
 
 Emit = Callable[..., Any]
 """``emit(event_type, **fields)``: append one event to the run's log."""
@@ -137,7 +137,7 @@ class BacklogShell:
                 fields["iteration"] = iteration
             self.emit(str(event["type"]), **fields)
 
-    def _known(self) -> tuple[WorkItem, ...]:
+    def known_items(self) -> tuple[WorkItem, ...]:
         """What autopilot last knew: its own copy, else the run's log."""
         if self.ours is not None:
             return self.ours
@@ -195,7 +195,7 @@ class BacklogShell:
             return Begun(hold=problem)
         if self.lanes is not None:
             return self._claim(iteration)
-        known = self._known()
+        known = self.known_items()
         if not found.exists and known:
             reconciled = reconcile(known, None, agent_worked=False)
             for note in reconciled.notes:
@@ -226,7 +226,7 @@ class BacklogShell:
         """Take up the item another process started (a hook run's Stop begins an
         iteration and the next Stop ends it): the running item as autopilot last
         knew it, from the run's log. Returns it (None: no item is running)."""
-        running = [item for item in self._known() if item.status is ItemStatus.RUNNING]
+        running = [item for item in self.known_items() if item.status is ItemStatus.RUNNING]
         self.running = running[0] if running else None
         return self.running
 
@@ -258,6 +258,8 @@ class BacklogShell:
         iteration_folder: Path,
         changed_paths: Sequence[str],
         cwd: Path,
+        *,
+        relaunch: bool = False,
     ) -> Ended | None:
         """Conclude the item of iteration ``iteration``; None if none was running.
 
@@ -266,6 +268,8 @@ class BacklogShell:
             iteration_folder: Where the checks' output is saved.
             changed_paths: Paths the iteration changed (relative to the work tree).
             cwd: The work tree (checks run there).
+            relaunch: A relaunch concludes the attempt a crash cut short: the reports
+                that iteration claimed before the crash count too.
 
         Raises:
             BacklogError: the file could not be written.
@@ -274,8 +278,10 @@ class BacklogShell:
         if item is None:
             return None
         self.running = None
-        reports = [c.report for c in claim_reports(self.run_folder) if c.report is not None]
-        ours = self._known()
+        claimed = claimed_reports(self.run_folder, iteration) if relaunch else []
+        claimed.extend(claim_reports(self.run_folder, iteration))
+        reports = [c.report for c in claimed if c.report is not None]
+        ours = self.known_items()
         taken = take_decision_file(cwd, list(ours))
         problems: list[str] = []
         if taken is not None:
@@ -372,23 +378,23 @@ class BacklogShell:
         self._write(changed, reopened)
         self.emit("workitem_end", **workitem_end_fields(reopened, iteration, "merge_conflict"))
         self.emit("workitem_recorded", iteration=iteration, **workitem_recorded_fields(reopened))
-        self.emit("backlog_snapshot", **backlog_snapshot_fields(self._known()))
+        self.emit("backlog_snapshot", **backlog_snapshot_fields(self.known_items()))
         return Ended(reopened, None)
 
     def done(self) -> bool:
         """No item is open and every completed item passed its checks."""
-        items = self._known()
+        items = self.known_items()
         return not open_items(items) and all(
             i.completion.verdict is Verdict.PASS for i in items if i.status is ItemStatus.COMPLETED
         )
 
     def open_count(self) -> int:
         """How many items are still open."""
-        return len(open_items(self._known()))
+        return len(open_items(self.known_items()))
 
     def snapshot(self) -> dict[str, Any]:
         """``backlog_snapshot`` fields for the items autopilot knows now."""
-        return backlog_snapshot_fields(self._known())
+        return backlog_snapshot_fields(self.known_items())
 
     def answer(self, text: str) -> WorkItem | None:
         """Deliver a person's answer to the blocked item with a question; None if none."""

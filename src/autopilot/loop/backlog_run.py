@@ -17,7 +17,7 @@ from autopilot.core.attempt import Attempt, BacklogFacts
 from autopilot.core.continuation import reopened_notice
 from autopilot.core.vocabulary import EventType, Progress, RunStatus
 from autopilot.loop.approved import ApprovedRun
-from autopilot.loop.backlog import BacklogShell, Begun
+from autopilot.loop.backlog import BacklogShell, Begun, Ended
 from autopilot.loop.claims import Lanes
 from autopilot.store.backlog import Backlog
 from autopilot.store.events import read_events
@@ -109,26 +109,19 @@ def backlog_boundary(shell: BacklogShell, state: Any, waits: Gates) -> Boundary:
 def with_item_facts(
     shell: BacklogShell, attempt: Attempt, folder: Path, changed_paths: Sequence[str], cwd: Path
 ) -> Attempt:
-    """``end`` the attempt's item and add what it did to the attempt's facts (a
-    work item that moved on is progress, whatever the work tree shows)."""
-    facts = item_facts(shell, attempt.number, folder, changed_paths, cwd)
-    if facts is None:
-        return attempt
-    if facts.item_closed:
-        return replace(attempt, backlog=facts, progress=Progress.MADE)
-    return replace(attempt, backlog=facts)
-
-
-def item_facts(
-    shell: BacklogShell, iteration: int, folder: Path, changed_paths: Sequence[str], cwd: Path
-) -> BacklogFacts | None:
-    """``end`` the iteration's item, as the facts ``conclude`` reads (None: no item)."""
+    """``end`` the attempt's item and add what it did to the attempt's facts."""
     if shell.approved is not None:
         shell.approved.end()
-    ended = shell.end(iteration, folder, changed_paths, cwd)
+    return attempt_with(shell, attempt, shell.end(attempt.number, folder, changed_paths, cwd))
+
+
+def attempt_with(shell: BacklogShell, attempt: Attempt, ended: Ended | None) -> Attempt:
+    """``attempt`` with what ``ended`` did to its item as the facts ``conclude`` reads
+    (a work item that moved on is progress, whatever the work tree shows); unchanged
+    when no item was concluded."""
     if ended is None:
-        return None
-    return BacklogFacts(
+        return attempt
+    facts = BacklogFacts(
         item_id=ended.item.id,
         decision=ended.decision.value if ended.decision else None,
         stop=ended.stop,
@@ -138,6 +131,9 @@ def item_facts(
         item_closed=not ended.item.is_open or ended.question is not None,
         reopened_notice=reopened_notice(ended.item),
     )
+    if facts.item_closed:
+        return replace(attempt, backlog=facts, progress=Progress.MADE)
+    return replace(attempt, backlog=facts)
 
 
 def backlog_shell(

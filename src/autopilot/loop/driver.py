@@ -22,6 +22,7 @@ from typing import Any
 from autopilot.agents.base import AgentAdapter
 from autopilot.agents.environment import env_matches
 from autopilot.agents.guard import guarded
+from autopilot.core.attempt import Attempt
 from autopilot.core.change import LoopState
 from autopilot.core.delivery import MessageKind
 from autopilot.core.ending import RunResult, io_reason
@@ -33,6 +34,7 @@ from autopilot.core.verification import verify_notice
 from autopilot.core.vocabulary import Action, EventType, Reason
 from autopilot.errors import StateFileError, UsageError
 from autopilot.loop.backlog import Begun
+from autopilot.loop.backlog_recovery import concluded_after_crash, record_started
 from autopilot.loop.backlog_run import backlog_boundary, backlog_shell, with_item_facts
 from autopilot.loop.briefing import Briefing
 from autopilot.loop.clock import Clock
@@ -230,11 +232,22 @@ class Driver:
         attempt = attempt_left(self.record, self.run_dir, self.adapter, now_ms)
         ended = None
         if attempt is not None:
+            if self.backlog is not None and attempt.folder:
+                folder = self.run_dir.path / attempt.folder
+                attempt = concluded_after_crash(
+                    self.backlog, attempt, folder, self.workspace, self.cwd
+                )
+                self._reopened(attempt)
             step = conclude(self._loop_state(), attempt, self.policy, now_ms)
             ended = self._apply(without_logged(step, torn))
         if torn and ended is None:
             restore_spend(self.record, self.run_dir)
         return ended
+
+    def _reopened(self, attempt: Attempt) -> None:
+        """A reopened item's notice goes to its next attempt (through the inbox)."""
+        if attempt.backlog is not None and attempt.backlog.reopened_notice:
+            self.briefing.notice(MessageKind.REOPENED, attempt.backlog.reopened_notice)
 
     def _attach(self) -> None:
         needed = self.adapter.env_needed
@@ -317,6 +330,8 @@ class Driver:
         attempt = self.run_dir.new_attempt(number)
         write_private(attempt.prompt, prompt.encode("utf-8", "replace"))
         before = self.workspace.mark()
+        if begun is not None and begun.item is not None:
+            record_started(attempt.path, begun.item, number, before)
         started = self.clock.monotonic()
         self.record.emit(EventType.ITERATION_START, iteration=number)
         resume = self.launcher.resume_session()
@@ -347,8 +362,7 @@ class Driver:
         if self.backlog and begun and begun.item and not facts.usage_limited:
             paths = self.workspace.changed_paths(before, self.workspace.mark()) or []
             facts = with_item_facts(self.backlog, facts, attempt.path, paths, self.cwd)
-            if facts.backlog is not None and facts.backlog.reopened_notice:
-                self.briefing.notice(MessageKind.REOPENED, facts.backlog.reopened_notice)
+            self._reopened(facts)
         for note in self.workspace.take_warnings():  # git timed out or could not run
             self._warn(note, iteration=number)
         step = conclude(self._loop_state(), facts, self.policy, self.clock.now_ms())

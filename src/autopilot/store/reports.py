@@ -5,7 +5,10 @@
 reader sees all of it or nothing). At the iteration's boundary the driver claims
 every waiting report by renaming it into ``reports/claimed/`` — a rename either
 happened or did not, so after a crash a report is claimed once or is still waiting,
-never lost and never applied twice.
+never lost and never applied twice. The driver's claims carry the iteration in the
+name (``iter-0003.<name>``), so a relaunch after a crash between the claim and the
+item's conclusion finds that iteration's claimed reports again
+(``claimed_reports``).
 
 A promoted ``.autopilot/consistency-decision.json`` in the work tree is the other way
 to decide (see ``core.decision_file``); once read it is renamed to
@@ -111,11 +114,28 @@ class ClaimedReport:
     report: ItemReport | None
 
 
-def claim_reports(run_folder: Path) -> list[ClaimedReport]:
+def _claimed_prefix(iteration: int | None) -> str:
+    return "" if iteration is None else f"iter-{iteration:04d}."
+
+
+def _read_claimed(path: Path) -> ClaimedReport:
+    try:
+        data = read_bounded_regular_file(path, MAX_REPORT_BYTES)
+        report = report_from_json(json.loads(data or b""))
+    except (ValueError, OSError, Exception):
+        report = None
+    return ClaimedReport(path, report)
+
+
+def claim_reports(run_folder: Path, iteration: int | None = None) -> list[ClaimedReport]:
     """Take every waiting report, oldest first (by name), by renaming it.
 
     A file that is not a report is claimed too (so it is not read again) with
     ``report`` None.
+
+    Args:
+        run_folder: The run's folder.
+        iteration: The iteration claiming them (kept in the claimed name), if any.
     """
     folder = run_folder / REPORTS_DIR
     try:
@@ -126,18 +146,25 @@ def claim_reports(run_folder: Path) -> list[ClaimedReport]:
     claimed_dir.mkdir(mode=0o700, exist_ok=True)
     claimed: list[ClaimedReport] = []
     for name in names:
-        target = claimed_dir / name
+        target = claimed_dir / f"{_claimed_prefix(iteration)}{name}"
         try:
             os.rename(folder / name, target)
         except OSError:
             continue  # someone else claimed it
-        try:
-            data = read_bounded_regular_file(target, MAX_REPORT_BYTES)
-            report = report_from_json(json.loads(data or b""))
-        except (ValueError, OSError, Exception):
-            report = None
-        claimed.append(ClaimedReport(target, report))
+        claimed.append(_read_claimed(target))
     return claimed
+
+
+def claimed_reports(run_folder: Path, iteration: int) -> list[ClaimedReport]:
+    """The reports iteration ``iteration`` already claimed, oldest first: what a
+    relaunch applies when the crash came before that iteration's item was concluded."""
+    folder = run_folder / REPORTS_DIR / CLAIMED_DIR
+    prefix = _claimed_prefix(iteration)
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.startswith(prefix))
+    except OSError:
+        return []
+    return [_read_claimed(folder / name) for name in names if name.endswith(".json")]
 
 
 def take_decision_file(

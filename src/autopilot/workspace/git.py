@@ -68,6 +68,27 @@ class TreeMark:
             digest.update(f"tip\0{tip}\0".encode("ascii", "replace"))
         return digest.hexdigest()
 
+    def to_json(self) -> dict[str, object]:
+        """The mark as a JSON object (``from_json`` reads it back)."""
+        return {"head": self.head, "branch": self.branch, "entries": self.entries}
+
+    @classmethod
+    def from_json(cls, data: object) -> TreeMark | None:
+        """A mark ``to_json`` wrote, or None if ``data`` is not one."""
+        if not isinstance(data, dict):
+            return None
+        head, branch, entries = data.get("head"), data.get("branch"), data.get("entries")
+        if not (head is None or isinstance(head, str)):
+            return None
+        if not (branch is None or isinstance(branch, str)):
+            return None
+        if entries is not None and not (
+            isinstance(entries, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in entries.items())
+        ):
+            return None
+        return cls(head, entries, branch)
+
 
 UNKNOWN = TreeMark(None, None)
 """The mark outside a repository, or when git could not answer."""

@@ -8,7 +8,10 @@ Points: ``spawn`` (the agent started, its pid not yet in state.json), ``mid_stre
 (the agent's first tool call was logged), ``after_iteration_end`` (the iteration's
 ``iteration_end`` was logged, before the next state write), ``state_write`` (the temp
 file of the write that concludes an iteration is on disk, not yet renamed into place),
-``limit_wait`` (``rate_limited`` was logged), ``paused`` (``pause`` was logged).
+``limit_wait`` (``rate_limited`` was logged), ``paused`` (``pause`` was logged); in a
+backlog run also ``agent_exited`` (the agent ended and its checkpoint was logged, its
+work item not yet concluded), ``checks`` (the agent's reports claimed, the criteria's
+checks about to run) and ``item_concluded`` (``workitem_end`` logged, the step not).
 
 At ``limit_wait`` the restarted daemon's clock jumps past the reset time once it has
 logged the resumed wait: the limit can be hours away, so the restart surely finds the
@@ -65,6 +68,10 @@ def _install() -> None:
         kind = str(event_type)
         if kind == "substage":
             _crash("mid_stream")
+        elif kind == "checkpoint" and fields.get("iteration"):
+            _crash("agent_exited")
+        elif kind == "workitem_end":
+            _crash("item_concluded")
         elif kind == "iteration_end":
             _crash("after_iteration_end")
         elif kind == "rate_limited":
@@ -103,6 +110,17 @@ def _install() -> None:
         write(path, data, **options)
 
     state.write_atomically = write_then_maybe_crash
+
+    from autopilot.loop import checks
+
+    run_checks = checks.run_checks
+
+    def crash_then_run_checks(*args: Any, **kwargs: Any) -> Any:
+        _crash("checks")
+        return run_checks(*args, **kwargs)
+
+    # Before loop.backlog imports it by name.
+    checks.run_checks = crash_then_run_checks  # type: ignore[assignment]
 
 
 if _POINT:
