@@ -181,3 +181,21 @@ def test_a_running_item_nobody_holds_is_resumed_by_a_lane() -> None:
     assert plan.item is not None and plan.item.id == "a"
     assert plan.item.extra == {"claimed_by": "lane-1"}
     assert plan.prompt is not None and "pending-decision: missing" in plan.prompt
+
+
+def test_a_line_repeating_an_id_is_kept_as_it_is() -> None:
+    # The first line of an id is the item in force; a later line with the same id is
+    # never ready, never changed, and compared only with itself.
+    repeat = WorkItem(id="a", prompt="a second a")
+    plan = plan_iteration("r-1", [A, repeat, B], 1)
+    assert plan.items[0].status is ItemStatus.RUNNING and plan.items[1] == repeat
+    assert [e.get("item", {}).get("prompt") for e in plan.events] == ["do a", None]
+    running = plan.items[0]
+    report = ItemReport("a", ItemDecision.CONTINUE_NEXT, {"ac1": True})
+    done = conclude_item(plan.items, running, report, CheckOutcome(True, "sha256:" + "0" * 64), 1)
+    assert [i.prompt for i in done.items] == ["do a", "a second a", "do b"]
+    assert done.items[1] == repeat and done.items[0].status is ItemStatus.COMPLETED
+    same = reconcile(done.items, done.items, agent_worked=True)
+    assert same.notes == () and not same.rewrite and same.events == ()
+    seen = reconcile([A, B], [A, repeat, B], agent_worked=False)
+    assert seen.items == (A, repeat, B) and seen.events == ()
