@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from autopilot.core.decisions import ItemDecision, ItemReport
-from autopilot.core.workitems import ItemStatus
+from autopilot.core.workitems import ItemStatus, item_from_json
 from autopilot.loop.backlog import BacklogShell
 from autopilot.store.backlog import Backlog
 from autopilot.store.reports import write_report
@@ -232,3 +233,59 @@ def test_backlog_problems_are_told_once(work: Path) -> None:
     shell.begin(2)
     notes = [e["note"] for e in log.events if e["type"] == "warning"]
     assert notes == ["tasks.jsonl: work item 'd' depends on 'nope', which does not exist"]
+
+
+def test_a_line_broken_while_the_agent_works_keeps_its_place_and_holds_the_run(
+    work: Path,
+) -> None:
+    log = Log()
+    shell = _shell(work, log)
+    shell.begin(1)
+    path = work / ".autopilot" / "tasks.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines.insert(1, b'{"id": "d", oops\n')  # a person's half-typed line, as line 2
+    path.write_bytes(b"".join(lines))
+    _report(shell, "a", "continue_next", ac1=True)
+    (work / "a.md").write_text("a\n")
+    ended = shell.end(1, work.parent, ["a.md"], work)
+    assert ended is not None and ended.item.status is ItemStatus.COMPLETED
+    after = path.read_bytes().splitlines(keepends=True)
+    assert after[1] == b'{"id": "d", oops\n' and after[2:] == lines[2:]
+    notes = [e["note"] for e in log.events if e["type"] == "warning"]
+    assert not any("deleted" in n for n in notes)
+    held = shell.begin(2)
+    assert held.item is None and held.hold is not None and "line 2: not valid JSON" in held.hold
+    path.write_bytes(path.read_bytes().replace(b'{"id": "d", oops', b'{"id": "d"}'))
+    begun = shell.begin(2)
+    assert begun.item is not None and begun.item.id == "d"  # the fixed line, in its place
+
+
+def test_an_item_another_terminal_adds_during_a_boundary_is_kept(work: Path) -> None:
+    # The boundary reads, plans and writes under the backlog's lock: an add from
+    # another terminal lands before or after, never in between (and is never lost).
+    path = work / ".autopilot" / "tasks.jsonl"
+    path.write_text(path.read_text() + '{"id":"d","depends_on":["nope"]}\n')
+    log = Log()
+    shell = _shell(work, log)
+    other = Backlog(work, work.parent / "locks")
+    adding: list[threading.Thread] = []
+
+    def emit(event_type: str, **fields: Any) -> None:
+        log.emit(event_type, **fields)
+        if event_type == "warning" and not adding:  # between the read and the write
+            late = item_from_json({"id": "late"})
+            adding.append(threading.Thread(target=other.update, args=(lambda f: f.append([late]),)))
+            adding[0].start()
+            adding[0].join(timeout=1.0)
+
+    shell.emit = emit
+    begun = shell.begin(1)
+    adding[0].join()
+    assert begun.item is not None and begun.item.id == "a"
+    assert _statuses(work) == {
+        "a": "running",
+        "b": "ready",
+        "c": "ready",
+        "d": "ready",
+        "late": "ready",
+    }

@@ -71,7 +71,7 @@ class IterationPlan:
     wait: str | None = None
 
 
-def _replace(items: Sequence[WorkItem], item: WorkItem) -> tuple[WorkItem, ...]:
+def with_item_replaced(items: Sequence[WorkItem], item: WorkItem) -> tuple[WorkItem, ...]:
     """``items`` with the first item of ``item``'s id replaced (the one in force: a
     later line repeating its id is never ready, and is kept as it is)."""
     index = next((n for n, other in enumerate(items) if other.id == item.id), None)
@@ -130,7 +130,7 @@ def plan_iteration(
         _event("workitem_recorded", workitem_recorded_fields(started)),
         _event("workitem_start", workitem_start_fields(started, iteration)),
     )
-    return IterationPlan(_replace(items, started), started, prompt, events=events)
+    return IterationPlan(with_item_replaced(items, started), started, prompt, events=events)
 
 
 def _no_item(items: tuple[WorkItem, ...]) -> IterationPlan:
@@ -225,7 +225,7 @@ def conclude_item(
     after = apply_report(item, report, checks) if report is not None else missing_report(item)
     decision = report.decision if report is not None else None
     question = after.blocked_reason if after.status is ItemStatus.BLOCKED else None
-    changed = _replace(items, after)
+    changed = with_item_replaced(items, after)
     events = (
         _event("workitem_end", workitem_end_fields(after, iteration, decision)),
         _event("workitem_recorded", workitem_recorded_fields(after)),

@@ -27,6 +27,7 @@ from autopilot.core.backlog_step import (
     conclude_item,
     plan_iteration,
     reconcile,
+    with_item_replaced,
 )
 from autopilot.core.boundary import surface_violations
 from autopilot.core.decisions import (
@@ -47,7 +48,7 @@ from autopilot.core.workitems import ItemFormatError, ItemStatus, Verdict, WorkI
 from autopilot.errors import BacklogError
 from autopilot.loop.approved import ApprovedRun
 from autopilot.loop.checks import DEFAULT_CHECK_TIMEOUT_SECONDS, run_checks
-from autopilot.loop.claims import Landed, Lanes, claim_next, held_elsewhere
+from autopilot.loop.claims import Lanes, claim_next, held_elsewhere
 from autopilot.store.backlog import Backlog, BacklogFile
 from autopilot.store.reports import claim_reports, claimed_reports, take_decision_file
 
@@ -150,24 +151,24 @@ class BacklogShell:
         return tuple(rebuilt)
 
     def _write(self, items: Sequence[WorkItem], item: WorkItem | None = None) -> None:
-        """Write ``items`` in place of the file's items, keeping malformed lines; a
-        lane writes only its own ``item`` into the file as it is now."""
+        """Write ``items`` in place of the file's items, keeping the lines that are
+        not items where they are; a lane writes only its own ``item`` into the file
+        as it is now. The caller holds the backlog's lock.
+
+        Raises:
+            BacklogError: the file could not be written (or, for a lane, read).
+        """
         if self.lanes is not None and item is not None:
-            mine = item
-
-            def change_one(found: BacklogFile) -> BacklogFile:
-                if found.item(mine.id) is None:
-                    return found.append([mine])
-                return found.replace_item(mine)
-
-            self.ours = tuple(self.backlog.update(change_one).items)
+            found = self.backlog.read()
+            mine = found.append([item]) if found.item(item.id) is None else found.replace_item(item)
+            self.backlog.write_locked(mine)
+            self.ours = tuple(mine.items)
             return
-
-        def change(found: BacklogFile) -> BacklogFile:
-            malformed = found.malformed if found.exists else []
-            return BacklogFile((*items, *malformed), exists=True)
-
-        self.backlog.update(change)
+        try:
+            current = self.backlog.read()
+        except BacklogError:
+            current = BacklogFile((), exists=False)  # not a file we can read: replaced
+        self.backlog.write_locked(current.with_items(items))
         self.ours = tuple(items)
 
     def _read(self) -> tuple[BacklogFile | None, str | None]:
@@ -190,11 +191,17 @@ class BacklogShell:
         Raises:
             BacklogError: the file could not be written.
         """
+        if self.lanes is not None:
+            return self._claim(iteration)
+        # Read, planned and written under the lock: an item another terminal adds
+        # meanwhile is never written over.
+        with self.backlog.locked():
+            return self._begin(iteration)
+
+    def _begin(self, iteration: int) -> Begun:
         found, problem = self._read()
         if problem is not None or found is None:
             return Begun(hold=problem)
-        if self.lanes is not None:
-            return self._claim(iteration)
         known = self.known_items()
         if not found.exists and known:
             reconciled = reconcile(known, None, agent_worked=False)
@@ -233,6 +240,9 @@ class BacklogShell:
     def _claim(self, iteration: int) -> Begun:
         """A lane's ``begin``: choose and claim an item under the file's lock."""
         assert self.lanes is not None
+        problem = self._read()[1]
+        if problem is not None:
+            return Begun(hold=problem)
         plan = claim_next(
             self.backlog, self.run_id, iteration, self.lanes, run_surface=self.run_surface
         )
@@ -289,29 +299,11 @@ class BacklogShell:
             if report is not None:
                 reports.append(report)
             problems.extend(f"consistency-decision.json refused: {p}" for p in refused)
-        found, problem = self._read()
-        found_items = found.items if found is not None and found.exists and not problem else None
-        if self.lanes is not None and found_items is not None:
-            # Sibling lanes write their own items; only this lane's item is guarded.
-            mine = next((i for i in ours if i.id == item.id), item)
-            ours = tuple(mine if i.id == item.id else i for i in found_items)
-            if not any(i.id == item.id for i in found_items):
-                ours = (*ours, mine)
-            found_items = list(ours)
-        reconciled = reconcile(ours, found_items, agent_worked=True)
-        for note in reconciled.notes:
-            self.emit("warning", iteration=iteration, note=note)
-        self._emit_all(reconciled.events, iteration)
-        items = reconciled.items
-        report, refused = choose_report(items, item.id, reports)
+        report, refused = choose_report(ours, item.id, reports)
         problems.extend(refused)
-        for line in problems:
-            self.emit("warning", iteration=iteration, note=line, itemId=item.id)
         violations = surface_violations(changed_paths, item.allowed_surface, self.run_surface)
-        if violations:
-            return self._violation(items, item, iteration, violations)
         checks = None
-        if report is not None and report.decision is ItemDecision.CONTINUE_NEXT:
+        if not violations and report is not None and report.decision is ItemDecision.CONTINUE_NEXT:
             checks = run_checks(
                 item.acceptance_criteria,
                 cwd=cwd,
@@ -319,19 +311,19 @@ class BacklogShell:
                 timeout_seconds=self.check_timeout_seconds,
                 env=self.environ,
             ).outcome
-        conclusion = conclude_item(items, item, report, checks, iteration)
-        if self.lanes is not None and conclusion.item.status is ItemStatus.COMPLETED:
-            landed = self.lanes.land(conclusion.item)
-            if landed.conflicts:
-                return self._conflict(items, conclusion.item, iteration, landed)
-            self.emit(
-                "lane_merged",
-                iteration=iteration,
-                itemId=item.id,
-                sha=landed.sha,
-                runBranch=landed.branch,
-            )
-        self._write(conclusion.items, conclusion.item)
+        with self.backlog.locked():
+            items = self._reconciled(ours, item, iteration)
+            for line in problems:
+                self.emit("warning", iteration=iteration, note=line, itemId=item.id)
+            if violations:
+                return self._violation(items, item, iteration, violations)
+            conclusion = conclude_item(items, item, report, checks, iteration)
+            if self.lanes is None:
+                self._write(conclusion.items)
+        if self.lanes is not None:
+            conflict = self._land(items, conclusion.item, iteration)
+            if conflict is not None:
+                return conflict
         self._emit_all(conclusion.events, iteration)
         return Ended(
             conclusion.item,
@@ -341,6 +333,57 @@ class BacklogShell:
             checks,
         )
 
+    def _reconciled(
+        self, ours: Sequence[WorkItem], item: WorkItem, iteration: int
+    ) -> tuple[WorkItem, ...]:
+        """The file's items as they are now with the agent's edits undone (a lane
+        guards only its own ``item``: sibling lanes write theirs). A line a person
+        broke meanwhile keeps its place (the run holds at the boundary). The caller
+        holds the backlog's lock, so an item another terminal adds is never lost."""
+        found, _ = self._read()
+        found_items = found.items if found is not None and found.exists else None
+        if self.lanes is not None and found_items is not None:
+            mine = next((i for i in ours if i.id == item.id), item)
+            if any(i.id == item.id for i in found_items):
+                ours = with_item_replaced(found_items, mine)
+            else:
+                ours = (*found_items, mine)
+            found_items = list(ours)
+        reconciled = reconcile(ours, found_items, agent_worked=True)
+        for note in reconciled.notes:
+            self.emit("warning", iteration=iteration, note=note)
+        self._emit_all(reconciled.events, iteration)
+        return reconciled.items
+
+    def _land(self, items: Sequence[WorkItem], item: WorkItem, iteration: int) -> Ended | None:
+        """Write a lane's concluded ``item``, a completed one merged into the run branch
+        first (outside the file's lock); returns the reopening a conflict caused."""
+        assert self.lanes is not None
+        if item.status is ItemStatus.COMPLETED:
+            landed = self.lanes.land(item)
+            if landed.conflicts:
+                reopened = reopen_for_conflict(item, landed.conflicts)
+                self.emit(
+                    "merge_conflict",
+                    iteration=iteration,
+                    itemId=item.id,
+                    files=list(landed.conflicts[:50]),
+                    runBranch=landed.branch,
+                )
+                with self.backlog.locked():
+                    self._write(with_item_replaced(items, reopened), reopened)
+                return self._reopened(reopened, iteration, "merge_conflict")
+            self.emit(
+                "lane_merged",
+                iteration=iteration,
+                itemId=item.id,
+                sha=landed.sha,
+                runBranch=landed.branch,
+            )
+        with self.backlog.locked():
+            self._write(items, item)
+        return None
+
     def _violation(
         self,
         items: Sequence[WorkItem],
@@ -349,7 +392,6 @@ class BacklogShell:
         violations: Sequence[str],
     ) -> Ended:
         reopened = reopen_for_violation(item, violations)
-        changed = tuple(reopened if i.id == item.id else i for i in items)
         self.emit(
             "surface_violation",
             iteration=iteration,
@@ -357,29 +399,17 @@ class BacklogShell:
             paths=list(violations[:50]),
             count=len(violations),
         )
-        self._write(changed, reopened)
-        self.emit("workitem_end", **workitem_end_fields(reopened, iteration, "surface_violation"))
-        self.emit("workitem_recorded", iteration=iteration, **workitem_recorded_fields(reopened))
-        self.emit("backlog_snapshot", **backlog_snapshot_fields(changed))
-        return Ended(reopened, None, violations=tuple(violations))
+        self._write(with_item_replaced(items, reopened), reopened)
+        return self._reopened(reopened, iteration, "surface_violation", violations)
 
-    def _conflict(
-        self, items: Sequence[WorkItem], item: WorkItem, iteration: int, landed: Landed
+    def _reopened(
+        self, item: WorkItem, iteration: int, why: str, violations: Sequence[str] = ()
     ) -> Ended:
-        reopened = reopen_for_conflict(item, landed.conflicts)
-        changed = tuple(reopened if i.id == item.id else i for i in items)
-        self.emit(
-            "merge_conflict",
-            iteration=iteration,
-            itemId=item.id,
-            files=list(landed.conflicts[:50]),
-            runBranch=landed.branch,
-        )
-        self._write(changed, reopened)
-        self.emit("workitem_end", **workitem_end_fields(reopened, iteration, "merge_conflict"))
-        self.emit("workitem_recorded", iteration=iteration, **workitem_recorded_fields(reopened))
+        """Record ``item`` reopened by autopilot (``why``: the ``workitem_end`` decision)."""
+        self.emit("workitem_end", **workitem_end_fields(item, iteration, why))
+        self.emit("workitem_recorded", iteration=iteration, **workitem_recorded_fields(item))
         self.emit("backlog_snapshot", **backlog_snapshot_fields(self.known_items()))
-        return Ended(reopened, None)
+        return Ended(item, None, violations=tuple(violations))
 
     def done(self) -> bool:
         """No item is open and every completed item passed its checks."""

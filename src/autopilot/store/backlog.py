@@ -101,6 +101,30 @@ class BacklogFile:
             raise BacklogError(f"no work item {item.id!r} in {TASKS_FILE}")
         return BacklogFile(tuple(entries), exists=True)
 
+    def with_items(self, items: Sequence[WorkItem]) -> BacklogFile:
+        """A copy holding ``items`` in their order in place of the file's items, each
+        line that is not an item kept after the item it followed (so it keeps its line
+        number while the items keep their order), the rest at the end."""
+        following: dict[tuple[str, int] | None, list[MalformedLine]] = {}
+        anchor: tuple[str, int] | None = None
+        seen: dict[str, int] = {}
+        for entry in self.entries:
+            if isinstance(entry, WorkItem):
+                anchor = (entry.id, seen.get(entry.id, 0))
+                seen[entry.id] = anchor[1] + 1
+            else:
+                following.setdefault(anchor, []).append(entry)
+        entries: list[WorkItem | MalformedLine] = list(following.pop(None, []))
+        seen = {}
+        for item in items:
+            key = (item.id, seen.get(item.id, 0))
+            seen[item.id] = key[1] + 1
+            entries.append(item)
+            entries.extend(following.pop(key, []))
+        for rest in following.values():
+            entries.extend(rest)
+        return BacklogFile(tuple(entries), exists=True)
+
     def append(self, items: Sequence[WorkItem]) -> BacklogFile:
         """A copy with ``items`` added at the end."""
         return BacklogFile((*self.entries, *items), exists=True)
