@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -289,3 +290,36 @@ def test_an_item_another_terminal_adds_during_a_boundary_is_kept(work: Path) -> 
         "d": "ready",
         "late": "ready",
     }
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "folder"])
+def test_a_file_the_agent_replaces_with_something_unreadable(work: Path, kind: str) -> None:
+    log = Log()
+    shell = _shell(work, log)
+    shell.begin(1)
+    path = work / ".autopilot" / "tasks.jsonl"
+    path.unlink()
+    if kind == "symlink":
+        path.symlink_to(work.parent / "elsewhere.jsonl")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    _report(shell, "a", "stop")
+    ended = shell.end(1, work.parent, [], work)  # never raises: the run goes on
+    assert ended is not None and ended.item.status is ItemStatus.STOPPED
+    notes = [e["note"] for e in log.events if e["type"] == "warning"]
+    assert not any("was deleted" in n for n in notes)
+    if kind == "folder":
+        assert any("the run holds until .autopilot/tasks.jsonl can be written" in n for n in notes)
+        held = shell.begin(2)
+        assert held.hold is not None and "is a directory" in held.hold
+        path.rmdir()  # the person removes it: written again from the run's log
+        begun = shell.begin(2)
+        assert begun.item is not None and begun.item.id == "c"
+    assert _statuses(work) == {
+        "a": "stopped",
+        "b": "ready",
+        "c": "running" if kind == "folder" else "ready",
+    }
+    assert path.is_file() and not path.is_symlink()

@@ -171,6 +171,23 @@ class BacklogShell:
         self.backlog.write_locked(current.with_items(items))
         self.ours = tuple(items)
 
+    def _write_or_warn(
+        self, items: Sequence[WorkItem], iteration: int, item: WorkItem | None = None
+    ) -> None:
+        """``_write`` at an iteration's end: a file the agent made unwritable (a
+        folder in its place) is a warning, not the run's end; the items stand in the
+        run's log and the boundary holds until the file can be used."""
+        try:
+            self._write(items, item)
+        except BacklogError as error:
+            self.ours = tuple(items)
+            self.emit(
+                "warning",
+                iteration=iteration,
+                note=f"{error}; the work items' state is in the run's log, and the run holds "
+                "until .autopilot/tasks.jsonl can be written",
+            )
+
     def _read(self) -> tuple[BacklogFile | None, str | None]:
         try:
             found = self.backlog.read()
@@ -319,7 +336,7 @@ class BacklogShell:
                 return self._violation(items, item, iteration, violations)
             conclusion = conclude_item(items, item, report, checks, iteration)
             if self.lanes is None:
-                self._write(conclusion.items)
+                self._write_or_warn(conclusion.items, iteration)
         if self.lanes is not None:
             conflict = self._land(items, conclusion.item, iteration)
             if conflict is not None:
@@ -340,7 +357,7 @@ class BacklogShell:
         guards only its own ``item``: sibling lanes write theirs). A line a person
         broke meanwhile keeps its place (the run holds at the boundary). The caller
         holds the backlog's lock, so an item another terminal adds is never lost."""
-        found, _ = self._read()
+        found, problem = self._read()
         found_items = found.items if found is not None and found.exists else None
         if self.lanes is not None and found_items is not None:
             mine = next((i for i in ours if i.id == item.id), item)
@@ -350,7 +367,10 @@ class BacklogShell:
                 ours = (*found_items, mine)
             found_items = list(ours)
         reconciled = reconcile(ours, found_items, agent_worked=True)
-        for note in reconciled.notes:
+        notes = reconciled.notes
+        if found is None:  # replaced by what autopilot does not read: a link, a FIFO…
+            notes = (f"{problem}; written again from the run's log",)
+        for note in notes:
             self.emit("warning", iteration=iteration, note=note)
         self._emit_all(reconciled.events, iteration)
         return reconciled.items
@@ -371,7 +391,7 @@ class BacklogShell:
                     runBranch=landed.branch,
                 )
                 with self.backlog.locked():
-                    self._write(with_item_replaced(items, reopened), reopened)
+                    self._write_or_warn(with_item_replaced(items, reopened), iteration, reopened)
                 return self._reopened(reopened, iteration, "merge_conflict")
             self.emit(
                 "lane_merged",
@@ -381,7 +401,7 @@ class BacklogShell:
                 runBranch=landed.branch,
             )
         with self.backlog.locked():
-            self._write(items, item)
+            self._write_or_warn(items, iteration, item)
         return None
 
     def _violation(
@@ -399,7 +419,7 @@ class BacklogShell:
             paths=list(violations[:50]),
             count=len(violations),
         )
-        self._write(with_item_replaced(items, reopened), reopened)
+        self._write_or_warn(with_item_replaced(items, reopened), iteration, reopened)
         return self._reopened(reopened, iteration, "surface_violation", violations)
 
     def _reopened(
