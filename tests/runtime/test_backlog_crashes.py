@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from autopilot.config import RunConfig
@@ -29,7 +30,7 @@ from autopilot.store.fold import fold
 from autopilot.store.paths import runs_root
 from autopilot.store.run_state import PromptSource
 from tests.cli.test_control import _wait_for
-from tests.conftest import FakeAgent, read_jsonl
+from tests.conftest import FakeAgent, read_jsonl, run_cli
 from tests.runtime.test_reliability import CRASHPOINTS, TIMEOUT, _finished, _state
 
 ITEMS = [
@@ -69,7 +70,11 @@ def backlog_crash(
 ) -> Any:
     started: list[Path] = []
 
-    def start(point: str, invocations: list[list[dict[str, Any]]]) -> tuple[Path, Path]:
+    def start(
+        point: str,
+        invocations: list[list[dict[str, Any]]],
+        items: list[dict[str, Any]] = ITEMS,
+    ) -> tuple[Path, Path]:
         for key, value in fake_agent(invocations, select="invocation").items():
             monkeypatch.setenv(key, value)
         marker = tmp_path / "crashed"
@@ -80,7 +85,7 @@ def backlog_crash(
         )
         (repo / ".autopilot").mkdir()
         (repo / ".autopilot" / "tasks.jsonl").write_text(
-            "".join(json.dumps(item) + "\n" for item in ITEMS)
+            "".join(json.dumps(item) + "\n" for item in items)
         )
         root = runs_root()
         config = RunConfig(max_iterations=6, stagnation_limit=0, max_cost_usd=5.0)
@@ -180,3 +185,44 @@ def test_a_completion_promise_cut_short_by_a_crash_does_not_complete_the_run(
         e["type"] == "warning" and "does not end a backlog run" in str(e.get("note"))
         for e in events
     )
+
+
+def test_a_check_left_running_by_a_dead_driver_is_ended_on_relaunch(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    # A foreground run: the first time, a's check kills its driver and goes on running
+    # (a check that hangs). ``autopilot start`` ends it, runs the checks again, and
+    # they pass.
+    hanging = "sleep 611"
+    check = (
+        f"if [ ! -f ../crashed ]; then touch ../crashed; kill -9 $PPID; {hanging}; fi; "
+        "test -f a.txt"
+    )
+    items = [
+        {**ITEMS[0], "acceptance_criteria": [{"id": "ac1", "text": "a", "check": check}]},
+        ITEMS[1],
+    ]
+    (repo / ".autopilot").mkdir()
+    (repo / ".autopilot" / "tasks.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items))
+    env = fake_agent([WORK])
+    killed = run_cli(["run", "--backlog", "--plain", "--max-iterations", "6"], cwd=repo, env=env)
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    folder = next(p for p in (tmp_path / "runs").iterdir() if p.name.startswith("repo-"))
+    done = run_cli(["start", folder.name, "--plain"], cwd=repo, env=env)
+    try:
+        assert done.returncode == 0, done.stdout + done.stderr
+        items_after = read_jsonl(repo / ".autopilot" / "tasks.jsonl")
+        assert [(i["id"], i["status"]) for i in items_after] == [
+            ("a", "completed"),
+            ("b", "completed"),
+        ]
+    finally:
+        left = [
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if p.info["cmdline"] and " ".join(p.info["cmdline"]) == hanging
+        ]
+        for process in left:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+    assert left == []

@@ -38,6 +38,7 @@ from autopilot.loop.backlog_recovery import concluded_after_crash, record_starte
 from autopilot.loop.backlog_run import backlog_boundary, backlog_shell, with_item_facts
 from autopilot.loop.briefing import Briefing
 from autopilot.loop.clock import Clock
+from autopilot.loop.descendants import RUN_ID_ENV
 from autopilot.loop.lanes import run_lanes
 from autopilot.loop.launch import Launcher
 from autopilot.loop.observe import attempt_of
@@ -133,10 +134,11 @@ class Driver:
             handoff=self.briefing,
         )
         self._locks = locks
+        # Checks and verify commands carry the run's id, so a relaunch after a crash
+        # ends what they left running (``loop.descendants``).
+        self.command_env = {**self.launcher.base_env, RUN_ID_ENV: run_id}
         self.lanes = run_lanes(root, run_id, state)
-        self.backlog = backlog_shell(
-            self.record, root, run_id, self.launcher.base_env, lanes=self.lanes
-        )
+        self.backlog = backlog_shell(self.record, root, run_id, self.command_env, lanes=self.lanes)
         self._begun: Begun | None = None
 
     @property
@@ -369,7 +371,7 @@ class Driver:
         if not step.awaits_verification:
             return step
         verification = run_verify(
-            self.config.verify, cwd=self.cwd, folder=attempt.path, env=self.launcher.base_env
+            self.config.verify, cwd=self.cwd, folder=attempt.path, env=self.command_env
         )
         step = conclude(
             self._loop_state(),
