@@ -4,9 +4,13 @@ honoured end to end (the demo agent as a real process)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
-from tests.conftest import read_jsonl, run_cli
+from tests.cli.test_control import _wait_for
+from tests.conftest import FakeAgent, read_jsonl, run_cli
 
 ITEM = {
     "id": "notes",
@@ -55,3 +59,38 @@ def test_approve_needs_a_backlog(repo: Path) -> None:
     done = run_cli(["run", "-p", "x", "--approve"], cwd=repo)
     assert done.returncode == 2
     assert done.stderr.strip().endswith("--approve and --surface are for backlog runs (--backlog)")
+
+
+def test_a_refused_second_approve_leaves_the_active_runs_boundary_alone(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    _backlog(repo)
+    env = fake_agent([[{"shell": "while [ ! -f ../go ]; do sleep 0.05; done"}, {"result": "ok"}]])
+    args = ["run", "--backlog", "--plain", "--approve", "--max-iterations", "2"]
+    first = subprocess.Popen(
+        [sys.executable, "-m", "autopilot", *args, "--surface", "notes.md"],
+        cwd=repo,
+        env={**os.environ, **env},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        boundary = repo / ".autopilot" / "approved-run.json"
+        _wait_for(lambda: (tmp_path / "runs").exists() and _iteration_started(tmp_path))
+        before = boundary.read_bytes()
+        second = run_cli([*args[:-1], "50", "--surface", "src/..."], cwd=repo, env=env)
+        assert second.returncode == 4 and "another run" in second.stderr, second.stderr
+        assert boundary.read_bytes() == before
+    finally:
+        (tmp_path / "go").touch()
+        first.wait(timeout=120)
+
+
+def _iteration_started(tmp_path: Path) -> bool:
+    return any(
+        e["type"] == "iteration_start"
+        for folder in (tmp_path / "runs").iterdir()
+        if (folder / "events.jsonl").exists()
+        for e in read_jsonl(folder / "events.jsonl")
+    )

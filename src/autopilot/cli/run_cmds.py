@@ -230,52 +230,54 @@ def run(
             f"the runs root {root} is inside the work tree; an agent could delete it and "
             "its writes would count as progress: set AUTOPILOT_RUNS_DIR elsewhere"
         )
-    if backlog:
-        approve_boundary(cwd, approve=approve, steps=config.max_iterations, surfaces=surfaces)
-    if lanes is not None:
-        return run_parallel(
+    project_lock: ProjectLock | None = None
+    if lanes is None and not worktree:
+        project_lock = ProjectLock(root, cwd)
+        project_lock.acquire()  # before anything is written: a refused run leaves nothing
+    try:
+        if backlog:
+            approve_boundary(cwd, approve=approve, steps=config.max_iterations, surfaces=surfaces)
+        if lanes is not None:
+            return run_parallel(
+                root,
+                config,
+                chosen.source,
+                cwd,
+                lanes=lanes,
+                extra_args=agent_args,
+                command=command,
+                detach=detach,
+                show_limits=lambda run_id: print_limits(run_id, config, run_dir(root, run_id)),
+            )
+        arm = functools.partial(
+            arm_run,
             root,
             config,
             chosen.source,
             cwd,
-            lanes=lanes,
+            SystemClock(),
             extra_args=agent_args,
             command=command,
-            detach=detach,
-            show_limits=lambda run_id: print_limits(run_id, config, run_dir(root, run_id)),
+            mode=chosen.mode,
         )
-    arm = functools.partial(
-        arm_run,
-        root,
-        config,
-        chosen.source,
-        cwd,
-        SystemClock(),
-        extra_args=agent_args,
-        command=command,
-        mode=chosen.mode,
-    )
-    if worktree:
-        # A new worktree of its own: no other run can hold it, and the checkout's own
-        # run (if any) is not in its way.
-        run_id = arm(worktree=True)
-        state = read_state(RunDir(run_dir(root, run_id)).state)
-        place = RunWorktree.from_json(state.extra.get("worktree"))
-        assert state.cwd is not None and place is not None
-        say(f"autopilot: worktree {place.path} on branch {place.branch}")
-        project_lock = ProjectLock(root, Path(state.cwd))
-    else:
-        project_lock = ProjectLock(root, cwd)
-    # In the checkout, before anything is created: a refused run leaves nothing.
-    project_lock.acquire()
-    try:
-        if not worktree:
+        if worktree:
+            # A new worktree of its own: no other run can hold it, and the checkout's
+            # own run (if any) is not in its way.
+            run_id = arm(worktree=True)
+            state = read_state(RunDir(run_dir(root, run_id)).state)
+            place = RunWorktree.from_json(state.extra.get("worktree"))
+            assert state.cwd is not None and place is not None
+            say(f"autopilot: worktree {place.path} on branch {place.branch}")
+            project_lock = ProjectLock(root, Path(state.cwd))
+            project_lock.acquire()
+        else:
             run_id = arm()
         print_limits(run_id, config, run_dir(root, run_id))
         if not detach:
             return drive(root, run_id, adapter, plain=plain, project_lock=project_lock)
     finally:
-        project_lock.release()
+        if project_lock is not None:
+            project_lock.release()
     return launch_detached(root, run_id)
 
 
