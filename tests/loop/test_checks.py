@@ -93,6 +93,26 @@ def test_a_hanging_check_times_out_and_its_whole_group_is_ended(tmp_path: Path) 
     assert not _alive(child)
 
 
+def test_a_stop_ends_a_hanging_check_and_runs_no_more(tmp_path: Path) -> None:
+    # stop --now while a check hangs: it is ended (its whole group), no later check
+    # runs, and the run says it stopped rather than that the check failed.
+    hang = Criterion("hang", "x", "sleep 300 & echo $! > child.pid; sleep 300")
+    later = Criterion("later", "y", "touch later.ran")
+
+    def should_stop() -> bool:
+        return (tmp_path / "child.pid").exists()
+
+    run = run_checks((hang, later), cwd=tmp_path, folder=tmp_path, stop=should_stop)
+    assert run.stopped and [r.criterion_id for r in run.results] == ["hang"]
+    assert run.results[0].status_text() == "stopped" and run.results[0].exit_code is None
+    assert not run.results[0].timed_out and not (tmp_path / "later.ran").exists()
+    child = int((tmp_path / "child.pid").read_text())
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
 def test_a_child_left_behind_does_not_hold_the_run_and_is_ended(tmp_path: Path) -> None:
     check = "sleep 300 & echo $! > child.pid; echo done"
     run = run_checks(

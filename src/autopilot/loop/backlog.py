@@ -115,6 +115,8 @@ class BacklogShell:
         environ: The environment check commands run with (default ``os.environ``).
         approved: The project's approved run boundary (``loop.approved``).
         lanes: For a lane of a parallel run, its siblings and its landing.
+        should_stop: Polled while the checks run: ``stop --now`` (or a second
+            Ctrl-C) ends them, and the item stays running, undecided.
     """
 
     backlog: Backlog
@@ -127,6 +129,7 @@ class BacklogShell:
     environ: Mapping[str, str] | None = None
     approved: ApprovedRun | None = None
     lanes: Lanes | None = None
+    should_stop: Callable[[], bool] = lambda: False
     ours: tuple[WorkItem, ...] | None = field(default=None, init=False)
     running: WorkItem | None = field(default=None, init=False)
     _problems_told: tuple[str, ...] = field(default=(), init=False)
@@ -320,20 +323,32 @@ class BacklogShell:
         problems.extend(refused)
         violations = surface_violations(changed_paths, item.allowed_surface, self.run_surface)
         checks = None
+        stopped = False
         if not violations and report is not None and report.decision is ItemDecision.CONTINUE_NEXT:
-            checks = run_checks(
+            run = run_checks(
                 item.acceptance_criteria,
                 cwd=cwd,
                 folder=iteration_folder,
                 timeout_seconds=self.check_timeout_seconds,
                 env=self.environ,
-            ).outcome
+                stop=self.should_stop,
+            )
+            checks, stopped = run.outcome, run.stopped
         with self.backlog.locked():
             items = self._reconciled(ours, item, iteration)
             for line in problems:
                 self.emit("warning", iteration=iteration, note=line, itemId=item.id)
             if violations:
                 return self._violation(items, item, iteration, violations)
+            if stopped:  # no evidence either way: the item is resumed by a later run
+                self._write_or_warn(items, iteration, item)
+                self.emit(
+                    "warning",
+                    iteration=iteration,
+                    itemId=item.id,
+                    note=f"the checks of work item {item.id} were stopped; it stays running",
+                )
+                return Ended(item, None)
             conclusion = conclude_item(items, item, report, checks, iteration)
             if self.lanes is None:
                 self._write_or_warn(conclusion.items, iteration)

@@ -93,6 +93,11 @@ class CheckRun:
     results: tuple[CheckResult, ...]
     outcome: CheckOutcome
 
+    @property
+    def stopped(self) -> bool:
+        """A stop ended a check: the outcome is no evidence either way."""
+        return any(r.stopped for r in self.results)
+
 
 def user_shell(environ: Mapping[str, str] | None = None) -> str:
     """The user's shell: ``$SHELL`` if it is an absolute path to an executable, else /bin/sh."""

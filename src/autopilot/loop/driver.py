@@ -139,6 +139,8 @@ class Driver:
         self.command_env = {**self.launcher.base_env, RUN_ID_ENV: run_id}
         self.lanes = run_lanes(root, run_id, state)
         self.backlog = backlog_shell(self.record, root, run_id, self.command_env, lanes=self.lanes)
+        if self.backlog is not None:
+            self.backlog.should_stop = self.waits.kill_requested
         self._begun: Begun | None = None
 
     @property
@@ -371,7 +373,11 @@ class Driver:
         if not step.awaits_verification:
             return step
         verification = run_verify(
-            self.config.verify, cwd=self.cwd, folder=attempt.path, env=self.command_env
+            self.config.verify,
+            cwd=self.cwd,
+            folder=attempt.path,
+            env=self.command_env,
+            should_stop=self.waits.kill_requested,
         )
         step = conclude(
             self._loop_state(),

@@ -9,7 +9,7 @@ they found to ``conclude`` (``core.verification``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from autopilot.core.attempt import Verification
@@ -24,6 +24,7 @@ def run_verify(
     folder: Path,
     timeout_seconds: float = DEFAULT_CHECK_TIMEOUT_SECONDS,
     env: Mapping[str, str] | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
 ) -> Verification:
     """Run every verify command, in order, and say what they found.
 
@@ -33,6 +34,7 @@ def run_verify(
         folder: The iteration's folder (each command's output is saved there).
         timeout_seconds: Per command.
         env: Their environment (default ``os.environ``).
+        should_stop: Polled while a command runs; True ends it (it fails).
 
     Returns:
         Passed only if every command exited 0; one ``$ CMD: exit N`` line per
@@ -42,7 +44,14 @@ def run_verify(
         Criterion(id=f"verify{number}", text=command, check=command)
         for number, command in enumerate(commands, 1)
     ]
-    run = run_checks(criteria, cwd=cwd, folder=folder, timeout_seconds=timeout_seconds, env=env)
+    run = run_checks(
+        criteria,
+        cwd=cwd,
+        folder=folder,
+        timeout_seconds=timeout_seconds,
+        env=env,
+        stop=should_stop,
+    )
     lines = tuple(f"$ {r.command}: {r.status_text()}" for r in run.results)
     failing = tuple(
         line for line, result in zip(lines, run.results, strict=True) if not result.passed
