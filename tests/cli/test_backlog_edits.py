@@ -125,8 +125,10 @@ def test_a_broken_line_and_a_cycle_added_mid_run(
     _wait_for(paused, TIMEOUT)
     note = next(e["note"] for e in _events(repo) if e["type"] == "pause")
     assert ".autopilot/tasks.jsonl line 2: not valid JSON" in note
-    status = run_cli(["status"], cwd=repo)
-    assert "paused" in status.stdout, status.stdout
+    status = run_cli(["status"], cwd=repo)  # why it is paused, not only that it is
+    assert "paused — fix .autopilot/tasks.jsonl first: .autopilot/tasks.jsonl line 2" in (
+        status.stdout
+    ), status.stdout
     held = path.read_bytes().splitlines(keepends=True)
     assert held[1] == lines[1] and len(held) == len(lines)  # the broken line kept, in place
     ids = [json.loads(line)["id"] for n, line in enumerate(held) if n != 1]
@@ -171,3 +173,5 @@ def test_a_broken_line_and_a_cycle_added_mid_run(
         "y": "completed",
     }
     assert _completed_once(_events(repo)) == {"a": 1, "d": 1, "b": 1, "y": 1}
+    state = json.loads((_run_dir(repo.parent) / "state.json").read_text())
+    assert state["hold"] is None

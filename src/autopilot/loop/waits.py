@@ -103,15 +103,23 @@ class Waits:
             self.record.emit(EventType.RESUME)
 
     def hold_until(self, why: str, ready: Callable[[], bool]) -> None:
-        """Pause at the boundary (status ``paused``, a ``pause`` event saying ``why``)
-        until ``ready()`` or a stop; then ``resume``."""
-        self.record.update(lambda s: setattr(s, "status", RunStatus.PAUSED))
+        """Pause at the boundary (status ``paused``, ``why`` in a ``pause`` event and in
+        ``state.json``'s ``hold``) until ``ready()`` or a stop; then ``resume``."""
+
+        def hold(s: RunState) -> None:
+            s.status, s.hold = RunStatus.PAUSED, why
+
+        self.record.update(hold)
         self.record.emit(EventType.PAUSE, note=why)
         while True:
             self.clock.sleep(FLAG_POLL_SECONDS)
             if self.stopping(self.record.refresh()) or ready():
                 break
-        self.record.update(lambda s: setattr(s, "status", RunStatus.RUNNING))
+
+        def release(s: RunState) -> None:
+            s.status, s.hold = RunStatus.RUNNING, None
+
+        self.record.update(release)
         if not self.stopping(self.record.state):
             self.record.emit(EventType.RESUME)
 

@@ -95,6 +95,8 @@ class RunState:
         gate: The question the run waits on a person for (status ``awaiting_user``).
         gate_answer: The person's answer (``autopilot answer``/``approve``), until
             the driver takes it.
+        hold: Why the driver holds the run paused until a file is fixed (a broken
+            ``tasks.jsonl`` line, an incomplete ``approved-run.json``), while it does.
         version: Bumped by every write.
         extra: Fields this version of autopilot does not know, kept as they are.
     """
@@ -145,6 +147,7 @@ class RunState:
     usage_baseline: UsageBaseline | None = None
     gate: str | None = None
     gate_answer: str | None = None
+    hold: str | None = None
     version: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -209,6 +212,7 @@ class RunState:
             },
             "gate": self.gate,
             "gateAnswer": self.gate_answer,
+            "hold": self.hold,
             "version": self.version,
         }
         for key, value in self.extra.items():
@@ -316,6 +320,7 @@ def decode_state(data: Any, path: Path | str = "state.json") -> RunState:
         else None,
         gate=_str(data.get("gate")),
         gate_answer=_str(data.get("gateAnswer")),
+        hold=_str(data.get("hold")),
         version=_int(data.get("version")),
         extra={key: value for key, value in data.items() if key not in _KNOWN_FIELDS},
     )

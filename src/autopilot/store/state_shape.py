@@ -80,6 +80,7 @@ SHAPE: dict[str, str | dict[str, Any]] = {
     "usageBaseline": {"sessionId": _TEXT, "input": _COUNT, "output": _COUNT},
     "gate": _TEXT,
     "gateAnswer": _TEXT,
+    "hold": _TEXT,
     "version": _COUNT,
 }
 """The fields autopilot reads and their JSON types (``config`` is ``RunConfig``'s;
