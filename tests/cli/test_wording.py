@@ -99,6 +99,11 @@ def test_resume_says_when_there_is_nothing_to_resume(tmp_path: Path) -> None:
     write_run(tmp_path / "runs", dict(state, paused=True, status="paused"), None)
     assert run_cli(["resume", RUN_ID], cwd=tmp_path).stdout.strip() == f"{RUN_ID}: resumed"
     assert '"paused": false' in (folder / "state.json").read_text()
+    # Held by the driver until a file is fixed: resume cannot help, and says so.
+    why = "fix .autopilot/tasks.jsonl first: .autopilot/tasks.jsonl line 2: not valid JSON"
+    write_run(tmp_path / "runs", dict(state, status="paused", hold=why), None)
+    done = run_cli(["resume", RUN_ID], cwd=tmp_path)
+    assert done.stdout.strip() == f"{RUN_ID}: still paused until the file is fixed: {why}"
 
 
 def test_plain_lines_show_moments_in_local_time(utc: None) -> None:

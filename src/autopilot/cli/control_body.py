@@ -160,6 +160,8 @@ def resume_message(run_id: str, before: RunState, after: RunState) -> str:
     was_paused = before.status is RunStatus.PAUSED or before.paused
     if off is not None and was_paused:
         return f"{run_id}: still paused by {off}; autopilot on (or remove that file) to resume"
+    if after.hold is not None and after.status is RunStatus.PAUSED and not after.terminated:
+        return f"{run_id}: still paused until the file is fixed: {after.hold}"
     if not was_paused:
         return f"{run_id}: not paused; nothing to resume"
     return f"{run_id}: resumed"
