@@ -13,6 +13,7 @@ A lane of a parallel run (``lanes`` given) shares the file with its sibling lane
 it claims its item under the file's lock (skipping items another live lane holds),
 writes back only its own item, and lands a completed item in the run branch
 (``Lanes.land``) before it counts; a conflict reopens it with the files named.
+``end``'s work is in ``loop.backlog_end``.
 """
 
 from __future__ import annotations
@@ -23,34 +24,25 @@ from pathlib import Path
 from typing import Any
 
 from autopilot.core.backlog_step import (
-    choose_report,
-    conclude_item,
     plan_iteration,
     reconcile,
-    with_item_replaced,
 )
-from autopilot.core.boundary import surface_violations
 from autopilot.core.decisions import (
-    CheckOutcome,
-    ItemDecision,
     answer_item,
-    reopen_for_conflict,
-    reopen_for_violation,
 )
 from autopilot.core.ready_queue import backlog_problems, open_items
 from autopilot.core.workitem_events import (
     backlog_snapshot_fields,
     rebuild_items,
-    workitem_end_fields,
     workitem_recorded_fields,
 )
 from autopilot.core.workitems import ItemFormatError, ItemStatus, Verdict, WorkItem, item_from_json
 from autopilot.errors import BacklogError
 from autopilot.loop.approved import ApprovedRun
-from autopilot.loop.checks import DEFAULT_CHECK_TIMEOUT_SECONDS, run_checks
+from autopilot.loop.backlog_end import Ended, end_item
+from autopilot.loop.checks import DEFAULT_CHECK_TIMEOUT_SECONDS
 from autopilot.loop.claims import Lanes, claim_next, held_elsewhere
 from autopilot.store.backlog import Backlog, BacklogFile
-from autopilot.store.reports import claim_reports, claimed_reports, take_decision_file
 
 Emit = Callable[..., Any]
 """``emit(event_type, **fields)``: append one event to the run's log."""
@@ -76,27 +68,6 @@ class Begun:
     question: str | None = None
     hold: str | None = None
     wait: str | None = None
-
-
-@dataclass(frozen=True)
-class Ended:
-    """What ``end`` did.
-
-    Attributes:
-        item: The item after its decision.
-        decision: The decision applied (None: the agent reported none).
-        question: A question for a person (``ask_user_meta``, repeated missing).
-        stop: The agent reported ``stop``.
-        checks: autopilot's run of the checks, when ``continue_next`` was reported.
-        violations: Changed paths outside the allowed surface.
-    """
-
-    item: WorkItem
-    decision: ItemDecision | None
-    question: str | None = None
-    stop: bool = False
-    checks: CheckOutcome | None = None
-    violations: tuple[str, ...] = ()
 
 
 @dataclass
@@ -134,7 +105,7 @@ class BacklogShell:
     running: WorkItem | None = field(default=None, init=False)
     _problems_told: tuple[str, ...] = field(default=(), init=False)
 
-    def _emit_all(self, events: Iterable[Mapping[str, Any]], iteration: int | None) -> None:
+    def emit_all(self, events: Iterable[Mapping[str, Any]], iteration: int | None) -> None:
         for event in events:
             fields = {k: v for k, v in event.items() if k != "type"}
             if iteration is not None and event["type"] == "workitem_recorded":
@@ -174,7 +145,7 @@ class BacklogShell:
         self.backlog.write_locked(current.with_items(items))
         self.ours = tuple(items)
 
-    def _write_or_warn(
+    def write_or_warn(
         self, items: Sequence[WorkItem], iteration: int, item: WorkItem | None = None
     ) -> None:
         """``_write`` at an iteration's end: a file the agent made unwritable (a
@@ -191,7 +162,7 @@ class BacklogShell:
                 "until .autopilot/tasks.jsonl can be written",
             )
 
-    def _read(self) -> tuple[BacklogFile | None, str | None]:
+    def read(self) -> tuple[BacklogFile | None, str | None]:
         try:
             found = self.backlog.read()
         except BacklogError as error:
@@ -203,7 +174,7 @@ class BacklogShell:
 
     def problem(self) -> str | None:
         """Why ``tasks.jsonl`` cannot be used as it is now, or None."""
-        return self._read()[1]
+        return self.read()[1]
 
     def begin(self, iteration: int) -> Begun:
         """Prepare iteration ``iteration`` (see the module docstring).
@@ -219,7 +190,7 @@ class BacklogShell:
             return self._begin(iteration)
 
     def _begin(self, iteration: int) -> Begun:
-        found, problem = self._read()
+        found, problem = self.read()
         if problem is not None or found is None:
             return Begun(hold=problem)
         known = self.known_items()
@@ -230,7 +201,7 @@ class BacklogShell:
             items: Sequence[WorkItem] = reconciled.items
         else:
             reconciled = reconcile(known, found.items, agent_worked=False)
-            self._emit_all(reconciled.events, iteration)
+            self.emit_all(reconciled.events, iteration)
             items = found.items
         problems = tuple(p.message for p in backlog_problems(items))
         if problems and problems != self._problems_told:
@@ -245,7 +216,7 @@ class BacklogShell:
             self.ours = tuple(plan.items)
             return Begun(done=plan.done, question=plan.question)
         self._write(plan.items)
-        self._emit_all(plan.events, iteration)
+        self.emit_all(plan.events, iteration)
         self.running = plan.item
         return Begun(item=plan.item, prompt=plan.prompt)
 
@@ -260,7 +231,7 @@ class BacklogShell:
     def _claim(self, iteration: int) -> Begun:
         """A lane's ``begin``: choose and claim an item under the file's lock."""
         assert self.lanes is not None
-        problem = self._read()[1]
+        problem = self.read()[1]
         if problem is not None:
             return Begun(hold=problem)
         plan = claim_next(
@@ -269,7 +240,7 @@ class BacklogShell:
         self.ours = tuple(plan.items)
         if plan.item is None:
             return Begun(done=plan.done, question=plan.question, wait=plan.wait)
-        self._emit_all(plan.events, iteration)
+        self.emit_all(plan.events, iteration)
         self.running = plan.item
         return Begun(item=plan.item, prompt=plan.prompt)
 
@@ -302,149 +273,13 @@ class BacklogShell:
                 that iteration claimed before the crash count too.
 
         Raises:
-            BacklogError: the file could not be written.
+            BacklogError: the file's lock could not be taken.
         """
         item = self.running
         if item is None:
             return None
         self.running = None
-        claimed = claimed_reports(self.run_folder, iteration) if relaunch else []
-        claimed.extend(claim_reports(self.run_folder, iteration))
-        reports = [c.report for c in claimed if c.report is not None]
-        ours = self.known_items()
-        taken = take_decision_file(cwd, list(ours))
-        problems: list[str] = []
-        if taken is not None:
-            report, refused = taken
-            if report is not None:
-                reports.append(report)
-            problems.extend(f"consistency-decision.json refused: {p}" for p in refused)
-        report, refused = choose_report(ours, item.id, reports)
-        problems.extend(refused)
-        violations = surface_violations(changed_paths, item.allowed_surface, self.run_surface)
-        checks = None
-        stopped = False
-        if not violations and report is not None and report.decision is ItemDecision.CONTINUE_NEXT:
-            run = run_checks(
-                item.acceptance_criteria,
-                cwd=cwd,
-                folder=iteration_folder,
-                timeout_seconds=self.check_timeout_seconds,
-                env=self.environ,
-                stop=self.should_stop,
-            )
-            checks, stopped = run.outcome, run.stopped
-        with self.backlog.locked():
-            items = self._reconciled(ours, item, iteration)
-            for line in problems:
-                self.emit("warning", iteration=iteration, note=line, itemId=item.id)
-            if violations:
-                return self._violation(items, item, iteration, violations)
-            if stopped:  # no evidence either way: the item is resumed by a later run
-                self._write_or_warn(items, iteration, item)
-                self.emit(
-                    "warning",
-                    iteration=iteration,
-                    itemId=item.id,
-                    note=f"the checks of work item {item.id} were stopped; it stays running",
-                )
-                return Ended(item, None)
-            conclusion = conclude_item(items, item, report, checks, iteration)
-            if self.lanes is None:
-                self._write_or_warn(conclusion.items, iteration)
-        if self.lanes is not None:
-            conflict = self._land(items, conclusion.item, iteration)
-            if conflict is not None:
-                return conflict
-        self._emit_all(conclusion.events, iteration)
-        return Ended(
-            conclusion.item,
-            conclusion.decision,
-            conclusion.question,
-            conclusion.stop,
-            checks,
-        )
-
-    def _reconciled(
-        self, ours: Sequence[WorkItem], item: WorkItem, iteration: int
-    ) -> tuple[WorkItem, ...]:
-        """The file's items as they are now with the agent's edits undone (a lane
-        guards only its own ``item``: sibling lanes write theirs). A line a person
-        broke meanwhile keeps its place (the run holds at the boundary). The caller
-        holds the backlog's lock, so an item another terminal adds is never lost."""
-        found, problem = self._read()
-        found_items = found.items if found is not None and found.exists else None
-        if self.lanes is not None and found_items is not None:
-            mine = next((i for i in ours if i.id == item.id), item)
-            if any(i.id == item.id for i in found_items):
-                ours = with_item_replaced(found_items, mine)
-            else:
-                ours = (*found_items, mine)
-            found_items = list(ours)
-        reconciled = reconcile(ours, found_items, agent_worked=True)
-        notes = reconciled.notes
-        if found is None:  # replaced by what autopilot does not read: a link, a FIFO…
-            notes = (f"{problem}; written again from the run's log",)
-        for note in notes:
-            self.emit("warning", iteration=iteration, note=note)
-        self._emit_all(reconciled.events, iteration)
-        return reconciled.items
-
-    def _land(self, items: Sequence[WorkItem], item: WorkItem, iteration: int) -> Ended | None:
-        """Write a lane's concluded ``item``, a completed one merged into the run branch
-        first (outside the file's lock); returns the reopening a conflict caused."""
-        assert self.lanes is not None
-        if item.status is ItemStatus.COMPLETED:
-            landed = self.lanes.land(item)
-            if landed.conflicts:
-                reopened = reopen_for_conflict(item, landed.conflicts)
-                self.emit(
-                    "merge_conflict",
-                    iteration=iteration,
-                    itemId=item.id,
-                    files=list(landed.conflicts[:50]),
-                    runBranch=landed.branch,
-                )
-                with self.backlog.locked():
-                    self._write_or_warn(with_item_replaced(items, reopened), iteration, reopened)
-                return self._reopened(reopened, iteration, "merge_conflict")
-            self.emit(
-                "lane_merged",
-                iteration=iteration,
-                itemId=item.id,
-                sha=landed.sha,
-                runBranch=landed.branch,
-            )
-        with self.backlog.locked():
-            self._write_or_warn(items, iteration, item)
-        return None
-
-    def _violation(
-        self,
-        items: Sequence[WorkItem],
-        item: WorkItem,
-        iteration: int,
-        violations: Sequence[str],
-    ) -> Ended:
-        reopened = reopen_for_violation(item, violations)
-        self.emit(
-            "surface_violation",
-            iteration=iteration,
-            itemId=item.id,
-            paths=list(violations[:50]),
-            count=len(violations),
-        )
-        self._write_or_warn(with_item_replaced(items, reopened), iteration, reopened)
-        return self._reopened(reopened, iteration, "surface_violation", violations)
-
-    def _reopened(
-        self, item: WorkItem, iteration: int, why: str, violations: Sequence[str] = ()
-    ) -> Ended:
-        """Record ``item`` reopened by autopilot (``why``: the ``workitem_end`` decision)."""
-        self.emit("workitem_end", **workitem_end_fields(item, iteration, why))
-        self.emit("workitem_recorded", iteration=iteration, **workitem_recorded_fields(item))
-        self.emit("backlog_snapshot", **backlog_snapshot_fields(self.known_items()))
-        return Ended(item, None, violations=tuple(violations))
+        return end_item(self, item, iteration, iteration_folder, changed_paths, cwd, relaunch)
 
     def done(self) -> bool:
         """No item is open and every completed item passed its checks."""

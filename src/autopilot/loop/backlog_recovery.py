@@ -22,7 +22,8 @@ from typing import Any
 from autopilot.core.attempt import Attempt
 from autopilot.core.decisions import ItemDecision
 from autopilot.core.workitems import ItemStatus, WorkItem
-from autopilot.loop.backlog import BacklogShell, Ended
+from autopilot.loop.backlog import BacklogShell
+from autopilot.loop.backlog_end import Ended
 from autopilot.loop.backlog_run import attempt_with
 from autopilot.store.private import write_private
 from autopilot.workspace.git import TreeMark
@@ -105,7 +106,7 @@ def ended_in_log(
 def concluded_after_crash(
     shell: BacklogShell,
     attempt: Attempt,
-    folder: Path,
+    run_folder: Path,
     workspace: Workspace,
     cwd: Path,
 ) -> Attempt:
@@ -116,15 +117,16 @@ def concluded_after_crash(
     Args:
         shell: The run's backlog.
         attempt: The attempt as its saved output tells it (``recovery``).
-        folder: The attempt's folder.
+        run_folder: The run's folder (the attempt's folder is in it).
         workspace: The work tree now (its agent has been ended).
         cwd: The work tree (the checks run there).
 
     Raises:
         BacklogError: ``tasks.jsonl`` could not be written.
     """
-    if attempt.usage_limited:
+    if attempt.usage_limited or not attempt.folder:
         return attempt
+    folder = run_folder / attempt.folder
     started = read_started(folder)
     if started is None or started.iteration != attempt.number:
         started = started_in_log(shell.log_events(), attempt.number)

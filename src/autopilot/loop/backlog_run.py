@@ -17,7 +17,8 @@ from autopilot.core.attempt import Attempt, BacklogFacts
 from autopilot.core.continuation import reopened_notice
 from autopilot.core.vocabulary import EventType, Progress, RunStatus
 from autopilot.loop.approved import ApprovedRun
-from autopilot.loop.backlog import BacklogShell, Begun, Ended
+from autopilot.loop.backlog import BacklogShell, Begun
+from autopilot.loop.backlog_end import Ended
 from autopilot.loop.claims import Lanes
 from autopilot.store.backlog import Backlog
 from autopilot.store.events import read_events
@@ -142,6 +143,7 @@ def backlog_shell(
     run_id: str,
     environ: Mapping[str, str],
     lanes: Lanes | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
 ) -> BacklogShell | None:
     """The backlog shell of a run armed with ``mode: "backlog"``, else None.
 
@@ -155,6 +157,7 @@ def backlog_shell(
         run_id: The run.
         environ: The environment check commands run with.
         lanes: For a lane of a parallel run, its siblings and run branch.
+        should_stop: Polled while checks run (``stop --now`` ends them).
     """
     state = record.state
     if state.mode != "backlog" or state.cwd is None:
@@ -174,4 +177,5 @@ def backlog_shell(
         environ=environ,
         approved=ApprovedRun(home, RunDir(folder).approved_run, warn),
         lanes=lanes,
+        should_stop=should_stop,
     )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from autopilot.core.attempt import Attempt
 from autopilot.core.delivery import Handoff, MessageKind, budget_warnings
 from autopilot.core.policy import PolicyConfig
 from autopilot.core.state import Spend
@@ -122,6 +123,12 @@ class Briefing:
             self.delivery.notice(kind, text)
         except (StateFileError, UsageError) as error:
             self._warn(f"inbox: {error}")
+
+    def reopened(self, attempt: Attempt) -> None:
+        """Queue the notice of the work item ``attempt`` reopened (its backlog facts),
+        if any, for the item's next attempt."""
+        if attempt.backlog is not None and attempt.backlog.reopened_notice:
+            self.notice(MessageKind.REOPENED, attempt.backlog.reopened_notice)
 
     def after(self, spend_before: Spend, *, ended: bool) -> None:
         """After a step's write: move the retired messages' files to ``done/``; unless

@@ -22,7 +22,6 @@ from typing import Any
 from autopilot.agents.base import AgentAdapter
 from autopilot.agents.environment import env_matches
 from autopilot.agents.guard import guarded
-from autopilot.core.attempt import Attempt
 from autopilot.core.change import LoopState
 from autopilot.core.delivery import MessageKind
 from autopilot.core.ending import RunResult, io_reason
@@ -138,9 +137,9 @@ class Driver:
         # ends what they left running (``loop.descendants``).
         self.command_env = {**self.launcher.base_env, RUN_ID_ENV: run_id}
         self.lanes = run_lanes(root, run_id, state)
-        self.backlog = backlog_shell(self.record, root, run_id, self.command_env, lanes=self.lanes)
-        if self.backlog is not None:
-            self.backlog.should_stop = self.waits.kill_requested
+        self.backlog = backlog_shell(
+            self.record, root, run_id, self.command_env, self.lanes, self.waits.kill_requested
+        )
         self._begun: Begun | None = None
 
     @property
@@ -236,22 +235,16 @@ class Driver:
         attempt = attempt_left(self.record, self.run_dir, self.adapter, now_ms)
         ended = None
         if attempt is not None:
-            if self.backlog is not None and attempt.folder:
-                folder = self.run_dir.path / attempt.folder
+            if self.backlog is not None:
                 attempt = concluded_after_crash(
-                    self.backlog, attempt, folder, self.workspace, self.cwd
+                    self.backlog, attempt, self.run_dir.path, self.workspace, self.cwd
                 )
-                self._reopened(attempt)
+                self.briefing.reopened(attempt)
             step = conclude(self._loop_state(), attempt, self.policy, now_ms)
             ended = self._apply(without_logged(step, torn))
         if torn and ended is None:
             restore_spend(self.record, self.run_dir)
         return ended
-
-    def _reopened(self, attempt: Attempt) -> None:
-        """A reopened item's notice goes to its next attempt (through the inbox)."""
-        if attempt.backlog is not None and attempt.backlog.reopened_notice:
-            self.briefing.notice(MessageKind.REOPENED, attempt.backlog.reopened_notice)
 
     def _attach(self) -> None:
         needed = self.adapter.env_needed
@@ -366,7 +359,7 @@ class Driver:
         if self.backlog and begun and begun.item and not facts.usage_limited:
             paths = self.workspace.changed_paths(before, self.workspace.mark()) or []
             facts = with_item_facts(self.backlog, facts, attempt.path, paths, self.cwd)
-            self._reopened(facts)
+            self.briefing.reopened(facts)
         for note in self.workspace.take_warnings():  # git timed out or could not run
             self._warn(note, iteration=number)
         step = conclude(self._loop_state(), facts, self.policy, self.clock.now_ms())

@@ -1,0 +1,224 @@
+"""The end of a backlog iteration (``BacklogShell.end``): the conclusion of its item.
+
+The agent's reports (and a promoted ``consistency-decision.json``) are claimed and the
+criteria's checks run for ``continue_next`` — outside the file's lock, and ended at
+once by ``stop --now`` (the item then stays running, undecided). Then, under the lock,
+``tasks.jsonl`` is read as it is now, so an item another terminal added meanwhile is
+kept: the agent's edits to it are undone, an item that changed paths outside its
+allowed surface is reopened, the decision is applied and the file written. A lane of a
+parallel run writes only its own item, and lands a completed one in the run branch
+(``Lanes.land``) first; a conflict reopens it with the files named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from autopilot.core.backlog_step import (
+    choose_report,
+    conclude_item,
+    reconcile,
+    with_item_replaced,
+)
+from autopilot.core.boundary import surface_violations
+from autopilot.core.decisions import (
+    CheckOutcome,
+    ItemDecision,
+    reopen_for_conflict,
+    reopen_for_violation,
+)
+from autopilot.core.workitem_events import (
+    backlog_snapshot_fields,
+    workitem_end_fields,
+    workitem_recorded_fields,
+)
+from autopilot.core.workitems import ItemStatus, WorkItem
+from autopilot.loop.checks import run_checks
+from autopilot.store.reports import claim_reports, claimed_reports, take_decision_file
+
+if TYPE_CHECKING:
+    from autopilot.loop.backlog import BacklogShell
+
+
+@dataclass(frozen=True)
+class Ended:
+    """What ``end`` did.
+
+    Attributes:
+        item: The item after its decision.
+        decision: The decision applied (None: the agent reported none).
+        question: A question for a person (``ask_user_meta``, repeated missing).
+        stop: The agent reported ``stop``.
+        checks: autopilot's run of the checks, when ``continue_next`` was reported.
+        violations: Changed paths outside the allowed surface.
+    """
+
+    item: WorkItem
+    decision: ItemDecision | None
+    question: str | None = None
+    stop: bool = False
+    checks: CheckOutcome | None = None
+    violations: tuple[str, ...] = ()
+
+
+def end_item(
+    shell: BacklogShell,
+    item: WorkItem,
+    iteration: int,
+    iteration_folder: Path,
+    changed_paths: Sequence[str],
+    cwd: Path,
+    relaunch: bool,
+) -> Ended:
+    """Conclude ``item``, the one iteration ``iteration`` worked on (see the module
+    docstring; the arguments are ``BacklogShell.end``'s).
+
+    Raises:
+        BacklogError: the file's lock could not be taken.
+    """
+    claimed = claimed_reports(shell.run_folder, iteration) if relaunch else []
+    claimed.extend(claim_reports(shell.run_folder, iteration))
+    reports = [c.report for c in claimed if c.report is not None]
+    ours = shell.known_items()
+    taken = take_decision_file(cwd, list(ours))
+    problems: list[str] = []
+    if taken is not None:
+        report, refused = taken
+        if report is not None:
+            reports.append(report)
+        problems.extend(f"consistency-decision.json refused: {p}" for p in refused)
+    report, refused = choose_report(ours, item.id, reports)
+    problems.extend(refused)
+    violations = surface_violations(changed_paths, item.allowed_surface, shell.run_surface)
+    checks = None
+    stopped = False
+    if not violations and report is not None and report.decision is ItemDecision.CONTINUE_NEXT:
+        run = run_checks(
+            item.acceptance_criteria,
+            cwd=cwd,
+            folder=iteration_folder,
+            timeout_seconds=shell.check_timeout_seconds,
+            env=shell.environ,
+            stop=shell.should_stop,
+        )
+        checks, stopped = run.outcome, run.stopped
+    with shell.backlog.locked():
+        items = _reconciled(shell, ours, item, iteration)
+        for line in problems:
+            shell.emit("warning", iteration=iteration, note=line, itemId=item.id)
+        if violations:
+            return _violation(shell, items, item, iteration, violations)
+        if stopped:  # no evidence either way: the item is resumed by a later run
+            shell.write_or_warn(items, iteration, item)
+            shell.emit(
+                "warning",
+                iteration=iteration,
+                itemId=item.id,
+                note=f"the checks of work item {item.id} were stopped; it stays running",
+            )
+            return Ended(item, None)
+        conclusion = conclude_item(items, item, report, checks, iteration)
+        if shell.lanes is None:
+            shell.write_or_warn(conclusion.items, iteration)
+    if shell.lanes is not None:
+        conflict = _land(shell, items, conclusion.item, iteration)
+        if conflict is not None:
+            return conflict
+    shell.emit_all(conclusion.events, iteration)
+    return Ended(
+        conclusion.item,
+        conclusion.decision,
+        conclusion.question,
+        conclusion.stop,
+        checks,
+    )
+
+
+def _reconciled(
+    shell: BacklogShell, ours: Sequence[WorkItem], item: WorkItem, iteration: int
+) -> tuple[WorkItem, ...]:
+    """The file's items as they are now with the agent's edits undone (a lane guards
+    only its own ``item``: sibling lanes write theirs). A line a person broke
+    meanwhile keeps its place (the run holds at the boundary). The caller holds the
+    backlog's lock."""
+    found, problem = shell.read()
+    found_items = found.items if found is not None and found.exists else None
+    if shell.lanes is not None and found_items is not None:
+        mine = next((i for i in ours if i.id == item.id), item)
+        if any(i.id == item.id for i in found_items):
+            ours = with_item_replaced(found_items, mine)
+        else:
+            ours = (*found_items, mine)
+        found_items = list(ours)
+    reconciled = reconcile(ours, found_items, agent_worked=True)
+    notes = reconciled.notes
+    if found is None:  # replaced by what autopilot does not read: a link, a FIFO…
+        notes = (f"{problem}; written again from the run's log",)
+    for note in notes:
+        shell.emit("warning", iteration=iteration, note=note)
+    shell.emit_all(reconciled.events, iteration)
+    return reconciled.items
+
+
+def _land(
+    shell: BacklogShell, items: Sequence[WorkItem], item: WorkItem, iteration: int
+) -> Ended | None:
+    """Write a lane's concluded ``item``, a completed one merged into the run branch
+    first (outside the file's lock); returns the reopening a conflict caused."""
+    assert shell.lanes is not None
+    if item.status is ItemStatus.COMPLETED:
+        landed = shell.lanes.land(item)
+        if landed.conflicts:
+            reopened = reopen_for_conflict(item, landed.conflicts)
+            shell.emit(
+                "merge_conflict",
+                iteration=iteration,
+                itemId=item.id,
+                files=list(landed.conflicts[:50]),
+                runBranch=landed.branch,
+            )
+            with shell.backlog.locked():
+                shell.write_or_warn(with_item_replaced(items, reopened), iteration, reopened)
+            return _reopened(shell, reopened, iteration, "merge_conflict")
+        shell.emit(
+            "lane_merged",
+            iteration=iteration,
+            itemId=item.id,
+            sha=landed.sha,
+            runBranch=landed.branch,
+        )
+    with shell.backlog.locked():
+        shell.write_or_warn(items, iteration, item)
+    return None
+
+
+def _violation(
+    shell: BacklogShell,
+    items: Sequence[WorkItem],
+    item: WorkItem,
+    iteration: int,
+    violations: Sequence[str],
+) -> Ended:
+    reopened = reopen_for_violation(item, violations)
+    shell.emit(
+        "surface_violation",
+        iteration=iteration,
+        itemId=item.id,
+        paths=list(violations[:50]),
+        count=len(violations),
+    )
+    shell.write_or_warn(with_item_replaced(items, reopened), iteration, reopened)
+    return _reopened(shell, reopened, iteration, "surface_violation", violations)
+
+
+def _reopened(
+    shell: BacklogShell, item: WorkItem, iteration: int, why: str, violations: Sequence[str] = ()
+) -> Ended:
+    """Record ``item`` reopened by autopilot (``why``: the ``workitem_end`` decision)."""
+    shell.emit("workitem_end", **workitem_end_fields(item, iteration, why))
+    shell.emit("workitem_recorded", iteration=iteration, **workitem_recorded_fields(item))
+    shell.emit("backlog_snapshot", **backlog_snapshot_fields(shell.known_items()))
+    return Ended(item, None, violations=tuple(violations))
