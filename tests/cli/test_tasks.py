@@ -396,3 +396,38 @@ def test_status_shows_the_question(run: str, capsys: pytest.CaptureFixture[str])
     code, out, _ = autopilot(capsys, "status", run)
     assert code == 0
     assert "awaiting_user — waits for your answer: Which database? (autopilot answer TEXT)" in out
+
+
+def test_a_duplicate_id_is_never_next_and_a_backlog_run_refuses_to_start(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / ".autopilot").mkdir()
+    written = b'{"id":"e","prompt":"first"}\n{"id":"e","prompt":"second, keep me"}\n'
+    (project / TASKS).write_bytes(written)
+
+    code, out, err = autopilot(capsys, "tasks", "list")
+    assert code == 0
+    assert [line[0] for line in out.splitlines()] == [" ", " "]  # no line marked next
+    assert "'e' is used twice" in err
+
+    code, out, err = autopilot(
+        capsys,
+        "run",
+        "--backlog",
+        "--agent",
+        "command",
+        "--plain",
+        "--max-iterations",
+        "1",
+        "--",
+        "/bin/true",
+    )
+    assert code == 2
+    assert err.strip().splitlines() == [
+        "autopilot: error: fix it first: .autopilot/tasks.jsonl: work item id 'e' is used twice; "
+        "give each item its own id"
+    ]
+    assert (project / TASKS).read_bytes() == written
+    assert not (project.parent / "runs").exists() or not [
+        p for p in (project.parent / "runs").iterdir() if p.name.startswith("project-")
+    ]

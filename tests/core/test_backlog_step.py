@@ -183,19 +183,17 @@ def test_a_running_item_nobody_holds_is_resumed_by_a_lane() -> None:
     assert plan.prompt is not None and "pending-decision: missing" in plan.prompt
 
 
-def test_a_line_repeating_an_id_is_kept_as_it_is() -> None:
-    # The first line of an id is the item in force; a later line with the same id is
-    # never ready, never changed, and compared only with itself.
+def test_a_repeated_id_is_never_next_and_its_later_line_is_never_compared() -> None:
+    # Neither item of an id used twice is next (the run holds until a person fixes
+    # it); a person's repeat added while the agent works is neither "undone" nor
+    # recorded: the file keeps that line as written.
     repeat = WorkItem(id="a", prompt="a second a")
-    plan = plan_iteration("r-1", [A, repeat, B], 1)
-    assert plan.items[0].status is ItemStatus.RUNNING and plan.items[1] == repeat
-    assert [e.get("item", {}).get("prompt") for e in plan.events] == ["do a", None]
-    running = plan.items[0]
-    report = ItemReport("a", ItemDecision.CONTINUE_NEXT, {"ac1": True})
-    done = conclude_item(plan.items, running, report, CheckOutcome(True, "sha256:" + "0" * 64), 1)
-    assert [i.prompt for i in done.items] == ["do a", "a second a", "do b"]
-    assert done.items[1] == repeat and done.items[0].status is ItemStatus.COMPLETED
-    same = reconcile(done.items, done.items, agent_worked=True)
-    assert same.notes == () and not same.rewrite and same.events == ()
-    seen = reconcile([A, B], [A, repeat, B], agent_worked=False)
-    assert seen.items == (A, repeat, B) and seen.events == ()
+    plan = plan_iteration("r-1", [A, repeat, C], 1)
+    assert plan.item is not None and plan.item.id == "c"
+    assert plan_iteration("r-1", [A, repeat, B], 1).item is None
+    running = A.with_status(ItemStatus.RUNNING, attempt=1)
+    ended = reconcile([running, C], [running, C, repeat], agent_worked=True)
+    assert ended.items == (running, C) and ended.notes == () and ended.events == ()
+    assert not ended.rewrite
+    seen = reconcile([A, C], [A, repeat, C], agent_worked=False)
+    assert seen.items == (A, repeat, C) and seen.events == ()

@@ -120,7 +120,7 @@ def _items(*specs: tuple[str, str, tuple[str, ...]]) -> list[WorkItem]:
         ([("a", "ready", ("b",)), ("b", "ready", ("a",)), ("c", "ready", ())], ["c"]),
         ([("a", "ready", ("a",))], []),
         ([("c", "ready", ()), ("a", "completed", ()), ("b", "reopened", ("a",))], ["c", "b"]),
-        ([("a", "ready", ()), ("a", "ready", ())], ["a"]),
+        ([("a", "ready", ()), ("a", "ready", ()), ("b", "ready", ())], ["b"]),
     ],
 )
 def test_ready_queue(specs: list[tuple[str, str, tuple[str, ...]]], ready: list[str]) -> None:
@@ -135,6 +135,11 @@ def test_next_item_resumes_a_running_item_first() -> None:
     items = _items(("a", "ready", ()), ("b", "running", ()))
     assert next_item(items) == items[1]
     assert next_item(_items(("a", "completed", ()))) is None
+
+
+def test_no_item_whose_id_is_used_twice_is_next() -> None:
+    assert next_item(_items(("e", "ready", ()), ("e", "ready", ()))) is None
+    assert next_item(_items(("e", "running", ()), ("e", "ready", ()))) is None
 
 
 @pytest.mark.parametrize(

@@ -67,7 +67,8 @@ def _shell(work: Path, log: Log) -> BacklogShell:
 
 def _statuses(work: Path) -> dict[str, str]:
     lines = (work / ".autopilot" / "tasks.jsonl").read_text().splitlines()
-    return {d["id"]: d["status"] for d in map(json.loads, lines)}
+    # A line autopilot did not change is kept as written (no status: ready).
+    return {d["id"]: d.get("status", "ready") for d in map(json.loads, lines)}
 
 
 def _report(shell: BacklogShell, item: str, decision: str, **criteria: bool) -> None:
@@ -323,3 +324,36 @@ def test_a_file_the_agent_replaces_with_something_unreadable(work: Path, kind: s
         "c": "running" if kind == "folder" else "ready",
     }
     assert path.is_file() and not path.is_symlink()
+
+
+def test_a_duplicate_id_holds_the_run_and_no_line_is_rewritten(work: Path) -> None:
+    log = Log()
+    shell = _shell(work, log)
+    path = work / ".autopilot" / "tasks.jsonl"
+    path.write_text(path.read_text() + '{"id":"a","prompt":"second, keep me"}\n')
+    before = path.read_bytes()
+    begun = shell.begin(1)
+    assert (begun.item, begun.prompt) == (None, None)
+    assert begun.hold == (
+        "fix .autopilot/tasks.jsonl first: .autopilot/tasks.jsonl: work item id 'a' is used "
+        "twice; give each item its own id"
+    )
+    assert path.read_bytes() == before
+
+
+def test_a_write_keeps_a_line_added_meanwhile_and_a_repeated_id_byte_for_byte(
+    work: Path,
+) -> None:
+    log = Log()
+    shell = _shell(work, log)
+    path = work / ".autopilot" / "tasks.jsonl"
+    begun = shell.begin(1)
+    assert begun.item is not None and begun.item.id == "a"
+    # While the agent works, a person appends a repeated id and a new item.
+    added = b'{"id":"a",  "prompt":"second, keep me"}\n{"id":"d" ,"prompt":"new"}\n'
+    path.write_bytes(path.read_bytes() + added)
+    write_report(shell.run_folder, ItemReport("a", ItemDecision.STOP, {}, ()), ts_ms=1, iteration=1)
+    shell.end(1, work.parent / "it-1", [], work)
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert b"".join(lines[-2:]) == added
+    assert json.loads(lines[0])["status"] == "stopped"

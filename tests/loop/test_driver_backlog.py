@@ -82,7 +82,9 @@ def _events(rig: Rig) -> list[dict[str, Any]]:
 
 def _tasks(rig: Rig) -> dict[str, str]:
     path = rig.root.parent / "work" / ".autopilot" / "tasks.jsonl"
-    return {d["id"]: d["status"] for d in map(json.loads, path.read_text().splitlines())}
+    return {
+        d["id"]: d.get("status", "ready") for d in map(json.loads, path.read_text().splitlines())
+    }
 
 
 def _work_through(

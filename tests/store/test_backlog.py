@@ -167,3 +167,24 @@ def test_concurrent_writers_lose_no_item(tmp_path: Path) -> None:
         assert worker.exitcode == 0
     ids = {i.id for i in Backlog(tmp_path, tmp_path / "locks").read().items}
     assert ids == {f"i{k * 100 + n}" for k in range(4) for n in range(20)}
+
+
+def test_a_change_rewrites_only_the_line_it_meant(tmp_path: Path) -> None:
+    backlog = Backlog(tmp_path, tmp_path / "locks")
+    backlog.path.parent.mkdir()
+    lines = [b'{"id": "e", "prompt": "first"}', b'{"id":"e","prompt":"second, keep me"}']
+    lines.append(b'{ "id":"f",  "prompt":"other" }')
+    backlog.path.write_bytes(b"\n".join(lines) + b"\n")
+    found = backlog.read()
+    assert found.duplicate_ids == ["e"]
+    assert found.hold() == [
+        ".autopilot/tasks.jsonl: work item id 'e' is used twice; give each item its own id"
+    ]
+    with pytest.raises(BacklogError, match="'e' is used twice"):
+        found.replace_item(found.items[0].with_status(ItemStatus.BLOCKED))
+
+    backlog.update(lambda f: f.replace_item(f.items[2].with_status(ItemStatus.BLOCKED)))
+
+    written = backlog.path.read_bytes().split(b"\n")
+    assert written[:2] == lines[:2]
+    assert json.loads(written[2])["status"] == "blocked"

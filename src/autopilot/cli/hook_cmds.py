@@ -127,6 +127,9 @@ def _check_backlog(cwd: Path) -> None:
         raise UsageError(
             "--backlog needs .autopilot/tasks.jsonl in this directory (autopilot tasks add)"
         )
+    held = backlog.hold()
+    if held:
+        raise UsageError(f"--backlog: fix it first: {held[0]}")
     if not open_items(backlog.items):
         raise UsageError("--backlog: .autopilot/tasks.jsonl has no open work item")
 

@@ -22,7 +22,7 @@ from autopilot.loop.clock import SystemClock
 from autopilot.runtime.drive import drive as runtime_drive
 from autopilot.runtime.drive import ending_line
 from autopilot.runtime.liveness import driver_alive
-from autopilot.runtime.locks import ProjectLock
+from autopilot.runtime.locks import BACKLOG_MODE, ProjectLock
 from autopilot.store.paths import run_dir, runs_root
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state, read_state_quietly
@@ -230,14 +230,20 @@ def run(
             f"the runs root {root} is inside the work tree; an agent could delete it and "
             "its writes would count as progress: set AUTOPILOT_RUNS_DIR elsewhere"
         )
-    project_lock: ProjectLock | None = None
-    if lanes is None and not worktree:
-        project_lock = ProjectLock(root, cwd)
-        project_lock.acquire()  # before anything is written: a refused run leaves nothing
+    home = cwd if chosen.mode == BACKLOG_MODE else None
+    in_checkout = lanes is None and not worktree
+    # Taken before anything is written, so a refused run leaves nothing behind (nor
+    # touches an active run's approved-run.json): the checkout with its backlog; for a
+    # parallel or --worktree run, whose work trees are new, the checkout's backlog
+    # alone while the run is armed (then its drivers own it: ``runtime.locks``).
+    claim = ProjectLock(root, cwd, backlog=home, work_tree=in_checkout)
+    claim.acquire()
+    project_lock = claim
     try:
         if backlog:
             approve_boundary(cwd, approve=approve, steps=config.max_iterations, surfaces=surfaces)
         if lanes is not None:
+            claim.release()
             return run_parallel(
                 root,
                 config,
@@ -264,20 +270,21 @@ def run(
             # A new worktree of its own: no other run can hold it, and the checkout's
             # own run (if any) is not in its way.
             run_id = arm(worktree=True)
+            claim.release()
             state = read_state(RunDir(run_dir(root, run_id)).state)
             place = RunWorktree.from_json(state.extra.get("worktree"))
             assert state.cwd is not None and place is not None
             say(f"autopilot: worktree {place.path} on branch {place.branch}")
-            project_lock = ProjectLock(root, Path(state.cwd))
-            project_lock.acquire()
+            project_lock = ProjectLock.of_run(root, state)
+            project_lock.acquire(run_id=run_id)
         else:
             run_id = arm()
         print_limits(run_id, config, run_dir(root, run_id))
         if not detach:
             return drive(root, run_id, adapter, plain=plain, project_lock=project_lock)
     finally:
-        if project_lock is not None:
-            project_lock.release()
+        project_lock.release()
+        claim.release()
     return launch_detached(root, run_id)
 
 

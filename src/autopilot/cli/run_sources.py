@@ -93,8 +93,8 @@ def backlog_prompt_source(cwd: Path) -> str:
     note (the prompts themselves are composed per work item).
 
     Raises:
-        UsageError: no ``.autopilot/tasks.jsonl``, no work item in it, or a line that
-            is not one (named with its number).
+        UsageError: no ``.autopilot/tasks.jsonl``, no work item in it, a line that
+            is not one (named with its number), or an id used twice.
     """
     backlog = Backlog(cwd, runs_root() / ".locks").read()
     if not backlog.exists or not backlog.entries:
@@ -102,8 +102,9 @@ def backlog_prompt_source(cwd: Path) -> str:
             "no work items in .autopilot/tasks.jsonl: add some with autopilot tasks add "
             "PROMPT (or autopilot tasks import FILE)"
         )
-    if backlog.malformed:
-        raise UsageError(f"fix it first: {backlog.malformed[0].describe()}")
+    held = backlog.hold()
+    if held:
+        raise UsageError(f"fix it first: {held[0]}")
     return "work items of .autopilot/tasks.jsonl (the prompt is composed per item)"
 
 

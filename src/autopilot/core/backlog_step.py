@@ -72,24 +72,21 @@ class IterationPlan:
 
 
 def with_item_replaced(items: Sequence[WorkItem], item: WorkItem) -> tuple[WorkItem, ...]:
-    """``items`` with the first item of ``item``'s id replaced (the one in force: a
-    later line repeating its id is never ready, and is kept as it is)."""
+    """``items`` with the first item of ``item``'s id replaced (a later line
+    repeating its id is kept as it is)."""
     index = next((n for n, other in enumerate(items) if other.id == item.id), None)
     if index is None:
         return tuple(items)
     return (*items[:index], item, *items[index + 1 :])
 
 
-def _keyed(items: Sequence[WorkItem]) -> dict[tuple[str, int], WorkItem]:
-    """Each item under (id, how many earlier items have that id): a line that repeats
-    an id is compared with the same repeat, never with the first."""
-    seen: dict[str, int] = {}
-    keyed: dict[tuple[str, int], WorkItem] = {}
+def _first_of_each_id(items: Sequence[WorkItem]) -> dict[str, WorkItem]:
+    """The first item of each id, in file order: a later line repeating an id is
+    autopilot's to keep as written, never to compare or change (it holds the run)."""
+    firsts: dict[str, WorkItem] = {}
     for item in items:
-        count = seen.get(item.id, 0)
-        seen[item.id] = count + 1
-        keyed[(item.id, count)] = item
-    return keyed
+        firsts.setdefault(item.id, item)
+    return firsts
 
 
 def plan_iteration(
@@ -271,18 +268,18 @@ def reconcile(
             (".autopilot/tasks.jsonl was deleted; written again from the run's log",),
             (),
         )
-    by_key = _keyed(ours)
-    found_keyed = _keyed(found)
+    by_id = _first_of_each_id(ours)
+    firsts = _first_of_each_id(found)
     if not agent_worked:
         events = tuple(
             _event("workitem_recorded", workitem_recorded_fields(item))
-            for key, item in found_keyed.items()
-            if by_key.get(key) != item and key[1] == 0  # a repeated id is not in force
+            for item in firsts.values()
+            if by_id.get(item.id) != item
         )
         return Reconciled(tuple(found), False, (), events)
-    undone = [i.id for key, i in found_keyed.items() if key in by_key and by_key[key] != i]
-    removed = [i.id for key, i in by_key.items() if key not in found_keyed]
-    added = [i for key, i in found_keyed.items() if key not in by_key]
+    undone = [i.id for i in firsts.values() if i.id in by_id and by_id[i.id] != i]
+    removed = [i for i in by_id if i not in firsts]
+    added = [i for i in firsts.values() if i.id not in by_id]
     notes = []
     if undone:
         notes.append(
@@ -294,10 +291,5 @@ def reconcile(
             f"work items {', '.join(removed)} were removed while the agent worked; restored"
         )
     items = (*ours, *added)
-    recorded = {item.id for item in ours}
-    new: list[Event] = []
-    for item in added:
-        if item.id not in recorded:  # a repeated id is not in force
-            recorded.add(item.id)
-            new.append(_event("workitem_recorded", workitem_recorded_fields(item)))
-    return Reconciled(tuple(items), bool(undone or removed), tuple(notes), tuple(new))
+    events = tuple(_event("workitem_recorded", workitem_recorded_fields(i)) for i in added)
+    return Reconciled(tuple(items), bool(undone or removed), tuple(notes), events)

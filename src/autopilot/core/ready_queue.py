@@ -108,24 +108,38 @@ def ready_queue(items: Sequence[WorkItem]) -> list[WorkItem]:
     """The items an iteration may take, in file order.
 
     An item is ready when its status is ``ready`` or ``reopened`` and every
-    dependency is ``completed`` or ``not_applicable``. An item whose id repeats an
-    earlier one is never ready.
+    dependency is ``completed`` or ``not_applicable``. Items whose id is used twice
+    are never ready (neither of them: which one is meant is for a person to say).
     """
     by_id: dict[str, WorkItem] = {}
     for item in items:
         by_id.setdefault(item.id, item)
+    repeated = repeated_ids(items)
     return [
         item
         for item in items
-        if by_id[item.id] is item
+        if item.id not in repeated
         and item.status in (ItemStatus.READY, ItemStatus.REOPENED)
         and dependencies_met(item, by_id)
     ]
 
 
+def repeated_ids(items: Sequence[WorkItem]) -> set[str]:
+    """The ids more than one item uses."""
+    seen: set[str] = set()
+    repeated: set[str] = set()
+    for item in items:
+        (repeated if item.id in seen else seen).add(item.id)
+    return repeated
+
+
 def next_item(items: Sequence[WorkItem]) -> WorkItem | None:
-    """The item the next iteration works on: a running one (resumed), else the first ready."""
-    running = next((item for item in items if item.status is ItemStatus.RUNNING), None)
+    """The item the next iteration works on: a running one (resumed), else the first
+    ready; never one whose id is used twice."""
+    repeated = repeated_ids(items)
+    running = next(
+        (i for i in items if i.status is ItemStatus.RUNNING and i.id not in repeated), None
+    )
     if running is not None:
         return running
     queue = ready_queue(items)

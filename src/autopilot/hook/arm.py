@@ -12,11 +12,13 @@ window (``CLAIM_WINDOW_SECONDS`` unless given) claims it (recorded with a
 
 One session has at most one armed run, and a project at most one unclaimed one: a
 second arming is refused (field report 17: a second loop must not take over the
-first one's state).
+first one's state). A ``--backlog`` run owns the project's backlog while armed: it is
+refused while another run owns it (``runtime.locks.ProjectLock``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,6 +35,7 @@ from autopilot.hook.registry import load_armings, locked, remove_arming, write_a
 from autopilot.hook.stop import read_run
 from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import Clock
+from autopilot.runtime.locks import ProjectLock
 from autopilot.store.events import EventLog
 from autopilot.store.run_state import PromptSource
 
@@ -115,24 +118,29 @@ def arm_hook_run(
 
     Raises:
         UsageError: the session (or, unclaimed, the project) already has a run armed.
+        ProjectBusyError: with ``backlog``, another run owns this project's backlog.
         RunsRootError/StateFileError: the files cannot be written.
     """
     session = (session_id or "").strip()
+    # A backlog has one owner: no driver run, nor another armed run, may work it too
+    # (claimed once the runs whose claim window passed have ended).
+    claim = ProjectLock(root, cwd, backlog=cwd, work_tree=False) if backlog else None
     with locked(root):
         expired = expire_held(root, clock)
-        armings, _ = load_armings(root)
-        _refuse_second(root, armings, agent, session, cwd)
-        run_id = arm_run(root, config, prompt, cwd, clock, mode=HOOK_MODE)
-        now_ms = clock.now_ms()
-        arming = Arming(
-            run_id=run_id,
-            agent=agent,
-            project=str(cwd),
-            session_id=session,
-            claim_until_ms=0 if session else now_ms + round(claim_window_seconds * 1000),
-            backlog=backlog,
-        )
-        write_arming(root, arming)
+        with claim or contextlib.nullcontext():
+            armings, _ = load_armings(root)
+            _refuse_second(root, armings, agent, session, cwd)
+            run_id = arm_run(root, config, prompt, cwd, clock, mode=HOOK_MODE)
+            now_ms = clock.now_ms()
+            arming = Arming(
+                run_id=run_id,
+                agent=agent,
+                project=str(cwd),
+                session_id=session,
+                claim_until_ms=0 if session else now_ms + round(claim_window_seconds * 1000),
+                backlog=backlog,
+            )
+            write_arming(root, arming)
     log = EventLog(root / run_id / "events.jsonl", run_id, clock.now_ms)
     try:
         if session:

@@ -125,9 +125,10 @@ class BacklogShell:
         return tuple(rebuilt)
 
     def _write(self, items: Sequence[WorkItem], item: WorkItem | None = None) -> None:
-        """Write ``items`` in place of the file's items, keeping the lines that are
-        not items where they are; a lane writes only its own ``item`` into the file
-        as it is now. The caller holds the backlog's lock.
+        """Write ``items`` in place of the file's items of their ids; every other line
+        (malformed, a repeated id, an item added meanwhile) is kept as it is. A lane
+        writes only its own ``item`` into the file as it is now. The caller holds the
+        backlog's lock.
 
         Raises:
             BacklogError: the file could not be written (or, for a lane, read).
@@ -167,9 +168,9 @@ class BacklogShell:
             found = self.backlog.read()
         except BacklogError as error:
             return None, str(error)
-        if found.malformed:
-            lines = "; ".join(m.describe() for m in found.malformed[:5])
-            return found, f"fix .autopilot/tasks.jsonl first: {lines}"
+        held = found.hold()
+        if held:
+            return found, f"fix .autopilot/tasks.jsonl first: {'; '.join(held[:5])}"
         return found, None
 
     def problem(self) -> str | None:

@@ -54,7 +54,7 @@ def drive_detached(root: Path, run_id: str) -> int:
     state = read_state(folder.state)
     adapter = adapter_for_state(state)
     adapter.check_installed()
-    locks = RunLocks(ProjectLock(root, Path(state.cwd or ".")), run_id, folder)
+    locks = RunLocks(ProjectLock.of_run(root, state), run_id, folder)
     clock = SystemClock()
     notes = EventLog(folder.events, run_id, clock.now_ms)
     awake = KeepAwake(f"autopilot run {run_id}", sleep_warning_once(folder.events, notes))

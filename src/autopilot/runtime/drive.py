@@ -56,8 +56,9 @@ def drive(
         StateFileError: its state cannot be read.
     """
     folder = RunDir(run_dir(root, run_id))
-    cwd = Path(read_state(folder.state).cwd or ".")
-    locks = RunLocks(project_lock or ProjectLock(root, cwd), run_id, folder)
+    locks = RunLocks(
+        project_lock or ProjectLock.of_run(root, read_state(folder.state)), run_id, folder
+    )
     interrupts = Interrupts()
     interrupts.install()
     live = not plain and sys.stdout.isatty() and sys.stdin.isatty()

@@ -1,10 +1,18 @@
-"""The driver's locks: one driver per run, one active run per work tree; and the
-merge lock: one ``autopilot merge`` at a time into a checkout.
+"""The driver's locks: one driver per run, one active run per work tree, one owner
+per backlog; and the merge lock: one ``autopilot merge`` at a time into a checkout.
 
-Both are ``fcntl`` locks (``store.flock``), released by the OS when the
+All are ``fcntl`` locks (``store.flock``), released by the OS when the
 driver dies, so a crash never leaves a run or a project locked.
 ``run`` takes the project lock before it creates a run, so a refused second run
 leaves nothing behind.
+
+A backlog run (``mode`` ``backlog``) also owns its backlog, the ``.autopilot/tasks.jsonl``
+of its project home (``workspace.worktrees.project_home``: the user's checkout for a
+``--worktree`` run, whose own work tree is new): two runs working one backlog would
+take the same item and undo each other's results. A hook run armed with ``--backlog``
+owns it while it is armed (it has no process to hold a lock: ``autopilot arm`` takes
+the lock while it arms, and later runs find the armed run in the hook registry).
+The lanes of one run are one owner.
 
 A lock file can be deleted (by an agent, by a clean-up script): a process then
 creates a new file and locks it although the first holder still runs. So a lock is
@@ -22,11 +30,14 @@ from autopilot.core.digest import sha256_hex
 from autopilot.errors import CheckoutBusyError, ProjectBusyError, RunLockedError
 from autopilot.runtime.liveness import driver_alive
 from autopilot.store.flock import FileLock
+from autopilot.store.lanes import LaneOf
 from autopilot.store.paths import list_run_ids
 from autopilot.store.private import make_private_dir, write_private
+from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly
 from autopilot.workspace.git import work_tree_root
+from autopilot.workspace.worktrees import RunWorktree, project_home
 
 LOCKS_DIR = ".locks"
 """``<runs-root>/.locks/``: the work trees' lock files."""
@@ -36,72 +47,157 @@ def _key(work_tree: Path) -> str:
     return sha256_hex(str(work_tree).encode())[:16]
 
 
+BACKLOG_MODE = "backlog"
+"""The ``mode`` of a ``run --backlog`` run (``cli.run_sources``)."""
+
+
+def worked_backlog(state: RunState) -> tuple[Path, str] | None:
+    """The project home whose backlog a driver run works and the run that owns it
+    there (a lane's parallel run; else the run itself), or None (not a backlog run)."""
+    if state.mode != BACKLOG_MODE or state.cwd is None:
+        return None
+    home = project_home(Path(state.cwd), RunWorktree.from_json(state.extra.get("worktree")))
+    lane = LaneOf.from_json(state.extra.get("lane"))
+    return home, (lane.parent if lane is not None else state.run_id)
+
+
+def backlog_home(state: RunState) -> Path | None:
+    """The backlog a driver of this run claims, or None: not a backlog run, or a lane
+    of a parallel run (its lanes are one owner, claimed when they were armed)."""
+    worked = worked_backlog(state)
+    if worked is None or worked[1] != state.run_id:
+        return None
+    return worked[0]
+
+
+def _armed_backlog_homes(root: Path) -> dict[str, Path]:
+    """Hook runs armed with ``--backlog``: run id -> the project whose backlog they work."""
+    from autopilot.hook.registry import load_armings
+
+    armings, _ = load_armings(root)
+    return {a.run_id: Path(a.project) for a in armings if a.backlog}
+
+
 class ProjectLock:
-    """``<runs-root>/.locks/<project>.lock``: one active run per work tree.
+    """``<runs-root>/.locks/<project>.lock``: one active run per work tree, and with
+    ``backlog``, ``<runs-root>/.locks/<home>.backlog.lock``: one owner per backlog.
 
     Args:
         root: The runs root.
         cwd: The work tree.
+        backlog: The project home whose ``.autopilot/tasks.jsonl`` the run works
+            (``backlog_home``), or None.
+        work_tree: False to claim the backlog alone (``autopilot arm --backlog``: a
+            hook run does not own the work tree).
     """
 
-    def __init__(self, root: Path, cwd: Path) -> None:
+    def __init__(
+        self, root: Path, cwd: Path, *, backlog: Path | None = None, work_tree: bool = True
+    ) -> None:
         self.root = root
         self.cwd = cwd
         self.work_tree = work_tree_root(cwd)
-        key = _key(self.work_tree)
+        self.backlog = backlog.resolve() if backlog is not None else None
         self._dir = root / LOCKS_DIR
-        self._owner = self._dir / f"{key}.owner"
-        # ``run`` takes it in the main thread and the driver, behind the live view,
-        # releases it in another: a FileLock is not tied to a thread.
-        self._lock = FileLock(self._dir / f"{key}.lock")
+        # ``run`` takes them in the main thread and the driver, behind the live view,
+        # releases them in another: a FileLock is not tied to a thread.
+        self._claims: list[tuple[FileLock, Path]] = []
+        self._claims_tree = work_tree
+        if work_tree:
+            key = _key(self.work_tree)
+            self._claims.append((FileLock(self._dir / f"{key}.lock"), self._dir / f"{key}.owner"))
+        if self.backlog is not None:
+            key = _key(self.backlog)
+            self._claims.append(
+                (FileLock(self._dir / f"{key}.backlog.lock"), self._dir / f"{key}.backlog.owner")
+            )
+
+    @classmethod
+    def of_run(cls, root: Path, state: RunState) -> ProjectLock:
+        """The lock a driver of the run in ``state`` takes (its backlog too, if any)."""
+        return cls(root, Path(state.cwd or "."), backlog=backlog_home(state))
 
     @property
     def held(self) -> bool:
         """Whether this process holds it."""
-        return self._lock.held
+        return all(lock.held for lock, _ in self._claims)
 
     def acquire(self, *, run_id: str | None = None) -> None:
-        """Take the lock.
+        """Take the lock: all of it, or none.
 
         Args:
             run_id: The run taking it (its own driver record is not a rival).
 
         Raises:
-            ProjectBusyError: another run is active in this work tree.
+            ProjectBusyError: another run is active in this work tree, or owns the
+                backlog.
         """
         make_private_dir(self._dir, exist_ok=True)
-        if not self._lock.acquire():
-            owner = self._owner.read_text(errors="replace").strip() if self._owner.exists() else ""
-            raise ProjectBusyError(self._refusal(owner or "unknown")) from None
+        for number, (lock, owner_file) in enumerate(self._claims):
+            if not lock.acquire():
+                for taken, _ in self._claims[:number]:
+                    taken.release()
+                owner = (
+                    owner_file.read_text(errors="replace").strip() if owner_file.exists() else ""
+                )
+                on_backlog = number > 0 or not self._claims_tree
+                raise ProjectBusyError(self._refusal(owner or "unknown", on_backlog)) from None
         rival = self._live_rival(run_id)
         if rival is not None:
             self.release()
-            raise ProjectBusyError(self._refusal(rival))
+            raise ProjectBusyError(self._refusal(*rival))
 
-    def _refusal(self, owner: str) -> str:
+    def _refusal(self, owner: str, on_backlog: bool) -> str:
+        if on_backlog:
+            tasks = Path(str(self.backlog)) / ".autopilot" / "tasks.jsonl"
+            return (
+                f"another run ({owner}) is active on the backlog {tasks}; "
+                f"stop it first (autopilot stop {owner})"
+            )
         return f"another run ({owner}) is active in {self.cwd}; stop it first (autopilot stop)"
 
-    def _live_rival(self, run_id: str | None) -> str | None:
-        """A run of this work tree, other than ``run_id``, whose driver is alive."""
+    def _live_rival(self, run_id: str | None) -> tuple[str, bool] | None:
+        """A run other than ``run_id`` that is active in this work tree (its driver is
+        alive) or owns this backlog (a live backlog driver, or an armed hook run), and
+        whether it is the backlog's owner."""
+        armed = _armed_backlog_homes(self.root) if self.backlog is not None else {}
         for other in list_run_ids(self.root):
             if other == run_id:
                 continue
             state = read_state_quietly(RunDir(self.root / other).state)
-            if state is None or state.terminated or state.cwd is None or state.pid is None:
+            if state is None or state.terminated or state.cwd is None:
                 continue
-            if state.pid == os.getpid() or not driver_alive(state):
+            if self.backlog is not None and other in armed:
+                if armed[other].resolve() == self.backlog:
+                    return other, True
                 continue
-            if work_tree_root(Path(state.cwd)) == self.work_tree:
-                return other
+            if state.pid is None or state.pid == os.getpid() or not driver_alive(state):
+                continue
+            worked = worked_backlog(state)
+            if self.backlog is not None and worked is not None:
+                home, owner = worked
+                if home.resolve() == self.backlog and owner != run_id:
+                    return owner, True
+            if self._claims_tree and work_tree_root(Path(state.cwd)) == self.work_tree:
+                return other, False
         return None
 
     def set_owner(self, run_id: str) -> None:
         """Name the run holding the lock, for the message a refused run gets."""
-        write_private(self._owner, (run_id + "\n").encode())
+        for _, owner_file in self._claims:
+            write_private(owner_file, (run_id + "\n").encode())
 
     def release(self) -> None:
         """Release it (no-op if not held)."""
-        self._lock.release()
+        for lock, _ in self._claims:
+            lock.release()
+
+    def __enter__(self) -> ProjectLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 class RunLocks:

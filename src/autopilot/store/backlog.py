@@ -67,11 +67,14 @@ class BacklogFile:
         entries: Each non-blank line, a ``WorkItem`` or a ``MalformedLine``.
         exists: False if there was no file.
         digest: ``sha256:<hex>`` of the file's bytes (``None`` without a file).
+        lines: Per entry, the line it was read from (None: new or changed), so that
+            a write gives back every line it did not mean to change byte for byte.
     """
 
     entries: tuple[WorkItem | MalformedLine, ...] = ()
     exists: bool = True
     digest: str | None = field(default=None, compare=False)
+    lines: tuple[bytes | None, ...] = field(default=(), compare=False)
 
     @property
     def items(self) -> list[WorkItem]:
@@ -87,47 +90,81 @@ class BacklogFile:
         """The first item with this id, or None."""
         return next((i for i in self.items if i.id == item_id), None)
 
+    def line(self, index: int) -> bytes | None:
+        """The line entry ``index`` was read from, or None (new or changed)."""
+        return self.lines[index] if index < len(self.lines) else None
+
+    @property
+    def duplicate_ids(self) -> list[str]:
+        """Ids used by more than one item, in file order."""
+        seen: set[str] = set()
+        duplicates: list[str] = []
+        for item in self.items:
+            if item.id in seen and item.id not in duplicates:
+                duplicates.append(item.id)
+            seen.add(item.id)
+        return duplicates
+
+    def hold(self) -> list[str]:
+        """Why the file cannot be worked as it is, one line each (empty: it can).
+
+        A malformed line (with its number) or a duplicate id: autopilot cannot tell
+        which line a change of that item would be meant for.
+        """
+        lines = [m.describe() for m in self.malformed]
+        lines.extend(
+            f"{TASKS_FILE}: work item id {item_id!r} is used twice; give each item its own id"
+            for item_id in self.duplicate_ids
+        )
+        return lines
+
     def replace_item(self, item: WorkItem) -> BacklogFile:
-        """A copy with the item of the same id replaced (the first one of that id)."""
-        done = False
-        entries: list[WorkItem | MalformedLine] = []
-        for entry in self.entries:
-            if not done and isinstance(entry, WorkItem) and entry.id == item.id:
-                entries.append(item)
-                done = True
-            else:
-                entries.append(entry)
-        if not done:
+        """A copy with the item of the same id replaced; every other line kept.
+
+        Raises:
+            BacklogError: no item has this id, or more than one has.
+        """
+        if item.id in self.duplicate_ids:
+            raise BacklogError(
+                f"work item id {item.id!r} is used twice in {TASKS_FILE}; "
+                "give each item its own id first"
+            )
+        if self.item(item.id) is None:
             raise BacklogError(f"no work item {item.id!r} in {TASKS_FILE}")
-        return BacklogFile(tuple(entries), exists=True)
+        return self.with_items([item])
 
     def with_items(self, items: Sequence[WorkItem]) -> BacklogFile:
-        """A copy holding ``items`` in their order in place of the file's items, each
-        line that is not an item kept after the item it followed (so it keeps its line
-        number while the items keep their order), the rest at the end."""
-        following: dict[tuple[str, int] | None, list[MalformedLine]] = {}
-        anchor: tuple[str, int] | None = None
-        seen: dict[str, int] = {}
-        for entry in self.entries:
-            if isinstance(entry, WorkItem):
-                anchor = (entry.id, seen.get(entry.id, 0))
-                seen[entry.id] = anchor[1] + 1
-            else:
-                following.setdefault(anchor, []).append(entry)
-        entries: list[WorkItem | MalformedLine] = list(following.pop(None, []))
-        seen = {}
+        """A copy where each of ``items`` takes the place of the first item of its id,
+        or is added at the end; every other line (malformed, a later item of a
+        duplicated id, an item not named) is kept as it was read."""
+        by_id: dict[str, WorkItem] = {}
         for item in items:
-            key = (item.id, seen.get(item.id, 0))
-            seen[item.id] = key[1] + 1
-            entries.append(item)
-            entries.extend(following.pop(key, []))
-        for rest in following.values():
-            entries.extend(rest)
-        return BacklogFile(tuple(entries), exists=True)
+            by_id.setdefault(item.id, item)
+        placed: set[str] = set()
+        entries: list[WorkItem | MalformedLine] = []
+        lines: list[bytes | None] = []
+        for index, entry in enumerate(self.entries):
+            line = self.line(index)
+            if isinstance(entry, WorkItem) and entry.id in by_id and entry.id not in placed:
+                placed.add(entry.id)
+                new = by_id[entry.id]
+                entries.append(new)
+                lines.append(line if new == entry else None)
+            else:
+                entries.append(entry)
+                lines.append(line)
+        added = [item for item in by_id.values() if item.id not in placed]
+        entries.extend(added)
+        lines.extend(None for _ in added)
+        return BacklogFile(tuple(entries), exists=True, lines=tuple(lines))
 
     def append(self, items: Sequence[WorkItem]) -> BacklogFile:
         """A copy with ``items`` added at the end."""
-        return BacklogFile((*self.entries, *items), exists=True)
+        return BacklogFile(
+            (*self.entries, *items),
+            exists=True,
+            lines=(*(self.line(i) for i in range(len(self.entries))), *(None for _ in items)),
+        )
 
     def problems(self) -> list[str]:
         """Malformed lines, duplicate ids, unknown dependencies and cycles, one line each."""
@@ -143,13 +180,15 @@ def parse_backlog(data: bytes) -> BacklogFile:
     a ``MalformedLine`` naming its line number and what is wrong.
     """
     entries: list[WorkItem | MalformedLine] = []
+    lines: list[bytes | None] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
         line = raw.rstrip(b"\r")
         if not line.strip():
             continue
         entries.append(_parse_line(number, line))
+        lines.append(line)
     digest = "sha256:" + sha256_hex(data)
-    return BacklogFile(tuple(entries), exists=True, digest=digest)
+    return BacklogFile(tuple(entries), exists=True, digest=digest, lines=tuple(lines))
 
 
 def _parse_line(number: int, line: bytes) -> WorkItem | MalformedLine:
@@ -173,13 +212,14 @@ def _parse_line(number: int, line: bytes) -> WorkItem | MalformedLine:
 
 
 def encode_backlog(backlog: BacklogFile) -> bytes:
-    """The file's bytes: one compact JSON object per item, malformed lines as they were."""
+    """The file's bytes: one compact JSON object per new or changed item, every other
+    line as it was read."""
     lines: list[bytes] = []
-    for entry in backlog.entries:
+    for index, entry in enumerate(backlog.entries):
         if isinstance(entry, MalformedLine):
             lines.append(entry.raw)
         else:
-            lines.append(encode_item(entry))
+            lines.append(backlog.line(index) or encode_item(entry))
     return b"".join(line + b"\n" for line in lines)
 
 
