@@ -73,8 +73,8 @@ def test_add_list_show(project: Path, capsys: pytest.CaptureFixture[str]) -> Non
     code, out, _ = autopilot(capsys, "tasks", "list")
     assert code == 0
     assert out.splitlines() == [
-        "> task-1           ready          Overview",
-        "  config           ready          Describe config",
+        "> task-1           ready                 Overview",
+        "  config           blocked-by-dependency Describe config (waits on task-1)",
     ]
     code, out, _ = autopilot(capsys, "tasks", "list", "--json")
     assert [item["id"] for item in json.loads(out)] == ["task-1", "config"]
@@ -207,9 +207,13 @@ def test_import_prd_json(project: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert lines[0]["acceptance_criteria"] == ["a works", "typecheck passes"]
     assert lines[0]["completion"]["verdict"] == "pass"
     assert lines[1]["prompt"] == "Second\n\nDo two"
-    # Importing again adds new ids, never overwrites.
-    autopilot(capsys, "tasks", "import", "prd.json")
-    assert [x["id"] for x in _lines(project)][2:] == ["task-1", "task-2"]
+    # Importing again adds only what is new, and says what it skipped.
+    prd["userStories"].append({"id": "US-003", "title": "Third", "description": "Do three"})
+    (project / "prd.json").write_text(json.dumps(prd))
+    code, out, _ = autopilot(capsys, "tasks", "import", "prd.json")
+    assert code == 0
+    assert "imported 1 work items from prd.json (1 open, 0 already done; 2 skipped" in out
+    assert [x["id"] for x in _lines(project)] == ["US-001", "US-002", "US-003"]
 
 
 def test_import_markdown_checklist(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -223,6 +227,17 @@ def test_import_markdown_checklist(project: Path, capsys: pytest.CaptureFixture[
         ("task-2", "ready", "Write the parser"),
         ("task-3", "ready", "Nested `$(x)` item"),
     ]
+    # The same checklist, grown by one line, imported again: only that line is added.
+    with (project / "TODO.md").open("a") as todo:
+        todo.write("- [ ] Write the printer\n")
+    code, out, _ = autopilot(capsys, "tasks", "import", "TODO.md")
+    assert code == 0 and "imported 1 work items" in out and "3 skipped" in out
+    assert [(x["id"], x["prompt"]) for x in _lines(project)][3:] == [
+        ("task-4", "Write the printer")
+    ]
+    code, out, _ = autopilot(capsys, "tasks", "import", "TODO.md")
+    assert code == 0 and "imported 0 work items" in out and "4 skipped" in out
+    assert len(_lines(project)) == 4
     (project / "empty.md").write_text("nothing here\n")
     code, _, err = autopilot(capsys, "tasks", "import", "empty.md")
     assert code == 2 and "no checklist lines" in err

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from autopilot.cli.echo import say, say_json
-from autopilot.core.ready_queue import next_item
+from autopilot.core.ready_queue import next_item, unmet_dependencies
 from autopilot.core.workitems import (
     Completion,
     CompletionState,
@@ -24,7 +24,7 @@ from autopilot.core.workitems import (
 )
 from autopilot.errors import BacklogError, UsageError
 from autopilot.store.backlog import Backlog, BacklogFile, read_bounded_regular_file
-from autopilot.store.backlog_import import free_id, parse_import
+from autopilot.store.backlog_import import Imported, free_id, parse_import
 from autopilot.store.paths import runs_root
 
 _HELP = {"help_option_names": ["-h", "--help"]}
@@ -140,6 +140,9 @@ def add(
 
 
 _STATUS_ORDER = {status: n for n, status in enumerate(ItemStatus)}
+_WAITING_STATUSES = (ItemStatus.READY, ItemStatus.REOPENED)
+BLOCKED_BY_DEPENDENCY = "blocked-by-dependency"
+"""What ``tasks list`` shows for a ready item whose dependencies are not done yet."""
 
 
 @tasks.command(name="list", context_settings=_HELP)
@@ -154,11 +157,19 @@ def list_tasks(as_json: bool) -> None:
         say("no work items (autopilot tasks add PROMPT, or autopilot tasks import FILE)")
         return
     upcoming = next_item(current.items)
+    by_id: dict[str, WorkItem] = {}
+    for item in current.items:
+        by_id.setdefault(item.id, item)
     for item in current.items:
         mark = ">" if upcoming is not None and item is upcoming else " "
         attempt = f" (attempt {item.attempt})" if item.attempt else ""
         label = item.label().removeprefix(f"{item.id}: ")
-        say(f"{mark} {item.id:<16} {item.status.value:<14} {label[:70]}{attempt}")
+        status = item.status.value
+        unmet = unmet_dependencies(item, by_id) if item.status in _WAITING_STATUSES else []
+        if unmet:  # ready in the file, but it waits until its dependencies are done
+            status = BLOCKED_BY_DEPENDENCY
+            attempt += f" (waits on {', '.join(unmet)})"
+        say(f"{mark} {item.id:<16} {status:<21} {label[:70]}{attempt}")
 
 
 @tasks.command(context_settings=_HELP)
@@ -335,16 +346,18 @@ def import_tasks(path: str) -> None:
         raise
     if data is None:
         raise UsageError(f"no file {path}")
-    added: list[WorkItem] = []
+    imported: list[Imported] = []
 
     def change(current: BacklogFile) -> BacklogFile:
-        items = parse_import(data, source.name, [i.id for i in current.items])
-        added.extend(items)
-        return current.append(items)
+        found = parse_import(data, source.name, current.items)
+        imported.append(found)
+        return current.append(found.items) if found.items else current
 
     project_backlog().update(change)
+    added, skipped = imported[-1].items, imported[-1].skipped
     done = sum(1 for i in added if i.status is ItemStatus.COMPLETED)
+    already = f"; {skipped} skipped, already in the backlog" if skipped else ""
     say(
         f"autopilot: imported {len(added)} work items from {path} "
-        f"({len(added) - done} open, {done} already done)"
+        f"({len(added) - done} open, {done} already done{already})"
     )

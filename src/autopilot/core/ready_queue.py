@@ -101,7 +101,17 @@ def _cycles(items: Sequence[WorkItem], by_id: Mapping[str, WorkItem]) -> list[Pr
 
 def dependencies_met(item: WorkItem, by_id: Mapping[str, WorkItem]) -> bool:
     """True if every dependency exists and is completed or not applicable."""
-    return all(dep in by_id and by_id[dep].status in SATISFYING_STATUSES for dep in item.depends_on)
+    return not unmet_dependencies(item, by_id)
+
+
+def unmet_dependencies(item: WorkItem, by_id: Mapping[str, WorkItem]) -> list[str]:
+    """The dependencies of ``item`` that do not exist or are not yet completed or not
+    applicable, in its order: while there is one, the item waits."""
+    return [
+        dep
+        for dep in item.depends_on
+        if dep not in by_id or by_id[dep].status not in SATISFYING_STATUSES
+    ]
 
 
 def ready_queue(items: Sequence[WorkItem]) -> list[WorkItem]:

@@ -8,7 +8,9 @@
   item, ``- [x] text`` a completed one, in the order they appear.
 
 Items imported as done carry the evidence ``imported as done from FILE``: the user's
-own word, which is all there is.
+own word, which is all there is. An entry whose prompt an item of the backlog already
+has is skipped (counted, never given an id), so importing the same file twice, or a
+checklist that grew, adds only what is new.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from autopilot.core.workitems import (
@@ -30,6 +33,19 @@ from autopilot.core.workitems import (
 from autopilot.errors import BacklogError
 
 _CHECKBOX_RE = re.compile(r"^\s*[-*+]\s+\[( |x|X)\]\s+(.+?)\s*$")
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What an import found.
+
+    Attributes:
+        items: The new work items, in the order to append them.
+        skipped: Entries skipped because the backlog already has their prompt.
+    """
+
+    items: list[WorkItem]
+    skipped: int = 0
 
 
 def free_id(taken: Collection[str], prefix: str = "task") -> str:
@@ -55,13 +71,16 @@ def _done(source: str) -> Completion:
     )
 
 
-def parse_prd_json(data: bytes, source: str, taken: Collection[str]) -> list[WorkItem]:
+def parse_prd_json(
+    data: bytes, source: str, taken: Collection[str], known: Collection[str] = ()
+) -> Imported:
     """Work items from a ``prd.json``, by ``priority`` (then file order).
 
     Args:
         data: The file's bytes.
         source: The file's name, for messages and evidence.
         taken: Ids already in the backlog (a story with such an id gets a new one).
+        known: Prompts already in the backlog (a story with such a prompt is skipped).
 
     Raises:
         BacklogError: not JSON, or no ``userStories`` list of objects.
@@ -80,17 +99,21 @@ def parse_prd_json(data: bytes, source: str, taken: Collection[str]) -> list[Wor
     ordered = sorted(enumerate(stories), key=lambda pair: (_priority(pair[1]), pair[0]))
     used = set(taken)
     items: list[WorkItem] = []
+    skipped = 0
     for _, story in ordered:
         title = _str(story.get("title"))
         description = _str(story.get("description"))
-        item_id = _slug_id(_str(story.get("id")) or title or "", used)
-        used.add(item_id)
-        criteria = story.get("acceptanceCriteria")
-        texts = [c for c in criteria if isinstance(c, str)] if isinstance(criteria, list) else []
         prompt = "\n\n".join(part for part in (title, description) if part)
         notes = _str(story.get("notes"))
         if notes:
             prompt += f"\n\nNotes: {notes}"
+        if prompt in known:
+            skipped += 1
+            continue
+        item_id = _slug_id(_str(story.get("id")) or title or "", used)
+        used.add(item_id)
+        criteria = story.get("acceptanceCriteria")
+        texts = [c for c in criteria if isinstance(c, str)] if isinstance(criteria, list) else []
         items.append(
             WorkItem(
                 id=item_id,
@@ -103,7 +126,7 @@ def parse_prd_json(data: bytes, source: str, taken: Collection[str]) -> list[Wor
                 completion=_done(source) if story.get("passes") is True else Completion(),
             )
         )
-    return items
+    return Imported(items, skipped)
 
 
 def _priority(story: dict[str, Any]) -> float:
@@ -117,20 +140,27 @@ def _str(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-def parse_markdown_checklist(text: str, source: str, taken: Collection[str]) -> list[WorkItem]:
-    """Work items from the ``- [ ]`` / ``- [x]`` lines of a Markdown file, in order.
+def parse_markdown_checklist(
+    text: str, source: str, taken: Collection[str], known: Collection[str] = ()
+) -> Imported:
+    """Work items from the ``- [ ]`` / ``- [x]`` lines of a Markdown file, in order
+    (``taken`` and ``known`` as for ``parse_prd_json``).
 
     Raises:
         BacklogError: the file has no checklist line.
     """
     used = set(taken)
     items: list[WorkItem] = []
+    skipped = 0
     for line in text.splitlines():
         match = _CHECKBOX_RE.match(line)
         if match is None:
             continue
         done = match.group(1) in "xX"
         task = match.group(2)
+        if task in known:
+            skipped += 1
+            continue
         item_id = free_id(used)
         used.add(item_id)
         items.append(
@@ -142,23 +172,25 @@ def parse_markdown_checklist(text: str, source: str, taken: Collection[str]) -> 
                 completion=_done(source) if done else Completion(),
             )
         )
-    if not items:
+    if not items and not skipped:
         raise BacklogError(f"{source}: no checklist lines ('- [ ] …') to import")
-    return items
+    return Imported(items, skipped)
 
 
-def parse_import(data: bytes, source: str, taken: Sequence[str]) -> list[WorkItem]:
+def parse_import(data: bytes, source: str, existing: Sequence[WorkItem]) -> Imported:
     """Work items from ``data``: a ``prd.json`` if it is named ``*.json`` or is a JSON
-    object, else Markdown.
+    object, else Markdown; none of the ``existing`` items' ids, nor their prompts.
 
     Raises:
         BacklogError: neither format, not valid JSON (with its line and column), or
             not UTF-8.
     """
+    taken = [item.id for item in existing]
+    known = {item.prompt for item in existing if item.prompt}
     if source.lower().endswith(".json") or data.lstrip().startswith((b"{", b"[")):
-        return parse_prd_json(data, source, taken)
+        return parse_prd_json(data, source, taken, known)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise BacklogError(f"{source}: not UTF-8 text") from None
-    return parse_markdown_checklist(text, source, taken)
+    return parse_markdown_checklist(text, source, taken, known)
