@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -43,6 +44,18 @@ def test_passing_checks_give_a_digest_of_what_ran_and_what_it_printed(tmp_path: 
     )
     assert (tmp_path / "check-ac1.log").read_bytes() == b"hello\n"
     assert run.outcome.failure is None
+
+
+def test_check_logs_are_private_whatever_the_umask(tmp_path: Path) -> None:
+    # What a check printed may hold secrets: 0600, like the run's other files.
+    before = os.umask(0o022)
+    try:
+        run_checks((Criterion("ac1", "x", "echo hi"),), cwd=tmp_path, folder=tmp_path)
+        run_checks((Criterion("ac2", "x", "true"),), cwd=tmp_path / "gone", folder=tmp_path)
+    finally:
+        os.umask(before)
+    for name in ("check-ac1.log", "check-ac2.log"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600
 
 
 def test_a_failing_check_fails_the_outcome_with_its_output_tail(tmp_path: Path) -> None:

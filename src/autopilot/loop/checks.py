@@ -6,9 +6,9 @@ the one place autopilot uses a shell. Each check gets its own process group, std
 ``/dev/null``, a timeout, and when it ends (or times out, or the caller stops it, or
 an error ends the wait) its whole group is ended, so a check that leaves a child
 behind or hangs cannot hold the run; its shell also gets a parent-death signal, so it
-does not outlive a caller killed outright. What it printed
-(stdout and stderr together) is saved in the iteration's folder as
-``check-<criterion>.log`` (the first ``MAX_SAVED_OUTPUT_BYTES``), and all of it goes
+does not outlive a caller killed outright. What it printed (stdout and stderr
+together) is saved in the iteration's folder as ``check-<criterion>.log`` (the first
+``MAX_SAVED_OUTPUT_BYTES``; mode 0600, like the run's other files), and all of it goes
 into ``completion_check_digest``: ``sha256:`` + the hex SHA-256 of, for each check in
 order, ``<criterion id> NUL <command> NUL <output> NUL <exit status> NUL``.
 """
@@ -29,6 +29,7 @@ from autopilot.core.decisions import CheckOutcome
 from autopilot.core.digest import Hash, sha256
 from autopilot.core.workitems import Criterion
 from autopilot.loop.agent_group import child_setup
+from autopilot.store.private import create_private, write_private
 
 DEFAULT_CHECK_TIMEOUT_SECONDS = 600.0
 MAX_SAVED_OUTPUT_BYTES = 4 * 1024 * 1024
@@ -196,7 +197,7 @@ def _run_one(
     except OSError as error:
         os.close(read_fd)
         os.close(write_fd)
-        log_path.write_bytes(b"")
+        write_private(log_path, b"")
         return CheckResult(
             criterion.id, command, None, False, "", log_path, 0, error.strerror or str(error)
         )
@@ -207,7 +208,7 @@ def _run_one(
     timed_out = stopped = False
     exited_at: float | None = None
     try:
-        with log_path.open("wb") as log, os.fdopen(read_fd, "rb", buffering=0) as pipe:
+        with create_private(log_path) as log, os.fdopen(read_fd, "rb", buffering=0) as pipe:
             while True:
                 now = time.monotonic()
                 if stop is not None and stop():
