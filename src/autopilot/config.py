@@ -59,7 +59,8 @@ DEFAULT_MAX_ITERATIONS = 10
 class RunConfig:
     """Everything a run is armed with; stored in ``state.json`` for restarts.
 
-    Durations are seconds; ``None`` limits are off. ``checkpoints`` is ``on`` or
+    Durations are seconds; ``None`` limits are off; ``check_timeout_seconds`` bounds
+    each check command (a work item's criterion, ``--verify``). ``checkpoints`` is ``on`` or
     ``off`` (``--no-checkpoints``). ``max_iterations`` 0 means
     unlimited, which must be asked for explicitly.
     """
@@ -75,6 +76,7 @@ class RunConfig:
     iteration_timeout_seconds: float | None = 30 * 60
     idle_timeout_seconds: float | None = 10 * 60
     result_grace_seconds: float = 5.0
+    check_timeout_seconds: float = 10 * 60
     completion_promise: str = "COMPLETE"
     abort_promise: str | None = None
     completion_match: str = MatchMode.SENTENCE.value
@@ -181,6 +183,7 @@ _JSON_KINDS: dict[str, tuple[str, tuple[type, ...]]] = {
     "iteration_timeout_seconds": ("a number of seconds", (int, float)),
     "idle_timeout_seconds": ("a number of seconds", (int, float)),
     "result_grace_seconds": ("a number of seconds", (int, float)),
+    "check_timeout_seconds": ("a number of seconds", (int, float)),
 }
 """JSON types of the ``RunConfig`` fields that are not strings."""
 

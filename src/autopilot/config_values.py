@@ -213,6 +213,7 @@ SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "iteration-timeout": ("iteration_timeout_seconds", _duration_setting),
     "idle-timeout": ("idle_timeout_seconds", _duration_setting),
     "result-grace": ("result_grace_seconds", _duration_setting),
+    "check-timeout": ("check_timeout_seconds", _duration_setting),
     "completion-promise": ("completion_promise", _token),
     "abort-promise": ("abort_promise", _token),
     "completion-match": ("completion_match", parse_choice(tuple(m.value for m in MatchMode))),

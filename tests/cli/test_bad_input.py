@@ -86,6 +86,8 @@ def _short_id(value: object) -> str:
         (["--iteration-timeout", "9" * 400 + "w"], {}, None, "--iteration-timeout must be at most"),
         (["--idle-timeout", "3651 days"], {}, None, "--idle-timeout must be at most 10 years"),
         (["--result-grace", "nan"], {}, None, "--result-grace must be a duration"),
+        (["--check-timeout", "0"], {}, None, "--check-timeout must be longer than zero"),
+        ([], {}, b'check-timeout = "soon"\n', "check-timeout in {config} must be a duration"),
         (["--max-cost", "1e10"], {}, None, "--max-cost must be at most 1000000000"),
         (["--max-cost", "inf"], {}, None, "--max-cost must be a non-negative number"),
         (["--max-cost", "١"], {}, None, "--max-cost must be a number"),

@@ -142,6 +142,20 @@ def test_a_backlog_drains_in_order_and_a_failing_check_reopens_once(tmp_path: Pa
     assert any("a completion promise does not end a backlog run" in w for w in warnings)
 
 
+def test_a_hanging_check_is_ended_at_the_runs_check_timeout(tmp_path: Path) -> None:
+    hangs = [
+        {"id": "slow", "acceptance_criteria": [{"id": "ac1", "text": "x", "check": "sleep 600"}]}
+    ]
+    rig = arm_backlog(tmp_path, hangs, max_iterations=1, check_timeout_seconds=1)
+    driver, _ = rig.driver([agent(rig, lambda *_: ("continue_next", {"ac1": True}, ()))])
+    assert driver.run().reason == "max_iterations"
+    ends = [e for e in _events(rig) if e["type"] == "workitem_end"]
+    assert [(e["itemId"], e["status"]) for e in ends] == [("slow", "reopened")]
+    assert _tasks(rig) == {"slow": "reopened"}
+    log = rig.folder / "iter-0001" / "check-ac1.log"
+    assert log.exists()
+
+
 def test_a_missing_report_resumes_the_same_item_then_retry(tmp_path: Path) -> None:
     rig = arm_backlog(tmp_path, [ITEMS[2]], max_iterations=5)
 

@@ -65,3 +65,15 @@ def test_a_run_that_ends_on_the_budget_after_a_refusal_is_not_complete(tmp_path:
     result = driver.run()
     assert (result.terminal_type, result.reason) == ("abort", "max_iterations")
     assert [e["passed"] for e in _events(rig, "verify")] == [False, False]
+
+
+def test_a_verify_command_runs_for_at_most_the_check_timeout(tmp_path: Path) -> None:
+    # --check-timeout 1s: a verify command that hangs is ended and fails; the run
+    # goes on (and ends on its budget) instead of waiting out the 10-minute default.
+    rig = arm(tmp_path, RunConfig(verify=("sleep 600",), max_iterations=1, check_timeout_seconds=1))
+    driver, _ = rig.driver([_claims_done(rig, writes=False)])
+    result = driver.run()
+    assert (result.terminal_type, result.reason) == ("abort", "max_iterations")
+    verified = _events(rig, "verify")
+    assert [e["passed"] for e in verified] == [False]
+    assert verified[0]["results"][0].startswith("$ sleep 600: timed out after ")

@@ -20,6 +20,7 @@ LIMIT_OPTIONS = (
     "iteration-timeout",
     "idle-timeout",
     "result-grace",
+    "check-timeout",
     "completion-promise",
     "abort-promise",
     "completion-match",
@@ -40,6 +41,7 @@ def limit_options(func: Any) -> Any:
         "iteration-timeout": "Wall-clock limit per iteration, e.g. 45m (default 30m).",
         "idle-timeout": "Limit on an iteration's time without output, e.g. 5m (default 10m).",
         "result-grace": "Wait after the agent's final result before ending it (default 5s).",
+        "check-timeout": "Limit per check or --verify command, e.g. 20m (default 10m).",
         "completion-promise": "Token that completes the run (default COMPLETE).",
         "abort-promise": "Token that aborts the run.",
         "completion-match": (
@@ -68,6 +70,7 @@ _METAVARS = {
     "iteration-timeout": "DURATION",
     "idle-timeout": "DURATION",
     "result-grace": "DURATION",
+    "check-timeout": "DURATION",
     "completion-promise": "TOKEN",
     "abort-promise": "TOKEN",
     "completion-match": "sentence|word|tag|substring",

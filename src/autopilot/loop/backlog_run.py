@@ -149,7 +149,8 @@ def backlog_shell(
 
     Its ``tasks.jsonl`` and approved run boundary are the project's
     (``workspace.worktrees.project_home``: the user's checkout for a ``--worktree``
-    run); the checks run in the run's own work tree.
+    run); the checks run in the run's own work tree, each for at most the run's
+    ``check_timeout_seconds``.
 
     Args:
         record: The driver's ``RunRecord`` (its state and its event writes).
@@ -178,4 +179,5 @@ def backlog_shell(
         approved=ApprovedRun(home, RunDir(folder).approved_run, warn),
         lanes=lanes,
         should_stop=should_stop,
+        check_timeout_seconds=state.config.check_timeout_seconds,
     )

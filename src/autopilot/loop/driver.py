@@ -369,6 +369,7 @@ class Driver:
             self.config.verify,
             cwd=self.cwd,
             folder=attempt.path,
+            timeout_seconds=self.config.check_timeout_seconds,
             env=self.command_env,
             should_stop=self.waits.kill_requested,
         )
