@@ -40,7 +40,7 @@ from autopilot.loop.record import RunRecord, absorb
 from autopilot.store.atomic import write_atomically
 from autopilot.store.events import read_events
 from autopilot.store.logged_end import ended_as_logged, logged_ending
-from autopilot.store.reports import CLAIMED_DIR, REPORTS_DIR
+from autopilot.store.reports import CLAIMED_DIR, REPORTS_DIR, claimed_name
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 
@@ -151,8 +151,9 @@ def clean_up_after(run_id: str, run_folder: Path, ending: Ending) -> int:
     ended = end_leftovers(run_id, agent_pid=None, agent_started=None)
     waiting = run_folder / REPORTS_DIR
     for name in ending.reports:
-        with contextlib.suppress(OSError):
-            os.rename(waiting / CLAIMED_DIR / name, waiting / name)
+        for claimed in (claimed_name(name, ending.iteration), name):
+            with contextlib.suppress(OSError):
+                os.rename(waiting / CLAIMED_DIR / claimed, waiting / name)
     return ended
 
 

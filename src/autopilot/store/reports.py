@@ -118,6 +118,11 @@ def _claimed_prefix(iteration: int | None) -> str:
     return "" if iteration is None else f"iter-{iteration:04d}."
 
 
+def claimed_name(name: str, iteration: int | None) -> str:
+    """The name under ``claimed/`` of waiting report ``name`` claimed by ``iteration``."""
+    return _claimed_prefix(iteration) + name
+
+
 def _read_claimed(path: Path) -> ClaimedReport:
     try:
         data = read_bounded_regular_file(path, MAX_REPORT_BYTES)
@@ -146,7 +151,7 @@ def claim_reports(run_folder: Path, iteration: int | None = None) -> list[Claime
     claimed_dir.mkdir(mode=0o700, exist_ok=True)
     claimed: list[ClaimedReport] = []
     for name in names:
-        target = claimed_dir / f"{_claimed_prefix(iteration)}{name}"
+        target = claimed_dir / claimed_name(name, iteration)
         try:
             os.rename(folder / name, target)
         except OSError:
