@@ -78,7 +78,7 @@ def test_a_failing_notifier_is_reported_once_without_its_token() -> None:
         notifier.send(Notification("t", "b", Tone.INFO))
         notifier.close(30)
     [failure] = notifier.drain_failures()
-    assert "json://127.0.0.1" in failure and "s3cret" not in failure
+    assert url.replace("user:s3cret", "[REDACTED]") in failure and "s3cret" not in failure
     assert notifier.drain_failures() == []
 
 
@@ -98,9 +98,21 @@ def test_urls_are_checked_and_redacted() -> None:
     )
     with pytest.raises(UsageError, match="apprise supports"):
         check_urls(["nosuchscheme://x"])
-    assert redact("slack://T000/B000/XXXXXXXX") == "slack://…"
-    assert redact("ntfys://ntfy.example.org/topic") == "ntfys://ntfy.example.org"
-    assert redact("json://u:p@hooks.example.com:8/p?token=1") == "json://hooks.example.com"
+    # Shown as given (the port and path notifications go to), credentials hidden.
+    assert redact("json://127.0.0.1:8080/hook") == "json://127.0.0.1:8080/hook"
+    assert redact("ntfys://ntfy.example.org/topic") == "ntfys://ntfy.example.org/topic"
+    assert redact("ntfy://topic") == "ntfy://topic"
+    assert (
+        redact("json://u:p@hooks.example.com:8/p?token=1&format=json")
+        == "json://[REDACTED]@hooks.example.com:8/p?token=[REDACTED]&format=json"
+    )
+    assert (
+        redact("slack://T1JJ3T3L2/A1BRTD4JD/TIiajkdnlazkcOXrIdevi7FQ/#general")
+        == "slack://T1JJ3T3L2/A1BRTD4JD/[REDACTED]/#general"
+    )
+    assert redact("json://hooks.example.com/xoxb-12345-abcdef") == (
+        "json://hooks.example.com/xoxb-[REDACTED]"
+    )
 
 
 def test_notify_comes_from_flags_environment_or_config_lists(tmp_path: Path) -> None:
@@ -149,3 +161,15 @@ def test_a_run_with_a_dead_notifier_goes_on_and_says_so_once(
     folder = _run_dir(tmp_path)
     warnings = [e for e in _events(folder) if e["type"] == "warning" and "notif" in str(e)]
     assert len(warnings) == 1
+
+
+def test_run_echoes_the_notify_url_it_will_post_to(repo: Path, fake_agent: FakeAgent) -> None:
+    env = fake_agent([[{"result": "COMPLETE"}]])
+    url = "json://alice:s3cret@127.0.0.1:9/hooks/autopilot?token=abc&format=json"
+    done = run_cli(["run", "-p", "work", "--plain", "--notify", url], cwd=repo, env=env)
+    [line] = [s for s in done.stdout.splitlines() if s.startswith("autopilot: notify ")]
+    assert line == (
+        "autopilot: notify json://[REDACTED]@127.0.0.1:9/hooks/autopilot"
+        "?token=[REDACTED]&format=json"
+    )
+    assert "s3cret" not in done.stdout + done.stderr and "abc" not in line

@@ -71,11 +71,12 @@ _URL_PASSWORD = re.compile(r"(://[^/\s:@]+:)[^/\s@]+@")
 
 _ASSIGNMENT = re.compile(
     r"((?<=[A-Z0-9])_KEY|(?i:api[_-]?key|secret|token|password|passwd|credentials?))"
-    r"([\"']?\s*[=:]\s*[\"']?)[^\s\"',;]{8,}"
+    r"([\"']?\s*[=:]\s*[\"']?)(?!\[REDACTED\])[^\s\"',;]{8,}"
 )
 """``NAME=value`` / ``name: value`` where the name says it holds a secret
 (``*_KEY`` in capitals, as environment variables are named; ``*api_key``,
-``*secret``, ``*token``, ``*password`` in any case)."""
+``*secret``, ``*token``, ``*password`` in any case). A value already redacted is left
+alone, with what follows it (``?token=[REDACTED]&format=json``)."""
 
 
 def _keep_prefix(match: re.Match[str]) -> str:

@@ -15,6 +15,7 @@ and host only, since a URL may carry a token.
 from __future__ import annotations
 
 import functools
+import re
 import threading
 import time
 import urllib.parse
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from autopilot.core.redact import redact as redact_text
 from autopilot.errors import UsageError
 
 LONG_WAIT_MS = 10 * 60 * 1000
@@ -114,19 +116,49 @@ def _apprise() -> Any:
         return apprise
 
 
+_SECRET_QUERY_KEY = re.compile(
+    r"(?i)(token|key|secret|pass|pwd|pw|auth|sig|signature|credential|webhook)"
+)
+"""A query parameter whose name says its value is a credential (``?token=…``)."""
+
+_TOKEN_LIKE = re.compile(r"(?=[^./]*[0-9])(?=[^./]*[A-Za-z])[A-Za-z0-9_-]{24,}")
+"""A host or path segment that is a credential apprise keeps there (a Slack or
+Discord webhook token): 24 or more letters and digits mixed, no dot."""
+
+_HIDDEN = "[REDACTED]"
+
+
 def redact(url: str) -> str:
-    """``scheme://host`` of a notification URL, without user, path or query; the host
-    only where it looks like a host name (many services keep a token there)."""
+    """A notification URL as given, with its credentials hidden: the user and password
+    (``user:pass@``), the value of a query parameter named like a credential
+    (``token``, ``key``, ``secret``, ``pass``…), a host or path segment shaped like a
+    token (``_TOKEN_LIKE``) and any well-known secret shape (``core.redact``). The
+    scheme, host, port and the rest of the path and query are kept, so the URL shown
+    is the one notifications go to."""
     try:
         parts = urllib.parse.urlsplit(url)
-        host = parts.hostname or ""
     except ValueError:
         return "<unparsable URL>"
     if not parts.scheme:
         return "<URL>"
-    if "." in host or host == "localhost":
-        return f"{parts.scheme}://{host}"
-    return f"{parts.scheme}://…"
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = f"{_HIDDEN}@{netloc.rpartition('@')[2]}"
+    netloc = redact_text(_TOKEN_LIKE.sub(_HIDDEN, netloc))
+    path = "/".join(_hide_segment(segment) for segment in parts.path.split("/"))
+    query = "&".join(_hide_query_value(item) for item in parts.query.split("&") if parts.query)
+    return urllib.parse.urlunsplit((parts.scheme, netloc, path, query, parts.fragment))
+
+
+def _hide_segment(segment: str) -> str:
+    return _HIDDEN if _TOKEN_LIKE.fullmatch(segment) else redact_text(segment)
+
+
+def _hide_query_value(item: str) -> str:
+    name, sep, value = item.partition("=")
+    if sep and value and _SECRET_QUERY_KEY.search(name):
+        return f"{name}={_HIDDEN}"
+    return redact_text(item)
 
 
 def check_urls(urls: Iterable[str]) -> tuple[str, ...]:
@@ -140,7 +172,7 @@ def check_urls(urls: Iterable[str]) -> tuple[str, ...]:
     for url in urls:
         if not apprise.Apprise().add(url):
             raise UsageError(
-                f"--notify {redact(url)}…: not a notification URL apprise supports "
+                f"--notify {redact(url)}: not a notification URL apprise supports "
                 "(see https://github.com/caronc/apprise/wiki)"
             )
         checked.append(url)
