@@ -118,12 +118,21 @@ def stop(
     is ended here too, its open iteration closed through ``conclude``
     (``hook.control``).
 
+    A run whose ``state.json`` cannot be read is stopped through its driver: the
+    process holding its ``driver.lock`` (``liveness.lock_holder``) gets SIGTERM (the
+    daemon or ``autopilot run`` then stops at the boundary; with ``now``, a second
+    one ends the agent at once), and writes the state again from what it holds.
+
     Raises:
         UsageError: the run has ended.
-        StateFileError: state.json is corrupt or cannot be written.
+        StateFileError: state.json is corrupt or cannot be written (a corrupt one of
+            a run no driver holds: ``autopilot doctor --repair`` rebuilds it).
     """
     store = StateStore(RunDir(run_dir).state)
-    before = read_state(store.path)
+    try:
+        before = read_state(store.path)
+    except StateFileError as unreadable:
+        return _stop_through_driver(run_dir, unreadable, now=now)
     going = 0
     if not before.terminated and lane_runs(before):
         _to_lanes(run_dir, before, lambda lane: stop(lane, clock, now=now, reason=reason))
@@ -164,6 +173,37 @@ def stop(
     finally:
         lock.release()
     return ControlResult(state, f"{run_dir.name}: stopped (no driver was running)")
+
+
+def _stop_through_driver(run_dir: Path, unreadable: StateFileError, *, now: bool) -> ControlResult:
+    """Stop a run whose ``state.json`` cannot be read by signalling its live driver.
+
+    Raises:
+        StateFileError: no live driver holds the run (``unreadable``, with the way out).
+    """
+    import os
+    import signal
+    import time
+
+    from autopilot.runtime.liveness import lock_holder
+
+    pid = lock_holder(run_dir)
+    if pid is None:
+        raise StateFileError(
+            f"{unreadable}; no driver is running {run_dir.name}: `autopilot doctor --repair` "
+            "rebuilds its state.json from its event log, then stop it",
+            errno=unreadable.errno,
+        )
+    os.kill(pid, signal.SIGTERM)
+    if now:
+        time.sleep(0.2)  # two signals, not one coalesced: the second ends the agent now
+        os.kill(pid, signal.SIGTERM)
+    when = "now" if now else "at the next boundary"
+    return ControlResult(
+        RunState(run_id=run_dir.name),
+        f"{run_dir.name}: its state.json cannot be read; its driver (pid {pid}) was told "
+        f"to stop, and stops {when}",
+    )
 
 
 def _stop_hook_run(run_dir: Path, clock: Clock, note: str) -> ControlResult | None:

@@ -90,9 +90,29 @@ def prune(older_than: str | None, dry_run: bool, branches: bool) -> int:
     return 1 if result.failed else 0
 
 
+def _repair() -> None:
+    from autopilot.loop.clock import SystemClock
+    from autopilot.manage.repair import repair_runs
+
+    for done in repair_runs(runs_root(create=False), SystemClock()):
+        ending = "ended" if done.state.terminated else "paused; end it with autopilot stop"
+        say(
+            f"autopilot: {done.run_id}: state.json rebuilt from its event log "
+            f"({ending}); the unreadable file is kept as {done.kept_as.name}"
+        )
+
+
 @click.command(context_settings=_CTX)
-def doctor() -> int:
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Rebuild each state.json that cannot be read (and no driver holds) from its "
+    "run's event log; the corrupt file is kept beside it.",
+)
+def doctor(repair: bool) -> int:
     """Check the runs root, agent CLIs, git, stale runs and the index (exit 1 on findings)."""
+    if repair:
+        _repair()
     findings = run_doctor()
     for finding in findings:
         say(f"{finding.level.value:<5} {finding.subject:<16} {finding.detail}")

@@ -17,7 +17,7 @@ from autopilot.runtime.drive import ending_line, result_of
 from autopilot.runtime.liveness import driver_alive, supervisor_alive
 from autopilot.store.paths import list_run_ids, resolve_run, run_dir, runs_root
 from autopilot.store.project_files import run_off_switch
-from autopilot.store.run_state import RunState
+from autopilot.store.run_state import REBUILT_MARK, RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state, read_state_quietly
 
@@ -64,6 +64,12 @@ def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
         raise UsageError(
             f"run {run_id} was written by another implementation and records no work tree; "
             "it cannot be relaunched"
+        )
+    if state.extra.get(REBUILT_MARK):
+        raise UsageError(
+            f"run {run_id}'s state.json was rebuilt from its event log, which does not hold "
+            f"its prompt and budgets: it cannot be started again; end it (autopilot stop "
+            f"{run_id}) and begin a new run"
         )
     if state.mode == HOOK_MODE:
         raise UsageError(

@@ -242,7 +242,14 @@ def check_runs(root: Path) -> list[Finding]:
         folder = root / run_id
         state = read_state_quietly(RunDir(folder).state)
         if state is None:
-            findings.append(Finding(Level.FAIL, f"run {run_id}", "state.json is unreadable"))
+            findings.append(
+                Finding(
+                    Level.FAIL,
+                    f"run {run_id}",
+                    "state.json is unreadable; `autopilot doctor --repair` rebuilds it from "
+                    "its event log",
+                )
+            )
             continue
         activity = run_activity(folder, state)
         counts[activity] += 1

@@ -89,6 +89,28 @@ def driver_lock_held(run_dir: Path) -> bool | None:
         os.close(fd)
 
 
+def lock_holder(run_dir: Path) -> int | None:
+    """The pid of the driver holding ``<run>/driver.lock``, as the lock file names it
+    (``locks.driver_note``), when the lock is held and that process (pid **and**
+    identity) is alive; else None. For a run whose ``state.json`` cannot be read."""
+    import json
+
+    if driver_lock_held(run_dir) is not True:
+        return None
+    try:
+        note = json.loads(RunDir(run_dir).driver_lock.read_text(errors="replace"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(note, dict):
+        return None
+    pid, start_time, command = note.get("pid"), note.get("pidStartTime"), note.get("pidCommand")
+    if not isinstance(pid, int) or isinstance(pid, bool):
+        return None
+    start_time = start_time if isinstance(start_time, (int, float)) else None
+    command = command if isinstance(command, str) else None
+    return pid if process_alive(pid, start_time, command) is True else None
+
+
 def driver_running(run_dir: Path, state: RunState | None) -> bool | None:
     """Is a driver running the run (``run_dir``, its ``state``; None: unreadable)?
 

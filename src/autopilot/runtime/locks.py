@@ -236,11 +236,26 @@ class RunLocks:
                 self._run_lock.release()
                 raise
         self.project.set_owner(self.run_id)
+        self._run_lock.write_note(driver_note(os.getpid()))
 
     def release(self) -> None:
         """Release both."""
         self.project.release()
         self._run_lock.release()
+
+
+def driver_note(pid: int) -> str:
+    """What ``driver.lock`` holds while a driver holds it: its pid and identity as
+    JSON (``pid``, ``pidStartTime``, ``pidCommand``), so ``stop`` can reach a driver
+    whose ``state.json`` cannot be read (``liveness.lock_holder``)."""
+    import json
+
+    from autopilot.loop.identity import process_identity
+
+    identity = process_identity(pid)
+    start_time = identity.start_time if identity else None
+    command = identity.command if identity else None
+    return json.dumps({"pid": pid, "pidStartTime": start_time, "pidCommand": command}) + "\n"
 
 
 class MergeLock:

@@ -79,6 +79,21 @@ class FileLock:
                 return False
             time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
 
+    def write_note(self, text: str) -> None:
+        """Make ``text`` the lock file's content while it is held (who holds it, for
+        a reader that cannot ask elsewhere); a disk that refuses the write leaves the
+        file as it was.
+
+        Raises:
+            RuntimeError: this object does not hold the lock.
+        """
+        if self._fd is None:
+            raise RuntimeError(f"{self.path} is not held by this lock")
+        with contextlib.suppress(OSError):
+            data = text.encode()
+            os.pwrite(self._fd, data, 0)
+            os.ftruncate(self._fd, len(data))
+
     def release(self) -> None:
         """Release the lock (nothing happens if it is not held)."""
         fd, self._fd = self._fd, None

@@ -29,6 +29,10 @@ from autopilot.core.vocabulary import (
 from autopilot.errors import StateFileError
 from autopilot.store.state_shape import SHAPE, check_fields
 
+REBUILT_MARK = "rebuiltFromLog"
+"""``state.json``'s field (kept in ``RunState.extra``) on a state ``autopilot doctor
+--repair`` rebuilt from the run's event log (``manage.repair``)."""
+
 NODE_AGENT = "copilot"
 """The agent of a run written by the Node implementation (it drives Copilot CLI)."""
 

@@ -1,0 +1,64 @@
+"""A run whose ``state.json`` cannot be read: ``stop`` still stops it through the driver
+its ``driver.lock`` names, and ``doctor --repair`` rebuilds the file from the event log,
+keeping the corrupt one aside; each answer is one line, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autopilot.store.state import read_state
+from tests.cli.test_control import _sleeping_run, _terminals
+from tests.conftest import FakeAgent, run_cli
+
+TORN = '{"runId": "torn'
+
+
+def test_stop_reaches_the_driver_of_a_run_whose_state_is_corrupt(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    _env, proc, folder = _sleeping_run(tmp_path, repo, fake_agent, agent_started=True)
+    try:
+        (folder / "state.json").write_text(TORN)
+        done = run_cli(["stop", folder.name, "--now"], cwd=repo)
+        assert done.returncode == 0, done.stderr
+        [line] = done.stdout.strip().splitlines()
+        assert f"driver (pid {proc.pid}) was told to stop" in line
+        assert proc.wait(timeout=60) == 130
+        assert _terminals(folder) == [("abort", "user_stopped")]
+        state = read_state(folder / "state.json")  # the driver wrote it again
+        assert state.terminated and state.termination_reason == "user_stopped"
+        assert [p.read_text() for p in folder.glob("state.json.corrupt-*")] == [TORN]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_doctor_repair_rebuilds_a_corrupt_state_from_the_log(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    _env, proc, folder = _sleeping_run(tmp_path, repo, fake_agent, agent_started=True)
+    proc.kill()
+    proc.wait()
+    (folder / "state.json").write_text(TORN)
+    refused = run_cli(["stop", folder.name], cwd=repo)
+    assert refused.returncode == 4
+    [line] = refused.stderr.strip().splitlines()
+    assert "autopilot doctor --repair" in line and "Traceback" not in refused.stderr
+    assert run_cli(["doctor"], cwd=repo).stdout.count("doctor --repair") == 1
+    repaired = run_cli(["doctor", "--repair"], cwd=repo)
+    assert "Traceback" not in repaired.stderr
+    [said] = [s for s in repaired.stdout.splitlines() if "rebuilt" in s]
+    assert f"{folder.name}: state.json rebuilt from its event log" in said
+    [kept] = folder.glob("state.json.corrupt-*")
+    assert kept.read_text() == TORN and kept.name in said
+    state = read_state(folder / "state.json")
+    assert state.cwd == str(repo) and state.agent == "claude" and state.iteration == 1
+    assert state.paused and not state.terminated
+    started = run_cli(["start", folder.name], cwd=repo)
+    assert started.returncode == 2 and "rebuilt from its event log" in started.stderr
+    stopped = run_cli(["stop", folder.name], cwd=repo)
+    assert stopped.returncode == 0, stopped.stderr
+    assert _terminals(folder) == [("abort", "user_stopped")]
+    assert read_state(folder / "state.json").termination_reason == "user_stopped"
+    # Nothing left to repair: a second pass changes nothing.
+    assert "rebuilt" not in run_cli(["doctor", "--repair"], cwd=repo).stdout
