@@ -26,3 +26,15 @@ def test_a_status_this_version_does_not_know_falls_back_to_the_logs() -> None:
     state = {"status": "exploded"}
     assert run_status(state, snapshot) is RunStatus.PAUSED
     assert status_badge(state, snapshot, True, NOW_MS).label == "PAUSED"
+
+
+def test_a_run_held_by_the_off_switch_says_so_and_how_to_release_it() -> None:
+    snapshot = Snapshot()
+    off = "/work/project/.autopilot/OFF"
+    held = status_badge({"status": "paused"}, snapshot, True, NOW_MS, off=off)
+    assert (held.label, held.detail) == ("PAUSED", f"held by {off}: `autopilot on` releases it")
+    both = status_badge({"status": "paused", "paused": True}, snapshot, True, NOW_MS, off=off)
+    assert both.detail == f"held by {off}: `autopilot on` releases it, then r resumes"
+    coming = status_badge({"status": "running"}, snapshot, True, NOW_MS, off=off)
+    assert coming.label == "PAUSING" and "autopilot on" in coming.detail
+    assert status_badge({"status": "paused"}, snapshot, True, NOW_MS).detail == "r resumes"

@@ -47,7 +47,8 @@ def status_text(state: RunState, now_ms: int) -> str:
     """The run's status in words: how it ended, or its status with what is pending.
 
     ``completed (completion_promise)``, ``stopped by the user``; ``running (stop
-    requested)``, ``running (pause requested)``, ``paused``, ``rate_limited until
+    requested)``, ``running (pause requested)``, ``paused``, ``paused — held by
+    <project>/.autopilot/OFF: `autopilot on` releases it``, ``rate_limited until
     19:00:00``.
     """
     if state.terminated:
@@ -58,6 +59,12 @@ def status_text(state: RunState, now_ms: int) -> str:
         status += f" until {format_moment(until, day_of_ms=now_ms)}"
     if state.stop_requested or state.stop_now:
         return status + (" (stop --now requested)" if state.stop_now else " (stop requested)")
+    off = run_off_switch(state)
+    if off is not None:
+        held = f"held by {off}: `autopilot on` releases it"
+        if state.status is not RunStatus.PAUSED:
+            return f"{status} (holds at the next boundary: {held})"
+        return f"{status} — {held}" + (", then `autopilot resume`" if state.paused else "")
     if state.paused and state.status is not RunStatus.PAUSED:
         return status + " (pause requested)"
     if state.gate is not None:

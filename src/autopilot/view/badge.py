@@ -39,6 +39,7 @@ def status_badge(
     alive: bool | None,
     now_ms: int,
     interrupted: str | None = None,
+    off: str | None = None,
 ) -> Badge:
     """The run's status as a badge.
 
@@ -49,6 +50,8 @@ def status_badge(
         now_ms: Now, for waiting countdowns.
         interrupted: What ctrl+c in the view did to the run driven beside it
             (e.g. "stopping at the next boundary…"), until the run ends.
+        off: The OFF file that holds the run (``store.project_files.off_switch``),
+            None while autopilot is ON in its project.
     """
     if snapshot.terminal:
         reason = str(snapshot.reason or "")
@@ -73,6 +76,12 @@ def status_badge(
         return Badge("RATE LIMITED", "warn", _until(until, now_ms))
     if status is RunStatus.WAITING:
         return Badge("WAITING", "warn", _until(state.get("waitingUntil"), now_ms))
+    if off is not None:
+        held = f"held by {off}: `autopilot on` releases it"
+        if status is RunStatus.PAUSED:
+            then = ", then r resumes" if state.get("paused") else ""
+            return Badge("PAUSED", "warn", held + then)
+        return Badge("PAUSING", "warn", f"at the next boundary, {held}")
     if status is RunStatus.PAUSED:
         return Badge("PAUSED", "warn", "r resumes")
     if state.get("paused"):

@@ -30,6 +30,7 @@ from autopilot.loop.clock import Clock, SystemClock
 from autopilot.runtime.liveness import driver_running
 from autopilot.store.events import TERMINAL_EVENT_TYPES
 from autopilot.store.fold import Snapshot, fold_event
+from autopilot.store.project_files import off_switch
 from autopilot.store.reader import fold_log
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import EVENTS_FILE, STATE_FILE, STDOUT_FILE, RunDir
@@ -310,11 +311,24 @@ class WatchApp(RunKeys):
     def _render_header(self) -> None:
         now = self.clock.now_ms()
         interrupted = None if self._ended() else self._interrupted
-        badge = status_badge(self.state, self.snapshot, self.alive, now, interrupted)
+        badge = status_badge(
+            self.state, self.snapshot, self.alive, now, interrupted, self._off_switch()
+        )
         note = None
         if not self.folded:
             note = f"reading the log ({self._log_bytes / 1_000_000:.1f} MB)…"
         self.query_one(RunHeader).show(self.state, self.snapshot, badge, now, note)
+
+    def _off_switch(self) -> str | None:
+        """The OFF file holding the run, if any (a stat per project folder)."""
+        state = self.state
+        if state is None or state.get("terminated"):
+            return None
+        cwd, worktree = state.get("cwd"), state.get("worktree")
+        found = off_switch(
+            cwd if isinstance(cwd, str) else None, worktree if isinstance(worktree, dict) else None
+        )
+        return None if found is None else str(found)
 
     def _render_all(self) -> None:
         self._render_header()
