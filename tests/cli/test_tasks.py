@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,7 @@ from autopilot.config import RunConfig
 from autopilot.core.vocabulary import RunStatus
 from autopilot.loop.arming import PromptSource, arm_run
 from autopilot.loop.clock import SystemClock
+from autopilot.loop.identity import process_identity
 from autopilot.store.paths import run_dir, runs_root
 from autopilot.store.reports import claim_reports
 from autopilot.store.run_state import RunState
@@ -393,12 +397,42 @@ def test_answer_and_approve_a_gate(run: str, capsys: pytest.CaptureFixture[str])
     code, out, _ = autopilot(capsys, "answer", run, "sqlite, please")
     assert code == 0 and "answered 'Which database?'" in out
     assert store.read().gate_answer == "sqlite, please"
+    code, _, err = autopilot(capsys, "approve")  # answered already: the first answer holds
+    assert code == 2 and "'Which database?' was already answered ('sqlite, please')" in err
+    assert store.read().gate_answer == "sqlite, please"
+    store.update(lambda s: setattr(s, "gate_answer", None))
     code, out, _ = autopilot(capsys, "approve")
     assert code == 0 and store.read().gate_answer == "approved"
     code, _, err = autopilot(capsys, "answer", "   ")
     assert code == 2 and "the answer is empty" in err
     code, _, err = autopilot(capsys, "answer", run, "a", "b")
     assert code == 2 and "give [RUN] TEXT" in err
+
+
+def test_of_two_answers_at_once_only_the_first_is_taken(run: str, project: Path) -> None:
+    store = StateStore(run_dir(runs_root(), run) / "state.json")
+    store.update(lambda s: setattr(s, "gate", "Which database?"))
+    answers = [f"answer {n}" for n in range(4)]
+    started = [
+        subprocess.Popen(
+            [sys.executable, "-m", "autopilot", "answer", run, text],
+            cwd=project,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for text in answers
+    ]
+    done = []
+    for process in started:
+        out, err = process.communicate(timeout=60)
+        done.append((process.returncode, out, err))
+    taken = [answers[i] for i, (code, _, _) in enumerate(done) if code == 0]
+    assert len(taken) == 1 and store.read().gate_answer == taken[0]
+    for code, out, err in done:
+        if code != 0:
+            assert code == 2 and "already answered" in err and len(err.strip().splitlines()) == 1
+            assert "the run goes on" not in out
 
 
 def test_status_shows_the_question(run: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -446,3 +480,35 @@ def test_a_duplicate_id_is_never_next_and_a_backlog_run_refuses_to_start(
     assert not (project.parent / "runs").exists() or not [
         p for p in (project.parent / "runs").iterdir() if p.name.startswith("project-")
     ]
+
+
+def test_a_work_item_change_during_an_iteration_is_refused_not_undone_later(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / ".autopilot").mkdir()
+    (project / TASKS).write_text(json.dumps({"id": "a", "status": "ready", "prompt": "p"}) + "\n")
+    run_id = arm_run(
+        runs_root(),
+        RunConfig(agent="demo"),
+        PromptSource(text="x"),
+        project,
+        SystemClock(),
+        mode="backlog",
+    )
+    store = StateStore(run_dir(runs_root(), run_id) / "state.json")
+    me = process_identity(os.getpid())
+    assert me is not None
+
+    def in_iteration(state: RunState) -> None:  # this process stands for its driver
+        state.iteration, state.iteration_open = 3, True
+        state.pid, state.pid_start_time, state.pid_command = os.getpid(), me.start_time, me.command
+
+    store.update(in_iteration)
+    before = (project / TASKS).read_text()
+    code, out, err = autopilot(capsys, "tasks", "block", "a", "--reason", "later")
+    assert code == 2 and out == ""
+    assert f"run {run_id} is in iteration 3" in err and f"autopilot pause {run_id}" in err
+    assert (project / TASKS).read_text() == before
+    store.update(lambda s: setattr(s, "iteration_open", False))  # between iterations
+    assert autopilot(capsys, "tasks", "block", "a", "--reason", "later")[0] == 0
+    assert _lines(project)[0]["status"] == "blocked"

@@ -29,7 +29,8 @@ def give_answer(folder: Path, text: str) -> RunState:
     """Write ``text`` as the answer to the run's gate.
 
     Raises:
-        UsageError: the run has ended or waits for no answer, or ``text`` is empty.
+        UsageError: the run has ended, waits for no answer or was answered already
+            (of two answers at once, only the first is taken), or ``text`` is empty.
         StateFileError: state.json cannot be read or written.
     """
     cleaned = text.strip()
@@ -43,6 +44,12 @@ def give_answer(folder: Path, text: str) -> RunState:
             raise UsageError(f"run {folder.name} has ended ({state.termination_reason})")
         if state.gate is None:
             raise UsageError(f"run {folder.name} is not waiting for an answer ({state.status})")
+        if state.gate_answer is not None:
+            # Two answers at once: the state lock orders them, the first is the one taken.
+            raise UsageError(
+                f"run {folder.name}: {state.gate!r} was already answered "
+                f"({state.gate_answer!r}); the run takes that answer"
+            )
         state.gate_answer = cleaned
 
     return StateStore(RunDir(folder).state).update(change)
