@@ -260,3 +260,23 @@ def test_a_backlog_held_back_by_a_person_waits_for_an_answer(tmp_path: Path) -> 
     assert driver.run().reason == "backlog_done"
     assert asked == ["no work item can start: gamma is blocked: waiting for the API key"]
     assert "answer: the key is in .env" in runner.requests[0].attempt.prompt.read_text()
+
+
+def test_a_lying_agent_in_a_backlog_run_halts_on_stagnation(tmp_path: Path) -> None:
+    """It reports continue_next, prints COMPLETE and changes nothing: its checks fail,
+    the promise is refused, and the third identical answer halts the run."""
+    rig = arm_backlog(tmp_path, max_iterations=20)
+    cwd = rig.root.parent / "work"
+
+    def start(request: RunRequest) -> None:
+        report = ItemReport(_item_of(request), ItemDecision.CONTINUE_NEXT, {"ac1": True}, ())
+        write_report(rig.folder, report, ts_ms=rig.clock.now_ms(), iteration=None)
+
+    liar = Scripted(claude_lines("I did everything.\n\nCOMPLETE", tools=0), on_start=start)
+    driver, runner = rig.driver([liar])
+    result = driver.run()
+    assert (result.terminal_type, result.reason) == ("abort", "stagnation")
+    assert len(runner.requests) == 3
+    streaks = [(e["iteration"], e["streak"]) for e in _events(rig) if e["type"] == "stagnation"]
+    assert streaks == [(1, 1), (2, 2), (3, 3)]
+    assert not (cwd / "alpha.txt").exists()

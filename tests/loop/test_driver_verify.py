@@ -77,3 +77,47 @@ def test_a_verify_command_runs_for_at_most_the_check_timeout(tmp_path: Path) -> 
     verified = _events(rig, "verify")
     assert [e["passed"] for e in verified] == [False]
     assert verified[0]["results"][0].startswith("$ sleep 600: timed out after ")
+
+
+def _repeats(final: str) -> Scripted:
+    """An agent that changes nothing and gives the same answer every time."""
+    return Scripted(claude_lines(final, tools=0))
+
+
+def _halt(rig: Rig, final: str) -> tuple[str, str, int, list[tuple[int, int]]]:
+    driver, runner = rig.driver([_repeats(final)])
+    result = driver.run()
+    streaks = [(e["iteration"], e["streak"]) for e in _events(rig, "stagnation")]
+    return result.terminal_type, result.reason, len(runner.requests), streaks
+
+
+def test_a_refused_promise_repeated_halts_on_stagnation_like_a_plain_answer(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "verify").mkdir()
+    plain = arm(tmp_path / "plain", RunConfig(max_iterations=20))
+    assert _halt(plain, "I did everything.") == ("abort", "stagnation", 3, [(1, 1), (2, 2), (3, 3)])
+    verified = arm(tmp_path / "verify", RunConfig(verify=(CHECK,), max_iterations=20))
+    assert _halt(verified, "I did everything.\n\nCOMPLETE") == (
+        "abort",
+        "stagnation",
+        3,
+        [(1, 1), (2, 2), (3, 3)],
+    )
+    assert [e["passed"] for e in _events(verified, "verify")] == [False, False, False]
+    warnings = [e["note"] for e in _events(verified, "warning")]
+    refused = f"completion promise refused: $ {CHECK}: exit 3; the run goes on"
+    assert warnings[:2] == [
+        refused,
+        f"{refused}; 2 of 3 iterations without progress; one more halts the run",
+    ]
+
+
+def test_the_budget_ends_a_run_of_refused_promises_without_claiming_a_restore(
+    tmp_path: Path,
+) -> None:
+    rig = arm(tmp_path, RunConfig(verify=(CHECK,), max_iterations=4, stagnation_limit=0))
+    assert _halt(rig, "I did everything.\n\nCOMPLETE") == ("abort", "max_iterations", 4, [])
+    (abort,) = _events(rig, "abort")
+    assert abort["note"] == "reached max_iterations=4"

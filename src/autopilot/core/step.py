@@ -96,16 +96,17 @@ def conclude(state: LoopState, attempt: Attempt, config: PolicyConfig, now_ms: i
         )
         unverified = False
     else:
-        decision = decide(
-            _counters(state, spend),
-            _facts(attempt, outcome, digest, error_text, signature),
-            config,
-            now_ms,
-        )
+        before = _counters(state, spend)
+        facts = _facts(attempt, outcome, digest, error_text, signature)
+        decision = decide(before, facts, config, now_ms)
         decision = _denial_rule(decision, state, attempt)
         unverified = awaits_verification(decision, config) and attempt.verification is None
+        promised = decision.action is Action.COMPLETE
         decision = verify_rule(decision, attempt, config)
         decision = backlog_rule(decision, attempt, config)
+        if promised and decision.action is Action.CONTINUE:
+            decision = _after_refusal(decision, before, facts, config, now_ms)
+            decision = _denial_rule(decision, state, attempt)
     extension = extend_budget(
         decision,
         attempt,
@@ -181,6 +182,24 @@ def _facts(
         reset_at_ms=attempt.reset_at_ms,
         fatal=attempt.fatal,
     )
+
+
+def _after_refusal(
+    refused: Decision,
+    counters: Counters,
+    facts: IterationFacts,
+    config: PolicyConfig,
+    now_ms: int,
+) -> Decision:
+    """A completion promise the verify commands or the backlog refused ends nothing,
+    and exempts nothing either: the policy's later rules (abort promise, stagnation,
+    budgets) decide as if no promise had been given, so a refused promise repeated
+    halts on stagnation and never outlives a budget. The refusal's warning is kept."""
+    rest = decide(counters, facts, replace(config, completion_promise=None), now_ms)
+    if rest.action is not Action.CONTINUE:
+        return rest
+    warning = "; ".join(w for w in (refused.warning, rest.warning) if w) or None
+    return replace(rest, warning=warning)
 
 
 def _denial_keys(denials: tuple[Denial, ...]) -> list[str]:

@@ -141,6 +141,7 @@ class Driver:
             self.record, root, run_id, self.command_env, self.lanes, self.waits.kill_requested
         )
         self._begun: Begun | None = None
+        self._iterated = False  # this driver has run an iteration
 
     @property
     def state(self) -> RunState:
@@ -199,6 +200,7 @@ class Driver:
             if ended is not None:
                 return ended
             step = self._iteration()  # start, agent, conclude
+            self._iterated = True
             self.briefing.keep_memory()
             ended = self._apply(step)
             if ended is not None:
@@ -296,8 +298,11 @@ class Driver:
             )
             if reached is not None:
                 reason, budget = reached
-                whose = "every lane's spend" if self.lanes else "spend restored from state.json"
-                note = f"{budget_note(reason, budget)} ({whose})"
+                note = budget_note(reason, budget)
+                if self.lanes:
+                    note = f"{note} (every lane's spend)"
+                elif not self._iterated:  # the spend this driver found, not its own
+                    note = f"{note} (spend restored from state.json)"
                 return self._finish(EventType.ABORT, reason, note)
             until = state.waiting_until_ms
             if until is None or until <= self.clock.now_ms():
