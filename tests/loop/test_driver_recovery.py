@@ -319,3 +319,48 @@ def test_start_after_such_a_crash_reports_the_completion_with_exit_0(tmp_path: P
     assert done.returncode == 0, done.stdout + done.stderr
     assert "completed (completion_promise)" in done.stdout
     assert _state(rig).terminated and _terminal(rig) == [("complete", "completion_promise")]
+
+
+def _cut_short(rig: Rig, *, beat_after_seconds: float | None) -> None:
+    """The agent runs 20 s without a line; the driver dies 17 s in (its heartbeat on
+    the raw stdout, if any, ``beat_after_seconds`` after the iteration started)."""
+
+    driver, _ = rig.driver(
+        [Scripted([], seconds=0.0, crash=True, on_start=lambda _: rig.clock.advance(17))]
+    )
+    with pytest.raises(SimulatedCrash):
+        driver.run()
+    attempt = next(rig.folder.glob("iter-0001*"))
+    if beat_after_seconds is None:  # no output file at all: nothing is known
+        (attempt / "stdout.log").unlink()
+        (attempt / "stderr.log").unlink()
+        return
+    started = _of(rig, "iteration_start")[-1]["ts"]
+    beat = started + int(beat_after_seconds * 1000)  # the runner rewrote it: the beat again
+    os.utime(attempt / "stdout.log", ns=(beat * 1_000_000, beat * 1_000_000))
+
+
+def test_a_cut_short_attempt_is_charged_until_its_drivers_last_heartbeat(
+    tmp_path: Path,
+) -> None:
+    rig = arm(tmp_path, RunConfig(max_iterations=2))
+    _cut_short(rig, beat_after_seconds=17)
+    rig.clock.advance(600)  # the relaunch comes ten minutes later
+    relaunched, _ = rig.driver([working(rig)])
+    assert relaunched.run().reason == "max_iterations"
+    first = _of(rig, "iteration_end")[0]
+    assert (first["endedBy"], first["durationMs"]) == ("driver_died", 19_000)
+    assert first["activeMs"] == 19_000
+
+
+def test_a_cut_short_attempt_with_no_trace_is_charged_until_recovery(tmp_path: Path) -> None:
+    rig = arm(tmp_path, RunConfig(max_iterations=3, max_duration_seconds=30))
+    _cut_short(rig, beat_after_seconds=None)
+    rig.clock.advance(15)
+    recovery_ms = rig.clock.now_ms()
+    relaunched, runner = rig.driver([working(rig)])
+    result = relaunched.run()
+    first = _of(rig, "iteration_end")[0]
+    started = _of(rig, "iteration_start")[0]["ts"]
+    assert first["durationMs"] == recovery_ms - started >= 32_000
+    assert (result.reason, len(runner.requests)) == ("max_duration", 0)

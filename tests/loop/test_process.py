@@ -159,3 +159,17 @@ def test_exit_code_is_kept(tmp_path: Path, fake_agent: FakeAgent, code: int) -> 
     env = fake_agent([[{"text": "x"}, {"exit": code}]])
     result, _, _, _ = _run(tmp_path, env, ProcessLimits())
     assert (result.ended_by, result.exit_code) == (EndedBy.EXIT, code)
+
+
+def test_the_driver_touches_a_silent_agents_raw_stdout(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    # Crash recovery charges a cut-short attempt up to this heartbeat.
+    env = fake_agent([[{"text": "thinking"}, {"sleep": 600}]])
+    result, _, _, _ = _run(tmp_path, env, ProcessLimits(idle_timeout_seconds=3.0))
+    ended = time.time()
+    assert result.ended_by is EndedBy.IDLE_TIMEOUT
+    stdout = tmp_path / "stdout.log"
+    assert stdout.read_text().count("thinking") == 1
+    # Its last write came 3 s (the idle timeout) before the end; the beats came later.
+    assert ended - stdout.stat().st_mtime < 3.0

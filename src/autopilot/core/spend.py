@@ -67,3 +67,38 @@ def shared(own: Spend, others: Sequence[Spend]) -> Spend:
         waiting_ms=max(s.waiting_ms for s in lanes),
         iterations=sum(s.iterations for s in lanes),
     )
+
+
+def cut_short_ms(
+    started_ms: int | None,
+    last_written_ms: int | None,
+    now_ms: int,
+    *,
+    outlived: bool,
+    heartbeat_ms: int,
+) -> int:
+    """The active time charged to an attempt whose driver died (ms), never less than
+    it really ran.
+
+    From its start to the moment recovery runs when its processes outlived the
+    driver (recovery had to end them) or nothing of it is known; otherwise to the
+    last write of its raw output plus two heartbeats (the driver touches that file
+    every heartbeat while the agent runs, and the agent dies with the driver; a
+    loop turn can take a little longer than a beat), and never past the moment
+    recovery runs. ``docs/formats.md`` ("Crash recovery") states the rule.
+
+    Args:
+        started_ms: Its ``iteration_start`` (epoch ms), None if unknown (then 0).
+        last_written_ms: The latest modification of its raw stdout or stderr
+            (epoch ms), None if neither exists.
+        now_ms: When recovery runs (epoch ms).
+        outlived: Recovery ended processes the attempt left running.
+        heartbeat_ms: How often the driver touches the raw stdout.
+    """
+    if started_ms is None:
+        return 0
+    if outlived or last_written_ms is None:
+        ended_ms = now_ms
+    else:
+        ended_ms = min(now_ms, max(last_written_ms, started_ms) + 2 * heartbeat_ms)
+    return max(0, ended_ms - started_ms)

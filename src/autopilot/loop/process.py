@@ -39,6 +39,9 @@ _READ_BYTES = 256 * 1024
 _STDERR_TAIL_BYTES = 8192
 _POLL_SECONDS = 0.25
 _REAP_SECONDS = 1.0
+HEARTBEAT_SECONDS = _REAP_SECONDS
+"""While the agent runs, the driver touches its raw stdout file this often (with the
+reaping), so crash recovery knows the driver lived until about that file's mtime."""
 
 
 @dataclass(frozen=True)
@@ -253,6 +256,7 @@ def _supervise(
                 # Adopted orphans that exited: their pids go back to the system.
                 last_reap = now
                 reap_adopted(keep=proc.pid)
+                sinks[proc.stdout.fileno()].touch()
             for key, _ in selector.select(_POLL_SECONDS):
                 fd = int(key.fd)
                 try:
@@ -330,3 +334,8 @@ class _Sink:
             self._handle.write(data)
         except OSError as error:
             self.error = f"raw output not saved: {error.strerror or error}"
+
+    def touch(self) -> None:
+        """Set the file's modification time to now (the driver's heartbeat)."""
+        with contextlib.suppress(OSError, ValueError):
+            os.utime(self._handle.fileno())

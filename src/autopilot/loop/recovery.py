@@ -31,13 +31,14 @@ from autopilot.agents.guard import guarded
 from autopilot.core.attempt import Attempt
 from autopilot.core.change import StateChange
 from autopilot.core.ending import status_for
-from autopilot.core.spend import larger
+from autopilot.core.spend import cut_short_ms, larger
 from autopilot.core.state import Spend, Tokens
 from autopilot.core.step import conclude
 from autopilot.core.vocabulary import EndedBy, EventType, RunStatus
 from autopilot.loop.descendants import end_leftovers
 from autopilot.loop.identity import is_same_process
 from autopilot.loop.observe import sane_report, verdict_of
+from autopilot.loop.process import HEARTBEAT_SECONDS
 from autopilot.loop.record import RunRecord, absorb, loop_state, write_step
 from autopilot.loop.torn import torn_step, without_logged
 from autopilot.store.events import EventLog, read_events
@@ -55,11 +56,15 @@ class RecoveredAttempt:
 
     Attributes:
         report: What its output said (tokens, cost, session id, final message).
-        duration_ms: From its prompt being saved to its output's last write.
+        prompt_written_ms: When its prompt was saved (epoch ms), if known.
+        last_written_ms: The latest modification of its raw stdout or stderr (epoch
+            ms): its output's last write or the driver's last heartbeat; None if
+            neither file exists.
     """
 
     report: IterationReport
-    duration_ms: int
+    prompt_written_ms: int | None = None
+    last_written_ms: int | None = None
 
 
 def recover_attempt(folder: Path | None, adapter: AgentAdapter) -> RecoveredAttempt | None:
@@ -74,11 +79,30 @@ def recover_attempt(folder: Path | None, adapter: AgentAdapter) -> RecoveredAtte
             # hold gigabytes), so recovery takes linear time and bounded memory.
             for raw in iter_lines(stream, max_line_bytes=_MAX_RECOVERED_LINE_BYTES):
                 parser.feed(raw.decode("utf-8", "replace"))
-        started = attempt.prompt.stat().st_mtime
-        ended = attempt.stdout.stat().st_mtime
     except OSError:
-        return RecoveredAttempt(IterationReport(), 0)
-    return RecoveredAttempt(parser.report(), max(0, int((ended - started) * 1000)))
+        pass
+    return RecoveredAttempt(
+        parser.report(),
+        _modified_ms(attempt.prompt),
+        max((t for t in map(_modified_ms, (attempt.stdout, attempt.stderr)) if t), default=None),
+    )
+
+
+def _modified_ms(path: Path) -> int | None:
+    try:
+        return int(path.stat().st_mtime * 1000)
+    except OSError:
+        return None
+
+
+def iteration_started_ms(log_path: Path, number: int) -> int | None:
+    """The ``ts`` (epoch ms) of the last ``iteration_start`` of iteration ``number``."""
+    started: int | None = None
+    for event in read_events(log_path):
+        if event["type"] == EventType.ITERATION_START.value and event.get("iteration") == number:
+            ts = event.get("ts")
+            started = ts if isinstance(ts, int) else started
+    return started
 
 
 def reconcile_terminal(folder: RunDir, store: StateStore, log: EventLog) -> RunState:
@@ -186,16 +210,22 @@ def attempt_left(
     """On a relaunch: what the dead driver's agent left running is ended
     (``end_left_processes``), and the attempt it left is returned to be concluded
     (``open_attempt_left``, else ``unrecorded_attempt``), or None."""
+    outlived = False
     if record.state.pid is not None:  # a driver ran this and did not finish
-        end_left_processes(record.state)
-    attempt = open_attempt_left(record, folder, adapter, now_ms)
+        outlived = end_left_processes(record.state) > 0
+    attempt = open_attempt_left(record, folder, adapter, now_ms, outlived=outlived)
     if attempt is None:
-        attempt = unrecorded_attempt(record.state, folder, adapter, now_ms)
+        attempt = unrecorded_attempt(record.state, folder, adapter, now_ms, outlived=outlived)
     return attempt
 
 
 def open_attempt_left(
-    record: RunRecord, folder: RunDir, adapter: AgentAdapter, now_ms: int
+    record: RunRecord,
+    folder: RunDir,
+    adapter: AgentAdapter,
+    now_ms: int,
+    *,
+    outlived: bool = False,
 ) -> Attempt | None:
     """On a relaunch: the attempt a dead driver left open, to be concluded.
 
@@ -210,7 +240,7 @@ def open_attempt_left(
     if change is not None:
         record.update(lambda s: absorb(s, change))
         return None
-    return interrupted_attempt(state, adapter, now_ms)
+    return interrupted_attempt(state, folder, adapter, now_ms, outlived=outlived)
 
 
 def settle_open_attempt(
@@ -243,7 +273,7 @@ def settle_open_attempt(
     if restored is not None:
         state = store.update(lambda s: setattr(s, "spend", restored))
         log.emit(EventType.WARNING, note=SPEND_RESTORED_NOTE)
-    end_left_processes(state)
+    outlived = end_left_processes(state) > 0
     if state.agent_pid is None:
         return state
     change = logged_change(folder, state)
@@ -254,7 +284,7 @@ def settle_open_attempt(
         log.emit(EventType.WARNING, note=note)
 
     adapter = guarded(adapter, warn)
-    attempt = interrupted_attempt(state, adapter, now_ms)
+    attempt = interrupted_attempt(state, folder, adapter, now_ms, outlived=outlived)
     if attempt is None:
         return state
     before = loop_state(
@@ -280,7 +310,12 @@ def open_iteration(log_path: Path) -> int | None:
 
 
 def unrecorded_attempt(
-    state: RunState, folder: RunDir, adapter: AgentAdapter, now_ms: int
+    state: RunState,
+    folder: RunDir,
+    adapter: AgentAdapter,
+    now_ms: int,
+    *,
+    outlived: bool = False,
 ) -> Attempt | None:
     """On a relaunch: an attempt whose agent started but whose driver died before
     recording it in ``state.json`` (``iteration_start`` is in the log, the state has
@@ -297,13 +332,26 @@ def unrecorded_attempt(
         folder.path.glob(f"{folder.attempt(number).path.name}*"),
         key=lambda p: p.stat().st_mtime if p.exists() else 0,
     )
-    return attempt_from_output(number, attempts[-1] if attempts else None, adapter, now_ms)
+    found = attempts[-1] if attempts else None
+    started_ms = iteration_started_ms(folder.events, number)
+    return attempt_from_output(
+        number, found, adapter, now_ms, started_ms=started_ms, outlived=outlived
+    )
 
 
-def interrupted_attempt(state: RunState, adapter: AgentAdapter, now_ms: int) -> Attempt | None:
+def interrupted_attempt(
+    state: RunState,
+    folder: RunDir,
+    adapter: AgentAdapter,
+    now_ms: int,
+    *,
+    outlived: bool = False,
+) -> Attempt | None:
     """The attempt a dead driver left open, as far as its saved output tells.
 
-    Its tokens and cost come from the output, its time from the output's last write.
+    Its tokens and cost come from the output; its time is ``cut_short_ms``'s, from
+    its ``iteration_start`` in the log (``outlived``: recovery ended processes it
+    left running).
     If the agent had printed its final result (agents often linger after it), its
     verdict stands as if the driver had seen it end; otherwise it counts as
     ``killed``. Either way it spends an iteration (budgets hold across crashes).
@@ -313,16 +361,28 @@ def interrupted_attempt(state: RunState, adapter: AgentAdapter, now_ms: int) -> 
     """
     if state.agent_pid is None:
         return None
-    folder = Path(state.attempt_dir) if state.attempt_dir is not None else None
-    return attempt_from_output(state.iteration, folder, adapter, now_ms)
+    attempt = Path(state.attempt_dir) if state.attempt_dir is not None else None
+    started_ms = iteration_started_ms(folder.events, state.iteration)
+    return attempt_from_output(
+        state.iteration, attempt, adapter, now_ms, started_ms=started_ms, outlived=outlived
+    )
 
 
 def attempt_from_output(
-    number: int, folder: Path | None, adapter: AgentAdapter, now_ms: int
+    number: int,
+    folder: Path | None,
+    adapter: AgentAdapter,
+    now_ms: int,
+    *,
+    started_ms: int | None = None,
+    outlived: bool = False,
 ) -> Attempt:
     """Attempt ``folder`` of iteration ``number``, as its saved output tells it
-    (``ended_by`` ``DRIVER_DIED``; see ``interrupted_attempt``)."""
+    (``ended_by`` ``DRIVER_DIED``; see ``interrupted_attempt``). Its time runs from
+    ``started_ms`` (else its prompt's saving) by ``cut_short_ms``'s rule."""
     recovered = recover_attempt(folder, adapter)
+    if started_ms is None and recovered is not None:
+        started_ms = recovered.prompt_written_ms
     report = sane_report(recovered.report, now_ms) if recovered else IterationReport()
     try:
         prompt = (
@@ -352,7 +412,13 @@ def attempt_from_output(
         input_tokens=report.input_tokens,
         output_tokens=report.output_tokens,
         cost_usd=report.cost_usd,
-        duration_ms=recovered.duration_ms if recovered else 0,
+        duration_ms=cut_short_ms(
+            started_ms,
+            recovered.last_written_ms if recovered else None,
+            now_ms,
+            outlived=outlived,
+            heartbeat_ms=int(HEARTBEAT_SECONDS * 1000),
+        ),
     )
 
 
