@@ -364,3 +364,23 @@ def test_a_cut_short_attempt_with_no_trace_is_charged_until_recovery(tmp_path: P
     started = _of(rig, "iteration_start")[0]["ts"]
     assert first["durationMs"] == recovery_ms - started >= 32_000
     assert (result.reason, len(runner.requests)) == ("max_duration", 0)
+
+
+def test_a_commit_made_in_a_cut_short_attempt_is_observed_at_recovery(tmp_path: Path) -> None:
+    rig = arm(tmp_path, RunConfig(max_iterations=2))
+    rig.workspace.commit("before the run")
+
+    def commits(_: RunRequest) -> None:
+        rig.workspace.edit()
+        rig.workspace.commit("half the feature")
+
+    lost = Scripted(claude_lines("working")[:-1], crash=True, on_start=commits)
+    driver, _ = rig.driver([lost])
+    with pytest.raises(SimulatedCrash):
+        driver.run()
+    relaunched, _ = rig.driver([working(rig)])
+    assert relaunched.run().reason == "max_iterations"
+    observed = [(e["iteration"], e["subject"]) for e in _of(rig, "commit_observed")]
+    assert observed == [(1, "half the feature")]
+    first = _of(rig, "iteration_end")[0]
+    assert (first["endedBy"], first["progress"], first["commits"]) == ("driver_died", "made", 1)

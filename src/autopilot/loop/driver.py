@@ -22,6 +22,7 @@ from typing import Any
 from autopilot.agents.base import AgentAdapter
 from autopilot.agents.environment import env_matches
 from autopilot.agents.guard import guarded
+from autopilot.core.attempt import Attempt, CommitSeen
 from autopilot.core.change import LoopState
 from autopilot.core.delivery import MessageKind
 from autopilot.core.ending import RunResult, io_reason
@@ -30,7 +31,7 @@ from autopilot.core.restart import PARALLEL_MODE
 from autopilot.core.spend import shared
 from autopilot.core.step import Step, conclude, spend_counters
 from autopilot.core.verification import verify_notice
-from autopilot.core.vocabulary import Action, EventType, Reason
+from autopilot.core.vocabulary import Action, EventType, Progress, Reason
 from autopilot.errors import StateFileError, UsageError
 from autopilot.loop.backlog import Begun
 from autopilot.loop.backlog_recovery import concluded_after_crash, record_started
@@ -45,6 +46,7 @@ from autopilot.loop.prompt import PromptReader
 from autopilot.loop.record import RunRecord, loop_state
 from autopilot.loop.recovery import (
     attempt_left,
+    iteration_start,
     reconcile_terminal,
     remove_stale_temp_files,
     restore_spend,
@@ -61,6 +63,7 @@ from autopilot.store.private import write_private
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import StateStore
+from autopilot.workspace.git import TreeMark
 from autopilot.workspace.marks import GitWorkspace, Workspace
 
 
@@ -237,6 +240,7 @@ class Driver:
         attempt = attempt_left(self.record, self.run_dir, self.adapter, now_ms)
         ended = None
         if attempt is not None:
+            attempt = self._commits_of_cut_short(attempt)
             if self.backlog is not None:
                 attempt = concluded_after_crash(
                     self.backlog, attempt, self.run_dir.path, self.workspace, self.cwd
@@ -247,6 +251,22 @@ class Driver:
         if torn and ended is None:
             restore_spend(self.record, self.run_dir)
         return ended
+
+    def _commits_of_cut_short(self, attempt: Attempt) -> Attempt:
+        """The commits an attempt cut short by a crash made: those on HEAD since the
+        HEAD its ``iteration_start`` recorded (progress, and ``commit_observed``)."""
+        head = iteration_start(self.run_dir.events, attempt.number).get("head")
+        after = self.workspace.mark()
+        if not isinstance(head, str) or after.head is None or after.entries is None:
+            return attempt
+        commits = self.workspace.new_commits(
+            TreeMark(head, {}, tips=frozenset({head})),
+            TreeMark(after.head, after.entries, tips=frozenset({after.head})),
+        )
+        if not commits:
+            return attempt
+        seen = tuple(CommitSeen(c.sha, c.subject, c.trailers) for c in commits)
+        return replace(attempt, commits=seen, progress=Progress.MADE)
 
     def _attach(self) -> None:
         needed = self.adapter.env_needed
@@ -335,7 +355,8 @@ class Driver:
         if begun is not None and begun.item is not None:
             record_started(attempt.path, begun.item, number, before)
         started = self.clock.monotonic()
-        self.record.emit(EventType.ITERATION_START, iteration=number)
+        head = {"head": before.head} if before.head else {}
+        self.record.emit(EventType.ITERATION_START, iteration=number, **head)
         resume = self.launcher.resume_session()
         texts: list[str] = []
         result, parser = self.launcher.run(number, prompt, attempt, resume, texts)

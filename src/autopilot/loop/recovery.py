@@ -23,6 +23,7 @@ import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -95,14 +96,19 @@ def _modified_ms(path: Path) -> int | None:
         return None
 
 
-def iteration_started_ms(log_path: Path, number: int) -> int | None:
-    """The ``ts`` (epoch ms) of the last ``iteration_start`` of iteration ``number``."""
-    started: int | None = None
+def iteration_start(log_path: Path, number: int) -> dict[str, Any]:
+    """The last ``iteration_start`` event of iteration ``number`` ({} if none)."""
+    found: dict[str, Any] = {}
     for event in read_events(log_path):
         if event["type"] == EventType.ITERATION_START.value and event.get("iteration") == number:
-            ts = event.get("ts")
-            started = ts if isinstance(ts, int) else started
-    return started
+            found = event
+    return found
+
+
+def iteration_started_ms(log_path: Path, number: int) -> int | None:
+    """The ``ts`` (epoch ms) of the last ``iteration_start`` of iteration ``number``."""
+    ts = iteration_start(log_path, number).get("ts")
+    return ts if isinstance(ts, int) else None
 
 
 def reconcile_terminal(folder: RunDir, store: StateStore, log: EventLog) -> RunState:
