@@ -39,7 +39,7 @@ _MEASURE_RECOVERY = (
 import json, sys, time
 from pathlib import Path
 from autopilot.agents.claude import ClaudeAdapter
-from autopilot.loop.recovery import recover_attempt
+from autopilot.loop.cut_short import recover_attempt
 """
     + _START_MEASURING
     + """

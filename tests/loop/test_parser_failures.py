@@ -17,7 +17,7 @@ from autopilot.agents.base import (
 from autopilot.agents.claude import ClaudeAdapter
 from autopilot.agents.guard import GuardedAdapter, guarded
 from autopilot.config import RunConfig
-from autopilot.loop.recovery import recover_attempt
+from autopilot.loop.cut_short import recover_attempt
 from tests.conftest import read_jsonl
 from tests.fakes import Scripted, arm, claude_lines
 

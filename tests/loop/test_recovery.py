@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from autopilot.agents.claude import ClaudeAdapter
-from autopilot.loop.recovery import recover_attempt
+from autopilot.loop.cut_short import recover_attempt
 from autopilot.testkit.streamjson import StreamJson
 
 _MIB = 1024 * 1024
@@ -44,7 +44,7 @@ _MEASURE = textwrap.dedent(
     import sys
     from pathlib import Path
     from autopilot.agents.claude import ClaudeAdapter
-    from autopilot.loop.recovery import recover_attempt
+    from autopilot.loop.cut_short import recover_attempt
 
     def kib(field):
         for line in open("/proc/self/status"):
@@ -75,7 +75,7 @@ def test_recovery_memory_does_not_grow_with_the_line(tmp_path: Path) -> None:
 def test_a_recovered_attempt_whose_agent_was_refused_its_key_is_fatal(tmp_path: Path) -> None:
     """A crash after the agent's final result: its verdict counts as the live driver's
     would (``observe.verdict_of``), so a refused key ends the run instead of retrying."""
-    from autopilot.loop.recovery import attempt_from_output
+    from autopilot.loop.cut_short import attempt_from_output
     from tests.fakes import claude_lines
 
     folder = tmp_path / "iter-0001"

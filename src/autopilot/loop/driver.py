@@ -22,7 +22,6 @@ from typing import Any
 from autopilot.agents.base import AgentAdapter
 from autopilot.agents.environment import env_matches
 from autopilot.agents.guard import guarded
-from autopilot.core.attempt import Attempt, CommitSeen
 from autopilot.core.change import LoopState
 from autopilot.core.delivery import MessageKind
 from autopilot.core.ending import RunResult, io_reason
@@ -31,13 +30,14 @@ from autopilot.core.restart import PARALLEL_MODE
 from autopilot.core.spend import shared
 from autopilot.core.step import Step, conclude, spend_counters
 from autopilot.core.verification import verify_notice
-from autopilot.core.vocabulary import Action, EventType, Progress, Reason
+from autopilot.core.vocabulary import Action, EventType, Reason
 from autopilot.errors import StateFileError, UsageError
 from autopilot.loop.backlog import Begun
 from autopilot.loop.backlog_recovery import concluded_after_crash, record_started
 from autopilot.loop.backlog_run import backlog_boundary, backlog_shell, with_item_facts
 from autopilot.loop.briefing import Briefing
 from autopilot.loop.clock import Clock
+from autopilot.loop.cut_short import with_commits_since_start
 from autopilot.loop.descendants import RUN_ID_ENV
 from autopilot.loop.lanes import run_lanes
 from autopilot.loop.launch import Launcher
@@ -46,7 +46,6 @@ from autopilot.loop.prompt import PromptReader
 from autopilot.loop.record import RunRecord, loop_state
 from autopilot.loop.recovery import (
     attempt_left,
-    iteration_start,
     reconcile_terminal,
     remove_stale_temp_files,
     restore_spend,
@@ -63,7 +62,6 @@ from autopilot.store.private import write_private
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import StateStore
-from autopilot.workspace.git import TreeMark
 from autopilot.workspace.marks import GitWorkspace, Workspace
 
 
@@ -240,7 +238,7 @@ class Driver:
         attempt = attempt_left(self.record, self.run_dir, self.adapter, now_ms)
         ended = None
         if attempt is not None:
-            attempt = self._commits_of_cut_short(attempt)
+            attempt = with_commits_since_start(attempt, self.run_dir.events, self.workspace)
             if self.backlog is not None:
                 attempt = concluded_after_crash(
                     self.backlog, attempt, self.run_dir.path, self.workspace, self.cwd
@@ -251,22 +249,6 @@ class Driver:
         if torn and ended is None:
             restore_spend(self.record, self.run_dir)
         return ended
-
-    def _commits_of_cut_short(self, attempt: Attempt) -> Attempt:
-        """The commits an attempt cut short by a crash made: those on HEAD since the
-        HEAD its ``iteration_start`` recorded (progress, and ``commit_observed``)."""
-        head = iteration_start(self.run_dir.events, attempt.number).get("head")
-        after = self.workspace.mark()
-        if not isinstance(head, str) or after.head is None or after.entries is None:
-            return attempt
-        commits = self.workspace.new_commits(
-            TreeMark(head, {}, tips=frozenset({head})),
-            TreeMark(after.head, after.entries, tips=frozenset({after.head})),
-        )
-        if not commits:
-            return attempt
-        seen = tuple(CommitSeen(c.sha, c.subject, c.trailers) for c in commits)
-        return replace(attempt, commits=seen, progress=Progress.MADE)
 
     def _attach(self) -> None:
         needed = self.adapter.env_needed
