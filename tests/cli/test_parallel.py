@@ -128,15 +128,18 @@ def test_pause_resume_off_and_stop_reach_every_agent(tmp_path: Path, repo: Path)
     assert [lane_state(lane)["paused"] for lane in lanes] == [False, False, False]
     off = run_cli(["off"], cwd=repo)  # the OFF switch of the checkout holds every agent
     assert off.returncode == 0, off.stderr
+    pauses = lambda lane: [  # noqa: E731
+        e for e in read_jsonl(lane / "events.jsonl") if e["type"] == "pause"
+    ]
+    # A lane's state.json says paused a moment before its log has the pause event.
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and not all(
-        lane_state(lane)["status"] == "paused" for lane in lanes
+        lane_state(lane)["status"] == "paused" and "OFF" in str(pauses(lane)[-1:]) for lane in lanes
     ):
         time.sleep(0.1)
     assert [lane_state(lane)["status"] for lane in lanes] == ["paused"] * 3
     for lane in lanes:
-        pauses = [e for e in read_jsonl(lane / "events.jsonl") if e["type"] == "pause"]
-        assert "OFF" in pauses[-1]["note"], pauses
+        assert "OFF" in pauses(lane)[-1]["note"], pauses(lane)
     stopped = run_cli(["stop", parent.name], cwd=repo)
     assert stopped.returncode == 0, stopped.stderr
     assert f"{parent.name}: stop requested; its 3 agents stop at the next boundary" in (
