@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autopilot.store.events import EVENT_TYPES, parse_event_line
@@ -84,7 +84,7 @@ def _lines(draw: st.DrawFn) -> bytes:
     return json.dumps(event, ensure_ascii=draw(st.booleans())).encode("utf-8", "surrogatepass")
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(line=_lines())
 def test_a_line_is_decided_as_the_seed_reader_decides_it(line: bytes) -> None:
     assert decode_event_line(line) == parse_event_line(line)
@@ -97,7 +97,7 @@ def test_the_odd_lines_are_decided_as_the_seed_reader_decides_them() -> None:
         assert (decode_record(line) is None) == (parse_event_line(line) is None), line
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(lines=st.lists(_lines(), max_size=12))
 def test_folding_lines_gives_the_snapshot_of_their_events(lines: list[bytes]) -> None:
     events = [e for e in map(parse_event_line, lines) if e is not None]
