@@ -192,7 +192,7 @@ def test_the_daemon_outlives_a_killed_supervisor_and_start_adopts_it(
     _wait_for(lambda: supervisor_alive(_state(folder)) is True, TIMEOUT)
     assert int(_state(folder)["pid"]) == daemon  # no second daemon
     again = run_cli(["start", folder.name], cwd=repo)
-    assert "already running" in again.stdout
+    assert again.returncode == 4 and "already running" in again.stderr
     # The adopting supervisor restarts the daemon it did not start.
     os.kill(daemon, signal.SIGKILL)
     _wait_for(lambda: _types(folder, "supervisor_restart") != [], TIMEOUT)

@@ -10,6 +10,7 @@ import click
 
 from autopilot.agents.base import AgentAdapter
 from autopilot.agents.registry import AGENT_NAMES, make_adapter
+from autopilot.cli.detached import launch_detached
 from autopilot.cli.echo import say
 from autopilot.cli.parallel_cmd import lanes_wanted, run_parallel
 from autopilot.cli.run_limits import LIMIT_OPTIONS, limit_options, print_limits
@@ -21,11 +22,10 @@ from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
 from autopilot.runtime.drive import drive as runtime_drive
 from autopilot.runtime.drive import ending_line
-from autopilot.runtime.liveness import driver_alive
-from autopilot.runtime.locks import BACKLOG_MODE, ProjectLock
+from autopilot.runtime.locks import BACKLOG_MODE, LaunchLock, ProjectLock
 from autopilot.store.paths import run_dir, runs_root
 from autopilot.store.rundir import RunDir
-from autopilot.store.state import read_state, read_state_quietly
+from autopilot.store.state import read_state
 from autopilot.workspace.git import is_repository, work_tree_root
 from autopilot.workspace.worktrees import RunWorktree
 
@@ -237,13 +237,22 @@ def run(
     # parallel or --worktree run, whose work trees are new, the checkout's backlog
     # alone while the run is armed (then its drivers own it: ``runtime.locks``).
     claim = ProjectLock(root, cwd, backlog=home, work_tree=in_checkout)
-    claim.acquire()
+    # The launch lock keeps a detached launch's window (its daemon not attached yet)
+    # shut to every other launch into this work tree.
+    launch_lock = LaunchLock(root, cwd)
+    launch_lock.acquire()
+    try:
+        claim.acquire()
+    except BaseException:
+        launch_lock.release()
+        raise
     project_lock = claim
     try:
         if backlog:
             approve_boundary(cwd, approve=approve, steps=config.max_iterations, surfaces=surfaces)
         if lanes is not None:
             claim.release()
+            launch_lock.release()  # its lanes work in worktrees of their own
             return run_parallel(
                 root,
                 config,
@@ -281,11 +290,18 @@ def run(
             run_id = arm()
         print_limits(run_id, config, run_dir(root, run_id))
         if not detach:
+            launch_lock.release()
             return drive(root, run_id, adapter, plain=plain, project_lock=project_lock)
+    except BaseException:
+        launch_lock.release()
+        raise
     finally:
         project_lock.release()
         claim.release()
-    return launch_detached(root, run_id)
+    try:
+        return launch_detached(root, run_id, launch_lock=launch_lock)
+    finally:
+        launch_lock.release()
 
 
 def _program_from(cwd: Path, argv: tuple[str, ...]) -> tuple[str, ...]:
@@ -295,37 +311,6 @@ def _program_from(cwd: Path, argv: tuple[str, ...]) -> tuple[str, ...]:
     if not argv or "/" not in argv[0] or Path(argv[0]).is_absolute():
         return argv
     return (os.path.normpath(cwd / Path(argv[0]).expanduser()), *argv[1:])
-
-
-def launch_detached(root: Path, run_id: str, *, adopt: int | None = None) -> int:
-    """Start ``run_id``'s supervisor (which starts its daemon) and say how to follow it."""
-    from autopilot.runtime.detach import spawn_supervisor
-
-    supervisor = spawn_supervisor(root, run_id, adopt=adopt)
-    folder = run_dir(root, run_id)
-    daemon = _wait_for_daemon(folder) if adopt is None else adopt
-    shown = f"daemon pid {daemon}, " if daemon else ""
-    say(f"autopilot: run {run_id} goes on in the background ({shown}supervisor pid {supervisor})")
-    say(f"autopilot: watch it:    autopilot watch {run_id}")
-    say(f"autopilot: message it:  autopilot send {run_id} TEXT")
-    say(f"autopilot: stop it:     autopilot stop {run_id}")
-    return 0
-
-
-_DAEMON_WAIT_SECONDS = 15.0
-
-
-def _wait_for_daemon(folder: Path) -> int | None:
-    """The daemon's pid once it has attached to the run (None if not within 15 s)."""
-    import time
-
-    deadline = time.monotonic() + _DAEMON_WAIT_SECONDS
-    while time.monotonic() < deadline:
-        state = read_state_quietly(RunDir(folder).state)
-        if state is not None and (state.terminated or driver_alive(state)):
-            return state.pid
-        time.sleep(0.1)
-    return None
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

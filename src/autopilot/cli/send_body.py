@@ -76,7 +76,7 @@ def send(file_name: str | None, no_start: bool, args: tuple[str, ...]) -> int:
             f"once the run goes on (autopilot start {run_id})"
         )
         return 0
-    from autopilot.cli.run_cmds import launch_detached
+    from autopilot.cli.detached import launch_detached
 
     say(f"autopilot: no daemon was running {run_id}: relaunching it to read the message")
     return launch_detached(root, run_id)

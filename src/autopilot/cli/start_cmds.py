@@ -7,8 +7,9 @@ from pathlib import Path
 import click
 
 from autopilot import control
+from autopilot.cli.detached import launch_detached
 from autopilot.cli.echo import say
-from autopilot.cli.run_cmds import drive, launch_detached
+from autopilot.cli.run_cmds import drive
 from autopilot.core.restart import HOOK_MODE, PARALLEL_MODE
 from autopilot.errors import RunLockedError, UsageError
 from autopilot.loop.clock import SystemClock
@@ -42,7 +43,8 @@ def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
     A pause request left over is cleared. Budgets, spend, iteration count, session ids
     and queued messages are restored; an iteration that was running is started again.
     A daemon still running is never doubled: if only its supervisor died, a new
-    supervisor adopts it.
+    supervisor adopts it. A run already running, or a work tree another run drives
+    or another command is starting a run in, is refused (exit 4).
     """
     foreground = foreground or plain
     root = runs_root()
@@ -90,13 +92,7 @@ def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
             "boundary until `autopilot on`",
             err=True,
         )
-    if daemon_alive and state.pid is not None:
-        if supervisor_alive(state):
-            say(
-                f"autopilot: run {run_id} is already running (daemon pid {state.pid}, "
-                f"supervisor pid {state.supervisor_pid})"
-            )
-            return 0
+    if daemon_alive and state.pid is not None and not supervisor_alive(state):
         say(f"autopilot: adopting the running daemon of {run_id} (pid {state.pid})")
         return launch_detached(root, run_id, adopt=state.pid)
     adapter = adapter_for_state(state)
@@ -169,7 +165,11 @@ def relaunch_runs(project: Path | None) -> int:
             say(f"autopilot: run {run_id} had ended, as its event log records")
             continue
         say(f"autopilot: relaunching {run_id} at iteration {state.iteration}")
-        launch_detached(root, run_id)
+        try:
+            launch_detached(root, run_id)
+        except RunLockedError as refused:  # started meanwhile, by another command
+            say(f"autopilot: not relaunching {run_id}: {refused}")
+            continue
         launched += 1
     return launched
 

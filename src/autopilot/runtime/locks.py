@@ -1,5 +1,6 @@
 """The driver's locks: one driver per run, one active run per work tree, one owner
-per backlog; and the merge lock: one ``autopilot merge`` at a time into a checkout.
+per backlog; the launch lock: one detached launch at a time into a work tree; and the
+merge lock: one ``autopilot merge`` at a time into a checkout.
 
 All are ``fcntl`` locks (``store.flock``), released by the OS when the
 driver dies, so a crash never leaves a run or a project locked.
@@ -198,6 +199,43 @@ class ProjectLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+class LaunchLock:
+    """``<runs-root>/.locks/<project>.launch``: one launch at a time into a work tree.
+
+    ``run``, ``start``, ``send`` and ``relaunch`` hold it from the check that no other
+    run drives the work tree until the daemon they started holds the project lock (or
+    has failed): the project lock alone cannot cover that window, since the command
+    that checks is not the process that drives. A second launch meanwhile is refused
+    at once, so of several ``autopilot start`` at once exactly one starts the run.
+
+    Args:
+        root: The runs root.
+        cwd: The work tree.
+    """
+
+    def __init__(self, root: Path, cwd: Path) -> None:
+        self.cwd = cwd
+        self._dir = root / LOCKS_DIR
+        self._lock = FileLock(self._dir / f"{_key(work_tree_root(cwd))}.launch")
+
+    def acquire(self) -> None:
+        """Take the lock at once, or refuse.
+
+        Raises:
+            ProjectBusyError: another command is starting a run in this work tree.
+        """
+        make_private_dir(self._dir, exist_ok=True)
+        if not self._lock.acquire():
+            raise ProjectBusyError(
+                f"another autopilot command is starting a run in {self.cwd} right now; "
+                "nothing was started (see autopilot list)"
+            )
+
+    def release(self) -> None:
+        """Release it (no-op if not held)."""
+        self._lock.release()
 
 
 class RunLocks:
