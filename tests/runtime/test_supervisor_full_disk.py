@@ -181,3 +181,34 @@ def _kill_left(folder: Path) -> None:
             if process_alive(state.get(key), state.get(started)):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(state[key]), signal.SIGKILL)
+
+
+def test_start_on_a_full_disk_says_so_and_leaves_the_run_as_it_was(
+    small_disk: Path, repo: Path, fake_agent: FakeAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in fake_agent([[{"result": "COMPLETE"}]]).items():
+        monkeypatch.setenv(key, value)
+    root = small_disk / "runs"
+    monkeypatch.setenv("AUTOPILOT_RUNS_DIR", str(root))
+    root.mkdir()
+    run_id = arm_run(root, RunConfig(), PromptSource(text="work"), repo, SystemClock())
+    folder = root / run_id
+    filler = small_disk / "filler"
+    subprocess.run(
+        ["sh", "-c", f"dd if=/dev/zero of={filler} bs=64k 2>/dev/null; true"], check=True
+    )
+    try:
+        started = run_cli(["start", run_id], cwd=repo)
+        assert started.returncode == 4, (started.stdout, started.stderr)
+        [line] = started.stderr.strip().splitlines()
+        assert f"the disk holding {folder} is full" in line
+        assert "goes on in the background" not in started.stdout
+        assert not read_state(folder / "state.json").terminated
+        assert read_state(folder / "state.json").supervisor_pid is None
+        filler.unlink()
+        again = run_cli(["start", run_id], cwd=repo)
+        assert again.returncode == 0, again.stderr
+        _wait_for(lambda: _supervisor_gone(folder), TIMEOUT)
+        assert _terminals(folder) == [("complete", "completion_promise")]
+    finally:
+        _kill_left(folder)

@@ -11,13 +11,14 @@ daemon with the daemon's own error line.
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from autopilot.cli.echo import say
-from autopilot.errors import EnvironmentProblem, RunLockedError
+from autopilot.errors import EnvironmentProblem, RunLockedError, StateFileError
 from autopilot.runtime.drive import ending_line, result_of
 from autopilot.runtime.liveness import driver_alive, process_alive, supervisor_alive
 from autopilot.runtime.locks import LaunchLock, ProjectLock
@@ -57,6 +58,7 @@ def launch_detached(
     Raises:
         RunLockedError: the run is already running, another run drives its work tree,
             or another command is launching one there (``ProjectBusyError``).
+        StateFileError: the disk holding the run folder is full.
         EnvironmentProblem: the supervisor, or its daemon, could not start the run.
     """
     from autopilot.runtime.detach import spawn_supervisor
@@ -67,6 +69,7 @@ def launch_detached(
         lock.acquire()
     try:
         _check_not_driven(root, run_id, read_state(folder.state), adopt=adopt)
+        _check_disk(folder)
         logs_before = {name: _size(folder.path / name) for name in _LOGS}
         supervisor = spawn_supervisor(root, run_id, adopt=adopt)
         attached = Attached(adopt) if adopt is not None else _wait_for_daemon(folder, supervisor)
@@ -109,6 +112,30 @@ def _check_not_driven(root: Path, run_id: str, state: RunState, *, adopt: int | 
     project.release()
 
 
+def _disk_full(folder: RunDir) -> bool:
+    """Is the disk holding the run folder full (no block left for this user)?"""
+    try:
+        stats = os.statvfs(folder.path)
+    except OSError:
+        return False
+    return (stats.f_bfree if os.geteuid() == 0 else stats.f_bavail) == 0
+
+
+def _check_disk(folder: RunDir) -> None:
+    """Refuse to launch a run whose disk is full: its supervisor could not record
+    itself and would end the run (``disk_full``) instead of driving it.
+
+    Raises:
+        StateFileError: the disk holding the run folder is full.
+    """
+    if _disk_full(folder):
+        raise StateFileError(
+            f"run {folder.run_id} was not started: the disk holding {folder.path} is full "
+            "(No space left on device); free some space and start it again",
+            errno=errno.ENOSPC,
+        )
+
+
 def _wait_for_daemon(folder: RunDir, supervisor: int) -> Attached:
     """Wait until the daemon has attached to the run, the run has ended, or the
     supervisor has left without a daemon (at most ``DAEMON_WAIT_SECONDS``)."""
@@ -147,12 +174,7 @@ def _size(path: Path) -> int:
 def _why_not_started(folder: RunDir, run_id: str, logs_before: dict[str, int]) -> str:
     """One line on why a supervisor left without a daemon: a full disk, what the daemon
     or supervisor wrote since the launch, or where to look."""
-    try:
-        stats = os.statvfs(folder.path)
-        full = stats.f_bavail == 0
-    except OSError:
-        full = False
-    if full:
+    if _disk_full(folder):
         return (
             f"run {run_id} was not started: the disk holding {folder.path} is full "
             "(No space left on device); free some space and start it again"
