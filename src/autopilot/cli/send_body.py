@@ -9,7 +9,7 @@ from pathlib import Path
 from autopilot.cli.echo import say
 from autopilot.core.restart import HOOK_MODE
 from autopilot.core.vocabulary import RunStatus
-from autopilot.errors import UsageError
+from autopilot.errors import RunLockedError, UsageError
 from autopilot.loop.clock import SystemClock
 from autopilot.runtime.liveness import driver_alive, supervisor_alive
 from autopilot.runtime.messages import queue_message
@@ -79,7 +79,11 @@ def send(file_name: str | None, no_start: bool, args: tuple[str, ...]) -> int:
     from autopilot.cli.detached import launch_detached
 
     say(f"autopilot: no daemon was running {run_id}: relaunching it to read the message")
-    return launch_detached(root, run_id)
+    try:
+        return launch_detached(root, run_id)
+    except RunLockedError as busy:  # started meanwhile: the message waits on disk for it
+        say(f"autopilot: {run_id} was not relaunched ({busy}); the message stays queued")
+        return 0
 
 
 def _why_not_relaunched(state: RunState, no_start: bool) -> str | None:

@@ -116,7 +116,11 @@ def start_lanes(root: Path, state: RunState) -> int:
         if lane is None or lane.terminated or driver_alive(lane) or supervisor_alive(lane):
             continue
         say(f"autopilot: relaunching {lane_id} at iteration {lane.iteration}")
-        launch_detached(root, lane_id)
+        try:
+            launch_detached(root, lane_id)
+        except RunLockedError as busy:  # started meanwhile, by another command
+            say(f"autopilot: not relaunching {lane_id}: {busy}")
+            continue
         started += 1
     if not started:
         say(f"autopilot: every agent of {state.run_id} is running or has ended")
