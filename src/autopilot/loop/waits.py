@@ -23,6 +23,14 @@ STATE_POLL_SECONDS = 1.0
 """While an agent runs, ``state.json`` is read at most this often (``stop --now``)."""
 
 
+def off_removed_note(path: Path) -> str:
+    """The ``warning`` for an OFF file ``path`` removed while an iteration ran."""
+    return (
+        f"the OFF switch {path} was removed while an iteration ran (by its agent, unless"
+        " you ran autopilot on): the run goes on; autopilot off holds it again"
+    )
+
+
 class Waits:
     """Pauses and waits of one driver.
 
@@ -39,11 +47,22 @@ class Waits:
         self.interrupts = interrupts
         self.cwd = cwd
         self._last_state_read = 0.0
+        self._off_seen: Path | None = None  # the OFF file last seen holding the run
 
     def off(self) -> bool:
         """The project's OFF switch (``.autopilot/OFF``) is set: in the work tree, or
-        for a ``--worktree`` run also in the user's checkout."""
-        return run_off_switch(self.record.state) is not None
+        for a ``--worktree`` run also in the user's checkout.
+
+        Looked at while an agent runs too (``kill_requested``): an OFF file seen
+        before and gone now, while the run was not held by it, was removed while an
+        iteration ran (autopilot never removes it; the agent may) and is a
+        ``warning`` naming it. One removed while it held the run is ``autopilot on``.
+        """
+        switch = run_off_switch(self.record.state)
+        seen, self._off_seen = self._off_seen, switch
+        if seen is not None and switch is None:
+            self.record.emit(EventType.WARNING, note=off_removed_note(seen))
+        return switch is not None
 
     def stopping(self, state: RunState) -> bool:
         """A stop is asked for (by flag or signal)."""
@@ -69,6 +88,7 @@ class Waits:
         now = self.clock.monotonic()
         if now - self._last_state_read >= STATE_POLL_SECONDS:
             self._last_state_read = now
+            self.off()  # an OFF switch set or removed meanwhile
             try:
                 self.record.refresh()
             except StateFileError:
@@ -85,11 +105,13 @@ class Waits:
                 s.paused_at_ms = paused_at
 
         self.record.update(mark)
-        self.record.emit(EventType.PAUSE, note=why, autopilotOn=False if self.off() else None)
+        off = run_off_switch(self.record.state) is not None
+        self.record.emit(EventType.PAUSE, note=why, autopilotOn=False if off else None)
         while True:
             self.clock.sleep(FLAG_POLL_SECONDS)
             state = self.record.refresh()
-            if self.stopping(state) or not (state.paused or self.off()):
+            self._off_seen = run_off_switch(state)  # removed now: turned on, not a warning
+            if self.stopping(state) or not (state.paused or self._off_seen):
                 break
 
         def unmark(s: RunState) -> None:
