@@ -4,6 +4,8 @@ keeping the corrupt one aside; each answer is one line, never a traceback."""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 from autopilot.store.state import read_state
@@ -18,11 +20,21 @@ def test_stop_reaches_the_driver_of_a_run_whose_state_is_corrupt(
 ) -> None:
     _env, proc, folder = _sleeping_run(tmp_path, repo, fake_agent, agent_started=True)
     try:
-        (folder / "state.json").write_text(TORN)
-        done = run_cli(["stop", folder.name, "--now"], cwd=repo)
+        # The driver reads state.json once a second and rewrites a corrupt one from
+        # memory: held still, it cannot mend the file before `stop` reads it.
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            (folder / "state.json").write_text(TORN)
+            done = run_cli(["stop", folder.name], cwd=repo)
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
         assert done.returncode == 0, done.stderr
         [line] = done.stdout.strip().splitlines()
-        assert f"driver (pid {proc.pid}) was told to stop" in line
+        assert f"driver (pid {proc.pid}) was told to stop, and stops at the next boundary" in line
+        # Now it stops at the boundary; `stop --now` (through the mended file or the
+        # driver again) ends the sleeping agent.
+        now = run_cli(["stop", folder.name, "--now"], cwd=repo)
+        assert now.returncode == 0, now.stderr
         assert proc.wait(timeout=60) == 130
         assert _terminals(folder) == [("abort", "user_stopped")]
         state = read_state(folder / "state.json")  # the driver wrote it again
