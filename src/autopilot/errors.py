@@ -9,6 +9,7 @@ Every error a user can cause ends as one line on stderr and a documented exit co
     │   ├── RepositoryError        not a repository, bare, no commit, detached HEAD,
     │   │                          staged changes, a branch or path that exists (exit 2)
     │   └── BacklogError           tasks.jsonl cannot be read or changed as asked (exit 2)
+    │       └── BacklogWriteError  the disk refused the write (full, permissions) (exit 4)
     ├── MergeConflictError         a run's branch does not apply cleanly (exit 1)
     ├── MergeVerifyError           a ``merge --verify`` command failed (exit 1)
     │   └── MergeStoppedError      a signal stopped it; nothing changed (exit 130)
@@ -47,6 +48,24 @@ class RunNotFoundError(UsageError):
 
 class BacklogError(UsageError):
     """``.autopilot/tasks.jsonl`` cannot be read, or a change to it was refused."""
+
+
+class BacklogWriteError(BacklogError):
+    """The disk refused to write ``.autopilot/tasks.jsonl`` (full, a quota,
+    permissions); the file is as it was before.
+
+    A ``BacklogError`` for the code that holds a run's boundary on any backlog
+    problem, but the machine's problem for the user: exit 4, as for ``state.json``.
+
+    Attributes:
+        errno: The OS error number (``ENOSPC``: full), else None.
+    """
+
+    exit_code = 4
+
+    def __init__(self, message: str, *, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
 
 
 class EnvironmentProblem(AutopilotError):

@@ -6,6 +6,7 @@ twice."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -15,13 +16,15 @@ import pytest
 
 from autopilot import control
 from autopilot.config import RunConfig
-from autopilot.errors import StateFileError, UsageError
+from autopilot.errors import BacklogWriteError, StateFileError, UsageError
+from autopilot.store import backlog as backlog_store
 from autopilot.store.events import read_events
 from autopilot.store.run_state import RunState
 from autopilot.store.state import StateStore, read_state
 from tests.conftest import assert_one_end_per_attempt
 from tests.fakes import NO_SUCH_PID, CrashingStore, Rig, SimulatedCrash, arm
 from tests.loop.test_driver import working
+from tests.loop.test_driver_backlog import agent, arm_backlog
 
 
 class FullDiskStore(StateStore):
@@ -145,3 +148,69 @@ def test_a_step_torn_on_the_log_is_told_and_charged_once(tmp_path: Path, how: st
     assert state.spend.iterations == len(charged) == expected
     assert state.spend.cost_usd == pytest.approx(sum(charged))
     assert len([e for e in _events(rig) if e["type"] in ("complete", "abort")]) == 1
+
+
+class _FullBacklogDisk:
+    """The disk under ``tasks.jsonl``: it refuses every write (ENOSPC) once ``full``."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.full = False
+        real = backlog_store.write_atomically
+
+        def write(path: Path, data: bytes, **options: Any) -> None:
+            if self.full:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+            real(path, data, **options)
+
+        monkeypatch.setattr(backlog_store, "write_atomically", write)
+
+
+def test_a_full_disk_under_tasks_jsonl_ends_a_backlog_run_with_disk_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig = arm_backlog(tmp_path, max_iterations=5)
+    tasks = rig.root.parent / "work" / ".autopilot" / "tasks.jsonl"
+    before = tasks.read_bytes()
+    _FullBacklogDisk(monkeypatch).full = True
+    driver, runner = rig.driver([agent(rig, lambda *_: ("continue_next", {"ac1": True}, ()))])
+    with pytest.raises(BacklogWriteError) as raised:
+        driver.run()
+    assert raised.value.exit_code == 4  # the command line's environment error
+    assert str(raised.value) == f"cannot write {tasks}: No space left on device"
+    assert _terminal(rig) == [("abort", "disk_full")]
+    assert _of(rig, "abort")[0]["note"] == (
+        f"the run's files cannot be written: cannot write {tasks}: No space left on device"
+    )
+    assert runner.requests == []  # no agent started on an item autopilot could not record
+    assert tasks.read_bytes() == before
+    assert read_state(rig.folder / "state.json").termination_reason == "disk_full"
+
+
+def test_a_disk_that_fills_during_a_backlog_iteration_ends_the_run_at_the_next_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig = arm_backlog(tmp_path, max_iterations=5)
+    tasks = rig.root.parent / "work" / ".autopilot" / "tasks.jsonl"
+    disk = _FullBacklogDisk(monkeypatch)
+
+    def fill_up(item: str, attempt: int, cwd: Path) -> Any:
+        (cwd / "alpha.txt").write_text("alpha\n")
+        disk.full = True
+        return "continue_next", {"ac1": True}, ("wrote alpha.txt",)
+
+    driver, runner = rig.driver([agent(rig, fill_up)])
+    with pytest.raises(BacklogWriteError):
+        driver.run()
+    assert len(runner.requests) == 1
+    assert _terminal(rig) == [("abort", "disk_full")]
+    # What the file could not take is in the run's log: alpha's end, with its evidence.
+    ends = [(e["itemId"], e["status"]) for e in _of(rig, "workitem_end")]
+    assert ends == [("alpha", "completed")]
+    warned = [e["note"] for e in _of(rig, "warning") if "cannot write" in e["note"]]
+    assert warned and "No space left on device" in warned[0]
+    on_disk = [json.loads(line) for line in tasks.read_text().splitlines()]
+    assert [(i["id"], i.get("status", "ready")) for i in on_disk] == [
+        ("alpha", "running"),
+        ("beta", "ready"),
+        ("gamma", "ready"),
+    ]

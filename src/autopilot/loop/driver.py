@@ -31,7 +31,7 @@ from autopilot.core.spend import shared
 from autopilot.core.step import Step, conclude, spend_counters
 from autopilot.core.verification import verify_notice
 from autopilot.core.vocabulary import Action, EventType, Reason
-from autopilot.errors import StateFileError, UsageError
+from autopilot.errors import BacklogWriteError, StateFileError, UsageError
 from autopilot.loop.backlog import Begun
 from autopilot.loop.backlog_recovery import concluded_after_crash, record_started
 from autopilot.loop.backlog_run import backlog_boundary, backlog_shell, with_item_facts
@@ -409,11 +409,13 @@ class Driver:
 
     def _end_after(self, error: BaseException) -> None:
         """An error escaped the loop: end the run with one ``abort`` if it has not
-        ended (best effort: the disk may be what failed). The run's files refusing a
-        write is ``disk_full`` or ``io_error``; anything else ``internal_error``."""
+        ended (best effort: the disk may be what failed). The run's files (or
+        ``tasks.jsonl``) refusing a write is ``disk_full`` or ``io_error``; anything
+        else ``internal_error``."""
         if self.state.terminated or not isinstance(error, Exception):
             return
-        number = error.errno if isinstance(error, OSError | StateFileError) else None
+        written = OSError | StateFileError | BacklogWriteError
+        number = error.errno if isinstance(error, written) else None
         if number is not None:
             reason = io_reason(number)
             note = f"the run's files cannot be written: {error}"

@@ -23,7 +23,7 @@ from pathlib import Path
 from autopilot.core.digest import sha256_hex
 from autopilot.core.ready_queue import backlog_problems
 from autopilot.core.workitems import ItemFormatError, WorkItem, item_from_json
-from autopilot.errors import BacklogError
+from autopilot.errors import BacklogError, BacklogWriteError
 from autopilot.store.atomic import write_atomically
 from autopilot.store.files import UnsafeFileError, read_bounded_file
 from autopilot.store.flock import FileLock
@@ -323,7 +323,8 @@ class Backlog:
         """Write ``backlog`` atomically; the caller holds ``locked()``.
 
         Raises:
-            BacklogError: the directory cannot be created or the write failed.
+            BacklogWriteError: the directory cannot be created or the write failed
+                (the file is then as it was).
         """
         data = encode_backlog(backlog)
         folder = self.path.parent
@@ -331,4 +332,6 @@ class Backlog:
             folder.mkdir(parents=True, exist_ok=True)
             write_atomically(self.path, data, mode=0o644)
         except OSError as error:
-            raise BacklogError(f"cannot write {self.path}: {error.strerror or error}") from None
+            raise BacklogWriteError(
+                f"cannot write {self.path}: {error.strerror or error}", errno=error.errno
+            ) from None
