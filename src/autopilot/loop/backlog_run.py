@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from autopilot.core.attempt import Attempt, BacklogFacts
 from autopilot.core.continuation import reopened_notice
+from autopilot.core.digest import sha256_hex
 from autopilot.core.vocabulary import EventType, Progress, RunStatus
 from autopilot.loop.approved import ApprovedRun
 from autopilot.loop.backlog import BacklogShell, Begun
@@ -22,6 +23,7 @@ from autopilot.loop.backlog_end import Ended
 from autopilot.loop.claims import Lanes
 from autopilot.store.backlog import Backlog
 from autopilot.store.events import read_events
+from autopilot.store.lanes import LaneOf
 from autopilot.store.rundir import RunDir
 from autopilot.workspace.worktrees import RunWorktree, project_home
 
@@ -82,10 +84,15 @@ def backlog_boundary(shell: BacklogShell, state: Any, waits: Gates) -> Boundary:
         if fence.hold is not None:
             waits.hold_until(fence.hold, lambda: approved.check().hold is None)
             return Boundary(again=True)
-        shell.run_surface = fence.surfaces
+        taken = approved.take()  # the step, before the item: lanes share the file
+        if taken.stop is not None:
+            return Boundary(stop=taken.stop)
+        if taken.hold is not None:
+            return Boundary(again=True)
+        shell.run_surface = taken.surfaces or fence.surfaces
     begun = shell.begin(state.iteration + (0 if state.iteration_open else 1))
-    if begun.item is not None and approved is not None:
-        approved.spend()
+    if begun.item is None and approved is not None:
+        approved.give_back()
     if begun.hold is not None:
         waits.hold_until(begun.hold, lambda: shell.problem() is None)
         return Boundary(again=True)
@@ -164,6 +171,7 @@ def backlog_shell(
     if state.mode != "backlog" or state.cwd is None:
         return None
     folder = root / run_id
+    lane = LaneOf.from_json(state.extra.get("lane"))  # the lanes share one copy
     home = project_home(Path(state.cwd), RunWorktree.from_json(state.extra.get("worktree")))
 
     def warn(note: str) -> None:
@@ -176,7 +184,12 @@ def backlog_shell(
         lambda event_type, **fields: record.emit(EventType(event_type), **fields),
         log_events=lambda: read_events(folder / "events.jsonl"),
         environ=environ,
-        approved=ApprovedRun(home, RunDir(folder).approved_run, warn),
+        approved=ApprovedRun(
+            home,
+            RunDir(root / lane.parent if lane else folder).approved_run,
+            warn,
+            root / ".locks" / f"approved-{sha256_hex(str(home.resolve()).encode())[:16]}.lock",
+        ),
         lanes=lanes,
         should_stop=should_stop,
         check_timeout_seconds=state.config.check_timeout_seconds,

@@ -27,7 +27,6 @@ from autopilot.core.delivery import MessageKind
 from autopilot.core.ending import RunResult, io_reason
 from autopilot.core.policy import Decision, budget_note, budget_reached
 from autopilot.core.restart import PARALLEL_MODE
-from autopilot.core.spend import shared
 from autopilot.core.step import Step, conclude, spend_counters
 from autopilot.core.verification import verify_notice
 from autopilot.core.vocabulary import Action, EventType, Reason
@@ -294,7 +293,11 @@ class Driver:
                 continue
             spend = state.spend
             if self.lanes is not None:  # the lanes of a parallel run share one budget
-                spend = shared(spend, self.lanes.others_spend())
+                spend = self.lanes.shared_spend(
+                    spend,
+                    starting=not state.iteration_open,
+                    max_iterations=self.policy.max_iterations,
+                )
             reached = budget_reached(
                 spend_counters(spend), self.policy, iterations=not state.iteration_open
             )
