@@ -40,6 +40,9 @@ def test_two_lanes_land_one_after_the_other(tmp_path: Path) -> None:
     (one / "a.txt").write_text("a\n")  # not committed by the agent: autopilot commits it
     (one / ".autopilot").mkdir()
     (one / ".autopilot" / "memory.md").write_text("the lane's own notes\n")
+    (one / "sub" / ".autopilot").mkdir(parents=True)  # a sub-project's run files
+    (one / "sub" / ".autopilot" / "OFF").write_text("")
+    (one / "sub" / "code.txt").write_text("code\n")
     (two / "b.txt").write_text("b\n")
     git(two, "add", "b.txt")
     git(two, "commit", "-q", "-m", "the agent's own commit")
@@ -51,6 +54,8 @@ def test_two_lanes_land_one_after_the_other(tmp_path: Path) -> None:
     assert git(run, "rev-parse", "HEAD").strip() == second
     assert {"a.txt", "b.txt"} <= set(git(run, "ls-files").split())
     assert ".autopilot/memory.md" not in git(run, "ls-files")
+    assert "sub/code.txt" in git(run, "ls-files").split()
+    assert "sub/.autopilot/OFF" not in git(run, "ls-files")
     subjects = git(run, "log", "--format=%s", "--first-parent").splitlines()
     assert subjects[:2] == [
         "autopilot: merge work item b (lane-2)",

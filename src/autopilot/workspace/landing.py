@@ -38,20 +38,22 @@ class Merged:
     conflicts: tuple[str, ...]
 
 
-OWN_FILES = ":(exclude).autopilot"
+OWN_FILES = (":(exclude).autopilot", ":(exclude,glob)**/.autopilot/**")
 """The lane's ``.autopilot/`` (its memory file, OFF, a decision file) is its own, never
-committed: merged between lanes it would only conflict."""
+committed: merged between lanes it would only conflict. A sub-project's
+``.autopilot/`` at any depth is left out too: it holds the files of runs in that
+folder, as much a lane's own as the top one."""
 
 
 def commit_work(lane: Repository, message: str) -> str | None:
-    """Commit everything in the lane's work tree (``.gitignore`` honoured, its
-    ``.autopilot/`` left out) on its branch; returns HEAD afterwards (None before a
+    """Commit everything in the lane's work tree (``.gitignore`` honoured, every
+    ``.autopilot/`` folder left out) on its branch; returns HEAD afterwards (None before a
     first commit).
 
     Raises:
         RepositoryError: git refused the commit.
     """
-    lane.out("add", "--all", "--", ".", OWN_FILES)
+    lane.out("add", "--all", "--", ".", *OWN_FILES)
     if lane.run("diff", "--cached", "--quiet").returncode != 0:
         done = lane.run("commit", "--quiet", "--no-verify", "-m", message, env=AUTOPILOT_IDENTITY)
         if done.returncode != 0:
