@@ -69,7 +69,7 @@ def status_text(state: RunState, now_ms: int) -> str:
         return status + " (pause requested)"
     if state.gate is not None:
         return status + f" — waits for your answer: {state.gate} (autopilot answer TEXT)"
-    if state.hold is not None and state.status is RunStatus.PAUSED:
+    if state.hold is not None and state.status in (RunStatus.PAUSED, RunStatus.WAITING):
         return status + f" — {state.hold}"
     return status
 

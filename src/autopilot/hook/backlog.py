@@ -146,5 +146,7 @@ class _StopGates:
         self.record.update(clear)
         return answer
 
-    def hold_until(self, why: str, ready: Callable[[], bool]) -> None:
+    def hold_until(
+        self, why: str, ready: Callable[[], bool], *, status: RunStatus = RunStatus.PAUSED
+    ) -> None:
         self.held = f"{why}; then prompt the session again"

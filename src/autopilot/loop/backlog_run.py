@@ -55,8 +55,10 @@ class Gates(Protocol):
         """Wait for an answer at the gate."""
         ...
 
-    def hold_until(self, why: str, ready: Callable[[], bool]) -> None:
-        """Pause until ``ready()``."""
+    def hold_until(
+        self, why: str, ready: Callable[[], bool], *, status: RunStatus = RunStatus.PAUSED
+    ) -> None:
+        """Hold (``status``) until ``ready()``."""
         ...
 
 
@@ -98,7 +100,7 @@ def backlog_boundary(shell: BacklogShell, state: Any, waits: Gates) -> Boundary:
         return Boundary(again=True)
     if begun.wait is not None:
         seen = shell.waiting_on()
-        waits.hold_until(begun.wait, lambda: shell.waiting_on() != seen)
+        waits.hold_until(begun.wait, lambda: shell.waiting_on() != seen, status=RunStatus.WAITING)
         return Boundary(again=True)
     if begun.done:
         return Boundary(done="every work item is done")

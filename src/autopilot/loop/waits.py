@@ -124,15 +124,21 @@ class Waits:
         if not self.stopping(state):
             self.record.emit(EventType.RESUME)
 
-    def hold_until(self, why: str, ready: Callable[[], bool]) -> None:
-        """Pause at the boundary (status ``paused``, ``why`` in a ``pause`` event and in
-        ``state.json``'s ``hold``) until ``ready()`` or a stop; then ``resume``."""
+    def hold_until(
+        self, why: str, ready: Callable[[], bool], *, status: RunStatus = RunStatus.PAUSED
+    ) -> None:
+        """Hold at the boundary (``status``, ``why`` in ``state.json``'s ``hold``) until
+        ``ready()`` or a stop. Paused (a file to fix), it is a ``pause`` event, then a
+        ``resume``; ``waiting`` (a lane with no work item for it yet) writes no event:
+        the run is not paused, only idle until work frees up."""
+        paused = status is RunStatus.PAUSED
 
         def hold(s: RunState) -> None:
-            s.status, s.hold = RunStatus.PAUSED, why
+            s.status, s.hold = status, why
 
         self.record.update(hold)
-        self.record.emit(EventType.PAUSE, note=why)
+        if paused:
+            self.record.emit(EventType.PAUSE, note=why)
         while True:
             self.clock.sleep(FLAG_POLL_SECONDS)
             if self.stopping(self.record.refresh()) or ready():
@@ -142,7 +148,7 @@ class Waits:
             s.status, s.hold = RunStatus.RUNNING, None
 
         self.record.update(release)
-        if not self.stopping(self.record.state):
+        if paused and not self.stopping(self.record.state):
             self.record.emit(EventType.RESUME)
 
     def wait(self, decision: Decision) -> None:

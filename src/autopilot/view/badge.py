@@ -75,7 +75,10 @@ def status_badge(
         until = state.get("waitingUntil") or snapshot.waitingUntil
         return Badge("RATE LIMITED", "warn", _until(until, now_ms))
     if status is RunStatus.WAITING:
-        return Badge("WAITING", "warn", _until(state.get("waitingUntil"), now_ms))
+        until = state.get("waitingUntil")
+        hold = state.get("hold")  # a lane of a parallel run waiting for a work item
+        detail = str(hold) if until is None and isinstance(hold, str) else _until(until, now_ms)
+        return Badge("WAITING", "warn", detail)
     if off is not None:
         held = f"held by {off}: `autopilot on` releases it"
         if status is RunStatus.PAUSED:
