@@ -1,16 +1,20 @@
 """A run whose ``state.json`` cannot be read: ``stop`` still stops it through the driver
 its ``driver.lock`` names, and ``doctor --repair`` rebuilds the file from the event log,
-keeping the corrupt one aside; each answer is one line, never a traceback."""
+keeping the corrupt one aside, so that ``start`` goes on with the run as it was armed;
+each answer is one line, never a traceback."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from autopilot.store.state import read_state
-from tests.cli.test_control import _sleeping_run, _terminals
-from tests.conftest import FakeAgent, run_cli
+from tests.cli.test_control import _run_dir, _sleeping_run, _state, _terminals, _wait_for
+from tests.conftest import FakeAgent, read_jsonl, run_cli
 
 TORN = '{"runId": "torn'
 
@@ -45,12 +49,21 @@ def test_stop_reaches_the_driver_of_a_run_whose_state_is_corrupt(
         proc.wait()
 
 
-def test_doctor_repair_rebuilds_a_corrupt_state_from_the_log(
+def _forget_launch(folder: Path) -> None:
+    """Rewrite the run's log as a version that did not record the launch would have."""
+    events = read_jsonl(folder / "events.jsonl")
+    for event in events:
+        event.pop("launch", None)
+    (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+
+
+def test_doctor_repair_rebuilds_a_corrupt_state_from_a_log_without_its_launch(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent
 ) -> None:
     _env, proc, folder = _sleeping_run(tmp_path, repo, fake_agent, agent_started=True)
     proc.kill()
     proc.wait()
+    _forget_launch(folder)
     (folder / "state.json").write_text(TORN)
     refused = run_cli(["stop", folder.name], cwd=repo)
     assert refused.returncode == 4
@@ -74,3 +87,46 @@ def test_doctor_repair_rebuilds_a_corrupt_state_from_the_log(
     assert read_state(folder / "state.json").termination_reason == "user_stopped"
     # Nothing left to repair: a second pass changes nothing.
     assert "rebuilt" not in run_cli(["doctor", "--repair"], cwd=repo).stdout
+
+
+PROMPT = "Tidy the changelog; the prompt of this run and no other"
+
+
+def test_a_run_rebuilt_by_doctor_repair_goes_on_with_its_prompt_and_budgets(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    env = fake_agent([[{"sleep": 600}], [{"echo_prompt": True}, {"result": "COMPLETE"}]])
+    budgets = ["--max-iterations", "7", "--max-cost", "3.5", "--stagnation-limit", "5"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autopilot", "run", "-p", PROMPT, *budgets],
+        cwd=repo,
+        env=dict(os.environ, **env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    folder = _run_dir(tmp_path)
+    _wait_for(lambda: _state(folder).get("agentPid") is not None)
+    agent_pid = _state(folder)["agentPid"]
+    assert isinstance(agent_pid, int)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    os.killpg(agent_pid, signal.SIGKILL)  # as a reboot would
+    (folder / "state.json").write_text(TORN)
+
+    repaired = run_cli(["doctor", "--repair"], cwd=repo)
+    [said] = [s for s in repaired.stdout.splitlines() if "state.json rebuilt" in s]
+    assert f"go on with autopilot start {folder.name}" in said
+    state = read_state(folder / "state.json")
+    assert state.prompt.text == PROMPT and state.prompt.path is None
+    assert (state.config.max_iterations, state.config.max_cost_usd) == (7, 3.5)
+    assert state.config.stagnation_limit == 5 and state.paused
+
+    started = run_cli(["start", folder.name, "--plain"], cwd=repo, env=env)
+    assert started.returncode == 0, started.stderr
+    assert "Traceback" not in started.stderr
+    assert _terminals(folder) == [("complete", "completion_promise")]
+    # Iteration 1, cut short by the crash, was charged; iteration 2 had the same prompt.
+    assert PROMPT in (folder / "iter-0002" / "prompt.md").read_text()
+    state = read_state(folder / "state.json")
+    assert state.spend.iterations == 2 and state.config.max_cost_usd == 3.5

@@ -93,9 +93,15 @@ def prune(older_than: str | None, dry_run: bool, branches: bool) -> int:
 def _repair() -> None:
     from autopilot.loop.clock import SystemClock
     from autopilot.manage.repair import repair_runs
+    from autopilot.store.run_state import REBUILT_MARK
 
     for done in repair_runs(runs_root(create=False), SystemClock()):
-        ending = "ended" if done.state.terminated else "paused; end it with autopilot stop"
+        if done.state.terminated:
+            ending = "ended"
+        elif done.state.extra.get(REBUILT_MARK):
+            ending = "paused; its prompt is not recorded: end it with autopilot stop"
+        else:
+            ending = f"paused; go on with autopilot start {done.run_id}"
         say(
             f"autopilot: {done.run_id}: state.json rebuilt from its event log "
             f"({ending}); the unreadable file is kept as {done.kept_as.name}"

@@ -69,7 +69,7 @@ def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
         )
     if state.extra.get(REBUILT_MARK):
         raise UsageError(
-            f"run {run_id}'s state.json was rebuilt from its event log, which does not hold "
+            f"run {run_id}'s state.json was rebuilt from its event log, which does not record "
             f"its prompt and budgets: it cannot be started again; end it (autopilot stop "
             f"{run_id}) and begin a new run"
         )

@@ -14,6 +14,7 @@ from autopilot.errors import AutopilotError, StateFileError
 from autopilot.loop.clock import Clock
 from autopilot.store.events import EventLog
 from autopilot.store.index import append_index_row
+from autopilot.store.launch_record import LAUNCH_KEY, LaunchRecord, launch_field
 from autopilot.store.paths import make_run_id, run_dir
 from autopilot.store.private import make_private_dir
 from autopilot.store.run_state import PromptSource, RunState
@@ -104,20 +105,25 @@ def arm_run(
         extra={**({"worktree": made.to_json()} if made else {}), **(extra or {})},
     )
     folder = RunDir(path)
+    fields: dict[str, Any] = {
+        "label": label,
+        "startedAt": started_at,
+        "maxIterations": config.max_iterations,
+        "minIterations": config.min_iterations,
+        "contextMode": config.context,
+        "mode": mode,
+        "agent": config.agent,
+        "model": config.model,
+        "cwd": str(cwd),
+    }
+    record = LaunchRecord(config, prompt, extra_args, command, dict(state.extra))
+    try:
+        launch = launch_field(folder, record, {"type": EventType.ARMED, "runId": run_id, **fields})
+    except OSError as error:
+        raise StateFileError(f"cannot write {folder.launch}: {error.strerror or error}") from None
     StateStore(folder.state).create(state)
     log = EventLog(folder.events, run_id, clock.now_ms)
-    armed = log.emit(
-        EventType.ARMED,
-        label=label,
-        startedAt=started_at,
-        maxIterations=config.max_iterations,
-        minIterations=config.min_iterations,
-        contextMode=config.context,
-        mode=mode,
-        agent=config.agent,
-        model=config.model,
-        cwd=str(cwd),
-    )
+    armed = log.emit(EventType.ARMED, **fields, **{LAUNCH_KEY: launch})
     if made is not None:
         log.emit(
             EventType.WORKTREE_CREATED,
@@ -131,7 +137,7 @@ def arm_run(
     log.close()
     if armed is not None:
         try:
-            append_index_row(root, armed)
+            append_index_row(root, {k: v for k, v in armed.items() if k != LAUNCH_KEY})
         except OSError as error:
             print(f"autopilot: warning: index not updated: {error.strerror}", file=sys.stderr)
     return run_id

@@ -4,15 +4,18 @@ run's event log (``store.fold``), the corrupt file kept beside it.
 A driver that is alive writes its state again itself (``StateStore.update`` with its
 state as the fallback), so only a run no driver holds is repaired here. The log holds
 the run's identity, work tree, agent, iteration ceiling, iterations, spend, session and
-ending; it does not hold the prompt or the other budgets, so a run that had not ended
-comes back paused and marked ``rebuiltFromLog``: ``stop`` ends it, ``start`` refuses it.
+ending, and its ``armed`` event what it was armed with (``store.launch_record``: the
+prompt, every budget, the agent's arguments). A run that had not ended comes back
+paused, so nothing relaunches it unasked; ``start`` goes on with it. One whose ``armed``
+event records no launch (armed by an older version or another implementation) is
+marked ``rebuiltFromLog`` as well: ``stop`` ends it, ``start`` refuses it.
 """
 
 from __future__ import annotations
 
 import copy
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,7 @@ from autopilot.runtime.liveness import driver_lock_held
 from autopilot.store.atomic import write_atomically
 from autopilot.store.events import EventLog, read_events
 from autopilot.store.fold import fold
+from autopilot.store.launch_record import LaunchRecord, launch_of
 from autopilot.store.logged_end import ended_as_logged
 from autopilot.store.paths import list_run_ids
 from autopilot.store.run_state import REBUILT_MARK, RunState
@@ -52,15 +56,32 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def state_from_log(events: list[dict[str, Any]], run_id: str) -> RunState:
-    """The ``RunState`` a run's events tell (pure): from its ``armed`` event and the
-    fold of the whole log; a run that had not ended is paused and marked."""
+def state_from_log(
+    events: list[dict[str, Any]], run_id: str, launch: LaunchRecord | None = None
+) -> RunState:
+    """The ``RunState`` a run's events tell (pure): from its ``armed`` event, what it
+    was armed with (``launch``, the record that event carries) and the fold of the
+    whole log. A run that had not ended is paused; without ``launch`` it is marked
+    ``rebuiltFromLog`` too (its prompt and most budgets are unknown)."""
     armed = next((e for e in events if e.get("type") == EventType.ARMED), {})
     snap = fold(events)
-    max_iterations = _int(armed.get("maxIterations"), RunConfig().max_iterations)
     min_iterations = _int(armed.get("minIterations"), 1)
     agent = _str(armed.get("agent")) or "claude"
     context = _str(armed.get("contextMode")) or "fresh"
+    # The fold's ceiling counts the budget extensions logged after ``armed``.
+    max_iterations = _int(
+        snap.maxIterations, _int(armed.get("maxIterations"), RunConfig().max_iterations)
+    )
+    if launch is not None:
+        config = replace(launch.config, max_iterations=max_iterations)
+    else:
+        config = RunConfig(
+            agent=agent,
+            model=_str(armed.get("model")),
+            max_iterations=max_iterations,
+            min_iterations=min_iterations,
+            context=context,
+        )
     state = RunState(
         run_id=run_id,
         label=_str(armed.get("label")),
@@ -80,15 +101,16 @@ def state_from_log(events: list[dict[str, Any]], run_id: str) -> RunState:
             active_ms=_int(snap.activeMs),
             iterations=snap.iterationsSpent,
         ),
-        config=RunConfig(
-            agent=agent,
-            model=_str(armed.get("model")),
-            max_iterations=max_iterations,
-            min_iterations=min_iterations,
-            context=context,
-        ),
+        config=config,
         extra={REBUILT_MARK: True},
     )
+    if launch is not None:
+        state.prompt, state.extra_args, state.command = (
+            launch.prompt,
+            launch.extra_args,
+            launch.command,
+        )
+        state.extra = copy.deepcopy(launch.extra)
     ending = next(
         (e for e in reversed(events) if e.get("type") in (EventType.COMPLETE, EventType.ABORT)),
         None,
@@ -119,7 +141,8 @@ def repair_state(folder: RunDir, clock: Clock) -> Repaired | None:
     events = list(read_events(folder.events))
     if not any(e.get("type") == EventType.ARMED for e in events):
         raise StateFileError(f"{folder.state} cannot be read and {folder.events} has no run")
-    state = state_from_log(events, folder.run_id)
+    armed = next(e for e in events if e.get("type") == EventType.ARMED)
+    state = state_from_log(events, folder.run_id, launch_of(armed, folder))
     kept_as = folder.state.with_name(f"{folder.state.name}.corrupt-{clock.now_ms()}")
     try:
         if folder.state.exists():

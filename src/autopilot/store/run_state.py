@@ -31,7 +31,8 @@ from autopilot.store.state_shape import SHAPE, check_fields
 
 REBUILT_MARK = "rebuiltFromLog"
 """``state.json``'s field (kept in ``RunState.extra``) on a state ``autopilot doctor
---repair`` rebuilt from the run's event log (``manage.repair``)."""
+--repair`` rebuilt from the run's event log (``manage.repair``) when that log does not
+record what the run was armed with: it cannot be started again."""
 
 NODE_AGENT = "copilot"
 """The agent of a run written by the Node implementation (it drives Copilot CLI)."""

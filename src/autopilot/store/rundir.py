@@ -9,6 +9,8 @@ A run folder is ``<runs-root>/<runId>/``::
     approved-run.json a backlog run's copy of its approved run boundary
     git-filters.json  the repository's content filters when the run first started
                       (``workspace.filters``), trusted again on a relaunch
+    launch.json       what the run was armed with, when its ``armed`` event cannot
+                      hold it (``store.launch_record``)
     iter-NNNN/        one folder per attempt at an iteration (a retry of the same
                       iteration gets iter-NNNN.2, …): prompt.md, stdout.log, stderr.log
 
@@ -28,6 +30,7 @@ EVENTS_FILE = "events.jsonl"
 DRIVER_LOCK_FILE = "driver.lock"
 APPROVED_RUN_COPY = "approved-run.json"
 GIT_FILTERS_FILE = "git-filters.json"
+LAUNCH_FILE = "launch.json"
 PROMPT_FILE = "prompt.md"
 STDOUT_FILE = "stdout.log"
 STDERR_FILE = "stderr.log"
@@ -90,6 +93,11 @@ class RunDir:
     def git_filters(self) -> Path:
         """The content filters trusted for the run's whole life (``workspace.filters``)."""
         return self.path / GIT_FILTERS_FILE
+
+    @property
+    def launch(self) -> Path:
+        """``launch.json``: what the run was armed with (``store.launch_record``)."""
+        return self.path / LAUNCH_FILE
 
     @property
     def driver_lock(self) -> Path:
