@@ -20,6 +20,7 @@ from autopilot.store.paths import runs_root
 from autopilot.store.run_state import REBUILT_MARK, PromptSource, RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state
+from autopilot.view.plain import format_event
 
 CONFIG = RunConfig(
     max_iterations=12,
@@ -47,9 +48,7 @@ def _armed(folder: RunDir) -> dict[str, object]:
     return next(e for e in read_events(folder.events) if e["type"] == "armed")
 
 
-def test_a_short_prompt_and_the_budgets_travel_in_the_armed_event(
-    tmp_path: Path, repo: Path
-) -> None:
+def test_a_short_prompt_and_the_budgets_travel_in_the_armed_event(repo: Path) -> None:
     folder = _arm(runs_root(), repo, PromptSource(text="Fix the flaky test"))
     launch = _armed(folder)["launch"]
     assert isinstance(launch, dict) and launch["prompt"]["text"] == "Fix the flaky test"
@@ -63,9 +62,7 @@ def test_a_short_prompt_and_the_budgets_travel_in_the_armed_event(
     assert "launch" not in row and row["runId"] == folder.run_id
 
 
-def test_a_140_kb_prompt_is_kept_beside_the_log_and_comes_back_whole(
-    tmp_path: Path, repo: Path
-) -> None:
+def test_a_140_kb_prompt_is_kept_beside_the_log_and_comes_back_whole(repo: Path) -> None:
     text = "".join(f"Step {n}: keep the public API é stable.\n" for n in range(3500))
     assert len(text.encode()) > 140_000
     folder = _arm(runs_root(), repo, PromptSource(text=text))
@@ -76,7 +73,7 @@ def test_a_140_kb_prompt_is_kept_beside_the_log_and_comes_back_whole(
     assert state.prompt.text == text and state.config == CONFIG
 
 
-def test_a_prompt_file_is_recorded_by_its_path(tmp_path: Path, repo: Path) -> None:
+def test_a_prompt_file_is_recorded_by_its_path(repo: Path) -> None:
     prompt_file = repo / "PROMPT.md"
     prompt_file.write_text("Work through TODO.md\n" * 8000)
     folder = _arm(runs_root(), repo, PromptSource(path=prompt_file))
@@ -85,9 +82,7 @@ def test_a_prompt_file_is_recorded_by_its_path(tmp_path: Path, repo: Path) -> No
     assert state.prompt == PromptSource(path=prompt_file)
 
 
-def test_what_the_log_would_redact_is_kept_beside_it_unredacted(
-    tmp_path: Path, repo: Path
-) -> None:
+def test_what_the_log_would_redact_is_kept_beside_it_unredacted(repo: Path) -> None:
     hook = "json://alice:s3cretpassw0rd@127.0.0.1:9/hook"
     config = RunConfig(notify=(hook,), stagnation_limit=0)
     folder = _arm(runs_root(), repo, PromptSource(text="go"), config)
@@ -95,7 +90,7 @@ def test_what_the_log_would_redact_is_kept_beside_it_unredacted(
     assert _lose_state_and_repair(folder).config.notify == (hook,)
 
 
-def test_a_damaged_launch_file_is_never_used(tmp_path: Path, repo: Path) -> None:
+def test_a_damaged_launch_file_is_never_used(repo: Path) -> None:
     folder = _arm(runs_root(), repo, PromptSource(text="x" * 20_000))
     record = json.loads(folder.launch.read_text())
     record["config"]["max_cost_usd"] = 999.0
@@ -125,3 +120,10 @@ def test_a_malformed_launch_leaves_the_run_marked_as_rebuilt(
     folder.events.write_text("\n".join([json.dumps(armed), *lines[1:]]) + "\n")
     state = _lose_state_and_repair(folder)
     assert state.extra.get(REBUILT_MARK) is True and state.config.max_iterations == 12
+
+
+def test_plain_output_shows_the_armed_event_without_its_launch(repo: Path) -> None:
+    folder = _arm(runs_root(), repo, PromptSource(text="Fix the flaky test"))
+    line = format_event(_armed(folder))
+    assert "armed" in line and "maxIterations=12" in line
+    assert "launch" not in line and "Fix the flaky test" not in line

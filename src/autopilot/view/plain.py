@@ -19,7 +19,8 @@ from typing import Any
 from autopilot.core.redact import redact, redact_value
 from autopilot.view.safe import escape_controls
 
-_SKIP_KEYS = frozenset({"type", "ts", "runId", "change"})  # change: decision_applied's record
+# change: decision_applied's record; launch: armed's (store.launch_record)
+_SKIP_KEYS = frozenset({"type", "ts", "runId", "change", "launch"})
 _MAX_VALUE_CHARS = 160
 _NO_TIME = "??:??:??.???"
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
