@@ -222,6 +222,23 @@ def test_both_killed_at_once_then_bare_autopilot_goes_on(detach: Any, repo: Path
     assert next(e["endedBy"] for e in _types(folder, "iteration_end")) == "driver_died"
 
 
+def test_a_daemon_killed_while_off_is_left_until_on_relaunches_it(detach: Any, repo: Path) -> None:
+    folder = detach([[_wait_file("go"), {"result": "COMPLETE"}]])
+    daemon = _alive_daemon(folder)
+    _wait_for(lambda: isinstance(_state(folder).get("agentPid"), int), TIMEOUT)
+    assert run_cli(["off"], cwd=repo).returncode == 0
+    os.kill(daemon, signal.SIGKILL)
+    _wait_for(lambda: not supervisor_alive(_state(folder)), TIMEOUT)
+    assert _types(folder, "supervisor_restart") == []
+    [held] = [e for e in _types(folder, "warning") if "not restarted" in e["note"]]
+    assert held["autopilotOn"] is False
+    (repo / "go").write_text("")
+    done = run_cli(["on"], cwd=repo)
+    assert done.returncode == 0 and f"relaunching {folder.name}" in done.stdout
+    _wait_for(lambda: _ended(folder), TIMEOUT)
+    assert _terminals(folder) == [("complete", "completion_promise")]
+
+
 def test_a_stop_is_not_restarted(detach: Any, repo: Path) -> None:
     folder = detach([[_wait_file("go"), {"result": "x"}]])
     _alive_daemon(folder)

@@ -60,7 +60,11 @@ def off() -> int:
 
 @click.command(context_settings=_CTX)
 def on() -> int:
-    """Switch autopilot back ON in this directory (removes .autopilot/OFF)."""
+    """Switch autopilot back ON in this directory (removes .autopilot/OFF).
+
+    Runs held here go on at their next check; a run whose daemon ended while OFF (its
+    supervisor does not restart it then) is relaunched, as bare `autopilot` would.
+    """
     path = off_path(Path.cwd())
     if not path.exists():
         say("autopilot: already ON")
@@ -72,6 +76,9 @@ def on() -> int:
     except OSError as error:
         raise UsageError(f"cannot remove {path}: {error.strerror or error}") from None
     say("autopilot: ON; held runs here go on at their next check")
+    from autopilot.cli.start_cmds import relaunch_runs
+
+    relaunch_runs(Path.cwd().resolve(), say_why_not=False)
     return 0
 
 

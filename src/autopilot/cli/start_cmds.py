@@ -154,14 +154,16 @@ def relaunchable_runs(root: Path, project: Path | None) -> list[tuple[str, str |
     return one_per_work_tree(found)
 
 
-def relaunch_runs(project: Path | None) -> int:
+def relaunch_runs(project: Path | None, *, say_why_not: bool = True) -> int:
     """Relaunch, detached, the runs left active in ``project`` (None: all); returns how
-    many were relaunched. Runs that are not relaunched are listed with the reason."""
+    many were relaunched. Runs that are not relaunched are listed with the reason
+    (``say_why_not``)."""
     root = runs_root(create=False)
     launched = 0
     for run_id, why in relaunchable_runs(root, project):
         if why is not None:
-            say(f"autopilot: not relaunching {run_id}: {why}")
+            if say_why_not:
+                say(f"autopilot: not relaunching {run_id}: {why}")
             continue
         state = control.repair(run_dir(root, run_id), SystemClock())
         if state.terminated:
