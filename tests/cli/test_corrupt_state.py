@@ -112,11 +112,17 @@ def test_a_run_rebuilt_by_doctor_repair_goes_on_with_its_prompt_and_budgets(
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     os.killpg(agent_pid, signal.SIGKILL)  # as a reboot would
-    (folder / "state.json").write_text(TORN)
+    (folder / "state.json").unlink()
 
+    # Bare autopilot (after a reboot) relaunches nothing it cannot read, but says so.
+    bare = run_cli([], cwd=repo, env=env)
+    [said] = [s for s in bare.stdout.splitlines() if folder.name in s]
+    assert said.startswith(f"autopilot: not relaunching {folder.name}: its state.json")
+    assert "autopilot doctor --repair" in said and not (folder / "state.json").exists()
     repaired = run_cli(["doctor", "--repair"], cwd=repo)
     [said] = [s for s in repaired.stdout.splitlines() if "state.json rebuilt" in s]
-    assert f"go on with autopilot start {folder.name}" in said
+    assert f"go on with autopilot start {folder.name}" in said and "it was missing" in said
+    assert list(folder.glob("state.json.corrupt-*")) == []
     state = read_state(folder / "state.json")
     assert state.prompt.text == PROMPT and state.prompt.path is None
     assert (state.config.max_iterations, state.config.max_cost_usd) == (7, 3.5)

@@ -102,10 +102,12 @@ def _repair() -> None:
             ending = "paused; its prompt is not recorded: end it with autopilot stop"
         else:
             ending = f"paused; go on with autopilot start {done.run_id}"
-        say(
-            f"autopilot: {done.run_id}: state.json rebuilt from its event log "
-            f"({ending}); the unreadable file is kept as {done.kept_as.name}"
+        kept = (
+            f"the unreadable file is kept as {done.kept_as.name}"
+            if done.kept_as
+            else "it was missing"
         )
+        say(f"autopilot: {done.run_id}: state.json rebuilt from its event log ({ending}); {kept}")
 
 
 @click.command(context_settings=_CTX)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -21,6 +22,9 @@ from autopilot.store.project_files import run_off_switch
 from autopilot.store.run_state import REBUILT_MARK, RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state, read_state_quietly
+
+if TYPE_CHECKING:
+    from autopilot.core.restart import RelaunchCandidate
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -136,7 +140,12 @@ def relaunchable_runs(root: Path, project: Path | None) -> list[tuple[str, str |
     found = []
     for run_id in list_run_ids(root):
         state = read_state_quietly(RunDir(root / run_id).state)
-        if state is None or state.terminated:
+        if state is None:
+            unreadable = _unreadable_run(RunDir(root / run_id), project)
+            if unreadable is not None:
+                found.append(unreadable)
+            continue
+        if state.terminated:
             continue
         if project is not None and state.cwd != str(project):
             continue
@@ -152,6 +161,31 @@ def relaunchable_runs(root: Path, project: Path | None) -> list[tuple[str, str |
         driven = bool(daemon or supervisor)
         found.append(RelaunchCandidate(run_id, state.cwd or "", state.started_at_ms, why, driven))
     return one_per_work_tree(found)
+
+
+def _unreadable_run(folder: RunDir, project: Path | None) -> RelaunchCandidate | None:
+    """A run of ``project`` (as its ``armed`` event tells) whose ``state.json`` cannot be
+    read although its log has not ended: never relaunched, but named with the way out."""
+    from autopilot.core.restart import RelaunchCandidate
+    from autopilot.core.vocabulary import EventType
+    from autopilot.store.events import read_events
+
+    armed: dict[str, Any] | None = None
+    for event in read_events(folder.events):
+        if event["type"] in (EventType.COMPLETE, EventType.ABORT):
+            return None
+        if event["type"] == EventType.ARMED and armed is None:
+            armed = event
+    if armed is None:
+        return None
+    cwd, started = armed.get("cwd"), armed.get("startedAt")
+    if not isinstance(cwd, str) or (project is not None and cwd != str(project)):
+        return None
+    why = (
+        "its state.json cannot be read: `autopilot doctor --repair` rebuilds it from its "
+        f"event log, then `autopilot start {folder.run_id}` goes on with it"
+    )
+    return RelaunchCandidate(folder.run_id, cwd, started if isinstance(started, int) else 0, why)
 
 
 def relaunch_runs(project: Path | None, *, say_why_not: bool = True) -> int:

@@ -38,11 +38,11 @@ from autopilot.store.state import encode_state, read_state
 
 @dataclass(frozen=True)
 class Repaired:
-    """One run's ``state.json`` rebuilt: the run, where the corrupt file was kept, and
-    how the run stands now."""
+    """One run's ``state.json`` rebuilt: the run, where the corrupt file was kept (None:
+    there was none, the file was missing), and how the run stands now."""
 
     run_id: str
-    kept_as: Path
+    kept_as: Path | None
     state: RunState
 
 
@@ -123,9 +123,10 @@ def state_from_log(
 
 
 def repair_state(folder: RunDir, clock: Clock) -> Repaired | None:
-    """Rebuild ``folder``'s ``state.json`` from its log when it cannot be read and no
-    driver holds the run; the corrupt file is kept as ``state.json.corrupt-<ms>`` and a
-    ``warning`` event says so. None when there is nothing to repair.
+    """Rebuild ``folder``'s ``state.json`` from its log when it cannot be read (or is
+    missing) and no driver holds the run; the corrupt file is kept as
+    ``state.json.corrupt-<ms>`` and a ``warning`` event says so. None when there is
+    nothing to repair.
 
     Raises:
         StateFileError: the run has no log to rebuild from, or the files cannot be
@@ -143,9 +144,10 @@ def repair_state(folder: RunDir, clock: Clock) -> Repaired | None:
         raise StateFileError(f"{folder.state} cannot be read and {folder.events} has no run")
     armed = next(e for e in events if e.get("type") == EventType.ARMED)
     state = state_from_log(events, folder.run_id, launch_of(armed, folder))
-    kept_as = folder.state.with_name(f"{folder.state.name}.corrupt-{clock.now_ms()}")
+    kept_as: Path | None = None
     try:
-        if folder.state.exists():
+        if os.path.lexists(folder.state):
+            kept_as = folder.state.with_name(f"{folder.state.name}.corrupt-{clock.now_ms()}")
             os.replace(folder.state, kept_as)
         state.version = 1
         write_atomically(folder.state, encode_state(state))
@@ -155,9 +157,10 @@ def repair_state(folder: RunDir, clock: Clock) -> Repaired | None:
         ) from None
     log = EventLog(folder.events, folder.run_id, clock.now_ms)
     try:
+        kept = f"{kept_as.name} kept" if kept_as else "it was missing"
         log.emit(
             EventType.WARNING,
-            note=f"state.json could not be read; rebuilt from the event log ({kept_as.name} kept)",
+            note=f"state.json could not be read; rebuilt from the event log ({kept})",
         )
     finally:
         log.close()
