@@ -188,6 +188,25 @@ def test_a_process_group_that_is_not_the_recorded_one_is_never_signalled(
         stranger.wait()
 
 
+def test_a_shell_job_that_got_the_dead_agents_group_id_is_never_signalled(
+    tmp_path: Path, cleanup: list[int]
+) -> None:
+    # The agent (an hour ago) and its group are gone, and its pid went to a shell job:
+    # a process group of that id, its leader gone too, in this (another) session.
+    pid_file = tmp_path / "kids"
+    pid_file.touch()
+    job = subprocess.Popen(["/bin/sh", "-c", spawner(pid_file, ("nohup",))], process_group=0)
+    job.wait(timeout=30)
+    kids = recorded(pid_file)
+    cleanup.extend(kids)
+    assert [os.getpgid(kid) for kid in kids] == [job.pid] and os.getsid(kids[0]) != job.pid
+    ended = end_leftovers(
+        f"reused-{time.time_ns()}", agent_pid=job.pid, agent_started=time.time() - 3600
+    )
+    assert ended == 0
+    assert len(survivors(kids)) == 1
+
+
 def test_leftovers_in_the_runs_cgroup_are_ended_whatever_they_did(
     tmp_path: Path, cleanup: list[int]
 ) -> None:

@@ -261,7 +261,10 @@ def _recorded_group(pid: int | None, started: float | None) -> tuple[int, float]
     have, if the group may still be the agent's: its leader is the recorded process
     (same start time), or is gone. The leader dies with its driver (parent-death
     signal) while its group lives on in what it started; and a process group id is
-    never given to a new process while a member of the group lives."""
+    never given to a new process while a member of the group lives. The agent leads
+    its own session (``loop.process``), so its group's members are in the session of
+    the same id: a group of that id in another session (a shell's job, once the pid
+    was reused) is not the agent's."""
     if not isinstance(pid, int) or pid <= 1 or not isinstance(started, int | float):
         return None
     try:
@@ -299,9 +302,11 @@ def end_leftovers(
     run's id is in (a process group never outlives its members, so while one lives
     its id names the same group; and only descendants of the agent share a session,
     and so a group, with them). That reaches an ``env -i`` grandchild left in the
-    agent's group. (A stranger could own a group of that id only if the agent's group
-    emptied and its pid was given to a new session leader that started members and
-    exited, all between the crash and this call.)
+    agent's group. A member of the recorded group must be in the session of the
+    same id, as the agent's are: a shell's job that got the id once the pid was
+    reused is spared. (A stranger could own a group of that id only if the agent's
+    group emptied and its pid was given to a new session leader that started members
+    and exited, all between the crash and this call.)
 
     Args:
         run_id: The run.
@@ -320,6 +325,7 @@ def end_leftovers(
     recorded = _recorded_group(agent_pid, agent_started)
     if recorded is not None:
         groups[recorded[0]] = recorded[1]
+    recorded_group = recorded[0] if recorded is not None else None
     for process in _carrying(run_id):
         with contextlib.suppress(OSError):
             groups.setdefault(os.getpgid(process.pid), 0.0)
@@ -332,9 +338,13 @@ def end_leftovers(
             try:
                 # A member started after its group was identified may be in a new group
                 # that reuses the id of one that has emptied meanwhile: not ours.
-                earliest = groups.get(os.getpgid(process.pid))
-                if earliest is not None and earliest <= process.create_time() <= identified_at:
-                    found[process.pid] = process
+                group = os.getpgid(process.pid)
+                earliest = groups.get(group)
+                if earliest is None or not earliest <= process.create_time() <= identified_at:
+                    continue
+                if group == recorded_group and os.getsid(process.pid) != group:
+                    continue  # the agent's session is its group's: another's group now
+                found[process.pid] = process
             except (psutil.Error, OSError):
                 continue
         found.update((p.pid, p) for p in _carrying(run_id))
