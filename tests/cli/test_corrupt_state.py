@@ -25,13 +25,18 @@ def test_stop_reaches_the_driver_of_a_run_whose_state_is_corrupt(
     _env, proc, folder = _sleeping_run(tmp_path, repo, fake_agent, agent_started=True)
     try:
         # The driver reads state.json once a second and rewrites a corrupt one from
-        # memory: held still, it cannot mend the file before `stop` reads it.
+        # memory: held still, it cannot mend the file before `send` and `stop` read it.
         os.kill(proc.pid, signal.SIGSTOP)
         try:
             (folder / "state.json").write_text(TORN)
+            sent = run_cli(["send", folder.name, "note this"], cwd=repo)
             done = run_cli(["stop", folder.name], cwd=repo)
         finally:
             os.kill(proc.pid, signal.SIGCONT)
+        assert sent.returncode == 0, sent.stderr
+        assert "queued" in sent.stdout and "doctor" not in sent.stdout  # its driver lives
+        [queued] = [e for e in read_jsonl(folder / "events.jsonl") if e["type"] == "message_queued"]
+        assert queued["excerpt"] == "note this" and queued["autopilotOn"] is True
         assert done.returncode == 0, done.stderr
         [line] = done.stdout.strip().splitlines()
         assert f"driver (pid {proc.pid}) was told to stop, and stops at the next boundary" in line
@@ -113,6 +118,9 @@ def test_a_run_rebuilt_by_doctor_repair_goes_on_with_its_prompt_and_budgets(
     proc.wait()
     os.killpg(agent_pid, signal.SIGKILL)  # as a reboot would
     (folder / "state.json").unlink()
+    sent = run_cli(["send", folder.name, "Mind the release notes"], cwd=repo)
+    assert sent.returncode == 0, sent.stderr
+    assert "autopilot doctor --repair" in sent.stdout  # no driver writes it again
 
     # Bare autopilot (after a reboot) relaunches nothing it cannot read, but says so.
     bare = run_cli([], cwd=repo, env=env)
@@ -133,6 +141,7 @@ def test_a_run_rebuilt_by_doctor_repair_goes_on_with_its_prompt_and_budgets(
     assert "Traceback" not in started.stderr
     assert _terminals(folder) == [("complete", "completion_promise")]
     # Iteration 1, cut short by the crash, was charged; iteration 2 had the same prompt.
-    assert PROMPT in (folder / "iter-0002" / "prompt.md").read_text()
+    prompt = (folder / "iter-0002" / "prompt.md").read_text()
+    assert PROMPT in prompt and "Mind the release notes" in prompt
     state = read_state(folder / "state.json")
     assert state.spend.iterations == 2 and state.config.max_cost_usd == 3.5

@@ -9,7 +9,7 @@ from pathlib import Path
 from autopilot.cli.echo import say
 from autopilot.core.restart import HOOK_MODE
 from autopilot.core.vocabulary import RunStatus
-from autopilot.errors import RunLockedError, UsageError
+from autopilot.errors import RunLockedError, StateFileError, UsageError
 from autopilot.loop.clock import SystemClock
 from autopilot.runtime.liveness import driver_alive, supervisor_alive
 from autopilot.runtime.messages import queue_message
@@ -47,14 +47,15 @@ def send(file_name: str | None, no_start: bool, args: tuple[str, ...]) -> int:
     folder = run_dir(root, run_id)
     from autopilot.manage.activity import settled_state
 
+    try:
+        state = read_state(RunDir(folder).state)
+    except StateFileError as unreadable:
+        return _send_unreadable(folder, text, unreadable)
     # A run whose log says it ended is not relaunched for a message (state.json may
     # not have been writable to say so).
-    settled = settled_state(folder, read_state(RunDir(folder).state))
+    settled = settled_state(folder, state)
     if settled.terminated:
-        raise UsageError(
-            f"run {run_id} has already ended ({settled.termination_reason or settled.status}); "
-            "it takes no more messages"
-        )
+        raise _ended(run_id, settled)
     message = queue_message(folder, text, SystemClock())
     say(
         f"autopilot: message {message.id} queued for {run_id}; "
@@ -84,6 +85,48 @@ def send(file_name: str | None, no_start: bool, args: tuple[str, ...]) -> int:
     except RunLockedError as busy:  # started meanwhile: the message waits on disk for it
         say(f"autopilot: {run_id} was not relaunched ({busy}); the message stays queued")
         return 0
+
+
+def _ended(run_id: str, state: RunState) -> UsageError:
+    reason = state.termination_reason or state.status
+    return UsageError(f"run {run_id} has already ended ({reason}); it takes no more messages")
+
+
+def _send_unreadable(folder: Path, text: str, unreadable: StateFileError) -> int:
+    """Queue ``text`` for a run whose ``state.json`` cannot be read: its log tells
+    whether it ended and where it works (its OFF switch). A live driver writes the
+    state again and takes the message; with none, the way out is said.
+
+    Raises:
+        StateFileError: ``unreadable``, when the log holds no run either.
+        UsageError: the log says the run ended.
+    """
+    from autopilot.core.vocabulary import EventType
+    from autopilot.manage.repair import state_from_log
+    from autopilot.runtime.liveness import lock_holder
+    from autopilot.store.events import read_events
+    from autopilot.store.launch_record import launch_of
+
+    run_id = folder.name
+    events = list(read_events(RunDir(folder).events))
+    armed = next((e for e in events if e["type"] == EventType.ARMED), None)
+    if armed is None:
+        raise unreadable
+    logged = state_from_log(events, run_id, launch_of(armed, RunDir(folder)))
+    if logged.terminated:
+        raise _ended(run_id, logged)
+    on = run_off_switch(logged) is None
+    message = queue_message(folder, text, SystemClock(), autopilot_on=on)
+    say(
+        f"autopilot: message {message.id} queued for {run_id}; "
+        "the agent gets it at its next iteration"
+    )
+    if lock_holder(folder) is None:
+        say(
+            f"autopilot: {unreadable}, and no daemon is running {run_id}: `autopilot doctor "
+            f"--repair` rebuilds it, then `autopilot start {run_id}` delivers the message"
+        )
+    return 0
 
 
 def _why_not_relaunched(state: RunState, no_start: bool) -> str | None:

@@ -18,7 +18,6 @@ would redact (a notification URL with a password), it is written once to
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -81,6 +80,8 @@ def launch_field(folder: RunDir, record: LaunchRecord, armed: Mapping[str, Any])
         and redact_value(inline) == inline
     ):
         return inline
+    import hashlib  # only for a record kept beside the log: a driver's start skips it
+
     data = json.dumps(inline, indent=1).encode("ascii")
     write_atomically(folder.launch, data)
     return {"file": LAUNCH_FILE, "sha256": hashlib.sha256(data).hexdigest()}
@@ -121,6 +122,8 @@ def launch_of(armed: Mapping[str, Any], folder: RunDir) -> LaunchRecord | None:
 
 
 def _read_file(reference: dict[str, Any], folder: RunDir) -> dict[str, Any] | None:
+    import hashlib
+
     if reference.get("file") != LAUNCH_FILE or not isinstance(reference.get("sha256"), str):
         return None  # only ever this one file of the run folder
     try:
