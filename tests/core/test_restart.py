@@ -102,6 +102,11 @@ def test_exits_are_described() -> None:
         ({"status": "awaiting_user"}, "it is awaiting_user: start it with autopilot start"),
         ({"terminated": True, "status": "completed"}, "it has ended"),
         ({"daemon_alive": True}, "its daemon is running"),
+        ({"daemon_alive": True, "supervisor_alive": True}, "its daemon is running"),
+        (
+            {"daemon_alive": True, "supervisor_alive": False},
+            "its daemon is running without its supervisor: autopilot start adopts it",
+        ),
         ({"supervisor_alive": True}, "its supervisor is running"),
         ({"off": True}, "autopilot is OFF in its project"),
         ({"daemon_alive": False, "supervisor_alive": False}, None),

@@ -206,6 +206,8 @@ def relaunch_verdict(
         return "it runs in its agent session's Stop hook: prompt that session to go on"
     if mode == PARALLEL_MODE:
         return "it is a parallel run: its agents' runs are relaunched on their own"
+    if daemon_alive and supervisor_alive is False:
+        return "its daemon is running without its supervisor: autopilot start adopts it"
     if daemon_alive:
         return "its daemon is running"
     if supervisor_alive:
