@@ -127,3 +127,13 @@ def test_plain_output_shows_the_armed_event_without_its_launch(repo: Path) -> No
     line = format_event(_armed(folder))
     assert "armed" in line and "maxIterations=12" in line
     assert "launch" not in line and "Fix the flaky test" not in line
+
+
+def test_a_worktree_run_keeps_its_worktree_through_a_repair(repo: Path) -> None:
+    root = runs_root()
+    run_id = arm_run(root, CONFIG, PromptSource(text="go"), repo, SystemClock(), worktree=True)
+    folder = RunDir(root / run_id)
+    before = read_state(folder.state)
+    assert isinstance(before.extra.get("worktree"), dict)
+    state = _lose_state_and_repair(folder)
+    assert state.extra["worktree"] == before.extra["worktree"] and state.cwd == before.cwd
