@@ -64,6 +64,10 @@ class Checkpoints:
         self.run_id = run_id
         self.index_path = index_path
         self.prefix = f"{REF_ROOT}/{run_id}/"
+        # The newest checkpoint this object took: the next one's parent, without a
+        # ``for-each-ref``. A run's refs are written by its driver only (a restore is
+        # refused while it lives), so it cannot go stale while the driver holds it.
+        self._taken: Checkpoint | None = None
 
     # Reading -------------------------------------------------------------------------
 
@@ -156,15 +160,20 @@ class Checkpoints:
         """
         return self._take("baseline")
 
-    def take_iteration(self, iteration: int) -> Taken:
+    def take_iteration(self, iteration: int, head: str | None = None) -> Taken:
         """Checkpoint the working tree after ``iteration`` (1-based).
+
+        Args:
+            iteration: The iteration just ended.
+            head: HEAD's sha as the caller just saw it (its ``Autopilot-Head``
+                trailer); None: asked of git.
 
         Raises:
             GitCommandError, GitUnavailableError: as ``take_baseline``.
         """
         if iteration < 1:
             raise UsageError(f"iteration must be 1 or more, not {iteration}")
-        return self._take(iteration_name(iteration))
+        return self._take(iteration_name(iteration), head)
 
     def restore(self, target: Checkpoint) -> RestoreResult:
         """Bring the working tree to ``target``; HEAD, branch and index stay as they are.
@@ -256,22 +265,27 @@ class Checkpoints:
                 f"cannot copy the index {source}: {error.strerror or error}"
             ) from None
 
-    def _take(self, name: str) -> Taken:
+    def _take(self, name: str, head: str | None = None) -> Taken:
         tree, warning = self._snapshot_tree()
-        previous = self.latest()
+        previous = self._taken or self.latest()
         if previous is None:
-            head = self.repo.head()
+            head = head or self.repo.head()
             base = self.repo.text("rev-parse", f"{head}^{{tree}}") if head else EMPTY_TREE
         else:
             base = previous.tree
-        changes = self.changes(base, tree)
-        checkpoint = self._commit(name, tree, previous, len(changes))
+        changes = self.changes(base, tree) if base != tree else ()
+        checkpoint = self._commit(name, tree, previous, len(changes), head)
         return Taken(checkpoint, changes, warning)
 
     def _commit(
-        self, name: str, tree: str, parent: Checkpoint | None, files_changed: int
+        self,
+        name: str,
+        tree: str,
+        parent: Checkpoint | None,
+        files_changed: int,
+        head: str | None = None,
     ) -> Checkpoint:
-        head = self.repo.head()
+        head = head or self.repo.head()
         sequence = (parent.sequence if parent else 0) + 1
         message = (
             f"autopilot checkpoint {name} of run {self.run_id}\n\n"
@@ -293,7 +307,8 @@ class Checkpoints:
             "update-ref", "-m", f"autopilot checkpoint {name}", f"{self.prefix}{name}", sha
         )
         created_at_ms = time.time_ns() // 1_000_000
-        return Checkpoint(name, sha, tree, sequence, head, files_changed, created_at_ms)
+        self._taken = Checkpoint(name, sha, tree, sequence, head, files_changed, created_at_ms)
+        return self._taken
 
     def _keeping(self, target_tree: str, current_tree: str) -> tuple[str, tuple[str, ...]]:
         """``target_tree`` with the ``NOT_REWOUND`` paths as ``current_tree`` has them."""

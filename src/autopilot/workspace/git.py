@@ -28,6 +28,7 @@ from pathlib import Path
 from autopilot.core.digest import sha256, sha256_hex
 from autopilot.errors import AutopilotError
 from autopilot.workspace.filters import FilterGuard
+from autopilot.workspace.ref_files import read_tips
 from autopilot.workspace.repo import run_git
 
 OBSERVE_TIMEOUT_SECONDS = 30.0
@@ -143,13 +144,29 @@ def work_tree_root(cwd: Path) -> Path:
 
 def is_repository(cwd: Path) -> bool:
     """True if ``cwd`` is inside a git work tree."""
+    return _git_dirs(cwd) is not None
+
+
+def _git_dirs(cwd: Path) -> tuple[Path, Path] | None:
+    """The git directory and common git directory of the work tree holding ``cwd``
+    (absolute); None when ``cwd`` is not inside a work tree (or git cannot tell)."""
     if not could_be_repository(cwd):
-        return False
+        return None
     try:
-        done = _git(cwd, "rev-parse", "--is-inside-work-tree")
+        done = _git(
+            cwd,
+            "rev-parse",
+            "--is-inside-work-tree",
+            "--path-format=absolute",
+            "--git-dir",
+            "--git-common-dir",
+        )
     except AutopilotError:
-        return False
-    return done.returncode == 0 and done.stdout.strip() == b"true"
+        return None
+    lines = done.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if done.returncode != 0 or len(lines) < 3 or lines[0].strip() != "true":
+        return None
+    return Path(lines[1]), Path(lines[2])
 
 
 _FIELDS_BEFORE_PATH = {b"1": 8, b"2": 9, b"u": 10}
@@ -175,7 +192,8 @@ class GitObserver:
         self.cwd = cwd
         self.timeout_seconds = timeout_seconds
         self._warnings: list[str] = []
-        self.repository = is_repository(cwd)
+        self._dirs = _git_dirs(cwd)
+        self.repository = self._dirs is not None
         # The content filters of the repository now, before the agent runs: one it
         # plants later never runs in these calls (``workspace.filters``).
         self.filters = FilterGuard(cwd, filters_record) if self.repository else None
@@ -204,7 +222,9 @@ class GitObserver:
     def mark(self) -> TreeMark:
         """HEAD, every changed or untracked path with its content, and the tips.
 
-        One ``git status --porcelain=v2 -z --branch`` gives HEAD and the paths.
+        One ``git status --porcelain=v2 -z --branch`` gives HEAD and the paths; the
+        tips are read from the ref files (``workspace.ref_files``) where git keeps
+        them there, so a mark is one git process.
         """
         if not self.repository:
             return UNKNOWN
@@ -216,6 +236,10 @@ class GitObserver:
 
     def _tips(self, head: str | None) -> frozenset[str]:
         tips = {head} if head else set()
+        if self._dirs is not None:
+            read = read_tips(*self._dirs, _MAX_REFLOG_ENTRIES)
+            if read is not None:
+                return frozenset(tips | read)
         refs = self._run("for-each-ref", "--format=%(objectname)", "refs/heads")
         reflog = self._run("reflog", "show", f"-n{_MAX_REFLOG_ENTRIES}", "--format=%H", "HEAD")
         for output in (refs, reflog):
@@ -254,6 +278,7 @@ class GitObserver:
             "log",
             "--topo-order",  # parents first whatever the timestamps (--reverse below)
             "--reverse",
+            "--ignore-missing",  # a tip whose commit is gone (pruned) is no revision
             f"--max-count={_MAX_COMMITS}",
             "--format=%H%x1f%s%x1f%(trailers:only,unfold)%x1e",
             "--stdin",

@@ -95,10 +95,13 @@ class GitWorkspace:
         self._run_dir = run_dir
         self._checkpointer: RunCheckpointer | None = None
         self._repo: Repository | None = None
+        self._last_head: str | None = None
 
     def mark(self) -> TreeMark:
         """See ``Workspace.mark``."""
-        return self._git.mark()
+        mark = self._git.mark()
+        self._last_head = mark.head
+        return mark
 
     def new_commits(self, before: TreeMark, after: TreeMark) -> list[Commit]:
         """See ``Workspace.new_commits``."""
@@ -140,7 +143,8 @@ class GitWorkspace:
             self._checkpointer = RunCheckpointer(self.cwd, self._run_dir, filters=self._git.filters)
         if iteration == 0:
             return self._checkpointer.baseline()
-        return self._checkpointer.after_iteration(iteration)
+        # HEAD as the mark just before saw it (the driver marks, then checkpoints).
+        return self._checkpointer.after_iteration(iteration, self._last_head)
 
     def problem(self) -> str | None:
         """See ``Workspace.problem``."""

@@ -125,13 +125,14 @@ class RunCheckpointer:
             self._fail(error)
             return None
 
-    def after_iteration(self, iteration: int) -> CheckpointFacts | None:
-        """The working tree after ``iteration``. None when off or git failed."""
+    def after_iteration(self, iteration: int, head: str | None = None) -> CheckpointFacts | None:
+        """The working tree after ``iteration`` (``head``: HEAD as just seen, None:
+        asked of git). None when off or git failed."""
         store = self._store
         if store is None:
             return None
         try:
-            return CheckpointFacts.of(store.take_iteration(iteration), iteration)
+            return CheckpointFacts.of(store.take_iteration(iteration, head), iteration)
         except AutopilotError as error:
             self._fail(error)
             return None

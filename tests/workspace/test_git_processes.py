@@ -1,0 +1,143 @@
+"""How many git processes a mark and a checkpoint start, and that the branch tips a
+mark reads from the ref files are the ones git itself would give."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autopilot.workspace.checkpoints import Checkpoints
+from autopilot.workspace.git import GitObserver
+from autopilot.workspace.ref_files import read_tips
+from autopilot.workspace.repo import open_repository
+from tests.conftest import git
+
+
+@pytest.fixture
+def git_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``git`` first on PATH that logs each call's first argument after the
+    hardening options, then runs the real one; returns the log."""
+    real = shutil.which("git")
+    assert real is not None
+    folder = tmp_path / "counting-git"
+    folder.mkdir()
+    log = tmp_path / "git-calls.log"
+    script = folder / "git"
+    script.write_text(f"#!/bin/sh\necho \"$*\" >> '{log}'\nexec '{real}' \"$@\"\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+def _calls(log: Path) -> list[str]:
+    """The git subcommand of each logged call (the word after the ``-c`` options)."""
+    found = []
+    for line in log.read_text().splitlines() if log.exists() else []:
+        words = line.split()
+        index = 0
+        while index < len(words) and words[index].startswith("-"):
+            index += 2 if words[index] == "-c" else 1
+        found.append(words[index] if index < len(words) else "")
+    log.unlink(missing_ok=True)
+    return found
+
+
+def _git_tips(repo: Path) -> frozenset[str]:
+    refs = git(repo, "for-each-ref", "--format=%(objectname)", "refs/heads").split()
+    reflog = git(repo, "reflog", "show", "-n1000", "--format=%H", "HEAD").split()
+    return frozenset(refs + reflog)
+
+
+def _branchy_repo(repo: Path) -> Path:
+    """Branches loose and packed, a branch updated since it was packed, a symbolic
+    ref among the branches, a reset HEAD (its old commit only in the reflog), and a
+    linked worktree; returns the worktree."""
+    for number in range(3):
+        git(repo, "commit", "-q", "--allow-empty", "-m", f"c{number}")
+        git(repo, "branch", f"topic/b{number}")
+    git(repo, "pack-refs", "--all")
+    git(repo, "checkout", "-q", "topic/b1")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "after packing")
+    git(repo, "symbolic-ref", "refs/heads/alias", "refs/heads/topic/b0")
+    git(repo, "checkout", "-q", "-b", "gone")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "to be reset away")
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
+    linked = repo.parent / "linked"
+    git(repo, "worktree", "add", "-q", "-b", "side", str(linked))
+    git(linked, "commit", "-q", "--allow-empty", "-m", "in the linked worktree")
+    return linked
+
+
+def test_tips_read_from_the_ref_files_are_gits(repo: Path) -> None:
+    linked = _branchy_repo(repo)
+    common = repo / ".git"
+    assert read_tips(common, common, 1000) == _git_tips(repo)
+    assert read_tips(common / "worktrees" / "linked", common, 1000) == _git_tips(linked)
+
+
+def test_only_the_latest_reflog_entries_count(repo: Path) -> None:
+    shas = []
+    for number in range(5):
+        git(repo, "commit", "-q", "--allow-empty", "-m", f"c{number}")
+        shas.append(git(repo, "rev-parse", "HEAD").strip())
+    common = repo / ".git"
+    tips = read_tips(common, common, 2)
+    assert tips is not None
+    assert shas[-2] in tips and shas[-1] in tips
+    assert shas[0] not in tips
+
+
+def test_refs_kept_another_way_are_left_to_git(repo: Path) -> None:
+    common = repo / ".git"
+    (common / "reftable").mkdir()
+    assert read_tips(common, common, 1000) is None
+
+
+def test_a_mark_is_one_git_process(repo: Path, git_calls: Path) -> None:
+    _branchy_repo(repo)
+    observer = GitObserver(repo)
+    git(repo, "checkout", "-q", "-b", "another")
+    (repo / "new.txt").write_text("x\n")
+    _calls(git_calls)
+    mark = observer.mark()
+    assert _calls(git_calls) == ["status"]
+    assert mark.tips == _git_tips(repo)
+
+
+def test_a_commit_on_another_branch_is_new_between_marks(repo: Path) -> None:
+    observer = GitObserver(repo)
+    before = observer.mark()
+    git(repo, "branch", "elsewhere")
+    git(repo, "pack-refs", "--all")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "on main")
+    tip = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
+    after = observer.mark()
+    assert [c.sha for c in observer.new_commits(before, after)] == [tip]
+
+
+def test_an_unchanged_checkpoint_is_four_git_processes(
+    tmp_path: Path, repo: Path, git_calls: Path
+) -> None:
+    store = Checkpoints(open_repository(repo), "run-1", tmp_path / "run" / "checkpoint.index")
+    store.take_baseline()
+    head = git(repo, "rev-parse", "HEAD").strip()
+    _calls(git_calls)
+    taken = store.take_iteration(1, head)
+    assert _calls(git_calls) == ["add", "write-tree", "commit-tree", "update-ref"]
+    assert taken.changes == ()
+    (repo / "changed.txt").write_text("x\n")
+    _calls(git_calls)
+    taken = store.take_iteration(2, head)
+    assert _calls(git_calls) == ["add", "write-tree", "diff-tree", "commit-tree", "update-ref"]
+    assert [c.path for c in taken.changes] == ["changed.txt"]
+    history = store.history()
+    assert [(c.name, c.sequence, c.head) for c in history] == [
+        ("baseline", 1, head),
+        ("iter-0001", 2, head),
+        ("iter-0002", 3, head),
+    ]
+    assert git(repo, "rev-parse", "refs/autopilot/run-1/iter-0002^").strip() == history[1].sha
