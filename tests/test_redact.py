@@ -127,3 +127,26 @@ def test_a_secret_straddling_the_cut_leaves_no_part_behind(secret: str) -> None:
         short = shorten(lead + secret + tail, len(lead) + at)
         flat = " ".join(redacted.split())
         assert short.startswith(lead) and flat.startswith(short[len(lead) :].rstrip("…")), at
+
+
+_FRAGMENTS = [
+    *SECRETS,
+    "password: hunter2hunter2",
+    "paſſword=hunter2hunter2",  # U+017F: a case-insensitive pattern takes it for "s"
+    "SECRET_\u212aEY=abcdefgh1234",  # U+212A KELVIN SIGN, taken for "k"
+    "CREDENT\u0130AL=abcdefgh1234",  # U+0130, taken for "i"
+    "credent\u0131al: abcdefgh1234",  # U+0131, taken for "i"
+    "Authorization: BEARER abc123def456",
+    "https://user:pa55word@example.com/x",
+    "ß ẞ İ ı ſ K µ",
+    " ",
+    "\n",
+]
+
+
+@given(st.lists(st.sampled_from(_FRAGMENTS) | st.text(max_size=8), max_size=6))
+def test_the_quick_check_never_skips_a_secret(parts: list[str]) -> None:
+    from autopilot.core.redact import _redact_all
+
+    text = "".join(parts)
+    assert redact(text) == _redact_all(text)

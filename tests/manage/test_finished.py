@@ -3,6 +3,7 @@ fresh read, and never an answer the run's files no longer give."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import stat
@@ -33,15 +34,14 @@ def _list(tmp_path: Path, *args: str) -> str:
 
 
 def test_answers_from_the_cache_are_those_of_a_fresh_read(tmp_path: Path) -> None:
-    root, _ = _root(tmp_path)
+    root, ids = _root(tmp_path)
     fresh_stats = aggregate(collect(root))
     fresh_list, fresh_json = _list(tmp_path), _list(tmp_path, "--json")
     cache = root / FINISHED_FILE
     assert cache.exists()
     assert stat.S_IMODE(cache.stat().st_mode) == 0o600
-    assert set(json.loads(cache.read_text())["runs"]) == {  # the two ended runs only
-        row["runId"] for row in map(json.loads, fresh_json.splitlines()) if row["reason"]
-    }
+    # The two ended runs and the one whose driver is gone, not the one running.
+    assert set(json.loads(cache.read_text())["runs"]) == {ids[0], ids[1], ids[3]}
     assert aggregate(collect(root)) == fresh_stats
     assert _list(tmp_path) == fresh_list
     assert _list(tmp_path, "--json") == fresh_json
@@ -83,6 +83,26 @@ def test_a_removed_run_is_missing_and_leaves_the_cache(tmp_path: Path) -> None:
 def test_a_corrupt_cache_is_ignored_and_rewritten(tmp_path: Path) -> None:
     root, _ = _root(tmp_path)
     fresh = aggregate(collect(root))
-    (root / FINISHED_FILE).write_text('{"version": 1, "runs": {"x": [')
+    (root / FINISHED_FILE).write_text('{"version": 2, "runs": {"x": [')
     assert aggregate(collect(root)) == fresh
-    assert json.loads((root / FINISHED_FILE).read_text())["version"] == 1
+    assert json.loads((root / FINISHED_FILE).read_text())["version"] == 2
+
+
+def test_a_run_whose_driver_was_gone_is_read_afresh_once_a_driver_holds_it(
+    tmp_path: Path,
+) -> None:
+    root, ids = _root(tmp_path)
+    gone = ids[3]
+    assert aggregate(collect(root))["byOutcome"]["interrupted"] == 1
+    assert "driver gone" in next(line for line in _list(tmp_path).splitlines() if gone in line)
+    entry = json.loads((root / FINISHED_FILE).read_text())["runs"][gone]
+    assert entry["driver"][0] == 999_999_999
+    assert {"list", "stats"} <= set(entry)
+    # A driver started again holds driver.lock before it writes state.json.
+    with (root / gone / "driver.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        totals = aggregate(collect(root))
+        line = next(line for line in _list(tmp_path).splitlines() if gone in line)
+    assert "interrupted" not in totals["byOutcome"]
+    assert totals["byOutcome"]["active"] == 2
+    assert "driver gone" not in line and "running" in line

@@ -11,6 +11,7 @@ from autopilot.cli.control_body import status_text, worktree_of
 from autopilot.cli.echo import say, say_json
 from autopilot.config_values import parse_int
 from autopilot.manage.activity import Activity, run_activity, settled_state
+from autopilot.runtime.liveness import driver_record, still_gone
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
 from autopilot.store.paths import runs_root
@@ -104,7 +105,7 @@ def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> d
     ended run's from ``finished.json`` when it is current."""
 
     key = file_key(f"{root}/{run_id}")
-    cached = finished.get(run_id, "list", key)
+    cached = finished.get(run_id, "list", key, lambda driver: still_gone(root / run_id, driver))
     if isinstance(cached, list) and len(cached) == len(_LIST_FIELDS):
         return dict(zip(_LIST_FIELDS, cached, strict=True))
     folder = root / run_id
@@ -119,7 +120,8 @@ def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> d
         }
     state = settled_state(folder, state)  # the log's ending over a state.json left behind
     worktree = worktree_of(state)
-    if not state.terminated and run_activity(folder, state) is Activity.GONE:
+    gone = not state.terminated and run_activity(folder, state) is Activity.GONE
+    if gone:
         text = f"driver gone (autopilot start {folder.name} relaunches it)"
     else:
         text = status_text(state, now_ms)
@@ -130,6 +132,7 @@ def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> d
         "text": text,
         "worktree": worktree,
     }
-    if state.terminated:
-        finished.put(run_id, "list", key, [shown_row[name] for name in _LIST_FIELDS])
+    if state.terminated or gone:  # its files change no more (until a driver is back)
+        driver = driver_record(state) if gone else None
+        finished.put(run_id, "list", key, [shown_row[name] for name in _LIST_FIELDS], driver)
     return shown_row

@@ -91,11 +91,29 @@ def _private_key(match: re.Match[str]) -> str:
     return f"-----BEGIN {kind}PRIVATE KEY{block}-----{MARK}-----END {kind}PRIVATE KEY{block}-----"
 
 
-_QUICK = re.compile(
-    r"sk-|gh[pousr]_|github_pat_|glpat-|A[KSBC][IC]A|xox|xapp-|AIza|k_live_|k_test_|npm_|hf_"
-    r"|eyJ|PRIVATE KEY|(?i:bearer|://|key|secret|token|passw|credential)"
+_QUICK_WORDS = (
+    *("sk-", "github_pat_", "glpat-", "xox", "xapp-", "aiza", "k_live_", "k_test_", "npm_"),
+    *("hf_", "eyj", "private key", "bearer", "://", "key", "secret", "token", "passw"),
+    "credential",
+    *(f"gh{letter}_" for letter in "pousr"),
+    *(f"a{second}{third}a" for second in "ksbc" for third in "ic"),
 )
-"""Text without any of these holds no secret shape: the common case costs one scan."""
+"""What every secret shape above holds, in lower case: text without any of them
+holds none, and the common case costs a few substring searches (far faster than one
+regular expression with as many alternatives, over a ``list`` of 10,000 runs)."""
+
+
+def _may_hold_secret(text: str) -> bool:
+    """False only when no pattern above can match ``text``. Matched in lower case
+    (a case-sensitive pattern's match is one too); outside ASCII, case-folded, with
+    the two letters a case-insensitive pattern also takes for ``i`` (U+0130, U+0131)
+    made ``i`` (U+212A and U+017F fold to ``k`` and ``s``)."""
+    folded = text.lower() if text.isascii() else _folded(text)
+    return any(word in folded for word in _QUICK_WORDS)
+
+
+def _folded(text: str) -> str:
+    return text.casefold().replace("\u0131", "i").replace("i\u0307", "i")
 
 
 def redact(text: str) -> str:
@@ -108,8 +126,13 @@ def redact(text: str) -> str:
         The text with each secret's value replaced by ``[REDACTED]`` after its
         public prefix (``sk-ant-[REDACTED]``, ``Bearer [REDACTED]``).
     """
-    if not text or _QUICK.search(text) is None:
+    if not text or not _may_hold_secret(text):
         return text
+    return _redact_all(text)
+
+
+def _redact_all(text: str) -> str:
+    """Every pattern applied to ``text`` (``redact`` without its quick check)."""
     text = _PRIVATE_KEY.sub(_private_key, text)
     for pattern in _PREFIXED:
         text = pattern.sub(_keep_prefix, text)

@@ -19,6 +19,7 @@ import fcntl
 import os
 from _socket import gethostname  # socket.gethostname itself, without socket's imports
 from pathlib import Path
+from typing import Any
 
 from autopilot.loop.identity import is_same_process
 from autopilot.store.run_state import RunState
@@ -137,3 +138,27 @@ def driver_running(run_dir: Path, state: RunState | None) -> bool | None:
     if alive is False and held is False:
         return False
     return None
+
+
+def driver_record(state: RunState) -> list[Any]:
+    """The run's driver as ``still_gone`` checks it: pid, start time, command, host."""
+    return [state.pid, state.pid_start_time, state.pid_command, state.host]
+
+
+def still_gone(run_dir: Path, driver: list[Any]) -> bool:
+    """Is the driver ``driver_record`` gave, found gone then, still gone: no process
+    with its pid and
+    identity, and no ``driver.lock`` held (a driver started again takes the lock
+    before it writes ``state.json``)? False when the record is not one."""
+    if len(driver) != 4:
+        return False
+    pid, start_time, command, host = driver
+    if not isinstance(pid, int) or isinstance(pid, bool):
+        return False
+    if not (start_time is None or isinstance(start_time, int | float)):
+        return False
+    if not all(value is None or isinstance(value, str) for value in (command, host)):
+        return False
+    if process_alive(pid, start_time, command, host) is not False:
+        return False
+    return driver_lock_held(run_dir) is False

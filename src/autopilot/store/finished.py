@@ -1,21 +1,27 @@
-"""What ``list`` and ``stats`` show of runs that have ended, kept in one file so that
-thousands of runs cost one read, not a ``state.json`` and a log each.
+"""What ``list`` and ``stats`` show of runs that have ended or whose driver is gone,
+kept in one file so that thousands of runs cost one read, not a ``state.json`` and a
+log each.
 
-``<runs-root>/finished.json`` (0600) is derived data: ``{"version": 1, "runs": {runId:
-{"files": [...], <part>: {...}}}}``, where a part is what one command shows of the run
-(``list``, ``stats``). A run gets an entry only once its ``state.json`` says it ended,
-so its files no longer change. Each entry also holds the inode, size and modification
-time (ns) of the run's ``state.json`` and ``events.jsonl``, taken **before** they were
-read; an entry is used only while both files still match, so a run folder that was
-changed, replaced or removed is read afresh and never shown from the cache. A
-missing, unreadable or corrupt cache file counts as empty, and the file is rewritten
-(temp file, fsync, rename) only when an entry was added or dropped; a cache that
-cannot be written is simply not kept.
+``<runs-root>/finished.json`` (0600) is derived data: ``{"version": 2, "runs": {runId:
+{"files": [...], "driver": [...], <part>: {...}}}}``, where a part is what one command
+shows of the run (``list``, ``stats``). A run gets an entry once its ``state.json``
+says it ended, or once its driver is gone (no process with the recorded pid and
+identity, no ``driver.lock`` held): either way its files no longer change by
+themselves. Each entry holds the inode, size and modification time (ns) of the run's
+``state.json`` and ``events.jsonl``, taken **before** they were read; an entry is used
+only while both files still match, so a run folder that was changed, replaced or
+removed is read afresh and never shown from the cache. The entry of a run whose
+driver was gone also holds that driver's record (``driver``: pid, start time, command,
+host) and is used only while the caller finds it still gone (a driver started again
+holds the lock before it writes a file). A missing, unreadable, corrupt or older cache
+file counts as empty, and the file is rewritten (temp file, fsync, rename) only when
+an entry was added or dropped; a cache that cannot be written is simply not kept.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +30,7 @@ import msgspec
 from autopilot.store.atomic import write_atomically
 
 FINISHED_FILE = "finished.json"
-_VERSION = 1
+_VERSION = 2
 _Files = list[int]
 
 
@@ -62,9 +68,16 @@ class FinishedRuns:
         self._runs: dict[str, dict[str, Any]] = _load(self.path)
         self._changed = False
 
-    def get(self, run_id: str, part: str, key: _Files | None) -> Any:
+    def get(
+        self,
+        run_id: str,
+        part: str,
+        key: _Files | None,
+        still_gone: Callable[[list[Any]], bool] | None = None,
+    ) -> Any:
         """The run's ``part`` as it was put, if the run's files are still ``key``
-        (from ``file_key``, taken now); else None (and the stale entry is dropped)."""
+        (from ``file_key``, taken now) and, for a run put with its driver gone,
+        ``still_gone(driver)`` says so; else None (a stale entry is dropped)."""
         entry = self._runs.get(run_id)
         if entry is None:
             return None
@@ -72,16 +85,37 @@ class FinishedRuns:
             del self._runs[run_id]
             self._changed = True
             return None
+        driver = entry.get("driver")
+        gone = isinstance(driver, list) and still_gone is not None and still_gone(driver)
+        if driver is not None and not gone:
+            return None  # its driver may be back: read afresh (``put`` replaces the entry)
         return entry.get(part)
 
-    def put(self, run_id: str, part: str, key: _Files | None, value: Any) -> None:
+    def put(
+        self,
+        run_id: str,
+        part: str,
+        key: _Files | None,
+        value: Any,
+        driver: list[Any] | None = None,
+    ) -> None:
         """Keep ``value`` as the run's ``part``; ``key`` must have been taken before
-        the files were read (``file_key``). Nothing is kept without a key."""
+        the files were read (``file_key``). Nothing is kept without a key.
+
+        Args:
+            run_id: The run.
+            part: What is kept (``list``, ``stats``).
+            key: The run's files before they were read (``file_key``).
+            value: What to keep (JSON).
+            driver: For a run not ended: the record of its driver, found gone.
+        """
         if key is None:
             return
         entry = self._runs.get(run_id)
-        if entry is None or entry.get("files") != key:
+        if entry is None or entry.get("files") != key or entry.get("driver") != driver:
             entry = self._runs[run_id] = {"files": key}
+            if driver is not None:
+                entry["driver"] = driver
         entry[part] = value
         self._changed = True
 

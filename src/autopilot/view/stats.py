@@ -22,7 +22,7 @@ from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
-from autopilot.runtime.liveness import driver_running
+from autopilot.runtime.liveness import driver_record, driver_running, still_gone
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
 from autopilot.store.paths import is_valid_run_id
@@ -109,9 +109,16 @@ def _int(value: Any) -> int | None:
 
 def summarize_run(root: Path, row: Mapping[str, Any]) -> RunSummary:
     """Summarise one run from its index row, ``state.json`` and the end of its log."""
+    return _summarize(root, row)[0]
+
+
+def _summarize(root: Path, row: Mapping[str, Any]) -> tuple[RunSummary, list[Any] | None]:
+    """``summarize_run``, and the record of the run's driver when it is gone
+    (``runtime.liveness.driver_record``; else None)."""
     run_id = str(row["runId"])
     folder = root / run_id
     valid = is_valid_run_id(run_id)
+    gone = None
     state = read_state_quietly(RunDir(folder).state) if valid else None
     terminal = last_terminal_event(RunDir(folder).events) if valid else None
     if terminal is not None:
@@ -126,6 +133,8 @@ def summarize_run(root: Path, row: Mapping[str, Any]) -> RunSummary:
     else:
         running = driver_running(folder, state)
         outcome = {True: "active", False: "interrupted", None: "unknown"}[running]
+        if running is False:
+            gone = driver_record(state)
     # Spend is the larger of state.json's and the log's (a run written by the Node
     # implementation keeps its tokens only in the log).
     logged = terminal or {}
@@ -135,7 +144,7 @@ def summarize_run(root: Path, row: Mapping[str, Any]) -> RunSummary:
     if iterations is None and terminal is not None:
         iterations = _int(terminal.get("iteration"))
     agent = row.get("agent") or (state.agent if state is not None else None)
-    return RunSummary(
+    summary = RunSummary(
         run_id=run_id,
         label=str(row.get("label") or (state.label if state is not None else None) or "-"),
         agent=str(agent) if agent else None,
@@ -148,6 +157,7 @@ def summarize_run(root: Path, row: Mapping[str, Any]) -> RunSummary:
             float(logged["costUsd"]) if isinstance(logged.get("costUsd"), int | float) else 0.0,
         ),
     )
+    return summary, gone
 
 
 def collect(root: Path) -> list[RunSummary]:
@@ -170,13 +180,15 @@ def _summary(root: Path, row: Mapping[str, Any], finished: FinishedRuns) -> RunS
         return summarize_run(root, row)
     key = file_key(f"{root}/{run_id}")
     given = [row.get("label"), row.get("agent")]  # what it takes from the index row
-    cached = finished.get(run_id, "stats", key)
+    cached = finished.get(run_id, "stats", key, lambda driver: still_gone(root / run_id, driver))
     if isinstance(cached, list) and cached[:2] == given:
         with contextlib.suppress(TypeError):
             return RunSummary(*cached[2:])
-    summary = summarize_run(root, row)
-    if summary.outcome.startswith(("complete", "abort")):  # it depends on files alone
-        finished.put(run_id, "stats", key, [*given, *astuple(summary)])
+    summary, gone = _summarize(root, row)
+    # An ended run's summary depends on its files alone; an interrupted one's also on
+    # its driver staying gone.
+    if summary.outcome.startswith(("complete", "abort")) or gone is not None:
+        finished.put(run_id, "stats", key, [*given, *astuple(summary)], gone)
     return summary
 
 
