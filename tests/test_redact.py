@@ -146,7 +146,9 @@ _FRAGMENTS = [
 
 @given(st.lists(st.sampled_from(_FRAGMENTS) | st.text(max_size=8), max_size=6))
 def test_the_quick_check_never_skips_a_secret(parts: list[str]) -> None:
-    from autopilot.core.redact import _redact_all
+    from autopilot.core.redact import LONG_TEXT_CHARS, _redact_all
 
     text = "".join(parts)
     assert redact(text) == _redact_all(text)
+    long = text + " " * LONG_TEXT_CHARS  # matched by substring searches, not one scan
+    assert redact(long) == _redact_all(long)
