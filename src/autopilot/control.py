@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autopilot.core.restart import HOOK_MODE
-from autopilot.core.vocabulary import EventType, RunStatus
+from autopilot.core.vocabulary import HOOK_MODE, EventType, RunStatus
 from autopilot.errors import StateFileError, UsageError
 from autopilot.loop.clock import Clock
 from autopilot.runtime.liveness import driver_alive, driver_running, supervisor_alive

@@ -40,6 +40,8 @@ _NOT_FOR_STATUS = (
     "autopilot.runtime.daemon",
     "autopilot.runtime.supervisor",
     "autopilot.workspace",
+    "autopilot.core.restart",
+    "autopilot.store.backlog",
 )
 
 

@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 
 from autopilot.cli.echo import say
-from autopilot.core.restart import HOOK_MODE
-from autopilot.core.vocabulary import RunStatus
+from autopilot.core.vocabulary import HOOK_MODE, RunStatus
 from autopilot.errors import RunLockedError, StateFileError, UsageError
 from autopilot.loop.clock import SystemClock
 from autopilot.runtime.liveness import driver_alive, supervisor_alive

@@ -11,7 +11,7 @@ from autopilot import control
 from autopilot.cli.detached import launch_detached
 from autopilot.cli.echo import say
 from autopilot.cli.run_cmds import drive
-from autopilot.core.restart import HOOK_MODE, PARALLEL_MODE
+from autopilot.core.vocabulary import HOOK_MODE, PARALLEL_MODE
 from autopilot.errors import RunLockedError, UsageError
 from autopilot.loop.clock import SystemClock
 from autopilot.runtime.agents import adapter_for_state

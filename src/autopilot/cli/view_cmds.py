@@ -11,8 +11,7 @@ import click
 from autopilot.cli import list_body
 from autopilot.cli.echo import say, say_json
 from autopilot.core.ending import describe_ending
-from autopilot.core.restart import HOOK_MODE
-from autopilot.core.vocabulary import EventType, RunStatus
+from autopilot.core.vocabulary import HOOK_MODE, EventType, RunStatus
 from autopilot.store.paths import resolve_run, run_dir, runs_root
 from autopilot.store.rundir import RunDir
 from autopilot.view.plain import format_event

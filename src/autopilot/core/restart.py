@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from autopilot.core.vocabulary import HOOK_MODE, PARALLEL_MODE
+
 RESTART_LIMIT = 5
 """Restarts allowed within the window; one more crash is a give-up."""
 
@@ -170,13 +172,6 @@ def decide_restart(
 RELAUNCH_STATUSES = frozenset({"running", "planning", "waiting", "rate_limited"})
 """Statuses a run left in is relaunched from by bare ``autopilot`` (seed 003, "After a
 reboot"); a paused, gated or ended run is not: the decision is the user's."""
-
-
-HOOK_MODE = "hook"
-
-PARALLEL_MODE = "parallel"
-"""A parallel backlog run: its lanes are the runs with daemons (relaunched one by one)."""
-"""The ``mode`` of a run armed with ``autopilot arm`` (each Stop of its session an iteration)."""
 
 
 def relaunch_verdict(

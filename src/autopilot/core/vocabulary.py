@@ -34,6 +34,12 @@ class RunStatus(StrEnum):
 TERMINAL_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.ERROR})
 """Statuses of a run that has ended."""
 
+HOOK_MODE = "hook"
+"""The ``mode`` of a run armed with ``autopilot arm`` (each Stop of its session an iteration)."""
+
+PARALLEL_MODE = "parallel"
+"""A parallel backlog run: its lanes are the runs with daemons (relaunched one by one)."""
+
 
 class SeedStatus(StrEnum):
     """The status a folded log holds (``fold.Snapshot.status``): the seed reader's own

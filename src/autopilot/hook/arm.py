@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autopilot.config import RunConfig
-from autopilot.core.restart import HOOK_MODE
-from autopilot.core.vocabulary import EventType
+from autopilot.core.vocabulary import HOOK_MODE, EventType
 from autopilot.errors import UsageError
 from autopilot.hook.control import Expired, expire_held
 from autopilot.hook.decide import Arming

@@ -26,10 +26,9 @@ from autopilot.core.change import LoopState
 from autopilot.core.delivery import MessageKind
 from autopilot.core.ending import RunResult, io_reason
 from autopilot.core.policy import Decision, budget_note, budget_reached
-from autopilot.core.restart import PARALLEL_MODE
 from autopilot.core.step import Step, conclude, spend_counters
 from autopilot.core.verification import verify_notice
-from autopilot.core.vocabulary import Action, EventType, Reason
+from autopilot.core.vocabulary import PARALLEL_MODE, Action, EventType, Reason
 from autopilot.errors import BacklogWriteError, StateFileError, UsageError
 from autopilot.loop.backlog import Begun
 from autopilot.loop.backlog_recovery import concluded_after_crash, record_started

@@ -36,7 +36,7 @@ from autopilot.agents.environment import COMMON_ENV, NESTING_MARKERS, env_matche
 from autopilot.agents.registry import AGENT_NAMES, make_adapter
 from autopilot.config import build_config
 from autopilot.core.redact import has_secret_shape
-from autopilot.core.restart import HOOK_MODE
+from autopilot.core.vocabulary import HOOK_MODE
 from autopilot.errors import RunsRootError, UsageError
 from autopilot.manage.activity import Activity, run_activity
 from autopilot.store.events import iter_event_lines

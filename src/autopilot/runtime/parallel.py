@@ -21,9 +21,8 @@ from pathlib import Path
 
 from autopilot.config import RunConfig
 from autopilot.core.ending import RunResult
-from autopilot.core.restart import PARALLEL_MODE
 from autopilot.core.spend import shared
-from autopilot.core.vocabulary import EventType, Reason
+from autopilot.core.vocabulary import PARALLEL_MODE, EventType, Reason
 from autopilot.errors import BacklogError
 from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import Clock

@@ -89,11 +89,11 @@ class LaneView:
 def lane_views(root: Path, parent: RunState) -> list[LaneView]:
     """Each lane of a parallel run as it is now (lanes whose state cannot be read are
     left out); a lane's item is the running item of ``tasks.jsonl`` it claimed."""
-    from autopilot.errors import BacklogError
-    from autopilot.store.backlog import Backlog
-
     if not lane_runs(parent):
         return []
+    from autopilot.errors import BacklogError
+    from autopilot.store.backlog import Backlog  # only for a parallel run's status
+
     try:
         items = Backlog(_home(parent), root / ".locks").read().items
     except BacklogError:
