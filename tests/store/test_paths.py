@@ -315,6 +315,17 @@ def test_an_omitted_run_skips_runs_whose_state_cannot_be_read(root: Path) -> Non
     assert resolve_run(root, None, project=Path("/proj/a")) == "alpha-1700000002000"
 
 
+def test_an_omitted_run_whose_state_cannot_be_read_is_found_by_its_log(root: Path) -> None:
+    """Its log's ``armed`` event names its project, so a bare ``status`` there names the
+    run (and what is wrong with it) instead of saying there is none."""
+    run_id = make_run(root, "alpha-1700000004000")
+    (root / run_id / "state.json").write_text("[]")
+    armed = {"type": "armed", "runId": run_id, "ts": 1, "cwd": "/proj/c"}
+    (root / run_id / "events.jsonl").write_text(json.dumps(armed) + "\n")
+    assert resolve_run(root, None, project=Path("/proj/c")) == run_id
+    assert resolve_run(root, None, project=Path("/proj/a")) == "alpha-1700000002000"
+
+
 def test_an_omitted_run_with_no_run_of_the_project_is_not_found(root: Path) -> None:
     with pytest.raises(RunNotFoundError, match="no runs for /proj/c"):
         resolve_run(root, None, project=Path("/proj/c"))

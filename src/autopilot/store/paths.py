@@ -135,6 +135,21 @@ def _started_in(state: RunState) -> str | None:
         return origin
 
 
+def _armed_cwd(folder: RunDir) -> str | None:
+    """The ``cwd`` of the ``armed`` event a run's log begins with, else None."""
+    import json
+
+    try:
+        with open(folder.events, "rb") as log:
+            first = json.loads(log.readline(65536))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(first, dict) or first.get("type") != "armed":
+        return None
+    cwd = first.get("cwd")
+    return cwd if isinstance(cwd, str) else None
+
+
 def _parent_of_lane(state: RunState) -> str | None:
     """The parallel run a lane's ``state.json`` names (``lane.parent``), else None."""
     lane = state.extra.get("lane")
@@ -163,9 +178,13 @@ def resolve_run(root: Path, ref: str | None, *, project: Path | None = None) -> 
         newest: str | None = None
         for run_id in run_ids:
             state = read_state_quietly(RunDir(root / run_id).state)
-            if project is not None and (
-                state is None or str(project) not in (state.cwd, _started_in(state))
-            ):
+            if state is None:
+                # Unreadable: named by its log's first event, so the command says what is
+                # wrong with this project's run instead of "no runs".
+                if project is None or _armed_cwd(RunDir(root / run_id)) == str(project):
+                    newest = newest or run_id
+                continue
+            if project is not None and str(project) not in (state.cwd, _started_in(state)):
                 continue
             if state is not None and _parent_of_lane(state) in run_ids:
                 continue  # a parallel run's lane: "this project's run" is the parallel run
