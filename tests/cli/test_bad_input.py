@@ -201,6 +201,8 @@ def test_a_state_of_the_wrong_shape_is_exit_4_for_every_command(
         _assert_one_line_error(
             done, 4, f"{folder / 'state.json'}: field '{field}' must", "(corrupt state file)"
         )
+        if command[0] in ("status", "stop"):
+            assert "`autopilot doctor --repair` rebuilds it" in done.stderr, command
         assert _files(tmp_path) == before, command
 
 

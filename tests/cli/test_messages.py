@@ -55,6 +55,22 @@ def test_send_usage_errors_are_one_line_with_exit_2(repo: Path) -> None:
     assert Inbox(folder).pending() == ()
 
 
+def test_send_of_an_endless_or_huge_file_is_refused_without_reading_it_all(repo: Path) -> None:
+    folder = _arm(repo)
+    (repo / "big.txt").write_text("x" * 100_001)
+    (repo / "max.txt").write_text("y" * 100_000)
+    for name in ("/dev/zero", "big.txt"):
+        done = run_cli(["send", "--file", name, "--no-start"], cwd=repo, timeout=60)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip() == (
+            f"autopilot: error: {name} is longer than 100000 characters, the most a message may be"
+        )
+    assert Inbox(folder).pending() == ()
+    done = run_cli(["send", "--file", "max.txt", "--no-start"], cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert [len(m.text) for m in Inbox(folder).pending()] == [100_000]
+
+
 def test_off_and_on_toggle_the_project_switch(repo: Path) -> None:
     done = run_cli(["off"], cwd=repo)
     assert done.returncode == 0 and (repo / ".autopilot" / "OFF").is_file()

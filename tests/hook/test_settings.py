@@ -168,6 +168,25 @@ def test_the_command_line_installs_and_says_where(tmp_path: Path) -> None:
     assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1
 
 
+def test_the_command_line_uninstall_says_a_kept_file_lost_only_autopilots_entries(
+    tmp_path: Path,
+) -> None:
+    settings = tmp_path / ".codex" / "hooks.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"hooks": {"SessionStart": [{"hooks": []}]}}))
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "autopilot", "hook", *args, "--agent", "codex"]
+        return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=False)
+
+    assert cli("install").returncode == 0
+    done = cli("uninstall")
+    assert done.returncode == 0, done.stderr
+    [line] = done.stdout.splitlines()
+    assert line == f"removed autopilot's entries from: {settings}"
+    assert _json(settings) == {"hooks": {"SessionStart": [{"hooks": []}]}}
+
+
 @pytest.mark.parametrize("agent", list(HookAgent))
 def test_uninstall_removes_what_install_created_and_nothing_else(
     tmp_path: Path, agent: HookAgent

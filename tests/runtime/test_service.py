@@ -180,3 +180,19 @@ def test_service_install_from_the_command_line(tmp_path: Path, repo: Path) -> No
     assert "installed" in run_cli(["service", "status"], cwd=repo, env=env).stdout
     assert "removed" in run_cli(["service", "uninstall"], cwd=repo, env=env).stdout
     assert not unit.exists()
+
+
+def test_bare_autopilot_beside_a_run_it_leaves_alone_says_why_not_the_help(
+    tmp_path: Path, repo: Path
+) -> None:
+    root = runs_root()
+    paused_id = arm_run(root, RunConfig(), PromptSource(text="w"), repo, SystemClock())
+    StateStore(root / paused_id / "state.json").update(
+        lambda s: setattr(s, "status", RunStatus.PAUSED)
+    )
+    done = run_cli([], cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"autopilot: not relaunching {paused_id}: it is paused: start it with autopilot start",
+        "autopilot: `autopilot status` shows this project's run; `autopilot --help` the commands",
+    ]

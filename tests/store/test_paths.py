@@ -291,10 +291,38 @@ def test_an_omitted_run_without_a_project_is_the_newest_run(root: Path) -> None:
     assert resolve_run(root, None) == "beta-1700000009000"
 
 
+def test_an_omitted_run_is_a_parallel_run_not_one_of_its_lanes(root: Path) -> None:
+    """Lanes are newer than their parallel run and share its project: a bare
+    ``pause``/``stop``/``status`` there means the parallel run, so it reaches every lane."""
+    parent = make_run(root, "alpha-1700000010000")
+    for number, lane in enumerate(["alpha-lane1-1700000011000", "alpha-lane2-1700000012000"], 1):
+        make_run(root, lane)
+        state = json.loads((root / lane / "state.json").read_text())
+        state["lane"] = {"parent": parent, "number": number}
+        (root / lane / "state.json").write_text(json.dumps(state))
+    assert resolve_run(root, None, project=Path("/proj/a")) == parent
+    assert resolve_run(root, None) == parent
+    # A lane whose parallel run's folder is gone is still found.
+    (root / parent / "state.json").unlink()
+    (root / parent).rmdir()
+    assert resolve_run(root, None, project=Path("/proj/a")) == "alpha-lane2-1700000012000"
+
+
 def test_an_omitted_run_skips_runs_whose_state_cannot_be_read(root: Path) -> None:
     make_run(root, "alpha-1700000003000", None)
     corrupt = make_run(root, "alpha-1700000004000")
     (root / corrupt / "state.json").write_text("{not json")
+    assert resolve_run(root, None, project=Path("/proj/a")) == "alpha-1700000002000"
+
+
+def test_an_omitted_run_whose_state_cannot_be_read_is_found_by_its_log(root: Path) -> None:
+    """Its log's ``armed`` event names its project, so a bare ``status`` there names the
+    run (and what is wrong with it) instead of saying there is none."""
+    run_id = make_run(root, "alpha-1700000004000")
+    (root / run_id / "state.json").write_text("[]")
+    armed = {"type": "armed", "runId": run_id, "ts": 1, "cwd": "/proj/c"}
+    (root / run_id / "events.jsonl").write_text(json.dumps(armed) + "\n")
+    assert resolve_run(root, None, project=Path("/proj/c")) == run_id
     assert resolve_run(root, None, project=Path("/proj/a")) == "alpha-1700000002000"
 
 

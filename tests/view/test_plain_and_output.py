@@ -18,6 +18,7 @@ from autopilot.view.output import LineKind, OutputFollower, OutputRenderer, iter
 from autopilot.view.plain import format_event
 from tests.conftest import run_cli
 from tests.view.runfiles import (
+    RUN_ID,
     EventWriter,
     agent_output,
     append_lines,
@@ -226,6 +227,29 @@ def test_replay_streams_every_event_and_the_final_picture(tmp_path: Path) -> Non
     )
     as_json = json.loads(run_cli(["replay", "--json", folder.name], cwd=tmp_path).stdout)
     assert as_json == fold(read_events(folder / "events.jsonl")).to_dict()
+
+
+def test_replay_of_a_run_waiting_for_an_answer_says_so(tmp_path: Path) -> None:
+    """A ``gate`` not yet answered is the run's state, as ``status`` says it; RUN
+    omitted is this project's run."""
+    project = tmp_path / "project"
+    project.mkdir()
+    log = running_log()
+    log.add("gate", iteration=3, itemId="task-4", question="which date format?")
+    state = base_state(cwd=str(project), status="awaiting_user", gate="which date format?")
+    write_run(tmp_path / "runs", state, log.events)
+    done = run_cli(["replay"], cwd=project, env={"AUTOPILOT_RUNS_DIR": str(tmp_path / "runs")})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].startswith(
+        f"-- {RUN_ID}: awaiting_user — waits for your answer: which date format?, iteration 3"
+    )
+    log.add("message_queued", messageId="m1", kind="answer", source="user")
+    log.add("iteration_start", iteration=4)
+    write_run(tmp_path / "again", state, log.events)
+    done = run_cli(
+        ["replay", RUN_ID], cwd=tmp_path, env={"AUTOPILOT_RUNS_DIR": str(tmp_path / "again")}
+    )
+    assert f"-- {RUN_ID}: running, iteration 4" in done.stdout.splitlines()[-1]
 
 
 def test_plain_from_the_end_prints_only_new_events(tmp_path: Path) -> None:

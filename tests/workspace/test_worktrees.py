@@ -33,6 +33,27 @@ def worktree_for(repo: Path, tmp_path: Path, run_id: str) -> tuple[Path, str]:
     return made.path, made.branch
 
 
+def test_a_worktree_run_says_what_it_leaves_behind_where_the_user_typed_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from autopilot.config import RunConfig
+    from autopilot.loop.arming import arm_run
+    from autopilot.loop.clock import SystemClock
+    from autopilot.store.events import read_events
+    from autopilot.store.run_state import PromptSource
+
+    repo = make_repo(tmp_path / "repo")
+    (repo / "notes.txt").write_text("mine\n")
+    root = tmp_path / "runs"
+    root.mkdir()
+    run_id = arm_run(root, RunConfig(), PromptSource(text="w"), repo, SystemClock(), worktree=True)
+    head = git(repo, "rev-parse", "HEAD").strip()
+    note = f"1 untracked file in {repo} is not in the worktree (it starts from HEAD {head[:12]})"
+    assert capsys.readouterr().err == f"autopilot: warning: {note}\n"
+    warnings = [e for e in read_events(root / run_id / "events.jsonl") if e["type"] == "warning"]
+    assert [w["note"] for w in warnings] == [note]
+
+
 def test_untracked_and_uncommitted_files_warn_but_never_block(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     (repo / "tmp").mkdir()

@@ -11,6 +11,7 @@ from autopilot import control
 from autopilot.cli.echo import say, say_json
 from autopilot.core.ending import describe_ending
 from autopilot.core.vocabulary import RunStatus
+from autopilot.errors import StateFileError
 from autopilot.loop.clock import SystemClock
 from autopilot.store.lanes import lane_views
 from autopilot.store.paths import resolve_run, run_dir, runs_root
@@ -181,8 +182,20 @@ def stop(now: bool, run_ref: str | None) -> int:
 
 
 def status(as_json: bool, run_ref: str | None) -> int:
-    """``autopilot status [--json] [RUN]``; its exit code."""
-    report = control.status(_run_dir(run_ref))
+    """``autopilot status [--json] [RUN]``; its exit code.
+
+    Raises:
+        StateFileError: the run's ``state.json`` cannot be read (with the way out).
+    """
+    folder = _run_dir(run_ref)
+    try:
+        report = control.status(folder)
+    except StateFileError as unreadable:
+        if unreadable.errno is not None or not RunDir(folder).events.is_file():
+            raise
+        raise StateFileError(
+            f"{unreadable}; `autopilot doctor --repair` rebuilds it from the run's event log",
+        ) from None
     if as_json:
         say_json(report.to_json(), indent=2)
         return 0

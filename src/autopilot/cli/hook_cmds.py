@@ -44,14 +44,16 @@ def hook() -> None:
     """Stop-hook mode: keep an interactive Claude Code or Codex session going."""
 
 
-def _report(changes: list[Change], done: str, unchanged: str) -> None:
+def _report(changes: list[Change], done: str, unchanged: str, kept_file: str | None = None) -> None:
+    """One line a file changed; ``kept_file`` words a file that stays with only
+    autopilot's entries taken out (``uninstall``)."""
     for change in changes:
         if not change.changed:
             say(f"{unchanged}: {change.path}")
-        elif change.backup is not None:
-            say(f"{done}: {change.path} (previous version in {change.backup})")
         else:
-            say(f"{done}: {change.path}")
+            what = kept_file if kept_file and change.path.exists() else done
+            kept = f" (previous version in {change.backup})" if change.backup else ""
+            say(f"{what}: {change.path}{kept}")
 
 
 @hook.command("install", context_settings=_CTX)
@@ -74,7 +76,7 @@ def install_cmd(agent: str, scope: str) -> None:
 def uninstall_cmd(agent: str, scope: str) -> None:
     """Remove autopilot's Stop hook (and /autopilot) from the CLI's settings, nothing else."""
     changes = uninstall(HookAgent(agent), Scope(scope), Path.cwd(), dict(os.environ))
-    _report(changes, "removed", "nothing of autopilot's in")
+    _report(changes, "removed", "nothing of autopilot's in", "removed autopilot's entries from")
 
 
 def _stop_command(agent: HookAgent) -> click.Command:

@@ -20,12 +20,27 @@ from autopilot.store.state import read_state
 
 
 def _read_text_file(name: str) -> str:
-    if name == "-":
-        return sys.stdin.read()
+    """The message in file ``name`` (``-``: stdin), read no further than one character
+    past the longest message, so ``/dev/zero`` or a huge file is refused, not loaded.
+
+    Raises:
+        UsageError: it cannot be read, or is longer than ``MAX_MESSAGE_CHARS``.
+    """
+    from autopilot.core.delivery import MAX_MESSAGE_CHARS
+
     try:
-        return Path(name).expanduser().read_text(encoding="utf-8", errors="replace")
+        if name == "-":
+            text = sys.stdin.read(MAX_MESSAGE_CHARS + 1)
+        else:
+            with Path(name).expanduser().open(encoding="utf-8", errors="replace") as file:
+                text = file.read(MAX_MESSAGE_CHARS + 1)
     except OSError as error:
         raise UsageError(f"cannot read {name}: {error.strerror or error}") from None
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise UsageError(
+            f"{name} is longer than {MAX_MESSAGE_CHARS} characters, the most a message may be"
+        )
+    return text
 
 
 def send(file_name: str | None, no_start: bool, args: tuple[str, ...]) -> int:

@@ -232,8 +232,16 @@ def relaunch(all_projects: bool) -> int:
 
 def relaunch_active_run() -> int:
     """Bare ``autopilot``: relaunch this project's run that was left active, if any;
-    otherwise show the help."""
-    if relaunch_runs(Path.cwd().resolve()):
+    otherwise show the help (or, where a run was left alone and said why, where to
+    look next)."""
+    project = Path.cwd().resolve()
+    if relaunch_runs(project):
+        return 0
+    if relaunchable_runs(runs_root(create=False), project):
+        say(
+            "autopilot: `autopilot status` shows this project's run; "
+            "`autopilot --help` the commands"
+        )
         return 0
     click.echo(click.get_current_context().get_help())
     return 0

@@ -33,13 +33,15 @@ def list_runs(as_json: bool, limit: str | None) -> int:
 
 @click.command(context_settings=_CTX)
 @click.option("--json", "as_json", is_flag=True, help="Print the folded snapshot as JSON.")
-@click.argument("run_ref", metavar="RUN")
-def replay(as_json: bool, run_ref: str) -> int:
-    """Print RUN's events, one line each, then its final picture."""
+@click.argument("run_ref", metavar="RUN", required=False)
+def replay(as_json: bool, run_ref: str | None) -> int:
+    """Print RUN's events, one line each, then its final picture.
+
+    RUN defaults to this project's run (the one not ended, else the newest)."""
     from autopilot.store.reader import fold_log  # msgspec and the fold: only for a log
 
     root = runs_root(create=False)
-    run_id = resolve_run(root, run_ref)
+    run_id = resolve_run(root, run_ref, project=None if run_ref else Path.cwd().resolve())
     path = RunDir(run_dir(root, run_id)).events
     if as_json:
         snapshot, _ = fold_log(path)
@@ -48,15 +50,17 @@ def replay(as_json: bool, run_ref: str) -> int:
     # One streaming pass: memory stays flat on a million-event log.
     out = sys.stdout
     cost = _CostSeen()
+    gate = _GateSeen()
 
     def show(event: dict[str, Any]) -> None:
         out.write(format_event(event) + "\n")
         cost.note(event)
+        gate.note(event)
 
     snapshot, _ = fold_log(path, on_event=show)
     tokens = snapshot.tokens
     summary = (
-        f"-- {run_id}: {_replayed_status(snapshot)}, "
+        f"-- {run_id}: {_replayed_status(snapshot, gate.question)}, "
         f"iteration {snapshot.iteration}, tokens {tokens['input']}/{tokens['output']}, "
         + (
             f"cost ${snapshot.costUsd:.4f}"
@@ -89,12 +93,39 @@ class _CostSeen:
         return not self.hook or self.recorded
 
 
-def _replayed_status(snapshot: Snapshot) -> str:
+class _GateSeen:
+    """The question a run waits on a person for: the last ``gate`` not followed by an
+    answer, a new iteration or a resume (``question`` None when there is none)."""
+
+    def __init__(self) -> None:
+        self.question: str | None = None
+
+    def note(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == EventType.GATE.value:
+            question = event.get("question")
+            self.question = question if isinstance(question, str) else "a question"
+        elif kind in _GATE_CLOSERS or (
+            kind == EventType.MESSAGE_QUEUED.value and event.get("kind") == "answer"
+        ):
+            self.question = None
+
+
+_GATE_CLOSERS = frozenset(
+    kind.value
+    for kind in (EventType.ITERATION_START, EventType.RESUME, EventType.COMPLETE, EventType.ABORT)
+)
+
+
+def _replayed_status(snapshot: Snapshot, question: str | None = None) -> str:
     """The folded run's status in autopilot's words, as ``status`` says them:
-    ``budget reached (max_iterations)``, ``running``, ``paused (…)``."""
+    ``budget reached (max_iterations)``, ``running``, ``paused (…)``, and
+    ``awaiting_user — waits for your answer: …`` while a ``gate``'s question is open."""
     if snapshot.terminal:
         completed = snapshot.run_status is RunStatus.COMPLETED
         return describe_ending(snapshot.reason, completed=completed)
+    if question is not None:
+        return f"{RunStatus.AWAITING_USER} — waits for your answer: {question}"
     reason = f" ({snapshot.reason})" if snapshot.reason else ""
     return f"{snapshot.run_status}{reason}"
 

@@ -132,8 +132,9 @@ def arm_run(
             baseRef=made.base,
             origin=str(made.origin),
         )
-        for note in left_behind:
+        for note in left_behind:  # said where the user typed the command, and logged
             log.emit(EventType.WARNING, note=note)
+            print(f"autopilot: warning: {note}", file=sys.stderr)
     log.close()
     if armed is not None:
         try:

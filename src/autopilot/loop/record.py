@@ -167,13 +167,16 @@ class RunRecord:
         return self.state
 
     def refresh(self) -> RunState:
-        """Take the file's control fields; a corrupt file is rewritten from memory."""
+        """Take the file's control fields; a corrupt file is rewritten from memory, and
+        one whose driver-owned fields were changed gets the driver's back (reported
+        once, not at every read)."""
         try:
             on_disk = self.store.read()
         except StateFileError as error:
             self.emit(EventType.WARNING, note=f"{error}; rewriting it from memory")
             return self.update(lambda s: None)
-        self._report_outside_change(on_disk)
+        if self._changed_outside(on_disk):
+            return self.update(lambda s: None)  # reports it, and writes the driver's figures
         for name in CONTROL_FIELDS:
             setattr(self.state, name, getattr(on_disk, name))
         return self.state
@@ -236,10 +239,13 @@ class RunRecord:
         state = self.update(end)
         return RunResult(state.run_id, terminal, reason, note, exit_code_for(terminal, reason))
 
-    def _report_outside_change(self, on_disk: RunState) -> None:
-        changed = [
+    def _changed_outside(self, on_disk: RunState) -> list[str]:
+        return [
             name for name in _OWNED_FIELDS if getattr(on_disk, name) != getattr(self.state, name)
         ]
+
+    def _report_outside_change(self, on_disk: RunState) -> None:
+        changed = self._changed_outside(on_disk)
         if changed:
             self.emit(
                 EventType.WARNING,

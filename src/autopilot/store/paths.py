@@ -135,6 +135,28 @@ def _started_in(state: RunState) -> str | None:
         return origin
 
 
+def _armed_cwd(folder: RunDir) -> str | None:
+    """The ``cwd`` of the ``armed`` event a run's log begins with, else None."""
+    import json
+
+    try:
+        with open(folder.events, "rb") as log:
+            first = json.loads(log.readline(65536))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(first, dict) or first.get("type") != "armed":
+        return None
+    cwd = first.get("cwd")
+    return cwd if isinstance(cwd, str) else None
+
+
+def _parent_of_lane(state: RunState) -> str | None:
+    """The parallel run a lane's ``state.json`` names (``lane.parent``), else None."""
+    lane = state.extra.get("lane")
+    parent = lane.get("parent") if isinstance(lane, dict) else None
+    return parent if isinstance(parent, str) else None
+
+
 def resolve_run(root: Path, ref: str | None, *, project: Path | None = None) -> str:
     """Resolve a RUN argument to a run id.
 
@@ -142,7 +164,8 @@ def resolve_run(root: Path, ref: str | None, *, project: Path | None = None) -> 
         root: The runs root.
         ref: A run id, a unique prefix of one, or None for ``project``'s run: its
             newest run that has not ended, else its newest run (``project`` None:
-            any project). A ``--worktree`` run started in ``project`` counts.
+            any project). A ``--worktree`` run started in ``project`` counts; a
+            parallel run's lane does not (its parallel run is meant).
         project: The project directory whose newest run an omitted RUN means.
 
     Raises:
@@ -155,10 +178,16 @@ def resolve_run(root: Path, ref: str | None, *, project: Path | None = None) -> 
         newest: str | None = None
         for run_id in run_ids:
             state = read_state_quietly(RunDir(root / run_id).state)
-            if project is not None and (
-                state is None or str(project) not in (state.cwd, _started_in(state))
-            ):
+            if state is None:
+                # Unreadable: named by its log's first event, so the command says what is
+                # wrong with this project's run instead of "no runs".
+                if project is None or _armed_cwd(RunDir(root / run_id)) == str(project):
+                    newest = newest or run_id
                 continue
+            if project is not None and str(project) not in (state.cwd, _started_in(state)):
+                continue
+            if state is not None and _parent_of_lane(state) in run_ids:
+                continue  # a parallel run's lane: "this project's run" is the parallel run
             if state is not None and not state.terminated:
                 return run_id  # the active run is what "this project's run" means
             newest = newest or run_id

@@ -163,8 +163,9 @@ def _left_behind(origin: Repository, head: str) -> list[str]:
         parts.append(f"{untracked} untracked file{'s' if untracked != 1 else ''}")
     if not parts:
         return []
+    verb = "is" if len(changed) + untracked == 1 else "are"
     return [
-        f"{' and '.join(parts)} in {origin.top} are not in the worktree "
+        f"{' and '.join(parts)} in {origin.top} {verb} not in the worktree "
         f"(it starts from HEAD {head[:12]})"
     ]
 
