@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from autopilot.workspace.repo import open_repository
 from autopilot.workspace.worktrees import create_worktree
@@ -250,3 +251,38 @@ def test_a_killed_merge_leaves_a_tree_that_doctor_reports_and_merge_or_prune_rem
         assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 2
         assert "left over" not in run_cli(["doctor"], cwd=repo).stdout
     assert (repo / "wt.txt").read_text() == "wt\n"  # the second clean-up was a merge
+
+
+@pytest.mark.parametrize("where", ["flag", "config"])
+def test_merge_verify_is_bounded_by_the_check_timeout(tmp_path: Path, where: str) -> None:
+    """A --verify command that hangs is ended at --check-timeout (or the project's
+    ``check-timeout``), as a run's checks are; nothing is changed."""
+    repo = make_repo(tmp_path / "repo")
+    run_id, _ = worktree_run(tmp_path, repo)
+    before = files_of(repo), user_git_state(repo)
+    args = ["merge", run_id, "--verify", "sleep 120"]
+    if where == "flag":
+        args += ["--check-timeout", "1s"]
+    else:
+        (repo / ".autopilot").mkdir()
+        (repo / ".autopilot" / "config.toml").write_text('check-timeout = "1s"\n')
+        before = files_of(repo), user_git_state(repo)
+    done = run_cli(args, cwd=repo, timeout=100)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(
+        "autopilot: error: merge --verify failed: $ sleep 120: timed out after 1 s; nothing "
+        f"was changed and autopilot/{run_id} is kept (output: "
+    )
+    assert (files_of(repo), user_git_state(repo)) == before
+
+
+def test_merge_check_timeout_without_verify_is_a_usage_error(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    run_id, _ = worktree_run(tmp_path, repo)
+    done = run_cli(["merge", run_id, "--check-timeout", "1s"], cwd=repo)
+    assert (done.returncode, done.stderr) == (
+        2,
+        "autopilot: error: --check-timeout bounds --verify commands; give --verify CMD too\n",
+    )
+    bad = run_cli(["merge", run_id, "--verify", "true", "--check-timeout", "soon"], cwd=repo)
+    assert bad.returncode == 2 and bad.stderr.startswith("autopilot: error: --check-timeout")

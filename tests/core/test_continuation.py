@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from autopilot.core.continuation import continuation_message
-from autopilot.core.decisions import CheckOutcome, ItemDecision, ItemReport, apply_report
+from autopilot.core.decisions import (
+    CheckOutcome,
+    ItemDecision,
+    ItemReport,
+    apply_report,
+    reopen_for_violation,
+)
 from autopilot.core.decisions import start_item as start
 from autopilot.core.workitems import Criterion, FocusLayer, ItemStatus, WorkItem
 
@@ -94,3 +100,23 @@ def test_a_reopened_item_has_a_short_notice_and_others_none() -> None:
     long = reopen_for_violation(ITEM, [f"src/some/deep/folder/file-{n}.txt" for n in range(20)])
     notice = reopened_notice(long)
     assert notice is not None and "…. It is back in the queue" in notice
+
+
+def test_a_surface_violation_is_in_every_later_prompt_of_the_item() -> None:
+    violated = reopen_for_violation(ITEM, ["secrets.txt"])
+    second = continuation_message("demo-1", start(violated))
+    assert second.partition("previous-attempt:\n")[2].partition("before-stop:")[0] == (
+        "- verdict: fail\n- changed files outside the allowed surface: secrets.txt\n"
+    )
+    # The next attempt's own decision replaces the feedback, not the violation.
+    retried = apply_report(
+        start(violated),
+        ItemReport("unit-1", ItemDecision.RETRY_SAME_UNIT, {}, ("half the tests pass",)),
+    )
+    third = continuation_message("demo-1", start(retried))
+    assert third.partition("previous-attempt:\n")[2].partition("before-stop:")[0] == (
+        "- verdict: fail\n"
+        "- half the tests pass\n"
+        "- an earlier attempt changed files outside the allowed surface (autopilot reverts "
+        "nothing; undo what the item does not need): secrets.txt\n"
+    )

@@ -277,6 +277,52 @@ def test_a_surface_violation_reopens_with_the_paths() -> None:
     assert item.completion.feedback == (
         "changed files outside the allowed surface: secrets.txt, etc/x"
     )
+    assert item.completion.surface_violations == ("secrets.txt", "etc/x")
+    assert item.completion.evidence == (
+        "surface-violation: changed files outside the allowed surface: secrets.txt, etc/x",
+    )
+
+
+def test_a_surface_violation_keeps_the_attempts_own_report_as_evidence() -> None:
+    said = _report("continue_next", BOTH_PASS, "wrote the docs")
+    item = reopen_for_violation(RUNNING, ["secrets.txt"], said)
+    assert item.completion.evidence == (
+        "wrote the docs",
+        "claim-evidence-map: ac1=pass",
+        "claim-evidence-map: tests=pass",
+        "surface-violation: changed files outside the allowed surface: secrets.txt",
+    )
+
+
+KEPT = "surface-violation (an earlier attempt; autopilot reverts nothing): secrets.txt"
+
+
+@pytest.mark.parametrize(
+    ("report", "checks", "status"),
+    [
+        (_report("continue_next", BOTH_PASS, "done"), None, ItemStatus.COMPLETED),
+        (
+            _report("continue_next", BOTH_PASS, "done"),
+            CheckOutcome(passed=False, failure="exit 1"),
+            ItemStatus.REOPENED,
+        ),
+        (_report("retry_same_unit", {}, "flaky"), None, ItemStatus.READY),
+        (_report("reopen_meso", {}, "module design"), None, ItemStatus.REOPENED),
+        (_report("ask_user_meta", {}, "Which db?"), None, ItemStatus.BLOCKED),
+        (_report("stop", {}, "enough"), None, ItemStatus.STOPPED),
+    ],
+)
+def test_a_surface_violation_stays_on_the_record_whatever_comes_next(
+    report: ItemReport, checks: CheckOutcome | None, status: ItemStatus
+) -> None:
+    violated = start_item(reopen_for_violation(RUNNING, ["secrets.txt"]))
+    after = apply_report(violated, report, checks)
+    assert after.status is status
+    assert after.completion.surface_violations == ("secrets.txt",)
+    assert KEPT in after.completion.evidence
+    # ... and a later violation adds its paths to it.
+    again = reopen_for_violation(start_item(after), ["etc/x", "secrets.txt"])
+    assert again.completion.surface_violations == ("secrets.txt", "etc/x")
 
 
 def test_a_merge_conflict_reopens_the_item_naming_the_files() -> None:

@@ -47,6 +47,16 @@ def test_unknown_fields_are_kept_on_a_round_trip() -> None:
     assert item_from_json(data).to_json() == data
 
 
+def test_the_surface_violations_on_the_record_round_trip() -> None:
+    completion = {**SEED_LINE["completion"], "surface_violations": ["secrets.txt", "etc/x"]}
+    item = item_from_json({**SEED_LINE, "completion": completion})
+    assert item.completion.surface_violations == ("secrets.txt", "etc/x")
+    assert item.to_json() == {**SEED_LINE, "completion": completion}
+    assert "surface_violations" not in item_from_json(SEED_LINE).to_json()["completion"]
+    with pytest.raises(ItemFormatError, match=r"completion\.surface_violations must be a list"):
+        item_from_json({**SEED_LINE, "completion": {"surface_violations": "secrets.txt"}})
+
+
 def test_only_id_is_required() -> None:
     item = item_from_json({"id": "a"})
     assert (item.status, item.prompt, item.attempt, item.focus_layer) == (

@@ -117,3 +117,23 @@ def test_paths_changed_outside_the_items_surface_reopen_it(tmp_path: Path, proje
     assert violation["paths"] == ["secrets.txt"]  # not notes.txt, changed before it began
     ends = [(e["itemId"], e["status"]) for e in events_of(run_id) if e["type"] == "workitem_end"]
     assert ends == [("a", "reopened")]
+
+
+def test_a_surface_violation_is_kept_on_the_items_record(tmp_path: Path, project: Path) -> None:
+    fenced = [{**ITEMS[0], "allowed_surface": ["a.md"]}, ITEMS[1]]
+    tasks = project / ".autopilot" / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(i) + "\n" for i in fenced))
+    clock, run_id, session = _armed(tmp_path, project)
+    blocks(session.stop(clock, last="armed"))
+    (project / "a.md").write_text("a\n")
+    (project / "secrets.txt").write_text("x\n")
+    _report(run_id, "a", "continue_next", ac1=True)
+    second = blocks(session.stop(clock, active=True, last="a done"))
+    assert "- changed files outside the allowed surface: secrets.txt\n" in second
+    record = _tasks(project)["a"]["completion"]
+    assert record["surface_violations"] == ["secrets.txt"]
+    assert record["evidence"] == [
+        "done",
+        "claim-evidence-map: ac1=pass",
+        "surface-violation: changed files outside the allowed surface: secrets.txt",
+    ]

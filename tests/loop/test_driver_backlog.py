@@ -280,3 +280,45 @@ def test_a_lying_agent_in_a_backlog_run_halts_on_stagnation(tmp_path: Path) -> N
     streaks = [(e["iteration"], e["streak"]) for e in _events(rig) if e["type"] == "stagnation"]
     assert streaks == [(1, 1), (2, 2), (3, 3)]
     assert not (cwd / "alpha.txt").exists()
+
+
+def test_a_surface_violation_stays_on_the_items_record_until_it_is_done(tmp_path: Path) -> None:
+    items = [
+        {
+            **ITEMS[1],
+            "depends_on": [],
+            "allowed_surface": ["beta.txt", "file.txt"],
+        }
+    ]
+    rig = arm_backlog(tmp_path, items, max_iterations=6)
+
+    def decide(item: str, attempt: int, cwd: Path) -> Any:
+        if attempt == 1:
+            rig.workspace.touched = {"secrets.txt"}  # outside the surface; left there
+        (cwd / "beta.txt").write_text("fixed\n" if attempt == 3 else "draft\n")
+        return "continue_next", {"ac1": True}, (f"attempt {attempt}",)
+
+    driver, runner = rig.driver([agent(rig, decide)])
+    assert driver.run().reason == "backlog_done"
+    assert len(runner.requests) == 3
+    violations = [e["paths"] for e in _events(rig) if e["type"] == "surface_violation"]
+    assert violations == [["secrets.txt"]]
+    ends = [e["status"] for e in _events(rig) if e["type"] == "workitem_end"]
+    assert ends == ["reopened", "reopened", "completed"]
+    # The third prompt, from tasks.jsonl read again, still names the violation, though
+    # the second attempt's failing check is now its feedback.
+    third = runner.requests[2].attempt.prompt.read_text()
+    assert "check ac1 ($ grep -q fixed beta.txt) exit 1" in third
+    assert (
+        "- an earlier attempt changed files outside the allowed surface (autopilot reverts "
+        "nothing; undo what the item does not need): secrets.txt\n" in third
+    )
+    # The completed item's record carries it too.
+    path = rig.root.parent / "work" / ".autopilot" / "tasks.jsonl"
+    (line,) = [json.loads(text) for text in path.read_text().splitlines()]
+    assert line["status"] == "completed"
+    assert line["completion"]["surface_violations"] == ["secrets.txt"]
+    assert (
+        "surface-violation (an earlier attempt; autopilot reverts nothing): secrets.txt"
+        in line["completion"]["evidence"]
+    )

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
 from autopilot.cli.echo import say
 from autopilot.cli.git_cmds import CTX, RUN_ARG, hold_run, open_run
+from autopilot.config import build_config
 from autopilot.core.workitems import Criterion
 from autopilot.errors import MergeStoppedError, MergeVerifyError, RepositoryError, UsageError
-from autopilot.loop.checks import run_checks
+from autopilot.loop.checks import DEFAULT_CHECK_TIMEOUT_SECONDS, run_checks
 from autopilot.loop.signals import Interrupts
 from autopilot.runtime.locks import MergeLock
 from autopilot.store.run_state import RunState
@@ -39,6 +41,15 @@ _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """What stops a ``merge --verify`` command (its process group ended, nothing changed)."""
 
 
+@dataclass(frozen=True)
+class _Verify:
+    """The ``--verify`` commands (none: no verification) and the limit of each, in
+    seconds (``--check-timeout``, else the config's ``check-timeout``, else 10 minutes)."""
+
+    commands: tuple[str, ...]
+    timeout_seconds: float
+
+
 @click.command(context_settings=CTX)
 @click.option("--squash", "mode", flag_value=MergeMode.SQUASH.value, help="One commit.")
 @click.option(
@@ -55,17 +66,27 @@ _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     help="A shell command run on the merge's result before your branch moves "
     "(repeatable); a failure changes nothing.",
 )
+@click.option(
+    "--check-timeout",
+    "check_timeout",
+    metavar="DURATION",
+    help="Limit per --verify command, e.g. 20m (default: config check-timeout, else 10m).",
+)
 @RUN_ARG
-def merge(mode: str | None, verify: tuple[str, ...], run_ref: str | None) -> int:
+def merge(
+    mode: str | None, verify: tuple[str, ...], check_timeout: str | None, run_ref: str | None
+) -> int:
     """Merge a --worktree RUN's branch into your current branch, if it applies cleanly.
 
     On a conflict nothing is changed: the conflicting files are named and the
     run's branch is kept for you. With --verify, each CMD runs first in a tree
     holding exactly the merge's result (the run's worktree when it already is that);
-    the merge happens only if every CMD exits 0.
+    the merge happens only if every CMD exits 0 within --check-timeout.
     """
     if any(not command.strip() for command in verify):
         raise UsageError("--verify needs a command")
+    if check_timeout is not None and not verify:
+        raise UsageError("--check-timeout bounds --verify commands; give --verify CMD too")
     folder, state, workspace = open_run(run_ref)
     worktree = workspace.worktree
     if worktree is None:
@@ -74,6 +95,13 @@ def merge(mode: str | None, verify: tuple[str, ...], run_ref: str | None) -> int
             f"{workspace.repo.top}"
         )
     checkout = _checkout_for(workspace, worktree.origin)
+    # Resolved as a run resolves it (flag > environment > config files > default),
+    # and only when there is something to bound: a config problem never stops a merge.
+    timeout_seconds = (
+        build_config({"check-timeout": check_timeout}, project=checkout.top).check_timeout_seconds
+        if verify
+        else DEFAULT_CHECK_TIMEOUT_SECONDS
+    )
     into_checkout = MergeLock(folder.parent, checkout.top)
     into_checkout.acquire(workspace.run_id)
     interrupts = Interrupts()
@@ -82,7 +110,13 @@ def merge(mode: str | None, verify: tuple[str, ...], run_ref: str | None) -> int
         for line in sweep(scratch_root(folder.parent)):
             say(line)
         result, verified = _merge_held(
-            folder, state, checkout, worktree, mode, verify, lambda: interrupts.stop
+            folder,
+            state,
+            checkout,
+            worktree,
+            mode,
+            _Verify(verify, timeout_seconds),
+            lambda: interrupts.stop,
         )
     finally:
         for number, handler in before.items():
@@ -113,7 +147,7 @@ def _merge_held(
     checkout: Repository,
     worktree: RunWorktree,
     mode: str | None,
-    verify: tuple[str, ...],
+    verify: _Verify,
     stop: Callable[[], bool],
 ) -> tuple[MergeResult, list[str]]:
     """``merge_back`` of the run's branch with the run held (``hold_run``), the merge
@@ -130,7 +164,7 @@ def _merge_held(
             verify=_verifier(
                 verify, folder, checkout, worktree.path, worktree.branch, verified, stop
             )
-            if verify
+            if verify.commands
             else None,
             scratch=scratch_root(folder.parent),
         )
@@ -142,7 +176,7 @@ def _merge_held(
 
 
 def _verifier(
-    commands: tuple[str, ...],
+    checks: _Verify,
     folder: Path,
     checkout: Repository,
     run_worktree: Path,
@@ -150,8 +184,8 @@ def _verifier(
     verified: list[str],
     stop: Callable[[], bool],
 ) -> Callable[[str], None]:
-    """``merge_back``'s ``verify``: run ``commands`` on the merge's result (the user's
-    shell, a timeout, each output saved in the run folder as
+    """``merge_back``'s ``verify``: run ``checks.commands`` on the merge's result (the
+    user's shell, ``checks.timeout_seconds`` each, each output saved in the run folder as
     ``check-merge-verify<N>.log``), appending one line per command to ``verified``.
 
     Each runs in a tree of the result under the runs root's scratch folder
@@ -166,12 +200,18 @@ def _verifier(
     def verify(target: str) -> None:
         criteria = [
             Criterion(id=f"merge-verify{number}", text=command, check=command)
-            for number, command in enumerate(commands, 1)
+            for number, command in enumerate(checks.commands, 1)
         ]
         scratch = scratch_root(folder.parent)
         with verification_tree(checkout, run_worktree, target, scratch=scratch) as place:
             for criterion in criteria:
-                run = run_checks([criterion], cwd=place, folder=folder, stop=stop)
+                run = run_checks(
+                    [criterion],
+                    cwd=place,
+                    folder=folder,
+                    timeout_seconds=checks.timeout_seconds,
+                    stop=stop,
+                )
                 result = run.results[0]
                 if result.stopped or stop():
                     raise MergeStoppedError(

@@ -206,6 +206,8 @@ def show(item_id: str) -> None:
         say(f"  digest:      {completion.completion_check_digest}")
     for line in completion.evidence:
         say(f"    evidence: {line}")
+    if completion.surface_violations:
+        say(f"  changed outside the surface: {', '.join(completion.surface_violations)}")
     if completion.feedback:
         say("  feedback for the next attempt:")
         for line in completion.feedback.splitlines():

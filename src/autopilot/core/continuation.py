@@ -15,7 +15,8 @@ Shape (fields in this order; the bracketed ones only when they apply)::
     [reopen-target: <micro|meso|macro>]
     [previous-attempt:
     - verdict: <pass|fail>
-    - <feedback line>…]
+    - <feedback line>…
+    - <paths an earlier attempt changed outside the allowed surface>]
     before-stop:
     - <how to report the decision with autopilot report>…
     prompt:
@@ -23,13 +24,16 @@ Shape (fields in this order; the bracketed ones only when they apply)::
 
 ``pending-decision: missing`` means the item's last iteration ended without a
 decision; ``previous-attempt`` carries the last verdict and what the next attempt
-must know (a failing check's output tail, a surface violation, the user's answer).
+must know (a failing check's output tail, a surface violation, the user's answer),
+and, until the item is done, the paths an earlier attempt changed outside the allowed
+surface.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from autopilot.core.decisions import surface_feedback
 from autopilot.core.workitems import ItemStatus, WorkItem
 
 REPORT_COMMAND = "autopilot report"
@@ -107,12 +111,18 @@ def continuation_message(
     completion = item.completion
     if item.status in (ItemStatus.REOPENED, ItemStatus.RUNNING) and completion.reopen_target:
         lines.append(f"reopen-target: {completion.reopen_target.value}")
-    if completion.verdict is not None or completion.feedback:
+    outside = completion.surface_violations
+    if completion.verdict is not None or completion.feedback or outside:
         lines.append("previous-attempt:")
         if completion.verdict is not None:
             lines.append(f"- verdict: {completion.verdict.value}")
         for text in (completion.feedback or "").splitlines():
             lines.append(f"- {text}" if text.strip() else "-")
+        if outside and completion.feedback != surface_feedback(outside):
+            lines.append(
+                "- an earlier attempt changed files outside the allowed surface (autopilot "
+                f"reverts nothing; undo what the item does not need): {', '.join(outside)}"
+            )
     lines.append("before-stop:")
     lines.extend(f"- {line}" for line in before_stop_lines(item))
     lines.append("prompt:")

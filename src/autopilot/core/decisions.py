@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from autopilot.core.workitems import (
+    MAX_SURFACE_VIOLATIONS,
     Completion,
     CompletionState,
     FocusLayer,
@@ -198,11 +199,13 @@ def apply_report(
             means there were none to run, which passes).
 
     Returns:
-        The changed item; ``missing_decisions`` in ``extra`` is cleared.
+        The changed item; ``missing_decisions`` in ``extra`` is cleared; paths an
+        earlier attempt changed outside the allowed surface stay on the record and
+        in its evidence.
     """
     extra = {k: v for k, v in item.extra.items() if k != "missing_decisions"}
     item = replace(item, extra=extra)
-    evidence = claimed_evidence(report)
+    evidence = claimed_evidence(report) + still_violated(item)
     decision = report.decision
     if decision is ItemDecision.CONTINUE_NEXT:
         outcome = checks or CheckOutcome(passed=True)
@@ -216,6 +219,7 @@ def apply_report(
                     completion_check_digest=outcome.digest,
                     reopen_target=FocusLayer.MICRO,
                     feedback=_tail(outcome.failure or "a completion check failed"),
+                    surface_violations=item.completion.surface_violations,
                     extra=item.completion.extra,
                 ),
             )
@@ -227,6 +231,7 @@ def apply_report(
                 verdict=Verdict.PASS,
                 evidence=(*evidence, *outcome.evidence),
                 completion_check_digest=outcome.digest,
+                surface_violations=item.completion.surface_violations,
                 extra=item.completion.extra,
             ),
         )
@@ -291,20 +296,46 @@ def answer_item(item: WorkItem, answer: str) -> WorkItem:
     return item.with_status(ItemStatus.READY, completion=completion, blocked_reason=None)
 
 
-def reopen_for_violation(item: WorkItem, paths: Sequence[str]) -> WorkItem:
+def surface_feedback(paths: Sequence[str]) -> str:
+    """``changed files outside the allowed surface: a, b and 3 more``."""
+    limit = MAX_SURFACE_VIOLATIONS
+    more = f" and {len(paths) - limit} more" if len(paths) > limit else ""
+    return f"changed files outside the allowed surface: {', '.join(paths[:limit])}{more}"
+
+
+def reopen_for_violation(
+    item: WorkItem, paths: Sequence[str], report: ItemReport | None = None
+) -> WorkItem:
     """The item after it changed files outside its allowed surface: reopened (micro).
 
-    Nothing in the work tree is reverted; the next prompt names the paths.
+    Nothing in the work tree is reverted. The paths join the record's
+    ``surface_violations`` (kept from then on, whatever later attempts decide) and
+    its evidence, after the attempt's own report (``report``, when it made one);
+    the next prompt names them.
     """
-    shown = ", ".join(paths[:20]) + (f" and {len(paths) - 20} more" if len(paths) > 20 else "")
+    said = claimed_evidence(report) if report is not None else ()
+    recorded = tuple(dict.fromkeys((*item.completion.surface_violations, *paths)))
     completion = replace(
         item.completion,
         state=CompletionState.FAILED,
         verdict=Verdict.FAIL,
+        evidence=(*said, f"surface-violation: {surface_feedback(paths)}"),
         reopen_target=FocusLayer.MICRO,
-        feedback=f"changed files outside the allowed surface: {shown}",
+        feedback=surface_feedback(paths),
+        surface_violations=recorded[:MAX_SURFACE_VIOLATIONS],
     )
     return item.with_status(ItemStatus.REOPENED, completion=completion)
+
+
+def still_violated(item: WorkItem) -> tuple[str, ...]:
+    """The record's evidence line for paths an earlier attempt changed outside the
+    allowed surface (none: no line), for a record that starts afresh."""
+    paths = item.completion.surface_violations
+    if not paths:
+        return ()
+    return (
+        f"surface-violation (an earlier attempt; autopilot reverts nothing): {', '.join(paths)}",
+    )
 
 
 def reopen_for_conflict(item: WorkItem, paths: Sequence[str]) -> WorkItem:

@@ -77,6 +77,8 @@ class Verdict(StrEnum):
 REOPEN_TARGETS = (FocusLayer.MICRO, FocusLayer.MESO, FocusLayer.MACRO)
 
 MAX_ID_CHARS = 64
+MAX_SURFACE_VIOLATIONS = 20
+"""How many paths outside its surface an item's record keeps (its line must stay short)."""
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 """A work item id or criterion id: letters, digits, ``.``, ``_``, ``-``; 1–64 chars."""
 
@@ -124,6 +126,10 @@ class Completion:
         reopen_target: ``micro``/``meso``/``macro`` when the item was reopened.
         feedback: What the next attempt must know (a failing check's output tail,
             a surface violation, the user's answer); autopilot's own field.
+        surface_violations: Paths an attempt changed outside the allowed surface
+            (at most ``MAX_SURFACE_VIOLATIONS``), kept on the record from the reopen
+            they caused on, whatever the item's later attempts decide; autopilot's own
+            field (``surface_violations`` in the file, only when there are some).
         extra: Unknown fields, kept.
     """
 
@@ -133,6 +139,7 @@ class Completion:
     completion_check_digest: str | None = None
     reopen_target: FocusLayer | None = None
     feedback: str | None = None
+    surface_violations: tuple[str, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -146,6 +153,8 @@ class Completion:
         }
         if self.feedback is not None:
             data["feedback"] = self.feedback
+        if self.surface_violations:
+            data["surface_violations"] = list(self.surface_violations)
         data.update({k: v for k, v in self.extra.items() if k not in data})
         return data
 
@@ -237,7 +246,15 @@ _ITEM_FIELDS = frozenset(
     }
 )
 _COMPLETION_FIELDS = frozenset(
-    {"state", "verdict", "evidence", "completion_check_digest", "reopen_target", "feedback"}
+    {
+        "state",
+        "verdict",
+        "evidence",
+        "completion_check_digest",
+        "reopen_target",
+        "feedback",
+        "surface_violations",
+    }
 )
 
 
@@ -326,6 +343,9 @@ def _completion(value: Any) -> Completion:
         if target is None
         else _choice(target, FocusLayer, "completion.reopen_target"),
         feedback=_text(value.get("feedback"), "completion.feedback", optional=True),
+        surface_violations=_text_list(
+            value.get("surface_violations"), "completion.surface_violations"
+        ),
         extra={k: v for k, v in value.items() if k not in _COMPLETION_FIELDS},
     )
 

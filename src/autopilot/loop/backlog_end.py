@@ -27,6 +27,7 @@ from autopilot.core.boundary import surface_violations
 from autopilot.core.decisions import (
     CheckOutcome,
     ItemDecision,
+    ItemReport,
     reopen_for_conflict,
     reopen_for_violation,
 )
@@ -110,7 +111,7 @@ def end_item(
         for line in problems:
             shell.emit("warning", iteration=iteration, note=line, itemId=item.id)
         if violations:
-            return _violation(shell, items, item, iteration, violations)
+            return _violation(shell, items, item, iteration, violations, report)
         if stopped:  # no evidence either way: the item is resumed by a later run
             shell.write_or_warn(items, iteration, item)
             shell.emit(
@@ -201,8 +202,9 @@ def _violation(
     item: WorkItem,
     iteration: int,
     violations: Sequence[str],
+    report: ItemReport | None,
 ) -> Ended:
-    reopened = reopen_for_violation(item, violations)
+    reopened = reopen_for_violation(item, violations, report)
     shell.emit(
         "surface_violation",
         iteration=iteration,
