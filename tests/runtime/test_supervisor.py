@@ -228,6 +228,11 @@ def test_the_daemon_outlives_a_killed_supervisor_and_start_adopts_it(
     os.kill(supervisor, signal.SIGKILL)
     _wait_for(lambda: supervisor_alive(_state(folder)) is False, TIMEOUT)
     assert driver_alive(_state(folder)) is True
+    status = run_cli(["status", folder.name], cwd=repo).stdout
+    assert (
+        f"supervisor gone; nothing restarts its daemon if it crashes: autopilot start "
+        f"{folder.name} adopts it (pid {supervisor})"
+    ) in status
     refused = run_cli(["start", folder.name, "--foreground"], cwd=repo)
     assert refused.returncode == 4 and "still being driven" in refused.stderr
     adopted = run_cli(["start", folder.name], cwd=repo)
