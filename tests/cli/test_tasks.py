@@ -409,6 +409,29 @@ def test_answer_and_approve_a_gate(run: str, capsys: pytest.CaptureFixture[str])
     assert code == 2 and "give [RUN] TEXT" in err
 
 
+def test_an_answer_to_a_run_without_a_daemon_says_how_it_goes_on(
+    run: str, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = StateStore(run_dir(runs_root(), run) / "state.json")
+    store.update(lambda s: setattr(s, "gate", "Which database?"))
+    code, out, _ = autopilot(capsys, "answer", run, "sqlite")
+    assert code == 0
+    assert out.strip() == (
+        f"autopilot: {run}: answered 'Which database?'; no daemon is running it: "
+        f"autopilot start {run} goes on with the answer"
+    )
+    store.update(lambda s: setattr(s, "gate_answer", None))
+    (project / ".autopilot").mkdir(exist_ok=True)
+    (project / ".autopilot" / "OFF").write_text("")
+    code, out, _ = autopilot(capsys, "approve", run)
+    assert code == 0
+    assert out.strip() == (
+        f"autopilot: {run}: approved 'Which database?'; no daemon is running it and "
+        f"autopilot is OFF in its project: autopilot on, then autopilot start {run} goes "
+        "on with the answer"
+    )
+
+
 def test_of_two_answers_at_once_only_the_first_is_taken(run: str, project: Path) -> None:
     store = StateStore(run_dir(runs_root(), run) / "state.json")
     store.update(lambda s: setattr(s, "gate", "Which database?"))

@@ -110,6 +110,18 @@ def test_exits_are_described() -> None:
         ({"supervisor_alive": True}, "its supervisor is running"),
         ({"off": True}, "autopilot is OFF in its project"),
         ({"daemon_alive": False, "supervisor_alive": False}, None),
+        # Its agent would start without the variables it logged in with.
+        (
+            {"env_missing": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")},
+            "its agent started with ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, which this "
+            "environment lacks (its agent would not be logged in): autopilot start it from "
+            "a shell that has them",
+        ),
+        ({"env_missing": ("X",), "daemon_alive": True}, "its daemon is running"),
+        (
+            {"env_missing": ("X",), "status": "paused"},
+            "it is paused: start it with autopilot start",
+        ),
     ],
 )
 def test_which_runs_bare_autopilot_relaunches(changes: dict[str, object], why: str | None) -> None:

@@ -63,7 +63,7 @@ def detach(repo: Path, fake_agent: FakeAgent, monkeypatch: pytest.MonkeyPatch) -
         root = runs_root()
         run_id = arm_run(
             root,
-            RunConfig(stagnation_limit=0, **config),
+            RunConfig(**{"stagnation_limit": 0, **config}),
             PromptSource(text="work"),
             repo,
             SystemClock(),
@@ -175,6 +175,49 @@ def test_six_crashes_within_five_minutes_give_up_once_with_a_notification(
         assert [b["type"] for b in endpoint.bodies] == ["failure"]
 
 
+def _said(folder: Path, number: int, text: str) -> bool:
+    output = folder / f"iter-{number:04d}" / "stdout.log"
+    return output.is_file() and text in output.read_text()
+
+
+def _pid_in(folder: Path, pids: set[int]) -> bool:
+    state = _state(folder)
+    return driver_alive(state) is not True or int(state["pid"]) in pids
+
+
+def test_three_daemon_crashes_mid_iteration_are_not_the_agents_stagnation(
+    detach: Any, repo: Path
+) -> None:
+    # Each attempt starts with the same words, as a model given the same prompt does.
+    stuck = [{"text": "Let me look at the repository."}, _wait_file("never"), {"result": "x"}]
+    folder = detach(
+        [stuck, stuck, stuck, [{"write_file": "a.txt"}, {"result": "COMPLETE"}]],
+        stagnation_limit=3,
+    )
+    killed: set[int] = set()
+    for number in (1, 2, 3):
+        # Killed once its agent has said its first words.
+        _wait_for(
+            lambda n=number: _said(folder, n, "Let me look") and not _pid_in(folder, killed),
+            TIMEOUT,
+        )
+        pid = int(_state(folder)["pid"])
+        killed.add(pid)
+        os.kill(pid, signal.SIGKILL)
+    _wait_for(lambda: _ended(folder), TIMEOUT)
+    assert _terminals(folder) == [("complete", "completion_promise")]
+    assert len(_types(folder, "supervisor_restart")) == 3
+    assert [e["endedBy"] for e in _types(folder, "iteration_end")] == [
+        "driver_died",
+        "driver_died",
+        "driver_died",
+        "exit",
+    ]
+    assert _types(folder, "stagnation") == []
+    # The crashed attempts are charged all the same.
+    assert _state(folder)["spend"]["iterations"] == 4
+
+
 def test_the_daemon_outlives_a_killed_supervisor_and_start_adopts_it(
     detach: Any, repo: Path
 ) -> None:
@@ -185,6 +228,11 @@ def test_the_daemon_outlives_a_killed_supervisor_and_start_adopts_it(
     os.kill(supervisor, signal.SIGKILL)
     _wait_for(lambda: supervisor_alive(_state(folder)) is False, TIMEOUT)
     assert driver_alive(_state(folder)) is True
+    status = run_cli(["status", folder.name], cwd=repo).stdout
+    assert (
+        f"supervisor gone; nothing restarts its daemon if it crashes: autopilot start "
+        f"{folder.name} adopts it (pid {supervisor})"
+    ) in status
     refused = run_cli(["start", folder.name, "--foreground"], cwd=repo)
     assert refused.returncode == 4 and "still being driven" in refused.stderr
     adopted = run_cli(["start", folder.name], cwd=repo)

@@ -69,6 +69,15 @@ def env_matches(name: str, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
+def missing_agent_env(
+    recorded: Sequence[str] | None, environ: Mapping[str, str]
+) -> tuple[str, ...]:
+    """The agent's variables a run started with (``agentEnv``: names, never values)
+    that ``environ`` lacks, sorted: a relaunch from that environment would start an
+    agent without them (e.g. without ``ANTHROPIC_API_KEY``: "Not logged in")."""
+    return tuple(sorted(set(recorded or ()) - set(environ)))
+
+
 def agent_environment(
     base: Mapping[str, str],
     invocation: Invocation,

@@ -13,6 +13,7 @@ from autopilot.core.ending import describe_ending
 from autopilot.core.vocabulary import RunStatus
 from autopilot.errors import StateFileError
 from autopilot.loop.clock import SystemClock
+from autopilot.runtime.liveness import process_alive
 from autopilot.store.lanes import lane_views
 from autopilot.store.paths import resolve_run, run_dir, runs_root
 from autopilot.store.project_files import run_off_switch
@@ -136,6 +137,20 @@ def env_text(state: RunState) -> str:
     return f"{_field(names)} (a relaunch passes on its own shell's environment)"
 
 
+def orphan_agent_line(state: RunState, driver_alive: bool | None) -> str | None:
+    """The ``agent`` line of a run whose driver is gone while the agent it recorded
+    (``agentPid``, same start time) still runs, e.g. after ``kill -9`` of both daemon
+    and supervisor; None otherwise."""
+    if state.terminated or driver_alive is not False or state.agent_pid is None:
+        return None
+    if not process_alive(state.agent_pid, state.agent_start_time, None, state.host):
+        return None
+    return (
+        f"agent      still running (pid {state.agent_pid}) without its driver: "
+        f"autopilot stop {state.run_id} ends it"
+    )
+
+
 def _field(value: object) -> str:
     """One value of a status line, on one line whatever it holds."""
     return shown(str(value))
@@ -237,7 +252,15 @@ def status(as_json: bool, run_ref: str | None) -> int:
     lines.extend(shown(view.line()) for view in lane_views(root, state))
     if state.supervisor_pid or report.supervisor is not None:
         supervisor = {True: "alive", False: "gone", None: "none"}[report.supervisor]
+        if report.supervisor is False and report.alive is True and not state.terminated:
+            supervisor += (
+                f"; nothing restarts its daemon if it crashes: autopilot start {state.run_id} "
+                "adopts it"
+            )
         lines.insert(-1, f"supervisor {supervisor} (pid {state.supervisor_pid})")
+    orphan = orphan_agent_line(state, report.alive)
+    if orphan is not None:
+        lines.insert(-1, orphan)
     if not state.terminated and state.agent_env is not None:
         lines.append(f"env        {env_text(state)}")
     if report.pending_messages:

@@ -15,8 +15,11 @@ from pathlib import Path
 import click
 
 from autopilot.cli.echo import say
+from autopilot.core.restart import HOOK_MODE
 from autopilot.errors import UsageError
+from autopilot.runtime.liveness import driver_alive, supervisor_alive
 from autopilot.store.paths import resolve_run, run_dir, runs_root
+from autopilot.store.project_files import run_off_switch
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import StateStore
@@ -55,6 +58,21 @@ def give_answer(folder: Path, text: str) -> RunState:
     return StateStore(RunDir(folder).state).update(change)
 
 
+def what_follows(state: RunState) -> str:
+    """What follows an answer to ``state``'s run, truthfully: it goes on if a daemon
+    (or its supervisor, or its agent session's Stop hook) drives it; otherwise it
+    takes the answer once started again, which says how."""
+    if state.mode == HOOK_MODE or driver_alive(state) or supervisor_alive(state):
+        return "the run goes on"
+    run_id = state.run_id
+    if run_off_switch(state) is not None:
+        return (
+            "no daemon is running it and autopilot is OFF in its project: autopilot on, "
+            f"then autopilot start {run_id} goes on with the answer"
+        )
+    return f"no daemon is running it: autopilot start {run_id} goes on with the answer"
+
+
 def _folder(run_ref: str | None) -> Path:
     root = runs_root(create=False)
     run_id = resolve_run(root, run_ref, project=None if run_ref else Path.cwd().resolve())
@@ -70,7 +88,7 @@ def answer(words: tuple[str, ...]) -> int:
     run_ref, text = (words[0], words[1]) if len(words) == 2 else (None, words[0])
     folder = _folder(run_ref)
     state = give_answer(folder, text)
-    say(f"autopilot: {folder.name}: answered {state.gate!r}; the run goes on")
+    say(f"autopilot: {folder.name}: answered {state.gate!r}; {what_follows(state)}")
     return 0
 
 
@@ -80,5 +98,5 @@ def approve(run_ref: str | None) -> int:
     """Approve what RUN waits on (status awaiting_user), and let it go on."""
     folder = _folder(run_ref)
     state = give_answer(folder, "approved")
-    say(f"autopilot: {folder.name}: approved {state.gate!r}; the run goes on")
+    say(f"autopilot: {folder.name}: approved {state.gate!r}; {what_follows(state)}")
     return 0

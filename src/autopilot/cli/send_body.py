@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 from autopilot.cli.echo import say
+from autopilot.core.restart import env_missing_note
 from autopilot.core.vocabulary import HOOK_MODE, RunStatus
 from autopilot.errors import RunLockedError, StateFileError, UsageError
 from autopilot.loop.clock import SystemClock
@@ -145,6 +147,7 @@ def _send_unreadable(folder: Path, text: str, unreadable: StateFileError) -> int
 
 def _why_not_relaunched(state: RunState, no_start: bool) -> str | None:
     """Why ``send`` leaves a run with a dead daemon as it is, or None to relaunch it."""
+    from autopilot.agents.environment import missing_agent_env
     from autopilot.errors import AgentNotFoundError
     from autopilot.runtime.agents import adapter_for_state
 
@@ -154,6 +157,9 @@ def _why_not_relaunched(state: RunState, no_start: bool) -> str | None:
         return "autopilot is OFF in its project"
     if state.status in (RunStatus.GATED, RunStatus.AWAITING_USER):
         return f"it is {state.status.value}: it waits for your answer"
+    missing = missing_agent_env(state.agent_env, os.environ)
+    if missing:
+        return env_missing_note(missing)
     try:
         adapter_for_state(state).check_installed()
     except AgentNotFoundError as error:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from autopilot import control
+from autopilot.agents.environment import missing_agent_env
 from autopilot.cli.detached import launch_detached
 from autopilot.cli.echo import say
 from autopilot.cli.run_cmds import drive
@@ -37,7 +39,13 @@ if TYPE_CHECKING:
 @click.option(
     "--plain", is_flag=True, help="Drive it in this terminal, one line per event (--foreground)."
 )
-def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
+@click.option(
+    "--env-missing-ok",
+    is_flag=True,
+    help="Start it even though this shell lacks some of the agent's variables the run "
+    "started with (e.g. after switching from an API key to a login).",
+)
+def start(run_ref: str | None, foreground: bool, plain: bool, env_missing_ok: bool) -> int:
     """Start RUN again, in the background, if it has not ended (after a crash, a reboot,
     a pause). Returns at once.
 
@@ -49,6 +57,10 @@ def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
     A daemon still running is never doubled: if only its supervisor died, a new
     supervisor adopts it. A run already running, or a work tree another run drives
     or another command is starting a run in, is refused (exit 4).
+
+    The agent gets this shell's environment: if it lacks variables of the agent's
+    the run started with (e.g. ANTHROPIC_API_KEY), the run is left as it is and
+    start says which (exit 2), unless --env-missing-ok.
     """
     foreground = foreground or plain
     root = runs_root()
@@ -83,10 +95,12 @@ def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
             "session to go on, or autopilot stop it"
         )
     if state.mode == PARALLEL_MODE:
-        return start_lanes(root, state)
+        return start_lanes(root, state, env_missing_ok=env_missing_ok)
     daemon_alive = driver_alive(state)
     if daemon_alive and foreground:
         raise RunLockedError(f"run {run_id} is still being driven (pid {state.pid})")
+    if not daemon_alive and not env_missing_ok:
+        _refuse_missing_env(state)
     if state.paused:
         control.resume(folder, SystemClock())
         say(f"autopilot: {run_id}: the pause request left over is cleared")
@@ -110,15 +124,40 @@ def start(run_ref: str | None, foreground: bool, plain: bool) -> int:
     return launch_detached(root, run_id)
 
 
-def start_lanes(root: Path, state: RunState) -> int:
-    """Start again each lane of a parallel run that has not ended and is not driven."""
+def _refuse_missing_env(state: RunState) -> None:
+    """Refuse to drive ``state``'s run from this shell if it lacks variables of the
+    agent's the run started with: its agent would not be logged in.
+
+    Raises:
+        UsageError: Naming the variables and how to go on.
+    """
+    missing = missing_agent_env(state.agent_env, os.environ)
+    if missing:
+        names = ", ".join(missing)
+        raise UsageError(
+            f"run {state.run_id}'s agent started with {names}, which this shell lacks: "
+            f"its agent would not be logged in; export {missing[0]} (or start it from the "
+            f"shell it ran in), or autopilot start --env-missing-ok {state.run_id} to go "
+            "on without"
+        )
+
+
+def start_lanes(root: Path, state: RunState, *, env_missing_ok: bool = False) -> int:
+    """Start again each lane of a parallel run that has not ended and is not driven;
+    none if this shell lacks the agent's variables a lane started with (unless
+    ``env_missing_ok``)."""
     from autopilot.store.lanes import lane_runs
 
-    started = 0
+    lanes = []
     for lane_id in lane_runs(state):
         lane = read_state_quietly(RunDir(run_dir(root, lane_id)).state)
         if lane is None or lane.terminated or driver_alive(lane) or supervisor_alive(lane):
             continue
+        if not env_missing_ok:
+            _refuse_missing_env(lane)
+        lanes.append((lane_id, lane))
+    started = 0
+    for lane_id, lane in lanes:
         say(f"autopilot: relaunching {lane_id} at iteration {lane.iteration}")
         try:
             launch_detached(root, lane_id)
@@ -157,6 +196,7 @@ def relaunchable_runs(root: Path, project: Path | None) -> list[tuple[str, str |
             supervisor_alive=supervisor,
             off=run_off_switch(state) is not None,
             mode=state.mode,
+            env_missing=missing_agent_env(state.agent_env, os.environ),
         )
         driven = bool(daemon or supervisor)
         found.append(RelaunchCandidate(run_id, state.cwd or "", state.started_at_ms, why, driven))

@@ -209,6 +209,8 @@ def conclude_item(
     report: ItemReport | None,
     checks: CheckOutcome | None,
     iteration: int,
+    *,
+    cut_short: bool = False,
 ) -> ItemConclusion:
     """Apply the iteration's decision (or its absence) to the running item.
 
@@ -218,8 +220,14 @@ def conclude_item(
         report: The chosen report (``choose_report``), or None.
         checks: For ``continue_next``, autopilot's run of the item's checks.
         iteration: The iteration's number.
+        cut_short: A crash of autopilot's own process cut the iteration short: no
+            decision is then not the agent's doing, and the item stays running
+            without counting toward ``MISSING_REPORTS_BEFORE_ASKING``.
     """
-    after = apply_report(item, report, checks) if report is not None else missing_report(item)
+    if report is not None:
+        after = apply_report(item, report, checks)
+    else:
+        after = item if cut_short else missing_report(item)
     decision = report.decision if report is not None else None
     question = after.blocked_reason if after.status is ItemStatus.BLOCKED else None
     changed = with_item_replaced(items, after)

@@ -31,6 +31,14 @@ def outcome_of(attempt: Attempt) -> Outcome:
     return Outcome.OK
 
 
+def cut_short(attempt: Attempt) -> bool:
+    """Whether a crash of autopilot's own process (the driver) cut the attempt short
+    before the agent gave its final result: it says nothing about the agent, so it
+    leaves the stagnation streak, the failure breaker and a backlog item's
+    no-decision streak as they were; its spend is charged all the same."""
+    return attempt.ended_by is EndedBy.DRIVER_DIED and not attempt.result_seen
+
+
 def response_of(attempt: Attempt) -> str:
     """The root response: the final message, else the last root text seen."""
     if attempt.final_message is not None:

@@ -91,6 +91,9 @@ class IterationFacts:
         reset_at_ms: When a usage limit resets (epoch ms), if known.
         fatal: The agent's own error says retrying cannot help (e.g. its login
             was refused): the run halts at once with that error.
+        cut_short: A crash of autopilot's own process cut the iteration short
+            (``core.outcome.cut_short``): unless it made progress, the stagnation
+            streak, the last response and the failure breaker stay as they were.
     """
 
     number: int
@@ -105,6 +108,7 @@ class IterationFacts:
     duration_ms: int = 0
     reset_at_ms: int | None = None
     fatal: bool = False
+    cut_short: bool = False
 
 
 @dataclass(frozen=True)
@@ -213,6 +217,10 @@ def decide(
     quick = facts.duration_ms < config.immediate_failure_ms
     same_failure = failing and facts.error_signature == counters.last_failure_signature
     failures = (counters.failure_streak + 1 if same_failure else 1) if failing and quick else 0
+    neutral = facts.cut_short and facts.progress is not Progress.MADE
+    if neutral:  # autopilot's crash, not the agent's doing: the streaks stand as they were
+        streak, digest = counters.stagnation_streak, counters.last_response_digest
+        failures = counters.failure_streak
 
     def decision(action: Action, reason: str | None = None, **kw: object) -> Decision:
         return Decision(
@@ -292,7 +300,7 @@ def decide(
         note = f"{streak} iterations in a row without progress"
         return decision(Action.ABORT, Reason.STAGNATION, note=note)
     warning = early
-    if limit > 1 and streak == limit - 1:
+    if limit > 1 and streak == limit - 1 and not neutral:
         warning = f"{streak} of {limit} iterations without progress; one more halts the run"
 
     # 6. Budgets.
@@ -302,7 +310,7 @@ def decide(
         return decision(Action.ABORT, reason, note=budget_note(reason, budget))
 
     # 8. Continue (after a backoff if the iteration failed quickly).
-    if failures:
+    if failures and not neutral:
         until = now_ms + _backoff_ms(failures, config)
         return decision(
             Action.BACKOFF, "failure", note=facts.error_text, wait_until_ms=until, warning=warning

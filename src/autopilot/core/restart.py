@@ -182,6 +182,7 @@ def relaunch_verdict(
     supervisor_alive: bool | None,
     off: bool,
     mode: str = "prompt",
+    env_missing: Sequence[str] = (),
 ) -> str | None:
     """Why a run must not be relaunched automatically, or None when it should be.
 
@@ -194,6 +195,8 @@ def relaunch_verdict(
         off: The project's OFF switch is set (no automatic relaunch).
         mode: The run's mode; a ``hook`` run lives in its agent session's Stop hook
             and has no daemon to relaunch, nor has a ``parallel`` run (its lanes do).
+        env_missing: The agent's variables the run started with that the relaunching
+            environment lacks: its agent would start without them (not logged in).
     """
     if terminated:
         return "it has ended"
@@ -211,7 +214,20 @@ def relaunch_verdict(
         return "autopilot is OFF in its project"
     if status not in RELAUNCH_STATUSES:
         return f"it is {status or 'in no status'}: start it with autopilot start"
+    if env_missing:
+        return env_missing_note(env_missing)
     return None
+
+
+def env_missing_note(env_missing: Sequence[str]) -> str:
+    """Why a run is not relaunched from an environment that lacks ``env_missing``,
+    the agent's variables the run started with, and how to go on."""
+    names = ", ".join(env_missing)
+    return (
+        f"its agent started with {names}, which this environment lacks (its agent would "
+        f"not be logged in): autopilot start it from a shell that has "
+        f"{'it' if len(env_missing) == 1 else 'them'}"
+    )
 
 
 @dataclass(frozen=True)

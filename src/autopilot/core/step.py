@@ -19,6 +19,7 @@ from autopilot.core.change import Ending, Event, LoopState, StateChange
 from autopilot.core.digest import sha256_hex
 from autopilot.core.ending import exit_code_for, status_for
 from autopilot.core.outcome import (
+    cut_short,
     digest_of,
     error_text_of,
     failure_signature,
@@ -181,6 +182,7 @@ def _facts(
         duration_ms=attempt.duration_ms,
         reset_at_ms=attempt.reset_at_ms,
         fatal=attempt.fatal,
+        cut_short=cut_short(attempt),
     )
 
 
@@ -233,6 +235,8 @@ def _new_counters(
     attempt: Attempt,
 ) -> LoopCounters:
     waiting = decision.action is Action.WAIT
+    if cut_short(attempt):  # the failure the breaker counts is still the one before
+        signature = before.last_failure_signature
     return LoopCounters(
         stagnation_streak=decision.stagnation_streak,
         # The policy's: None after progress, unchanged by a wait or a retry.

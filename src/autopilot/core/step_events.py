@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from autopilot.core.attempt import Attempt
 from autopilot.core.change import SESSION_ID_EVENT_MAX_CHARS, Event, LoopState, StateChange
+from autopilot.core.outcome import cut_short
 from autopilot.core.policy import Decision, PolicyConfig
 from autopilot.core.text import excerpt
 from autopilot.core.vocabulary import Action, EventType, Outcome
@@ -109,7 +110,7 @@ def step_events(
             f"({error_text or outcome.value}); starting a fresh session"
         )
         events.append(Event(EventType.WARNING, {"iteration": number, "note": note}))
-    if decision.stagnation_streak:
+    if decision.stagnation_streak and not cut_short(attempt):
         events.append(
             Event(
                 EventType.STAGNATION,
