@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from autopilot.cli.echo import say
-from autopilot.core.restart import HOOK_MODE
+from autopilot.core.vocabulary import HOOK_MODE
 from autopilot.errors import UsageError
 from autopilot.runtime.liveness import driver_alive, supervisor_alive
 from autopilot.store.paths import resolve_run, run_dir, runs_root
