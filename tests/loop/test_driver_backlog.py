@@ -280,3 +280,42 @@ def test_a_lying_agent_in_a_backlog_run_halts_on_stagnation(tmp_path: Path) -> N
     streaks = [(e["iteration"], e["streak"]) for e in _events(rig) if e["type"] == "stagnation"]
     assert streaks == [(1, 1), (2, 2), (3, 3)]
     assert not (cwd / "alpha.txt").exists()
+
+
+def test_an_item_whose_checks_keep_failing_is_blocked_and_the_run_moves_on(
+    tmp_path: Path,
+) -> None:
+    """An agent that claims every criterion each time (and changes files, so it is
+    progress) while the check fails: after 3 attempts the item is blocked with the
+    failing check, the next item is worked on, and a person's answer gives it more."""
+    rig = arm_backlog(tmp_path, [ITEMS[0], ITEMS[2]], max_iterations=5)
+
+    def lie(item: str, attempt: int, cwd: Path) -> Any:
+        (cwd / "junk.txt").write_text(f"{item} {attempt}\n")
+        return "continue_next", ({"ac1": True} if item == "alpha" else {}), ("all good",)
+
+    store = StateStore(rig.folder / "state.json")
+    plain_sleep = rig.clock.sleep
+    asked: list[str] = []
+
+    def sleep(seconds: float) -> None:
+        plain_sleep(seconds)
+        state = store.read()
+        if state.gate and not asked:
+            asked.append(state.gate)
+            store.update(lambda s: setattr(s, "gate_answer", "alpha.txt goes in the root"))
+
+    rig.clock.sleep = sleep  # type: ignore[method-assign]
+    driver, runner = rig.driver([agent(rig, lie)])
+    result = driver.run()
+    assert result.reason == "max_iterations"
+    assert [_item_of(r) for r in runner.requests] == ["alpha", "alpha", "alpha", "gamma", "alpha"]
+    ends = [(e["itemId"], e["status"]) for e in _events(rig) if e["type"] == "workitem_end"]
+    assert ends[2:4] == [("alpha", "blocked"), ("gamma", "completed")]
+    assert asked == [
+        "no work item can start: alpha is blocked: 3 attempts did not complete it (the limit "
+        "is 3); last verdict fail: check ac1 ($ test -f alpha.txt) exit 1; its output ended "
+        "with:; autopilot tasks unblock alpha gives it 3 more"
+    ]
+    # The answer counts its attempts afresh: attempt 4 reopens it, it is not blocked.
+    assert _tasks(rig) == {"alpha": "reopened", "gamma": "completed"}

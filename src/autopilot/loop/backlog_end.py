@@ -120,7 +120,7 @@ def end_item(
                 note=f"the checks of work item {item.id} were stopped; it stays running",
             )
             return Ended(item, None)
-        conclusion = conclude_item(items, item, report, checks, iteration)
+        conclusion = conclude_item(items, item, report, checks, iteration, shell.max_item_attempts)
         if shell.lanes is None:
             shell.write_or_warn(conclusion.items, iteration)
     if shell.lanes is not None:
