@@ -203,6 +203,12 @@ def test_import_prd_json(project: Path, capsys: pytest.CaptureFixture[str]) -> N
     code, out, _ = autopilot(capsys, "tasks", "import", "prd.json")
     assert code == 0
     assert "imported 2 work items from prd.json (1 open, 1 already done)" in out
+    # prd.json criteria are words, not commands: the import says the open one
+    # completes on the agent's report.
+    assert out.splitlines()[-1] == (
+        "autopilot: 1 item has criteria with no check: they complete on the agent's "
+        "report; add checks with `autopilot tasks edit US-002 --criterion 'TEXT :: CHECK'`"
+    )
     lines = _lines(project)
     assert [(x["id"], x["status"], x["title"]) for x in lines] == [
         ("US-001", "completed", "First"),
@@ -225,23 +231,28 @@ def test_import_markdown_checklist(project: Path, capsys: pytest.CaptureFixture[
         "# Backlog\n\n- [x] Set up the repo\n- [ ] Write the parser\n  * [ ] Nested `$(x)` item\n"
         "Some prose with [ ] brackets.\n"
     )
-    assert autopilot(capsys, "tasks", "import", "TODO.md")[0] == 0
-    assert [(x["id"], x["status"], x["prompt"]) for x in _lines(project)] == [
+    code, out, _ = autopilot(capsys, "tasks", "import", "TODO.md")
+    assert code == 0
+    # The indented line is a criterion of the item above it, not an item.
+    lines = _lines(project)
+    assert [(x["id"], x["status"], x["prompt"]) for x in lines] == [
         ("task-1", "completed", "Set up the repo"),
         ("task-2", "ready", "Write the parser"),
-        ("task-3", "ready", "Nested `$(x)` item"),
     ]
+    assert lines[1]["acceptance_criteria"] == ["Nested `$(x)` item"]
+    assert "autopilot: 1 item has criteria with no check" in out
     # The same checklist, grown by one line, imported again: only that line is added.
     with (project / "TODO.md").open("a") as todo:
         todo.write("- [ ] Write the printer\n")
     code, out, _ = autopilot(capsys, "tasks", "import", "TODO.md")
-    assert code == 0 and "imported 1 work items" in out and "3 skipped" in out
-    assert [(x["id"], x["prompt"]) for x in _lines(project)][3:] == [
-        ("task-4", "Write the printer")
+    assert code == 0 and "imported 1 work items" in out and "2 skipped" in out
+    assert [(x["id"], x["prompt"]) for x in _lines(project)][2:] == [
+        ("task-3", "Write the printer")
     ]
     code, out, _ = autopilot(capsys, "tasks", "import", "TODO.md")
-    assert code == 0 and "imported 0 work items" in out and "4 skipped" in out
-    assert len(_lines(project)) == 4
+    assert code == 0 and "imported 0 work items" in out and "3 skipped" in out
+    assert "no check" not in out
+    assert len(_lines(project)) == 3
     (project / "empty.md").write_text("nothing here\n")
     code, _, err = autopilot(capsys, "tasks", "import", "empty.md")
     assert code == 2 and "no checklist lines" in err

@@ -27,7 +27,7 @@ from autopilot.core.workitems import (
 )
 from autopilot.errors import BacklogError, UsageError
 from autopilot.store.backlog import Backlog, BacklogFile, read_bounded_regular_file
-from autopilot.store.backlog_import import Imported, free_id, parse_import
+from autopilot.store.backlog_import import Imported, free_id, parse_import, unchecked
 from autopilot.store.paths import runs_root
 
 _HELP = {"help_option_names": ["-h", "--help"]}
@@ -426,3 +426,10 @@ def import_tasks(path: str) -> None:
         f"autopilot: imported {len(added)} work items from {path} "
         f"({len(added) - done} open, {done} already done{already})"
     )
+    on_word = unchecked(added)
+    if on_word:
+        say(
+            f"autopilot: {len(on_word)} item{'s have' if len(on_word) != 1 else ' has'} "
+            "criteria with no check: they complete on the agent's report; add checks with "
+            f"`autopilot tasks edit {on_word[0]} --criterion 'TEXT :: CHECK'`"
+        )
