@@ -77,6 +77,7 @@ class RunConfig:
     idle_timeout_seconds: float | None = 10 * 60
     result_grace_seconds: float = 5.0
     check_timeout_seconds: float = 10 * 60
+    max_item_attempts: int = 3
     completion_promise: str = "COMPLETE"
     abort_promise: str | None = None
     completion_match: str = MatchMode.SENTENCE.value
@@ -176,6 +177,7 @@ _JSON_KINDS: dict[str, tuple[str, tuple[type, ...]]] = {
     "min_iterations": ("a whole number", (int,)),
     "max_tokens": ("a whole number", (int,)),
     "stagnation_limit": ("a whole number", (int,)),
+    "max_item_attempts": ("a whole number", (int,)),
     "adaptive_extension": ("a whole number", (int,)),
     "adaptive_max_total": ("a whole number", (int,)),
     "max_cost_usd": ("a number", (int, float)),

@@ -218,6 +218,7 @@ SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "abort-promise": ("abort_promise", _token),
     "completion-match": ("completion_match", parse_choice(tuple(m.value for m in MatchMode))),
     "stagnation-limit": ("stagnation_limit", _int_setting(0)),
+    "max-item-attempts": ("max_item_attempts", _int_setting(0)),
     "context": ("context", parse_choice(("fresh", "continue"))),
     "prompt-via": ("prompt_via", parse_choice(("stdin", "arg", "file"))),
     "env-exclude": ("env_exclude", _env_patterns),

@@ -332,6 +332,7 @@ class RunStatusReport:
     supervisor: bool | None = None
     pending_messages: int = 0
     hook: HookRunView | None = None
+    pending_user_messages: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """For ``status --json``."""
@@ -341,6 +342,7 @@ class RunStatusReport:
             "driverAlive": self.alive,
             "supervisorAlive": self.supervisor,
             "pendingMessages": self.pending_messages,
+            "pendingUserMessages": self.pending_user_messages,
             "hook": self.hook.to_json() if self.hook is not None else None,
         }
 
@@ -355,6 +357,7 @@ def status(run_dir: Path, clock: Clock | None = None) -> RunStatusReport:
     Raises:
         StateFileError: state.json is unreadable or corrupt.
     """
+    from autopilot.core.delivery import MessageSource
     from autopilot.manage.activity import settled_state
     from autopilot.runtime.messages import pending_messages
     from autopilot.store.reader import read_snapshot
@@ -373,11 +376,13 @@ def status(run_dir: Path, clock: Clock | None = None) -> RunStatusReport:
         from autopilot.hook.status import hook_run_view
 
         hook = hook_run_view(run_dir)
+    pending = pending_messages(run_dir)
     return RunStatusReport(
         state,
         snapshot,
         driver_running(run_dir, state),
         supervisor_alive(state),
-        len(pending_messages(run_dir)),
+        len(pending),
         hook,
+        sum(1 for m in pending if m.source is MessageSource.USER),
     )

@@ -1,7 +1,7 @@
 """People editing ``.autopilot/tasks.jsonl`` while a backlog run reads it, from other
 terminals, with the real command line: ``autopilot tasks add`` from two terminals at
-once, a line broken mid-run (the run pauses naming it, nothing rewritten), a
-dependency cycle added mid-run (named; a gate once nothing else can start), and
+once, a line broken between iterations (the run pauses naming it, nothing
+rewritten), a dependency cycle added between iterations (named; a gate once nothing else can start), and
 ``approve`` from two terminals. The agent is the fake agent reporting through the real
 ``autopilot report``."""
 
@@ -111,19 +111,27 @@ def test_a_broken_line_and_a_cycle_added_mid_run(
     )
     proc = _start(repo, env, "--max-iterations", "12")
     _wait_for(lambda: any(e["type"] == "iteration_start" for e in _events(repo)), TIMEOUT)
-    # While the agent works on a, a person types a half line at line 2 and adds a cycle.
+    # While the agent works, autopilot owns the file: the person pauses the run first.
+    assert run_cli(["pause"], cwd=repo).returncode == 0
+    (tmp_path / "edited").touch()
+    _wait_for(lambda: any(e["type"] == "pause" for e in _events(repo)), TIMEOUT)
+    # Between iterations, a person types a half line at line 2 and adds a cycle.
     path = repo / ".autopilot" / "tasks.jsonl"
     lines = path.read_bytes().splitlines(keepends=True)
     lines.insert(1, b'{"id": "d", "prompt": "Write d"\n')
     lines += [b'{"id":"x","depends_on":["y"]}\n', b'{"id":"y","depends_on":["x"]}\n']
     path.write_bytes(b"".join(lines))
-    (tmp_path / "edited").touch()
+    assert run_cli(["resume"], cwd=repo).returncode == 0
 
-    def paused() -> bool:
-        return any(e["type"] == "pause" for e in _events(repo))
+    def held_notes() -> list[str]:
+        return [
+            str(e["note"])
+            for e in _events(repo)
+            if e["type"] == "pause" and "tasks.jsonl" in str(e.get("note"))
+        ]
 
-    _wait_for(paused, TIMEOUT)
-    note = next(e["note"] for e in _events(repo) if e["type"] == "pause")
+    _wait_for(lambda: bool(held_notes()), TIMEOUT)
+    note = held_notes()[0]
     assert ".autopilot/tasks.jsonl line 2: not valid JSON" in note
     status = run_cli(["status"], cwd=repo)  # why it is paused, not only that it is
     assert "paused — fix .autopilot/tasks.jsonl first: .autopilot/tasks.jsonl line 2" in (

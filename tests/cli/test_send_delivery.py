@@ -110,4 +110,4 @@ def test_a_message_the_run_ended_before_is_said_to_be_undelivered(
     assert any("1 message(s) never reached the agent" in str(e["note"]) for e in warnings)
     assert _delivered(folder) == []
     status = run_cli(["status", folder.name], cwd=repo).stdout
-    assert "messages   1 never delivered (the run ended first)" in status
+    assert "messages   1 of yours never delivered (the run ended first)" in status

@@ -203,6 +203,12 @@ def test_import_prd_json(project: Path, capsys: pytest.CaptureFixture[str]) -> N
     code, out, _ = autopilot(capsys, "tasks", "import", "prd.json")
     assert code == 0
     assert "imported 2 work items from prd.json (1 open, 1 already done)" in out
+    # prd.json criteria are words, not commands: the import says the open one
+    # completes on the agent's report.
+    assert out.splitlines()[-1] == (
+        "autopilot: 1 item has criteria with no check: they complete on the agent's "
+        "report; add checks with `autopilot tasks edit US-002 --criterion 'TEXT :: CHECK'`"
+    )
     lines = _lines(project)
     assert [(x["id"], x["status"], x["title"]) for x in lines] == [
         ("US-001", "completed", "First"),
@@ -225,23 +231,28 @@ def test_import_markdown_checklist(project: Path, capsys: pytest.CaptureFixture[
         "# Backlog\n\n- [x] Set up the repo\n- [ ] Write the parser\n  * [ ] Nested `$(x)` item\n"
         "Some prose with [ ] brackets.\n"
     )
-    assert autopilot(capsys, "tasks", "import", "TODO.md")[0] == 0
-    assert [(x["id"], x["status"], x["prompt"]) for x in _lines(project)] == [
+    code, out, _ = autopilot(capsys, "tasks", "import", "TODO.md")
+    assert code == 0
+    # The indented line is a criterion of the item above it, not an item.
+    lines = _lines(project)
+    assert [(x["id"], x["status"], x["prompt"]) for x in lines] == [
         ("task-1", "completed", "Set up the repo"),
         ("task-2", "ready", "Write the parser"),
-        ("task-3", "ready", "Nested `$(x)` item"),
     ]
+    assert lines[1]["acceptance_criteria"] == ["Nested `$(x)` item"]
+    assert "autopilot: 1 item has criteria with no check" in out
     # The same checklist, grown by one line, imported again: only that line is added.
     with (project / "TODO.md").open("a") as todo:
         todo.write("- [ ] Write the printer\n")
     code, out, _ = autopilot(capsys, "tasks", "import", "TODO.md")
-    assert code == 0 and "imported 1 work items" in out and "3 skipped" in out
-    assert [(x["id"], x["prompt"]) for x in _lines(project)][3:] == [
-        ("task-4", "Write the printer")
+    assert code == 0 and "imported 1 work items" in out and "2 skipped" in out
+    assert [(x["id"], x["prompt"]) for x in _lines(project)][2:] == [
+        ("task-3", "Write the printer")
     ]
     code, out, _ = autopilot(capsys, "tasks", "import", "TODO.md")
-    assert code == 0 and "imported 0 work items" in out and "4 skipped" in out
-    assert len(_lines(project)) == 4
+    assert code == 0 and "imported 0 work items" in out and "3 skipped" in out
+    assert "no check" not in out
+    assert len(_lines(project)) == 3
     (project / "empty.md").write_text("nothing here\n")
     code, _, err = autopilot(capsys, "tasks", "import", "empty.md")
     assert code == 2 and "no checklist lines" in err
@@ -535,3 +546,61 @@ def test_a_work_item_change_during_an_iteration_is_refused_not_undone_later(
     store.update(lambda s: setattr(s, "iteration_open", False))  # between iterations
     assert autopilot(capsys, "tasks", "block", "a", "--reason", "later")[0] == 0
     assert _lines(project)[0]["status"] == "blocked"
+
+
+def test_edit_with_no_options_and_no_terminal_says_which_options_edit(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    autopilot(capsys, "tasks", "add", "x", "--id", "a")
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.delenv("EDITOR", raising=False)
+    code, _, err = autopilot(capsys, "tasks", "edit", "a")
+    assert code == 2
+    assert err.strip().splitlines() == [
+        "autopilot: error: no terminal to edit the item in (and no $EDITOR): change it with "
+        "--prompt TEXT, --title TEXT, --criterion TEXT[ :: CHECK] or --status STATUS"
+    ]
+    assert _lines(project)[0]["prompt"] == "x"
+
+
+def test_an_editor_that_fails_is_one_line_naming_the_options(
+    project: Path,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    autopilot(capsys, "tasks", "add", "x", "--id", "a")
+    monkeypatch.setenv("EDITOR", str(tmp_path / "no-such-editor"))
+    code, _, err = autopilot(capsys, "tasks", "edit", "a")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "change the item with --prompt TEXT" in err
+
+
+def test_max_item_attempts_comes_from_a_flag_or_the_config_and_survives_state_json(
+    tmp_path: Path,
+) -> None:
+    from autopilot.config import build_config
+
+    (tmp_path / ".autopilot").mkdir()
+    assert build_config({}, project=tmp_path, environ={}).max_item_attempts == 3
+    (tmp_path / ".autopilot" / "config.toml").write_text("max-item-attempts = 5\n")
+    assert build_config({}, project=tmp_path, environ={}).max_item_attempts == 5
+    flags = {"max-item-attempts": "0"}
+    config = build_config(flags, project=tmp_path, environ={})
+    assert config.max_item_attempts == 0
+    assert RunConfig.from_json(config.to_json()).max_item_attempts == 0
+
+
+def test_unblock_gives_an_item_its_attempts_again(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = {"id": "a", "prompt": "x", "status": "blocked", "attempt": 3, "blocked_reason": "r"}
+    (project / TASKS).parent.mkdir(parents=True, exist_ok=True)
+    (project / TASKS).write_text(json.dumps(line) + "\n")
+    assert autopilot(capsys, "tasks", "unblock", "a")[0] == 0
+    unblocked = _lines(project)[0]
+    assert (unblocked["status"], unblocked["attempt"], unblocked["attempts_from"]) == (
+        "ready",
+        3,
+        3,
+    )

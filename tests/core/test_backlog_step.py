@@ -197,3 +197,15 @@ def test_a_repeated_id_is_never_next_and_its_later_line_is_never_compared() -> N
     assert not ended.rewrite
     seen = reconcile([A, C], [A, repeat, C], agent_worked=False)
     assert seen.items == (A, repeat, C) and seen.events == ()
+
+
+def test_an_item_blocked_at_its_attempt_limit_asks_nothing_and_the_next_one_starts() -> None:
+    c = WorkItem(id="c", prompt="do c")
+    running = A.with_status(ItemStatus.RUNNING, attempt=3)
+    claim = ItemReport("a", ItemDecision.CONTINUE_NEXT, {"ac1": True})
+    failed = CheckOutcome(False, "sha256:" + "2" * 64, (), "check ac1 ($ false) exit 1")
+    ended = conclude_item([running, B, c], running, claim, failed, 3, max_attempts=3)
+    assert ended.item.status is ItemStatus.BLOCKED and ended.question is None
+    assert ended.events[0]["status"] == "blocked"
+    nxt = plan_iteration("r-1", ended.items, 4)
+    assert nxt.item is not None and nxt.item.id == "c"

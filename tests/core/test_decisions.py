@@ -11,6 +11,9 @@ from autopilot.core.decisions import (
     ItemReport,
     answer_item,
     apply_report,
+    attempts_used,
+    fresh_attempts,
+    limit_attempts,
     missing_report,
     reopen_for_violation,
     start_item,
@@ -342,3 +345,62 @@ def test_a_merge_conflict_reopens_the_item_naming_the_files() -> None:
     assert reopened.completion.evidence == ("tests pass", note)
     assert reopened.completion.feedback is not None
     assert reopened.completion.feedback.startswith(note)
+
+
+FAILED_CHECK = CheckOutcome(
+    passed=False,
+    digest="sha256:" + "1" * 64,
+    evidence=("[completion-check] ac1: exit 1",),
+    failure="check ac1 ($ pytest -q) exit 1; its output ended with:\n1 failed",
+)
+
+
+@pytest.mark.parametrize(
+    ("attempt", "max_attempts", "status"),
+    [
+        (1, 3, ItemStatus.REOPENED),
+        (2, 3, ItemStatus.REOPENED),
+        (3, 3, ItemStatus.BLOCKED),
+        (7, 0, ItemStatus.REOPENED),  # 0: no limit
+        (1, 1, ItemStatus.BLOCKED),
+    ],
+)
+def test_an_item_that_keeps_failing_is_blocked_at_its_attempt_limit(
+    attempt: int, max_attempts: int, status: ItemStatus
+) -> None:
+    running = RUNNING.with_status(ItemStatus.RUNNING, attempt=attempt)
+    claim = ItemReport("unit-1", ItemDecision.CONTINUE_NEXT, {"ac1": True})
+    after = limit_attempts(apply_report(running, claim, FAILED_CHECK), max_attempts)
+    assert after.status is status
+    if status is ItemStatus.BLOCKED:
+        assert after.blocked_reason == (
+            f"{attempt} attempts did not complete it (the limit is {max_attempts}); last verdict "
+            "fail: check ac1 ($ pytest -q) exit 1; its output ended with:; "
+            f"autopilot tasks unblock unit-1 gives it {max_attempts} more"
+        )
+        assert after.completion.completion_check_digest == FAILED_CHECK.digest
+
+
+def test_completed_stopped_and_asking_items_are_never_limited() -> None:
+    running = RUNNING.with_status(ItemStatus.RUNNING, attempt=9)
+    done = apply_report(
+        running, ItemReport("unit-1", ItemDecision.CONTINUE_NEXT, {"ac1": True}), None
+    )
+    asked = apply_report(
+        running, ItemReport("unit-1", ItemDecision.ASK_USER_META, {}, ("?",)), None
+    )
+    assert limit_attempts(done, 3) == done
+    assert limit_attempts(asked, 3) == asked
+
+
+def test_a_person_gives_an_item_fresh_attempts() -> None:
+    tried = RUNNING.with_status(ItemStatus.BLOCKED, attempt=3, blocked_reason="3 attempts…")
+    assert attempts_used(tried) == 3
+    answered = answer_item(tried, "try the other API")
+    assert attempts_used(answered) == 0 and answered.attempt == 3
+    again = start_item(answered)
+    assert attempts_used(again) == 1
+    assert attempts_used(fresh_attempts(again)) == 0
+    # A hand-edited count that makes no sense counts every attempt.
+    odd = WorkItem(id="x", prompt="p", attempt=2, extra={"attempts_from": 5})
+    assert attempts_used(odd) == 2

@@ -237,7 +237,7 @@ def test_backlog_problems_are_told_once(work: Path) -> None:
     assert notes == ["tasks.jsonl: work item 'd' depends on 'nope', which does not exist"]
 
 
-def test_a_line_broken_while_the_agent_works_keeps_its_place_and_holds_the_run(
+def test_a_line_broken_while_the_agent_works_is_kept_aside_and_the_run_goes_on(
     work: Path,
 ) -> None:
     log = Log()
@@ -245,21 +245,28 @@ def test_a_line_broken_while_the_agent_works_keeps_its_place_and_holds_the_run(
     shell.begin(1)
     path = work / ".autopilot" / "tasks.jsonl"
     lines = path.read_bytes().splitlines(keepends=True)
-    lines.insert(1, b'{"id": "d", oops\n')  # a person's half-typed line, as line 2
+    lines.insert(1, b'{"id": "d", oops\n')  # a half line, as line 2, during the iteration
+    lines.append(b'{"id": "e", "prompt": "a valid item added meanwhile"}\n')
     path.write_bytes(b"".join(lines))
     _report(shell, "a", "continue_next", ac1=True)
     (work / "a.md").write_text("a\n")
     ended = shell.end(1, work.parent, ["a.md"], work)
     assert ended is not None and ended.item.status is ItemStatus.COMPLETED
+    # Taken out of the file (every other line in its place), kept byte for byte.
     after = path.read_bytes().splitlines(keepends=True)
-    assert after[1] == b'{"id": "d", oops\n' and after[2:] == lines[2:]
-    notes = [e["note"] for e in log.events if e["type"] == "warning"]
-    assert not any("deleted" in n for n in notes)
-    held = shell.begin(2)
-    assert held.item is None and held.hold is not None and "line 2: not valid JSON" in held.hold
-    path.write_bytes(path.read_bytes().replace(b'{"id": "d", oops', b'{"id": "d"}'))
+    assert len(after) == len(lines) - 1 and after[1:] == lines[2:]
+    assert (work.parent / "tasks-rejected.jsonl").read_bytes() == b'{"id": "d", oops\n'
+    warnings = [e for e in log.events if e["type"] == "warning" and e.get("rejected")]
+    assert [w["rejected"] for w in warnings] == [
+        [
+            "line 2: not valid JSON (Expecting property name enclosed in double quotes: "
+            "line 1 column 13 (char 12))",
+        ]
+    ]
+    # The run is not held; the valid added item stays and is worked on in its turn.
     begun = shell.begin(2)
-    assert begun.item is not None and begun.item.id == "d"  # the fixed line, in its place
+    assert begun.hold is None and begun.item is not None and begun.item.id == "b"
+    assert _statuses(work)["e"] == "ready"
 
 
 def test_an_item_another_terminal_adds_during_a_boundary_is_kept(work: Path) -> None:
@@ -341,7 +348,7 @@ def test_a_duplicate_id_holds_the_run_and_no_line_is_rewritten(work: Path) -> No
     assert path.read_bytes() == before
 
 
-def test_a_write_keeps_a_line_added_meanwhile_and_a_repeated_id_byte_for_byte(
+def test_a_write_keeps_a_line_added_meanwhile_byte_for_byte_and_sets_a_repeated_id_aside(
     work: Path,
 ) -> None:
     log = Log()
@@ -355,5 +362,8 @@ def test_a_write_keeps_a_line_added_meanwhile_and_a_repeated_id_byte_for_byte(
     write_report(shell.run_folder, ItemReport("a", ItemDecision.STOP, {}, ()), ts_ms=1, iteration=1)
     shell.end(1, work.parent / "it-1", [], work)
     lines = path.read_bytes().splitlines(keepends=True)
-    assert b"".join(lines[-2:]) == added
+    assert lines[-1] == b'{"id":"d" ,"prompt":"new"}\n'
+    assert [json.loads(line)["id"] for line in lines] == ["a", "b", "c", "d"]
     assert json.loads(lines[0])["status"] == "stopped"
+    kept = (work.parent / "it-1" / "tasks-rejected.jsonl").read_bytes()
+    assert kept == b'{"id":"a",  "prompt":"second, keep me"}\n'

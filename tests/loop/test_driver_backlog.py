@@ -322,3 +322,100 @@ def test_a_surface_violation_stays_on_the_items_record_until_it_is_done(tmp_path
         "surface-violation (an earlier attempt; autopilot reverts nothing): secrets.txt"
         in line["completion"]["evidence"]
     )
+
+
+def test_an_item_whose_checks_keep_failing_is_blocked_and_the_run_moves_on(
+    tmp_path: Path,
+) -> None:
+    """An agent that claims every criterion each time (and changes files, so it is
+    progress) while the check fails: after 3 attempts the item is blocked with the
+    failing check, the next item is worked on, and a person's answer gives it more."""
+    rig = arm_backlog(tmp_path, [ITEMS[0], ITEMS[2]], max_iterations=5)
+
+    def lie(item: str, attempt: int, cwd: Path) -> Any:
+        (cwd / "junk.txt").write_text(f"{item} {attempt}\n")
+        return "continue_next", ({"ac1": True} if item == "alpha" else {}), ("all good",)
+
+    store = StateStore(rig.folder / "state.json")
+    plain_sleep = rig.clock.sleep
+    asked: list[str] = []
+
+    def sleep(seconds: float) -> None:
+        plain_sleep(seconds)
+        state = store.read()
+        if state.gate and not asked:
+            asked.append(state.gate)
+            store.update(lambda s: setattr(s, "gate_answer", "alpha.txt goes in the root"))
+
+    rig.clock.sleep = sleep  # type: ignore[method-assign]
+    driver, runner = rig.driver([agent(rig, lie)])
+    result = driver.run()
+    assert result.reason == "max_iterations"
+    assert [_item_of(r) for r in runner.requests] == ["alpha", "alpha", "alpha", "gamma", "alpha"]
+    ends = [(e["itemId"], e["status"]) for e in _events(rig) if e["type"] == "workitem_end"]
+    assert ends[2:4] == [("alpha", "blocked"), ("gamma", "completed")]
+    assert asked == [
+        "no work item can start: alpha is blocked: 3 attempts did not complete it (the limit "
+        "is 3); last verdict fail: check ac1 ($ test -f alpha.txt) exit 1; its output ended "
+        "with:; autopilot tasks unblock alpha gives it 3 more"
+    ]
+    # The answer counts its attempts afresh: attempt 4 reopens it, it is not blocked.
+    assert _tasks(rig) == {"alpha": "reopened", "gamma": "completed"}
+
+
+def test_lines_the_agent_adds_that_autopilot_cannot_take_are_kept_aside_and_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    rig = arm_backlog(tmp_path, [ITEMS[2]], max_iterations=5)
+    cwd = rig.root.parent / "work"
+    tasks = cwd / ".autopilot" / "tasks.jsonl"
+    added = [
+        b'{"id": "gamma", "prompt": "a second gamma"}',
+        b"{not json",
+        b'{"id": "sneaky", "prompt": "x", "status": "completed"}',
+        b'{"id": "graded", "prompt": "x", "completion": {"state": "passed", "verdict": "pass"}}',
+        b'{"id": "orphan", "prompt": "x", "depends_on": ["nowhere"]}',
+        b'{"id": "child", "prompt": "x", "depends_on": ["orphan"]}',
+        b'{"id": "delta", "prompt": "write delta.txt", "depends_on": ["gamma"]}',
+    ]
+
+    def decide(item: str, attempt: int, cwd: Path) -> Any:
+        if item == "gamma":
+            with tasks.open("ab") as file:
+                file.write(b"".join(line + b"\n" for line in added))
+        return "continue_next", {}, ("done",)
+
+    store = StateStore(rig.folder / "state.json")
+    plain_sleep = rig.clock.sleep
+
+    def sleep(seconds: float) -> None:
+        plain_sleep(seconds)
+        hold = store.read().hold
+        assert hold is None, f"the run holds: {hold}"
+
+    rig.clock.sleep = sleep  # type: ignore[method-assign]
+    driver, runner = rig.driver([agent(rig, decide)])
+    result = driver.run()
+    # The run is not held: the valid new item is worked on, and the backlog drains.
+    assert result.reason == "backlog_done"
+    assert [_item_of(r) for r in runner.requests] == ["gamma", "delta"]
+    assert _tasks(rig) == {"gamma": "completed", "delta": "completed"}
+    kept = (rig.folder / "iter-0001" / "tasks-rejected.jsonl").read_bytes()
+    assert kept == b"".join(line + b"\n" for line in added[:6])
+    warnings = [e for e in _events(rig) if e["type"] == "warning" and e.get("rejected")]
+    assert len(warnings) == 1
+    assert warnings[0]["note"].startswith(
+        "6 line(s) the agent added to .autopilot/tasks.jsonl were taken out and kept in "
+        "iter-0001/tasks-rejected.jsonl in the run's folder: "
+    )
+    assert warnings[0]["rejected"] == [
+        "work item 'gamma' repeats an id an earlier line has",
+        "line 3: not valid JSON (Expecting property name enclosed in double quotes: line 1 "
+        "column 2 (char 1))",
+        "new work item 'sneaky' was added as completed or with a completion of its own (an "
+        "added item starts ready, and only autopilot's checks complete it)",
+        "new work item 'graded' was added as ready or with a completion of its own (an "
+        "added item starts ready, and only autopilot's checks complete it)",
+        "new work item 'orphan' depends on nowhere, which the backlog does not have",
+        "new work item 'child' depends on orphan, which the backlog does not have",
+    ]

@@ -123,6 +123,52 @@ def hook_lines(state: RunState, hook: HookRunView, now_ms: int) -> list[str]:
     return lines
 
 
+def messages_text(user: int, pending: int, state: RunState) -> str | None:
+    """What ``status`` says of messages not yet delivered: ``user`` of the ``pending``
+    are the user's, the rest autopilot's own notices (a reopened item, a budget
+    warning), which are moot once the run ended; None when there is nothing to say."""
+    notices = pending - user
+    if state.terminated:
+        if not user:
+            return None
+        return f"{user} of yours never delivered (the run ended first)"
+    parts = [f"{user} of yours"] if user else []
+    if notices:
+        parts.append(f"{notices} autopilot notice{'' if notices == 1 else 's'}")
+    return f"{' and '.join(parts)} waiting for the next iteration" if parts else None
+
+
+MAX_BLOCKED_LINES = 5
+"""Blocked work items ``status`` names (the rest are counted)."""
+
+
+def blocked_lines(state: RunState) -> list[str]:
+    """``status`` lines for a backlog run's blocked work items and why, as the
+    project's ``tasks.jsonl`` has them now (nothing if it cannot be read)."""
+    if state.mode != "backlog" or state.cwd is None:
+        return []
+    from autopilot.core.workitems import ItemStatus
+    from autopilot.errors import AutopilotError
+    from autopilot.store.backlog import Backlog
+    from autopilot.workspace.worktrees import RunWorktree, project_home
+
+    try:
+        home = project_home(Path(state.cwd), RunWorktree.from_json(state.extra.get("worktree")))
+        items = Backlog(home, runs_root(create=False) / ".locks").read().items
+    except (AutopilotError, OSError, ValueError):
+        return []
+    blocked = [i for i in items if i.status is ItemStatus.BLOCKED]
+    lines = [
+        f"blocked    {_field(i.id)}: {_field(i.blocked_reason or 'no reason given')}"
+        for i in blocked[:MAX_BLOCKED_LINES]
+    ]
+    if len(blocked) > MAX_BLOCKED_LINES:
+        lines.append(
+            f"blocked    and {len(blocked) - MAX_BLOCKED_LINES} more (autopilot tasks list)"
+        )
+    return lines
+
+
 def env_text(state: RunState) -> str:
     """What ``status`` says of the agent's environment: the names of its variables the
     run started with (never their values), and those the current driver lacks. A
@@ -263,13 +309,10 @@ def status(as_json: bool, run_ref: str | None) -> int:
         lines.insert(-1, orphan)
     if not state.terminated and state.agent_env is not None:
         lines.append(f"env        {env_text(state)}")
-    if report.pending_messages:
-        waiting = (
-            "never delivered (the run ended first)"
-            if state.terminated
-            else "waiting for the next iteration"
-        )
-        lines.append(f"messages   {report.pending_messages} {waiting}")
+    messages = messages_text(report.pending_user_messages, report.pending_messages, state)
+    if messages:
+        lines.append(f"messages   {messages}")
+    lines.extend(blocked_lines(state))
     if state.termination_note:
         lines.append(f"note       {_field(' '.join(state.termination_note.split()))}")
     restored = snap.lastRestore

@@ -25,6 +25,7 @@ LIMIT_OPTIONS = (
     "abort-promise",
     "completion-match",
     "stagnation-limit",
+    "max-item-attempts",
     "model",
     "label",
     "prompt-via",
@@ -49,6 +50,10 @@ def limit_options(func: Any) -> Any:
             "word (a whole word), tag (the tag only) or substring."
         ),
         "stagnation-limit": "Iterations without progress that halt the run (default 3; 0 = off).",
+        "max-item-attempts": (
+            "--backlog: attempts at one work item before it is blocked and the run moves "
+            "on (default 3; 0 = no limit)."
+        ),
         "model": "Model name passed to the agent.",
         "label": "Label for the run id (default: the directory name).",
         "prompt-via": "command agent: stdin (default), arg or file.",
@@ -75,6 +80,7 @@ _METAVARS = {
     "abort-promise": "TOKEN",
     "completion-match": "sentence|word|tag|substring",
     "stagnation-limit": "N",
+    "max-item-attempts": "N",
     "model": "MODEL",
     "label": "LABEL",
     "prompt-via": "stdin|arg|file",

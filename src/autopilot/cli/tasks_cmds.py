@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -10,6 +12,7 @@ from typing import Any
 import click
 
 from autopilot.cli.echo import say, say_json
+from autopilot.core.decisions import fresh_attempts
 from autopilot.core.ready_queue import next_item, unmet_dependencies
 from autopilot.core.workitems import (
     Completion,
@@ -24,7 +27,7 @@ from autopilot.core.workitems import (
 )
 from autopilot.errors import BacklogError, UsageError
 from autopilot.store.backlog import Backlog, BacklogFile, read_bounded_regular_file
-from autopilot.store.backlog_import import Imported, free_id, parse_import
+from autopilot.store.backlog_import import Imported, free_id, parse_import, unchecked
 from autopilot.store.paths import runs_root
 
 _HELP = {"help_option_names": ["-h", "--help"]}
@@ -169,6 +172,8 @@ def list_tasks(as_json: bool) -> None:
         if unmet:  # ready in the file, but it waits until its dependencies are done
             status = BLOCKED_BY_DEPENDENCY
             attempt += f" (waits on {', '.join(unmet)})"
+        if item.status is ItemStatus.BLOCKED and item.blocked_reason:
+            attempt += f" — {' '.join(item.blocked_reason.split())[:120]}"
         say(f"{mark} {item.id:<16} {status:<21} {label[:70]}{attempt}")
 
 
@@ -289,7 +294,7 @@ def unblock(item_id: str) -> None:
         completion = item.completion
         if completion.state is CompletionState.AWAITING_USER:
             completion = replace(completion, state=CompletionState.IN_PROGRESS)
-        return item.with_status(status, blocked_reason=None, completion=completion)
+        return fresh_attempts(item).with_status(status, blocked_reason=None, completion=completion)
 
     item = _change_item(item_id, change)
     say(f"autopilot: {item_id} is {item.status.value}")
@@ -309,7 +314,9 @@ def reopen(item_id: str) -> None:
             verdict=None,
             reopen_target=FocusLayer.MICRO,
         )
-        return item.with_status(ItemStatus.REOPENED, blocked_reason=None, completion=completion)
+        return fresh_attempts(item).with_status(
+            ItemStatus.REOPENED, blocked_reason=None, completion=completion
+        )
 
     _change_item(item_id, change)
     say(f"autopilot: {item_id} is reopened")
@@ -336,6 +343,8 @@ def edit(
 ) -> None:
     """Change a work item: with options, or else in $EDITOR as JSON."""
     built = _criteria(criteria) if criteria else None
+    if prompt is None and title is None and built is None and status is None:
+        _refuse_without_an_editor()
 
     def change(item: WorkItem) -> WorkItem:
         if prompt is None and title is None and built is None and status is None:
@@ -357,9 +366,31 @@ def edit(
     say(f"autopilot: {item_id} changed")
 
 
+_EDIT_OPTIONS = "--prompt TEXT, --title TEXT, --criterion TEXT[ :: CHECK] or --status STATUS"
+
+
+def _refuse_without_an_editor() -> None:
+    """Refuse to open an editor when none can be used: no $VISUAL or $EDITOR named
+    and no terminal for the system's default one.
+
+    Raises:
+        UsageError: no editor can be opened here.
+    """
+    named = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+    if not named and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError(
+            f"no terminal to edit the item in (and no $EDITOR): change it with {_EDIT_OPTIONS}"
+        )
+
+
 def _edit_in_editor(item: WorkItem) -> WorkItem:
     text = json.dumps(item.to_json(), indent=2, ensure_ascii=False) + "\n"
-    edited = click.edit(text, extension=".json")
+    try:
+        edited = click.edit(text, extension=".json")
+    except click.ClickException as error:
+        raise UsageError(
+            f"{error.format_message()}; change the item with {_EDIT_OPTIONS}"
+        ) from None
     if edited is None or edited == text:
         return item
     try:
@@ -397,3 +428,10 @@ def import_tasks(path: str) -> None:
         f"autopilot: imported {len(added)} work items from {path} "
         f"({len(added) - done} open, {done} already done{already})"
     )
+    on_word = unchecked(added)
+    if on_word:
+        say(
+            f"autopilot: {len(on_word)} item{'s have' if len(on_word) != 1 else ' has'} "
+            "criteria with no check: they complete on the agent's report; add checks with "
+            f"`autopilot tasks edit {on_word[0]} --criterion 'TEXT :: CHECK'`"
+        )

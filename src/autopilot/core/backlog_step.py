@@ -25,6 +25,7 @@ from autopilot.core.decisions import (
     ItemDecision,
     ItemReport,
     apply_report,
+    limit_attempts,
     missing_report,
     start_item,
     validate_report,
@@ -209,6 +210,7 @@ def conclude_item(
     report: ItemReport | None,
     checks: CheckOutcome | None,
     iteration: int,
+    max_attempts: int = 0,
     *,
     cut_short: bool = False,
 ) -> ItemConclusion:
@@ -220,16 +222,22 @@ def conclude_item(
         report: The chosen report (``choose_report``), or None.
         checks: For ``continue_next``, autopilot's run of the item's checks.
         iteration: The iteration's number.
+        max_attempts: Attempts before an item that goes back to the queue is
+            blocked instead (``decisions.limit_attempts``; 0: no limit). Such a
+            block asks no question: the run goes on with the next ready item.
         cut_short: A crash of autopilot's own process cut the iteration short: no
             decision is then not the agent's doing, and the item stays running
             without counting toward ``MISSING_REPORTS_BEFORE_ASKING``.
     """
     if report is not None:
-        after = apply_report(item, report, checks)
+        after = limit_attempts(apply_report(item, report, checks), max_attempts)
     else:
         after = item if cut_short else missing_report(item)
     decision = report.decision if report is not None else None
-    question = after.blocked_reason if after.status is ItemStatus.BLOCKED else None
+    asked = after.status is ItemStatus.BLOCKED and (
+        report is None or report.decision is ItemDecision.ASK_USER_META
+    )
+    question = after.blocked_reason if asked else None
     changed = with_item_replaced(items, after)
     events = (
         _event("workitem_end", workitem_end_fields(after, iteration, decision)),

@@ -17,6 +17,13 @@ stop            ``stopped``; the run ends
 A running item with no decision at the end of its iteration stays ``running`` and is
 resumed with ``pending-decision: missing``; after ``MISSING_REPORTS_BEFORE_ASKING``
 in a row it is gated like ``ask_user_meta``.
+
+An item that goes back to the queue (``ready`` or ``reopened``) after its
+``max_attempts``-th attempt is ``blocked`` instead (``limit_attempts``), its reason
+naming the last verdict and the failing check, and the run goes on with the next
+ready item: an agent that claims success each time while the checks fail cannot spend
+the whole run on one item. Attempts count from the last time a person unblocked,
+answered or reopened it (``fresh_attempts``).
 """
 
 from __future__ import annotations
@@ -67,6 +74,13 @@ NEEDS_EVIDENCE = frozenset(
 
 MISSING_REPORTS_BEFORE_ASKING = 3
 """Iterations in a row without a decision before the item is gated for a person."""
+
+DEFAULT_MAX_ITEM_ATTEMPTS = 3
+"""Attempts at one work item before it is blocked (``--max-item-attempts``; 0: no limit)."""
+
+ATTEMPTS_FROM_FIELD = "attempts_from"
+"""The item field holding ``attempt`` as it was when a person last gave the item new
+attempts (unblocked, answered or reopened it)."""
 
 MAX_FEEDBACK_CHARS = 4000
 """Feedback carried into the next prompt is cut to this many characters (the tail)."""
@@ -293,7 +307,51 @@ def answer_item(item: WorkItem, answer: str) -> WorkItem:
     question = item.blocked_reason
     feedback = f"question: {question}\nanswer: {answer}" if question else f"answer: {answer}"
     completion = replace(item.completion, state=CompletionState.IN_PROGRESS, feedback=feedback)
+    item = fresh_attempts(item)
     return item.with_status(ItemStatus.READY, completion=completion, blocked_reason=None)
+
+
+def fresh_attempts(item: WorkItem) -> WorkItem:
+    """The item with its attempt limit counted afresh from now (a person unblocked,
+    answered or reopened it)."""
+    if not item.attempt:
+        return item
+    return replace(item, extra={**item.extra, ATTEMPTS_FROM_FIELD: item.attempt})
+
+
+def attempts_used(item: WorkItem) -> int:
+    """Attempts since a person last gave the item new ones (``fresh_attempts``)."""
+    start = item.extra.get(ATTEMPTS_FROM_FIELD, 0)
+    if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start <= item.attempt:
+        start = 0
+    return item.attempt - start
+
+
+def limit_attempts(item: WorkItem, max_attempts: int) -> WorkItem:
+    """The item after an attempt: blocked if it goes back to the queue (``ready`` or
+    ``reopened``) having used ``max_attempts`` attempts (0: no limit).
+
+    The reason names the attempts, the last verdict and the failing check (the first
+    line of the feedback for the next attempt), and how to try again.
+    """
+    if max_attempts <= 0 or item.status not in (ItemStatus.READY, ItemStatus.REOPENED):
+        return item
+    used = attempts_used(item)
+    if used < max_attempts:
+        return item
+    verdict = item.completion.verdict.value if item.completion.verdict else "none"
+    last = next(
+        (ln.strip() for ln in (item.completion.feedback or "").splitlines() if ln.strip()), ""
+    )
+    failing = f": {last[:300]}" if last else ""
+    return item.with_status(
+        ItemStatus.BLOCKED,
+        blocked_reason=(
+            f"{used} attempts did not complete it (the limit is {max_attempts}); last "
+            f"verdict {verdict}{failing}; autopilot tasks unblock {item.id} gives it "
+            f"{max_attempts} more"
+        ),
+    )
 
 
 def surface_feedback(paths: Sequence[str]) -> str:

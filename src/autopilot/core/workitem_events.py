@@ -68,6 +68,8 @@ def workitem_end_fields(item: WorkItem, iteration: int, decision: str | None) ->
     }
     if item.status is ItemStatus.COMPLETED:
         fields["closesN"] = 1
+    if item.status is ItemStatus.BLOCKED and item.blocked_reason:
+        fields["blockedReason"] = item.blocked_reason
     return fields
 
 

@@ -28,6 +28,7 @@ from autopilot.core.backlog_step import (
     reconcile,
 )
 from autopilot.core.decisions import (
+    DEFAULT_MAX_ITEM_ATTEMPTS,
     answer_item,
 )
 from autopilot.core.ready_queue import backlog_problems, open_items
@@ -83,6 +84,7 @@ class BacklogShell:
             a restart found it deleted.
         run_surface: The approved boundary's allowed surfaces (empty: any path).
         check_timeout_seconds: Per check command.
+        max_item_attempts: Attempts at one item before it is blocked (0: no limit).
         environ: The environment check commands run with (default ``os.environ``).
         approved: The project's approved run boundary (``loop.approved``).
         lanes: For a lane of a parallel run, its siblings and its landing.
@@ -97,6 +99,7 @@ class BacklogShell:
     log_events: Callable[[], Iterable[Mapping[str, Any]]] = lambda: ()
     run_surface: Sequence[str] = ()
     check_timeout_seconds: float = DEFAULT_CHECK_TIMEOUT_SECONDS
+    max_item_attempts: int = DEFAULT_MAX_ITEM_ATTEMPTS
     environ: Mapping[str, str] | None = None
     approved: ApprovedRun | None = None
     lanes: Lanes | None = None

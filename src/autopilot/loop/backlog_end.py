@@ -37,7 +37,10 @@ from autopilot.core.workitem_events import (
     workitem_recorded_fields,
 )
 from autopilot.core.workitems import ItemStatus, WorkItem
+from autopilot.errors import BacklogError
 from autopilot.loop.checks import run_checks
+from autopilot.store.backlog import BacklogFile
+from autopilot.store.backlog_intake import REJECTED_FILE, invalid_additions, keep_aside, without
 from autopilot.store.reports import claim_reports, claimed_reports, take_decision_file
 
 if TYPE_CHECKING:
@@ -107,7 +110,7 @@ def end_item(
         )
         checks, stopped = run.outcome, run.stopped
     with shell.backlog.locked():
-        items = _reconciled(shell, ours, item, iteration)
+        items = _reconciled(shell, ours, item, iteration, iteration_folder)
         for line in problems:
             shell.emit("warning", iteration=iteration, note=line, itemId=item.id)
         if violations:
@@ -121,7 +124,9 @@ def end_item(
                 note=f"the checks of work item {item.id} were stopped; it stays running",
             )
             return Ended(item, None)
-        conclusion = conclude_item(items, item, report, checks, iteration, cut_short=relaunch)
+        conclusion = conclude_item(
+            items, item, report, checks, iteration, shell.max_item_attempts, cut_short=relaunch
+        )
         if shell.lanes is None:
             shell.write_or_warn(conclusion.items, iteration)
     if shell.lanes is not None:
@@ -139,13 +144,19 @@ def end_item(
 
 
 def _reconciled(
-    shell: BacklogShell, ours: Sequence[WorkItem], item: WorkItem, iteration: int
+    shell: BacklogShell,
+    ours: Sequence[WorkItem],
+    item: WorkItem,
+    iteration: int,
+    iteration_folder: Path,
 ) -> tuple[WorkItem, ...]:
     """The file's items as they are now with the agent's edits undone (a lane guards
-    only its own ``item``: sibling lanes write theirs). A line a person broke
-    meanwhile keeps its place (the run holds at the boundary). The caller holds the
+    only its own ``item``: sibling lanes write theirs) and the lines it added that
+    autopilot cannot take kept aside (``store.backlog_intake``). The caller holds the
     backlog's lock."""
     found, problem = shell.read()
+    if found is not None and found.exists:
+        found = _take_out_invalid(shell, found, ours, iteration, iteration_folder)
     found_items = found.items if found is not None and found.exists else None
     if shell.lanes is not None and found_items is not None:
         mine = next((i for i in ours if i.id == item.id), item)
@@ -162,6 +173,42 @@ def _reconciled(
         shell.emit("warning", iteration=iteration, note=note)
     shell.emit_all(reconciled.events, iteration)
     return reconciled.items
+
+
+def _take_out_invalid(
+    shell: BacklogShell,
+    found: BacklogFile,
+    ours: Sequence[WorkItem],
+    iteration: int,
+    iteration_folder: Path,
+) -> BacklogFile:
+    """``found`` without the lines the iteration added that autopilot cannot take,
+    which are kept in the iteration's folder first and named in a warning; ``found``
+    as it is if that cannot be done (the run then holds at the boundary)."""
+    rejected = invalid_additions(found, {i.id for i in ours})
+    if not rejected:
+        return found
+    whys = [r.why for r in rejected]
+    try:
+        keep_aside(iteration_folder, rejected)
+        shell.backlog.write_locked(without(found, rejected))
+    except (OSError, BacklogError) as error:
+        shell.emit(
+            "warning",
+            iteration=iteration,
+            note=f"lines the agent added to .autopilot/tasks.jsonl could not be taken out "
+            f"({error}): {'; '.join(whys[:5])}",
+        )
+        return found
+    shown = "; ".join(whys[:5]) + (f"; and {len(whys) - 5} more" if len(whys) > 5 else "")
+    shell.emit(
+        "warning",
+        iteration=iteration,
+        note=f"{len(rejected)} line(s) the agent added to .autopilot/tasks.jsonl were taken "
+        f"out and kept in {iteration_folder.name}/{REJECTED_FILE} in the run's folder: {shown}",
+        rejected=whys[:50],
+    )
+    return without(found, rejected)
 
 
 def _land(

@@ -195,4 +195,5 @@ def backlog_shell(
         lanes=lanes,
         should_stop=should_stop,
         check_timeout_seconds=state.config.check_timeout_seconds,
+        max_item_attempts=state.config.max_item_attempts,
     )

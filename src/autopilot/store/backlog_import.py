@@ -4,8 +4,12 @@
   (https://github.com/snarktank/ralph, ``prd.json.example``): ``userStories``, each
   with ``id``, ``title``, ``description``, ``acceptanceCriteria`` (strings),
   ``priority`` (lower first) and ``passes`` (true: already done).
-* A Markdown checklist: every ``- [ ] text`` (or ``*``/``+``, any indent) is an open
-  item, ``- [x] text`` a completed one, in the order they appear.
+* A Markdown checklist: every ``- [ ] text`` (or ``*``/``+``) is an open item,
+  ``- [x] text`` a completed one, in the order they appear; a checklist line indented
+  under an item's line is an acceptance criterion of that item, not an item.
+
+Neither format has check commands: criteria imported are the agent's word until a
+person adds checks (``unchecked`` names the open items that complete on it).
 
 Items imported as done carry the evidence ``imported as done from FILE``: the user's
 own word, which is all there is. An entry whose prompt an item of the backlog already
@@ -18,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from autopilot.core.workitems import (
@@ -32,7 +36,7 @@ from autopilot.core.workitems import (
 )
 from autopilot.errors import BacklogError
 
-_CHECKBOX_RE = re.compile(r"^\s*[-*+]\s+\[( |x|X)\]\s+(.+?)\s*$")
+_CHECKBOX_RE = re.compile(r"^(\s*)[-*+]\s+\[( |x|X)\]\s+(.+?)\s*$")
 
 
 @dataclass(frozen=True)
@@ -151,18 +155,30 @@ def parse_markdown_checklist(
     """
     used = set(taken)
     items: list[WorkItem] = []
+    criteria: dict[int, list[str]] = {}
     skipped = 0
+    parent_indent: int | None = None
+    parent: int | None = None  # index in items; None while under a skipped entry
     for line in text.splitlines():
         match = _CHECKBOX_RE.match(line)
         if match is None:
             continue
-        done = match.group(1) in "xX"
-        task = match.group(2)
+        indent = len(match.group(1).expandtabs(4))
+        done = match.group(2) in "xX"
+        task = match.group(3)
+        if parent_indent is not None and indent > parent_indent:
+            if parent is not None:
+                criteria[parent].append(task)
+            continue
+        parent_indent = indent
         if task in known:
             skipped += 1
+            parent = None
             continue
         item_id = free_id(used)
         used.add(item_id)
+        parent = len(items)
+        criteria[parent] = []
         items.append(
             WorkItem(
                 id=item_id,
@@ -174,7 +190,30 @@ def parse_markdown_checklist(
         )
     if not items and not skipped:
         raise BacklogError(f"{source}: no checklist lines ('- [ ] …') to import")
-    return Imported(items, skipped)
+    with_criteria = [
+        replace(
+            item,
+            acceptance_criteria=tuple(
+                Criterion(f"ac{n}", words, plain=True) for n, words in enumerate(criteria[index], 1)
+            ),
+        )
+        for index, item in enumerate(items)
+    ]
+    return Imported(with_criteria, skipped)
+
+
+def unchecked(items: Sequence[WorkItem]) -> list[str]:
+    """Ids of the open ``items`` with a criterion that has no ``check`` command, or no
+    criteria at all: they complete on the agent's report alone."""
+    return [
+        item.id
+        for item in items
+        if item.is_open
+        and (
+            not item.acceptance_criteria
+            or any(not criterion.check for criterion in item.acceptance_criteria)
+        )
+    ]
 
 
 def parse_import(data: bytes, source: str, existing: Sequence[WorkItem]) -> Imported:
