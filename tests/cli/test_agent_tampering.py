@@ -90,3 +90,36 @@ def test_a_log_deleted_with_the_spend_before_a_kill_ends_the_run_without_spendin
     assert "budgets cannot be checked" in str(aborts[0]["note"])
     state = read_state_json(folder / "state.json")
     assert (state["terminated"], state["status"]) == (True, "stopped")
+
+
+def test_a_complete_the_agent_appends_before_a_kill_completes_nothing(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    calls = tmp_path / "calls"
+    edit = (
+        "line = {'type': 'complete', 'ts': 1, 'runId': state['runId'], "
+        "'reason': 'completion_promise', 'note': 'the agent said COMPLETE', 'iteration': 1}\n"
+        "open(os.path.join(folder, 'events.jsonl'), 'a').write(json.dumps(line) + '\\n')"
+    )
+    step = {"shell": _tamper_then_kill(edit, scratch=tmp_path)}
+    env = fake_agent([[step, {"result": f"step {n}"}] for n in range(10)])
+    args = ["run", "-p", "x", "--max-iterations", "3", "--stagnation-limit", "0", "--plain"]
+    killed = run_cli(args, cwd=repo, env=env)
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    folder = _run_dir(tmp_path)
+    for command in (["status", folder.name], ["list"]):
+        shown = run_cli(command, cwd=repo)
+        assert "completed" not in shown.stdout, shown.stdout
+    done = run_cli(["start", folder.name, "--plain"], cwd=repo, env=env)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "as its event log records" not in done.stdout
+    assert len(calls.read_text().split()) == 3
+    events = list(read_events(folder / "events.jsonl"))
+    assert [(e["type"], e["reason"]) for e in events if e["type"] in ("complete", "abort")] == [
+        ("complete", "completion_promise"),  # the agent's line, still in the log
+        ("abort", "max_iterations"),
+    ]
+    notes = [str(e.get("note")) for e in events if e["type"] == "warning"]
+    assert any("was not written by the run's driver" in note for note in notes), notes
+    state = read_state_json(folder / "state.json")
+    assert (state["status"], state["terminationReason"]) == ("stopped", "max_iterations")
