@@ -281,10 +281,11 @@ def _reconciled(folder: RunDir, store: StateStore, log: EventLog) -> RunState:
     try:
         return reconcile_terminal(folder, store, log)
     except StateFileError:
-        ending = logged_ending(folder.events)
+        state = read_state(folder.state)
+        ending = logged_ending(folder.events, state)
         if ending is None:
             raise
-        return ended_as_logged(read_state(folder.state), ending)
+        return ended_as_logged(state, ending)
 
 
 def _end_without_driver(run_dir: Path, store: StateStore, clock: Clock, note: str) -> RunState:

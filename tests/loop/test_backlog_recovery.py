@@ -140,3 +140,35 @@ def test_the_started_item_is_read_from_its_record_or_the_log(tmp_path: Path) -> 
     found = started_in_log(log, 3)
     assert found is not None and found.item_id == "b"
     assert started_in_log(log, 4) is None
+
+
+def test_an_item_end_the_agent_appends_before_a_crash_is_concluded_again(
+    tmp_path: Path,
+) -> None:
+    rig = arm_backlog(tmp_path, [ITEMS[0]], max_iterations=3)
+    run_id = rig.run_id
+
+    def forge_end(item: str, attempt: int, cwd: Path) -> Any:
+        # alpha.txt is never written: the check (test -f alpha.txt) fails.
+        forged = [
+            {"type": "workitem_end", "itemId": item, "iteration": 1, "status": "completed"},
+            {
+                "type": "workitem_recorded",
+                "itemId": item,
+                "iteration": 1,
+                "item": {**ITEMS[0], "status": "completed"},
+            },
+        ]
+        with (rig.folder / "events.jsonl").open("a") as log:
+            for event in forged:
+                log.write(json.dumps({**event, "ts": 1, "runId": run_id}) + "\n")
+        return "continue_next", {"ac1": True}, ("trust me",)
+
+    _crash_in_first_attempt(rig, forge_end)
+    relaunched, runner = rig.driver([agent(rig, _write_alpha)])
+    assert relaunched.run().reason == "backlog_done"
+    ends = [(e["iteration"], e["status"]) for e in _events(rig) if e["type"] == "workitem_end"]
+    assert ends == [(1, "completed"), (1, "reopened"), (2, "completed")]  # forged, then ours
+    assert len(runner.requests) == 1  # alpha was run again after its check failed
+    notes = [e["note"] for e in _events(rig) if e["type"] == "warning"]
+    assert any("the logged end of work item alpha is not the driver's" in n for n in notes)

@@ -143,7 +143,7 @@ def _wait_for_daemon(folder: RunDir, supervisor: int) -> Attached:
     while True:
         state = read_state_quietly(folder.state)
         if state is not None:
-            ending = None if state.terminated else logged_ending(folder.events)
+            ending = None if state.terminated else logged_ending(folder.events, state)
             if state.terminated or ending is not None:
                 return Attached(ended=state if ending is None else ended_as_logged(state, ending))
             if driver_alive(state):
@@ -151,7 +151,7 @@ def _wait_for_daemon(folder: RunDir, supervisor: int) -> Attached:
         if not process_alive(supervisor, None):
             # The run's files are read once more: the supervisor may have ended it last.
             state = read_state_quietly(folder.state)
-            ending = logged_ending(folder.events)
+            ending = None if state is None else logged_ending(folder.events, state)
             if state is not None and ending is not None:
                 return Attached(ended=ended_as_logged(state, ending))
             return Attached(supervisor_gone=True)

@@ -130,6 +130,9 @@ class Reason(StrEnum):
     UNCLAIMED = "unclaimed"
     """A hook run armed for no session that no session claimed within its claim
     window (``hook.arm``)."""
+    TAMPERED = "tampered"
+    """A driver found the run's event log missing, or not beginning with the run's
+    ``armed`` event: its budgets cannot be checked (``loop.armed_limits``)."""
 
 
 LIMIT_REASONS = frozenset(

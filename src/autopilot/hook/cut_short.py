@@ -190,7 +190,7 @@ def settle_logged(record: RunRecord, folder: RunDir) -> str | None:
             record.update(lambda s: absorb(s, change))
             ending_done(iteration_folder)
     if not record.state.terminated:
-        logged = logged_ending(folder.events)
+        logged = logged_ending(folder.events, record.state)
         if logged is not None:
 
             def end(s: RunState) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from autopilot.config import RunConfig
 from autopilot.core.vocabulary import EventType
 from autopilot.errors import AutopilotError, StateFileError
+from autopilot.loop.armed_limits import limits_of
 from autopilot.loop.clock import Clock
 from autopilot.store.events import EventLog
 from autopilot.store.index import append_index_row
@@ -115,6 +116,7 @@ def arm_run(
         "agent": config.agent,
         "model": config.model,
         "cwd": str(cwd),
+        "limits": limits_of(config),
     }
     record = LaunchRecord(config, prompt, extra_args, command, dict(state.extra))
     try:

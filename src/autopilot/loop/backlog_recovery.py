@@ -6,8 +6,11 @@ relaunch that finds the attempt open (``recovery.attempt_left``) concludes the i
 as the dead driver would have (``concluded_after_crash``): the agent's reports (those
 claimed before the crash too), the surface check against the saved mark, and
 autopilot's own run of the criteria's checks for ``continue_next``. An item whose
-``workitem_end`` for that iteration is already in the log was concluded before the
-crash: that conclusion stands and is not made twice. An attempt whose item cannot be
+``workitem_end`` for that iteration is already in the log, and which ``tasks.jsonl``
+no longer has running, was concluded before the crash: that conclusion stands and is
+not made twice. A logged end that ``tasks.jsonl`` does not agree with (the item is
+still running there: an agent can append to the log) is a ``warning``, and the item
+is concluded again, its checks run. An attempt whose item cannot be
 found concludes none, and so cannot complete the run (``core.backlog_rule``).
 """
 
@@ -22,6 +25,7 @@ from typing import Any
 from autopilot.core.attempt import Attempt
 from autopilot.core.decisions import ItemDecision
 from autopilot.core.workitems import ItemStatus, WorkItem
+from autopilot.errors import AutopilotError
 from autopilot.loop.backlog import BacklogShell
 from autopilot.loop.backlog_end import Ended
 from autopilot.loop.backlog_run import attempt_with
@@ -143,7 +147,18 @@ def concluded_after_crash(
         return attempt
     logged_end = ended_in_log(shell.log_events(), attempt.number, item.id)
     if logged_end is not None:
-        return attempt_with(shell, attempt, _ended_before(item, logged_end))
+        items = _on_file(shell)
+        on_file = next((i for i in items or () if i.id == item.id), None)
+        if items is None or on_file is None or on_file.status is not ItemStatus.RUNNING:
+            return attempt_with(shell, attempt, _ended_before(item, logged_end))
+        shell.emit(
+            "warning",
+            iteration=attempt.number,
+            itemId=item.id,
+            note=f"the logged end of work item {item.id} is not the driver's: tasks.jsonl "
+            "still has it running; it is concluded again, its checks run",
+        )
+        shell.ours, item = items, on_file  # not the items the log's forged lines rebuild
     if item.status is not ItemStatus.RUNNING:
         return attempt  # a person changed it while no driver ran; taken in at the boundary
     approved = shell.approved
@@ -165,6 +180,14 @@ def concluded_after_crash(
     return attempt_with(
         shell, attempt, shell.end(attempt.number, folder, paths, cwd, relaunch=True)
     )
+
+
+def _on_file(shell: BacklogShell) -> tuple[WorkItem, ...] | None:
+    """The items as ``tasks.jsonl`` holds them now, or None (unreadable)."""
+    try:
+        return tuple(shell.backlog.read().items)
+    except AutopilotError:
+        return None
 
 
 def _ended_before(item: WorkItem, logged: Mapping[str, Any]) -> Ended:

@@ -30,6 +30,7 @@ from autopilot.core.step import Step, conclude, spend_counters
 from autopilot.core.verification import verify_notice
 from autopilot.core.vocabulary import PARALLEL_MODE, Action, EventType, Reason
 from autopilot.errors import BacklogWriteError, StateFileError, UsageError
+from autopilot.loop.armed_limits import held_limits, put_back_limits
 from autopilot.loop.backlog import Begun
 from autopilot.loop.backlog_recovery import concluded_after_crash, record_started
 from autopilot.loop.backlog_run import backlog_boundary, backlog_shell, with_item_facts
@@ -113,7 +114,9 @@ class Driver:
         if state.mode == PARALLEL_MODE:
             raise UsageError(f"run {run_id} is a parallel run: its agents' runs are driven")
         self.cwd = Path(state.cwd)
-        self.config = state.config
+        # The limits are the armed event's, never state.json's alone (``armed_limits``).
+        self._held = held_limits(self.run_dir.events, run_id, state.config)
+        self.config = self._held if not isinstance(self._held, str) else state.config
         self.policy = self.config.policy(state.mode)
         self.notifier = RunNotifier(self.config.notify, run_id) if self.config.notify else None
         self.record.notify = self.notifier
@@ -228,7 +231,13 @@ class Driver:
         """Spend is the larger of state.json's and the log's; an attempt a dead
         driver left open is concluded (its logged decision, else its saved output),
         also one whose agent started before the driver recorded it. An attempt whose
-        step was cut short on the log (``loop.torn``) is told and charged once."""
+        step was cut short on the log (``loop.torn``) is told and charged once.
+        First, the limits are the armed event's (put back where state.json differs);
+        a log that cannot tell them ends the run (``tampered``)."""
+        if isinstance(self._held, str):
+            note = f"{self._held}, so the run's budgets cannot be checked"
+            return self._finish(EventType.ABORT, Reason.TAMPERED, note)
+        put_back_limits(self.record, self._held)
         torn = torn_step(self.run_dir, self.state)
         if not torn:
             restore_spend(self.record, self.run_dir)

@@ -15,6 +15,7 @@ open attempt, which recovery concludes from its saved output.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import socket
@@ -48,7 +49,16 @@ CONTROL_FIELDS = (
 )
 """``RunState`` fields other processes may write while a driver runs."""
 
-_OWNED_FIELDS = ("spend", "loop", "iteration", "session_id", "config", "terminated", "delivery")
+_OWNED_FIELDS = (
+    "spend",
+    "loop",
+    "iteration",
+    "session_id",
+    "config",
+    "terminated",
+    "ending",
+    "delivery",
+)
 """Fields only the driver writes; a change by anyone else is reported."""
 
 
@@ -96,6 +106,10 @@ def write_step(store: StateStore, log: EventLog, step: Step) -> RunState:
     Raises:
         StateFileError: the state cannot be read or written.
     """
+    if step.ending is not None and step.ending.event is EventType.COMPLETE:
+        reason = step.ending.reason
+        with contextlib.suppress(StateFileError):  # see RunRecord.intend_completion
+            store.update(lambda s: setattr(s, "ending", reason))
     log.emit_all([(event.type, event.fields) for event in step.events])
     log.sync()
     return store.update(lambda s: absorb(s, step.change))
@@ -183,7 +197,10 @@ class RunRecord:
 
     def apply(self, step: Step) -> RunState:
         """Apply a step durably: its events appended in one write and fsynced (a crash
-        leaves all of them or none), then the state."""
+        leaves all of them or none), then the state. A completion is first recorded
+        as the driver's intent (``intend_completion``)."""
+        if step.ending is not None and step.ending.event is EventType.COMPLETE:
+            self.intend_completion(step.ending.reason)
         written = self.log.emit_all([(event.type, event.fields) for event in step.events])
         self.log.sync()
         for event in written:
@@ -218,7 +235,10 @@ class RunRecord:
 
     def finish(self, terminal: EventType, reason: str, note: str | None) -> RunResult:
         """End the run outside a step (at a boundary, or after an error): the terminal
-        event first (fsynced), then ``terminated`` in the state."""
+        event first (fsynced), then ``terminated`` in the state. A completion is
+        first recorded as the driver's intent (``intend_completion``)."""
+        if terminal is EventType.COMPLETE:
+            self.intend_completion(reason)
         spend = self.state.spend
         self.emit(
             terminal,
@@ -238,6 +258,18 @@ class RunRecord:
 
         state = self.update(end)
         return RunResult(state.run_id, terminal, reason, note, exit_code_for(terminal, reason))
+
+    def intend_completion(self, reason: str) -> None:
+        """Write ``ending`` (the completion's reason) into ``state.json`` before the
+        ``complete`` event is logged: a logged ``complete`` counts for a run whose
+        state does not say it ended only with it (``store.logged_end``), so a line
+        an agent appends to the log completes nothing. A file that refuses the write
+        (a full disk) is left to the state write that follows the event, which
+        fails the same way; the step's ``decision_applied`` then carries the ending
+        to recovery.
+        """
+        with contextlib.suppress(StateFileError):
+            self.update(lambda s: setattr(s, "ending", reason))
 
     def _changed_outside(self, on_disk: RunState) -> list[str]:
         return [

@@ -22,6 +22,7 @@ import contextlib
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -40,6 +41,7 @@ from autopilot.loop.identity import is_same_process
 from autopilot.loop.record import RunRecord, absorb, loop_state, write_step
 from autopilot.loop.torn import torn_step, without_logged
 from autopilot.store.events import EventLog, read_events
+from autopilot.store.logged_end import is_drivers
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import StateStore
@@ -49,7 +51,9 @@ def reconcile_terminal(folder: RunDir, store: StateStore, log: EventLog) -> RunS
     """Make ``state.json`` and ``events.jsonl`` agree that a run ended, if either says so.
 
     Call as the log's only writer (holding the run's ``driver.lock``). A torn last
-    line is ended first, so what is appended next stays readable.
+    line is ended first, so what is appended next stays readable. A logged
+    ``complete`` that ``state.json`` records no intent for (``ending``: an agent
+    appended it) is a ``warning`` and ends nothing.
 
     Returns:
         The state after the repair.
@@ -63,6 +67,8 @@ def reconcile_terminal(folder: RunDir, store: StateStore, log: EventLog) -> RunS
     log.end_torn_line()
     snapshot = read_snapshot(folder.events)
     if snapshot.terminal and not state.terminated:
+        if not _drivers_ending(snapshot, state, log):
+            return state  # a completion the driver did not intend: said; the run goes on
         completed = snapshot.run_status is RunStatus.COMPLETED
         # The step that ended the run, if the crash came before its state write.
         change = logged_change(folder, state)
@@ -90,6 +96,24 @@ def reconcile_terminal(folder: RunDir, store: StateStore, log: EventLog) -> RunS
         )
         log.sync()
     return state
+
+
+def _drivers_ending(snapshot: Any, state: RunState, log: EventLog) -> bool:
+    """Whether the log's terminal event (``snapshot``'s) can be the driver's
+    (``store.logged_end.is_drivers``); a ``complete`` that cannot is a ``warning``."""
+    completed = snapshot.run_status is RunStatus.COMPLETED
+    reason = snapshot.reason if isinstance(snapshot.reason, str) else None
+    event = {"type": EventType.COMPLETE if completed else EventType.ABORT, "reason": reason}
+    if is_drivers(event, state):
+        return True
+    log.emit(
+        EventType.WARNING,
+        note=(
+            f"the event log's complete ({reason}) was not written by the run's driver: "
+            "state.json records no intent to complete, so it is ignored and the run goes on"
+        ),
+    )
+    return False
 
 
 def remove_stale_temp_files(folder: RunDir) -> None:

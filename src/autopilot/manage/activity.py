@@ -42,7 +42,7 @@ def run_activity(run_dir: Path, state: RunState | None) -> Activity:
     if state.terminated:
         return Activity.ENDED
     running = driver_running(run_dir, state)
-    if running is not True and logged_ending(RunDir(run_dir).events) is not None:
+    if running is not True and logged_ending(RunDir(run_dir).events, state) is not None:
         return Activity.ENDED
     return {True: Activity.ACTIVE, False: Activity.GONE, None: Activity.UNKNOWN}[running]
 
@@ -53,5 +53,5 @@ def settled_state(run_dir: Path, state: RunState) -> RunState:
     (``store.logged_end``); otherwise ``state`` itself. Nothing is written."""
     if state.terminated or driver_running(run_dir, state) is True:
         return state
-    ending = logged_ending(RunDir(run_dir).events)
+    ending = logged_ending(RunDir(run_dir).events, state)
     return state if ending is None else ended_as_logged(state, ending)

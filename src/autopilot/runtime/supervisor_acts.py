@@ -168,9 +168,9 @@ class SupervisorActs:
             say(f"{stamp} {note}; another driver holds the run")
             return
         try:
-            written = logged_ending(self.folder.events) is not None
+            state = self._state()
+            written = logged_ending(self.folder.events, state) is not None
             if not written:
-                state = self._state()
                 spend = state.spend
                 written = (
                     self.log.emit(
@@ -217,7 +217,7 @@ class SupervisorActs:
         facts = RunFacts(
             # The log is written first: its terminal event ends the run whatever
             # state.json says (a full disk may have refused that write).
-            terminated=state.terminated or logged_ending(self.folder.events) is not None,
+            terminated=state.terminated or logged_ending(self.folder.events, state) is not None,
             stop_requested=state.stop_requested,
             status=state.status.value,
             off=run_off_switch(state) is not None,

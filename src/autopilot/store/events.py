@@ -210,7 +210,10 @@ class EventLog:
     else wrote to it, e.g. an agent appending half a line), its last byte is checked
     and a missing newline is written first, so a fragment never swallows the events
     after it (a blank line at worst, which readers skip). A write that fails (disk
-    full, file removed) is reported once on stderr and the loop goes on.
+    full, file removed) is reported once on stderr and the loop goes on. A log that
+    was deleted, replaced by another file or cut shorter than this log left it since
+    its last write (``changed_since_written``) is said so in a ``warning`` event
+    written first, in the same append.
 
     Args:
         path: The log file; created if missing.
@@ -224,6 +227,9 @@ class EventLog:
         self._clock_ms = clock_ms
         self._fd: int | None = None
         self._size_after_write: int | None = None
+        # (device, inode, size) of the file after this log's last append; kept
+        # across close(), to tell a log deleted or replaced behind its back.
+        self._last_written: tuple[int, int, int] | None = None
         self._reported_error = False
         self.refused = 0
 
@@ -265,9 +271,39 @@ class EventLog:
             written.append(None if line is None else event)
             if line is not None:
                 lines.append(line + b"\n")
+        changed = self.changed_since_written() if lines else None
+        if changed is not None:
+            note = {"type": str(EventType.WARNING), "ts": now_ms, "runId": self.run_id}
+            warning = serialize_event({**note, "note": changed})
+            lines.insert(0, b"" if warning is None else warning + b"\n")
         if lines and not self._append(b"".join(lines)):
             return [None] * len(written)
         return written
+
+    def changed_since_written(self) -> str | None:
+        """How the file at ``path`` differs from what this log's last append left
+        (deleted, another file in its place, or shorter), or None (also before this
+        log has written). Growth is not a change: other commands append too."""
+        seen = self._last_written
+        if seen is None:
+            return None
+        try:
+            found = os.stat(self.path)
+        except FileNotFoundError:
+            how = "was deleted"
+        except OSError:
+            return None
+        else:
+            if (found.st_dev, found.st_ino) != seen[:2]:
+                how = "was replaced by another file"
+            elif found.st_size < seen[2]:
+                how = f"was cut short ({found.st_size} bytes, {seen[2]} written)"
+            else:
+                return None
+        return (
+            f"the event log {how} since this driver last wrote to it: what it held "
+            "before this line may be missing or not the driver's"
+        )
 
     def _append(self, data: bytes) -> bool:
         """Write ``data`` at the start of a line; True if all of it reached the file.
@@ -295,6 +331,7 @@ class EventLog:
             while written < len(data):
                 written += os.write(self._fd, data[written:])
             self._size_after_write = size.st_size + len(data)
+            self._last_written = (size.st_dev, size.st_ino, self._size_after_write)
         except OSError as error:
             if written and not self._take_back(data[:written]):
                 self._terminate_fragment()

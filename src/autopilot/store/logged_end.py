@@ -6,6 +6,13 @@ the two, the log holds the truth. ``status``, ``list``, ``stop``, ``start``, bar
 ``autopilot`` and the supervisor read it here (``manage.activity.settled_state``), so
 none of them calls such a run running or offers to relaunch it; a command that may
 write makes ``state.json`` agree (``loop.recovery.reconcile_terminal``).
+
+An agent can append to the log too. A ``complete`` counts only when ``state.json``
+records the driver's intent to complete with that reason (``ending``, written before
+the event, ``loop.record.RunRecord.intend_completion``); one without it is not the
+driver's and is passed over. An ``abort`` counts as it stands: a run an agent ends
+that way is ended (as ``autopilot stop``, open to the agent too, would end it), never
+called completed and never given more budget.
 """
 
 from __future__ import annotations
@@ -26,12 +33,14 @@ the last a driver writes; at most a warning or two follow it."""
 _TERMINAL_TYPES = (EventType.COMPLETE.value, EventType.ABORT.value)
 
 
-def logged_ending(events: Path) -> dict[str, Any] | None:
+def logged_ending(events: Path, state: RunState) -> dict[str, Any] | None:
     """The terminal event (``complete`` or ``abort``) among the last ``TAIL_BYTES`` of
-    the log ``events``, or None (none there, or the log cannot be read).
+    the log ``events`` of the run whose ``state.json`` is ``state``, or None (none
+    there, or the log cannot be read).
 
     Only whole lines count, decided as every reader decides them
-    (``store.records.decode_event_line``).
+    (``store.records.decode_event_line``), and a ``complete`` only as the driver's
+    (``is_drivers``).
     """
     from autopilot.store.records import decode_event_line
 
@@ -50,9 +59,18 @@ def logged_ending(events: Path) -> dict[str, Any] | None:
         if b'"type"' not in line:
             continue
         event = decode_event_line(line)
-        if event is not None and event.get("type") in _TERMINAL_TYPES:
+        if event is not None and event.get("type") in _TERMINAL_TYPES and is_drivers(event, state):
             return event
     return None
+
+
+def is_drivers(event: dict[str, Any], state: RunState) -> bool:
+    """Whether the terminal ``event`` can be the driver's: an ``abort``, or a
+    ``complete`` whose reason ``state.json``'s ``ending`` (the driver's intent,
+    written before the event) names."""
+    if event.get("type") != EventType.COMPLETE:
+        return True
+    return state.ending is not None and state.ending == event.get("reason")
 
 
 def ended_as_logged(state: RunState, event: dict[str, Any]) -> RunState:

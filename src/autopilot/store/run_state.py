@@ -92,6 +92,9 @@ class RunState:
         waiting_until_ms: The end of a usage-limit wait in progress.
         terminated: The run has ended, with ``termination_reason`` and
             ``termination_note``.
+        ending: The reason of a completion the driver is about to log, written
+            before its ``complete`` event: without it a logged ``complete`` that
+            ``state.json`` does not record is not the driver's (``store.logged_end``).
         config: What the run was armed with.
         prompt: Where its prompt comes from.
         extra_args: Arguments for the agent given after ``--``.
@@ -145,6 +148,7 @@ class RunState:
     terminated: bool = False
     termination_reason: str | None = None
     termination_note: str | None = None
+    ending: str | None = None
     config: RunConfig = field(default_factory=RunConfig)
     prompt: PromptSource = field(default_factory=PromptSource)
     extra_args: tuple[str, ...] = ()
@@ -204,6 +208,7 @@ class RunState:
             "terminated": self.terminated,
             "terminationReason": self.termination_reason,
             "terminationNote": self.termination_note,
+            "ending": self.ending,
             "config": self.config.to_json(),
             "prompt": self.prompt.to_json(),
             "extraArgs": list(self.extra_args),
@@ -311,6 +316,7 @@ def decode_state(data: Any, path: Path | str = "state.json") -> RunState:
         terminated=terminated,
         termination_reason=reason,
         termination_note=_str(data.get("terminationNote")),
+        ending=_str(data.get("ending")),
         config=config,
         prompt=PromptSource(
             text=_str(prompt.get("text")),

@@ -74,6 +74,7 @@ SHAPE: dict[str, str | dict[str, Any]] = {
     "terminated": _FLAG,
     "terminationReason": _TEXT,
     "terminationNote": _TEXT,
+    "ending": _TEXT,
     "prompt": {"text": _TEXT, "path": _TEXT},
     "extraArgs": _TEXTS,
     "command": _TEXTS,
