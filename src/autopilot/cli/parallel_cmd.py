@@ -106,21 +106,30 @@ def run_parallel(
     asked: list[int] = []
 
     def heard(signum: int, frame: object) -> None:
+        # Like a single run: the first Ctrl-C (or SIGTERM) stops at the boundary, a
+        # second one ends every agent's attempt now.
         asked.append(signum)
-        say("autopilot: stop heard: every agent stops when its iteration ends", err=True)
+        if len(asked) == 1:
+            say(
+                "autopilot: stop heard: every agent stops when its iteration ends "
+                "(Ctrl-C again to stop them now)",
+                err=True,
+            )
+        elif len(asked) == 2:
+            say("autopilot: stopping every agent now", err=True)
 
     signal.signal(signal.SIGINT, heard)
     signal.signal(signal.SIGTERM, heard)
 
-    def stop_lanes(ids: list[str]) -> None:
+    def stop_lanes(ids: list[str], now: bool) -> None:
         for lane_id in ids:
             try:
-                control.stop(run_dir(root, lane_id), clock)
+                control.stop(run_dir(root, lane_id), clock, now=now)
             except UsageError:
                 continue
 
     result = follow(
-        root, parent, clock, echo=say, stop_requested=lambda: bool(asked), stop_lanes=stop_lanes
+        root, parent, clock, echo=say, stops_asked=lambda: len(asked), stop_lanes=stop_lanes
     )
     say(ending_line(result))
     say(f"autopilot: merge it with: autopilot merge {parent}")

@@ -185,21 +185,22 @@ def follow(
     clock: Clock,
     *,
     echo: Callable[[str], None],
-    stop_requested: Callable[[], bool],
-    stop_lanes: Callable[[list[str]], None],
+    stops_asked: Callable[[], int],
+    stop_lanes: Callable[[list[str], bool], None],
 ) -> RunResult:
     """Follow the lanes until every one has ended and the parallel run has too.
 
     A lane's start and each item it takes are a ``lane`` event in the parallel run's
     log (under the settle lock, so none comes after its terminal event), and every
-    change of a lane a line to ``echo``. When ``stop_requested()`` turns true,
-    ``stop_lanes`` gets the lanes still going (once).
+    change of a lane a line to ``echo``. Once ``stops_asked()`` is 1, ``stop_lanes``
+    gets the lanes still going with ``now`` False (stop at the boundary); once it is
+    2 or more, again with ``now`` True (end their attempts now); each once.
     """
     folder = RunDir(run_dir(root, parent_id))
     log = EventLog(folder.events, parent_id, clock.now_ms)
     lock = FileLock(folder.path / SETTLE_LOCK, timeout_seconds=10.0)
     seen: dict[str, LaneView] = {}
-    stopping = False
+    stopping = 0  # the stops passed on to the lanes: 1 at the boundary, 2 now
     try:
         while True:
             for view in lane_views(root, read_state(folder.state)):
@@ -210,9 +211,10 @@ def follow(
                 echo(f"autopilot: {view.line()}")
                 if view.ended is None and (before is None or before.item != view.item):
                     _log_lane(log, lock, folder, view)
-            if not stopping and stop_requested():
-                stopping = True
-                stop_lanes([v.run_id for v in seen.values() if v.ended is None])
+            asked = min(stops_asked(), 2)
+            if asked > stopping:
+                stopping = asked
+                stop_lanes([v.run_id for v in seen.values() if v.ended is None], asked == 2)
             settle(root, parent_id, clock)
             parent = read_state(folder.state)
             if parent.terminated and all(v.ended for v in seen.values()):
