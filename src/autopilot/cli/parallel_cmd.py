@@ -3,13 +3,14 @@ and started, and the lanes followed until the run ends (``runtime.parallel``).""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
 from autopilot.cli.echo import say
 from autopilot.config import RunConfig
 from autopilot.core.ready_queue import ready_queue
-from autopilot.errors import UsageError
+from autopilot.errors import AutopilotError, UsageError
 from autopilot.loop.clock import SystemClock
 from autopilot.store.backlog import Backlog
 from autopilot.store.paths import run_dir
@@ -97,9 +98,16 @@ def run_parallel(
         f"autopilot: {count} agents, each in a worktree of its own, merging into branch "
         f"{place.branch} (budgets are for all of them together)"
     )
-    for lane_id in lane_ids:
-        supervisor = spawn_supervisor(root, lane_id)
-        say(f"autopilot: agent run {lane_id} started (supervisor pid {supervisor})")
+    try:
+        for lane_id in lane_ids:
+            supervisor = spawn_supervisor(root, lane_id)
+            say(f"autopilot: agent run {lane_id} started (supervisor pid {supervisor})")
+    except BaseException:
+        # One agent cannot start: none goes on alone. Those not started end here,
+        # those started stop now, and the run ends once they have.
+        with contextlib.suppress(AutopilotError):
+            control.stop(run_dir(root, parent), clock, now=True, reason="an agent could not start")
+        raise
     if detach:
         say(f"autopilot: follow it: autopilot status {parent}; stop it: autopilot stop {parent}")
         return 0

@@ -24,7 +24,7 @@ from autopilot.core.ending import RunResult
 from autopilot.core.restart import PARALLEL_MODE
 from autopilot.core.spend import shared
 from autopilot.core.vocabulary import EventType, Reason
-from autopilot.errors import BacklogError
+from autopilot.errors import AutopilotError, BacklogError
 from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import Clock
 from autopilot.loop.record import RunRecord
@@ -59,9 +59,13 @@ def arm_parallel(
 ) -> tuple[str, list[str]]:
     """Arm a parallel run and its ``lanes`` lane runs; returns their ids.
 
+    A lane that cannot be armed (its worktree or branch cannot be made, its files
+    written) ends what was armed: the parallel run and each lane armed before it get
+    one ``abort`` (``internal_error``, the failure in its note), their worktrees and
+    their branches (new, with no work) are removed, and the error is raised.
+
     Raises:
-        RepositoryError: ``cwd`` cannot hold a worktree (nothing is left behind for
-            the parallel run; lanes armed before a failure are ended).
+        RepositoryError: ``cwd`` cannot hold a worktree.
         RunsRootError/StateFileError: the files cannot be written.
     """
     parent = arm_run(
@@ -84,6 +88,7 @@ def arm_parallel(
     def record(s: RunState) -> None:
         s.extra = {**s.extra, "parallel": {"lanes": list(armed)}}
 
+    number = 0
     try:
         for number in range(1, lanes + 1):
             lane_config = replace(config, label=f"{state.label}-lane{number}")
@@ -102,9 +107,36 @@ def arm_parallel(
                     extra={"lane": LaneOf(parent, number).to_json()},
                 )
             )
-    finally:
+    except BaseException as error:
         store.update(record)
+        why = f"agent {number} of {lanes} could not be armed: {error or type(error).__name__}"
+        for lane_id in armed:
+            _disarm(root, lane_id, clock, f"not started: {parent}: {why}")
+        _disarm(root, parent, clock, f"not started: {why}")
+        raise
+    store.update(record)
     return parent, armed
+
+
+def _disarm(root: Path, run_id: str, clock: Clock, note: str) -> None:
+    """End a run armed but never started (one ``abort``) and remove its worktree and
+    branch; what cannot be done is left for ``doctor`` and ``prune`` (never raises)."""
+    from autopilot.workspace.cleanup import clean_up_run
+    from autopilot.workspace.run_workspace import RunPlace
+
+    folder = RunDir(run_dir(root, run_id))
+    state = read_state_quietly(folder.state)
+    if state is None or state.terminated:
+        return
+    record = RunRecord(StateStore(folder.state), EventLog(folder.events, run_id, clock.now_ms))
+    try:
+        record.finish(EventType.ABORT, Reason.INTERNAL_ERROR, note)
+    except (AutopilotError, OSError):
+        pass
+    finally:
+        record.log.close()
+    place = RunPlace(state.cwd, RunWorktree.from_json(state.extra.get("worktree")), None)
+    clean_up_run(folder.path, place, branches=True)
 
 
 def settle(root: Path, parent_id: str, clock: Clock) -> RunResult | None:
