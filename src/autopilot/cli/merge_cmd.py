@@ -18,7 +18,13 @@ import click
 from autopilot.cli.echo import say
 from autopilot.cli.git_cmds import CTX, RUN_ARG, hold_run, open_run
 from autopilot.core.workitems import Criterion
-from autopilot.errors import MergeStoppedError, MergeVerifyError, RepositoryError, UsageError
+from autopilot.errors import (
+    AutopilotError,
+    MergeStoppedError,
+    MergeVerifyError,
+    RepositoryError,
+    UsageError,
+)
 from autopilot.loop.checks import run_checks
 from autopilot.loop.signals import Interrupts
 from autopilot.runtime.locks import MergeLock
@@ -30,7 +36,7 @@ from autopilot.workspace.merge import MergeMode, MergeResult, merge_back, verifi
 from autopilot.workspace.repo import Repository, open_repository
 from autopilot.workspace.run_workspace import RunWorkspace
 from autopilot.workspace.scratch import scratch_root, sweep
-from autopilot.workspace.worktrees import RunWorktree
+from autopilot.workspace.worktrees import RunWorktree, restore_run_branch
 
 MAX_VERIFY_EXCERPT_CHARS = 200
 """How much of a failing ``merge --verify`` command's output its error line quotes."""
@@ -121,6 +127,9 @@ def _merge_held(
     verified with. ``stop`` (a signal came) ends a ``--verify`` command at once."""
     lock = hold_run(folder, state)
     try:
+        kept = _keep_branch(worktree)
+        if kept is not None:
+            say(f"autopilot: {kept}")
         verified: list[str] = []
         result = merge_back(
             checkout,
@@ -139,6 +148,15 @@ def _merge_held(
     finally:
         lock.release()
     return result, verified
+
+
+def _keep_branch(worktree: RunWorktree) -> str | None:
+    """The run's branch made again at its worktree's HEAD if the agent deleted it
+    (``worktrees.restore_run_branch``); what was done, or None."""
+    try:
+        return restore_run_branch(open_repository(worktree.path), worktree.branch)
+    except AutopilotError:  # the worktree is gone (or git is): the branch is what there is
+        return None
 
 
 def _verifier(
