@@ -9,6 +9,7 @@ group, and leave nothing changed. What a killed merge left there is removed firs
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -126,10 +127,14 @@ def _merge_held(
     recorded in state.json; returns what it did and the lines of the commands it was
     verified with. ``stop`` (a signal came) ends a ``--verify`` command at once."""
     lock = hold_run(folder, state)
+    running = folder / VERIFY_RUNNING
     try:
+        _end_verify_leftovers(folder)
         kept = _keep_branch(worktree)
         if kept is not None:
             say(f"autopilot: {kept}")
+        if verify:
+            running.touch(mode=0o600)
         verified: list[str] = []
         result = merge_back(
             checkout,
@@ -146,8 +151,30 @@ def _merge_held(
         if result.merged:
             _record_merge(folder, result)
     finally:
+        running.unlink(missing_ok=True)
         lock.release()
     return result, verified
+
+
+VERIFY_RUNNING = "merge-verify.running"
+"""In the run folder while ``merge --verify`` commands may run: a merge killed outright
+leaves it, and the next merge of the run ends what its commands left running."""
+
+
+def _end_verify_leftovers(folder: Path) -> None:
+    """End what the ``--verify`` commands of a merge killed outright left running:
+    every process carrying the run's id (``RUN_ID_ENV``, which they inherit) and the
+    process groups they are in (``loop.descendants.end_leftovers``). Called with the
+    run held, so no driver of the run is alive whose processes carry it too."""
+    marker = folder / VERIFY_RUNNING
+    if not marker.exists():
+        return
+    from autopilot.loop.descendants import end_leftovers
+
+    ended = end_leftovers(folder.name, agent_pid=None, agent_started=None)
+    if ended:
+        say(f"autopilot: ended {ended} process(es) a killed merge's --verify left running")
+    marker.unlink(missing_ok=True)
 
 
 def _keep_branch(worktree: RunWorktree) -> str | None:
@@ -181,6 +208,12 @@ def _verifier(
         MergeStoppedError: ``stop`` said so (a signal came).
     """
 
+    from autopilot.loop.descendants import RUN_ID_ENV
+
+    # The commands carry the run's id: what they leave behind when this merge is
+    # killed outright is found by it (``_end_verify_leftovers``).
+    env = {**os.environ, RUN_ID_ENV: folder.name}
+
     def verify(target: str) -> None:
         criteria = [
             Criterion(id=f"merge-verify{number}", text=command, check=command)
@@ -189,7 +222,7 @@ def _verifier(
         scratch = scratch_root(folder.parent)
         with verification_tree(checkout, run_worktree, target, scratch=scratch) as place:
             for criterion in criteria:
-                run = run_checks([criterion], cwd=place, folder=folder, stop=stop)
+                run = run_checks([criterion], cwd=place, folder=folder, stop=stop, env=env)
                 result = run.results[0]
                 if result.stopped or stop():
                     raise MergeStoppedError(
