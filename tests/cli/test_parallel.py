@@ -7,9 +7,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from tests.conftest import read_jsonl, run_cli
 from tests.workspace.gitstate import git
@@ -241,3 +245,49 @@ def test_a_crashed_agent_is_restarted_and_no_work_is_lost(tmp_path: Path, repo: 
     assert restarts
     names = set(git(repo, "ls-tree", "--name-only", f"autopilot/{parent.name}").split())
     assert {"a.md", "b.md", "c.md", "d.md"} <= names
+
+
+def test_a_second_ctrl_c_stops_every_agent_now(tmp_path: Path, repo: Path) -> None:
+    _backlog(repo, _item("a", "a.md"), _item("b", "b.md"))
+    env = dict(os.environ, AUTOPILOT_DEMO_DELAY="600")  # each agent sleeps mid-item
+    args = ["run", "--backlog", "--parallel", "2", "--agent", "demo"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autopilot", *args],
+        cwd=repo,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        lanes: list[Path] = []
+        while time.monotonic() < deadline:
+            runs = tmp_path / "runs"
+            lanes = sorted(runs.glob("repo-*-lane*")) if runs.exists() else []
+            states = [json.loads((lane / "state.json").read_text()) for lane in lanes]
+            if len(lanes) == 2 and all(s.get("agentPid") for s in states):
+                break
+            time.sleep(0.1)
+        agents = [json.loads((lane / "state.json").read_text())["agentPid"] for lane in lanes]
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        _, said = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+            parent, _ = _runs(tmp_path)
+            run_cli(["stop", "--now", parent.name], cwd=repo)
+    assert proc.returncode == 130
+    assert "Ctrl-C again to stop them now" in said and "stopping every agent now" in said
+    parent, lanes = _runs(tmp_path)
+    for lane in lanes:
+        ends = [e for e in read_jsonl(lane / "events.jsonl") if e["type"] == "iteration_end"]
+        assert [e["outcome"] for e in ends] == ["killed"], lane
+    for pid in agents:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+    events = read_jsonl(parent / "events.jsonl")
+    assert (events[-1]["type"], events[-1]["reason"]) == ("abort", "user_stopped")

@@ -144,6 +144,10 @@ class FakeWorkspace:
         warnings, self.warnings = self.warnings, []
         return warnings
 
+    def keep_branch(self) -> str | None:
+        """See ``Workspace.keep_branch``: no branch is ever deleted here."""
+        return None
+
 
 @dataclass
 class Scripted:

@@ -9,6 +9,7 @@ group, and leave nothing changed. What a killed merge left there is removed firs
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +21,13 @@ from autopilot.cli.echo import say
 from autopilot.cli.git_cmds import CTX, RUN_ARG, hold_run, open_run
 from autopilot.config import build_config
 from autopilot.core.workitems import Criterion
-from autopilot.errors import MergeStoppedError, MergeVerifyError, RepositoryError, UsageError
+from autopilot.errors import (
+    AutopilotError,
+    MergeStoppedError,
+    MergeVerifyError,
+    RepositoryError,
+    UsageError,
+)
 from autopilot.loop.checks import DEFAULT_CHECK_TIMEOUT_SECONDS, run_checks
 from autopilot.loop.signals import Interrupts
 from autopilot.runtime.locks import MergeLock
@@ -32,7 +39,7 @@ from autopilot.workspace.merge import MergeMode, MergeResult, merge_back, verifi
 from autopilot.workspace.repo import Repository, open_repository
 from autopilot.workspace.run_workspace import RunWorkspace
 from autopilot.workspace.scratch import scratch_root, sweep
-from autopilot.workspace.worktrees import RunWorktree
+from autopilot.workspace.worktrees import RunWorktree, restore_run_branch
 
 MAX_VERIFY_EXCERPT_CHARS = 200
 """How much of a failing ``merge --verify`` command's output its error line quotes."""
@@ -154,7 +161,14 @@ def _merge_held(
     recorded in state.json; returns what it did and the lines of the commands it was
     verified with. ``stop`` (a signal came) ends a ``--verify`` command at once."""
     lock = hold_run(folder, state)
+    running = folder / VERIFY_RUNNING
     try:
+        _end_verify_leftovers(folder)
+        kept = _keep_branch(worktree)
+        if kept is not None:
+            say(f"autopilot: {kept}")
+        if verify:
+            running.touch(mode=0o600)
         verified: list[str] = []
         result = merge_back(
             checkout,
@@ -171,8 +185,39 @@ def _merge_held(
         if result.merged:
             _record_merge(folder, result)
     finally:
+        running.unlink(missing_ok=True)
         lock.release()
     return result, verified
+
+
+VERIFY_RUNNING = "merge-verify.running"
+"""In the run folder while ``merge --verify`` commands may run: a merge killed outright
+leaves it, and the next merge of the run ends what its commands left running."""
+
+
+def _end_verify_leftovers(folder: Path) -> None:
+    """End what the ``--verify`` commands of a merge killed outright left running:
+    every process carrying the run's id (``RUN_ID_ENV``, which they inherit) and the
+    process groups they are in (``loop.descendants.end_leftovers``). Called with the
+    run held, so no driver of the run is alive whose processes carry it too."""
+    marker = folder / VERIFY_RUNNING
+    if not marker.exists():
+        return
+    from autopilot.loop.descendants import end_leftovers
+
+    ended = end_leftovers(folder.name, agent_pid=None, agent_started=None)
+    if ended:
+        say(f"autopilot: ended {ended} process(es) a killed merge's --verify left running")
+    marker.unlink(missing_ok=True)
+
+
+def _keep_branch(worktree: RunWorktree) -> str | None:
+    """The run's branch made again at its worktree's HEAD if the agent deleted it
+    (``worktrees.restore_run_branch``); what was done, or None."""
+    try:
+        return restore_run_branch(open_repository(worktree.path), worktree.branch)
+    except AutopilotError:  # the worktree is gone (or git is): the branch is what there is
+        return None
 
 
 def _verifier(
@@ -197,6 +242,12 @@ def _verifier(
         MergeStoppedError: ``stop`` said so (a signal came).
     """
 
+    from autopilot.loop.descendants import RUN_ID_ENV
+
+    # The commands carry the run's id: what they leave behind when this merge is
+    # killed outright is found by it (``_end_verify_leftovers``).
+    env = {**os.environ, RUN_ID_ENV: folder.name}
+
     def verify(target: str) -> None:
         criteria = [
             Criterion(id=f"merge-verify{number}", text=command, check=command)
@@ -205,13 +256,7 @@ def _verifier(
         scratch = scratch_root(folder.parent)
         with verification_tree(checkout, run_worktree, target, scratch=scratch) as place:
             for criterion in criteria:
-                run = run_checks(
-                    [criterion],
-                    cwd=place,
-                    folder=folder,
-                    timeout_seconds=checks.timeout_seconds,
-                    stop=stop,
-                )
+                run = run_checks([criterion], cwd=place, folder=folder, stop=stop, env=env)
                 result = run.results[0]
                 if result.stopped or stop():
                     raise MergeStoppedError(

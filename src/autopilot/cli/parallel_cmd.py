@@ -3,13 +3,14 @@ and started, and the lanes followed until the run ends (``runtime.parallel``).""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
 from autopilot.cli.echo import say
 from autopilot.config import RunConfig
 from autopilot.core.ready_queue import ready_queue
-from autopilot.errors import UsageError
+from autopilot.errors import AutopilotError, UsageError
 from autopilot.loop.clock import SystemClock
 from autopilot.store.backlog import Backlog
 from autopilot.store.paths import run_dir
@@ -97,30 +98,46 @@ def run_parallel(
         f"autopilot: {count} agents, each in a worktree of its own, merging into branch "
         f"{place.branch} (budgets are for all of them together)"
     )
-    for lane_id in lane_ids:
-        supervisor = spawn_supervisor(root, lane_id)
-        say(f"autopilot: agent run {lane_id} started (supervisor pid {supervisor})")
+    try:
+        for lane_id in lane_ids:
+            supervisor = spawn_supervisor(root, lane_id)
+            say(f"autopilot: agent run {lane_id} started (supervisor pid {supervisor})")
+    except BaseException:
+        # One agent cannot start: none goes on alone. Those not started end here,
+        # those started stop now, and the run ends once they have.
+        with contextlib.suppress(AutopilotError):
+            control.stop(run_dir(root, parent), clock, now=True, reason="an agent could not start")
+        raise
     if detach:
         say(f"autopilot: follow it: autopilot status {parent}; stop it: autopilot stop {parent}")
         return 0
     asked: list[int] = []
 
     def heard(signum: int, frame: object) -> None:
+        # Like a single run: the first Ctrl-C (or SIGTERM) stops at the boundary, a
+        # second one ends every agent's attempt now.
         asked.append(signum)
-        say("autopilot: stop heard: every agent stops when its iteration ends", err=True)
+        if len(asked) == 1:
+            say(
+                "autopilot: stop heard: every agent stops when its iteration ends "
+                "(Ctrl-C again to stop them now)",
+                err=True,
+            )
+        elif len(asked) == 2:
+            say("autopilot: stopping every agent now", err=True)
 
     signal.signal(signal.SIGINT, heard)
     signal.signal(signal.SIGTERM, heard)
 
-    def stop_lanes(ids: list[str]) -> None:
+    def stop_lanes(ids: list[str], now: bool) -> None:
         for lane_id in ids:
             try:
-                control.stop(run_dir(root, lane_id), clock)
+                control.stop(run_dir(root, lane_id), clock, now=now)
             except UsageError:
                 continue
 
     result = follow(
-        root, parent, clock, echo=say, stop_requested=lambda: bool(asked), stop_lanes=stop_lanes
+        root, parent, clock, echo=say, stops_asked=lambda: len(asked), stop_lanes=stop_lanes
     )
     say(ending_line(result))
     say(f"autopilot: merge it with: autopilot merge {parent}")

@@ -62,6 +62,7 @@ from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import StateStore
 from autopilot.workspace.marks import GitWorkspace, Workspace
+from autopilot.workspace.worktrees import RunWorktree
 
 
 class Driver:
@@ -121,7 +122,10 @@ class Driver:
         self.notifier = RunNotifier(self.config.notify, run_id) if self.config.notify else None
         self.record.notify = self.notifier
         self.prompts = PromptReader(state.prompt, self.cwd, self._warn)
-        self.workspace = workspace or GitWorkspace(self.cwd, self.run_dir.path)
+        place = RunWorktree.from_json(state.extra.get("worktree"))
+        self.workspace = workspace or GitWorkspace(
+            self.cwd, self.run_dir.path, branch=place.branch if place else None
+        )
         self.waits = Waits(self.record, clock, interrupts, self.cwd)
         self.briefing = Briefing(self.run_dir, self.record, self.cwd, clock, self.policy)
         self.launcher = Launcher(
@@ -357,6 +361,9 @@ class Driver:
         moved = self.workspace.head_move(before, after)
         if moved is not None:
             self.record.emit(EventType.HEAD_MOVED, iteration=number, **moved.event_fields())
+        kept = self.workspace.keep_branch()  # before its work is checkpointed or landed
+        if kept is not None:
+            self._warn(kept, iteration=number)
         self._checkpoint(number)
         facts = attempt_of(
             adapter=self.adapter,

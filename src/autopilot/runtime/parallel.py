@@ -23,7 +23,7 @@ from autopilot.config import RunConfig
 from autopilot.core.ending import RunResult
 from autopilot.core.spend import shared
 from autopilot.core.vocabulary import PARALLEL_MODE, EventType, Reason
-from autopilot.errors import BacklogError
+from autopilot.errors import AutopilotError, BacklogError
 from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import Clock
 from autopilot.loop.record import RunRecord
@@ -58,9 +58,13 @@ def arm_parallel(
 ) -> tuple[str, list[str]]:
     """Arm a parallel run and its ``lanes`` lane runs; returns their ids.
 
+    A lane that cannot be armed (its worktree or branch cannot be made, its files
+    written) ends what was armed: the parallel run and each lane armed before it get
+    one ``abort`` (``internal_error``, the failure in its note), their worktrees and
+    their branches (new, with no work) are removed, and the error is raised.
+
     Raises:
-        RepositoryError: ``cwd`` cannot hold a worktree (nothing is left behind for
-            the parallel run; lanes armed before a failure are ended).
+        RepositoryError: ``cwd`` cannot hold a worktree.
         RunsRootError/StateFileError: the files cannot be written.
     """
     parent = arm_run(
@@ -83,6 +87,7 @@ def arm_parallel(
     def record(s: RunState) -> None:
         s.extra = {**s.extra, "parallel": {"lanes": list(armed)}}
 
+    number = 0
     try:
         for number in range(1, lanes + 1):
             lane_config = replace(config, label=f"{state.label}-lane{number}")
@@ -101,9 +106,36 @@ def arm_parallel(
                     extra={"lane": LaneOf(parent, number).to_json()},
                 )
             )
-    finally:
+    except BaseException as error:
         store.update(record)
+        why = f"agent {number} of {lanes} could not be armed: {error or type(error).__name__}"
+        for lane_id in armed:
+            _disarm(root, lane_id, clock, f"not started: {parent}: {why}")
+        _disarm(root, parent, clock, f"not started: {why}")
+        raise
+    store.update(record)
     return parent, armed
+
+
+def _disarm(root: Path, run_id: str, clock: Clock, note: str) -> None:
+    """End a run armed but never started (one ``abort``) and remove its worktree and
+    branch; what cannot be done is left for ``doctor`` and ``prune`` (never raises)."""
+    from autopilot.workspace.cleanup import clean_up_run
+    from autopilot.workspace.run_workspace import RunPlace
+
+    folder = RunDir(run_dir(root, run_id))
+    state = read_state_quietly(folder.state)
+    if state is None or state.terminated:
+        return
+    record = RunRecord(StateStore(folder.state), EventLog(folder.events, run_id, clock.now_ms))
+    try:
+        record.finish(EventType.ABORT, Reason.INTERNAL_ERROR, note)
+    except (AutopilotError, OSError):
+        pass
+    finally:
+        record.log.close()
+    place = RunPlace(state.cwd, RunWorktree.from_json(state.extra.get("worktree")), None)
+    clean_up_run(folder.path, place, branches=True)
 
 
 def settle(root: Path, parent_id: str, clock: Clock) -> RunResult | None:
@@ -184,21 +216,22 @@ def follow(
     clock: Clock,
     *,
     echo: Callable[[str], None],
-    stop_requested: Callable[[], bool],
-    stop_lanes: Callable[[list[str]], None],
+    stops_asked: Callable[[], int],
+    stop_lanes: Callable[[list[str], bool], None],
 ) -> RunResult:
     """Follow the lanes until every one has ended and the parallel run has too.
 
     A lane's start and each item it takes are a ``lane`` event in the parallel run's
     log (under the settle lock, so none comes after its terminal event), and every
-    change of a lane a line to ``echo``. When ``stop_requested()`` turns true,
-    ``stop_lanes`` gets the lanes still going (once).
+    change of a lane a line to ``echo``. Once ``stops_asked()`` is 1, ``stop_lanes``
+    gets the lanes still going with ``now`` False (stop at the boundary); once it is
+    2 or more, again with ``now`` True (end their attempts now); each once.
     """
     folder = RunDir(run_dir(root, parent_id))
     log = EventLog(folder.events, parent_id, clock.now_ms)
     lock = FileLock(folder.path / SETTLE_LOCK, timeout_seconds=10.0)
     seen: dict[str, LaneView] = {}
-    stopping = False
+    stopping = 0  # the stops passed on to the lanes: 1 at the boundary, 2 now
     try:
         while True:
             for view in lane_views(root, read_state(folder.state)):
@@ -209,9 +242,10 @@ def follow(
                 echo(f"autopilot: {view.line()}")
                 if view.ended is None and (before is None or before.item != view.item):
                     _log_lane(log, lock, folder, view)
-            if not stopping and stop_requested():
-                stopping = True
-                stop_lanes([v.run_id for v in seen.values() if v.ended is None])
+            asked = min(stops_asked(), 2)
+            if asked > stopping:
+                stopping = asked
+                stop_lanes([v.run_id for v in seen.values() if v.ended is None], asked == 2)
             settle(root, parent_id, clock)
             parent = read_state(folder.state)
             if parent.terminated and all(v.ended for v in seen.values()):

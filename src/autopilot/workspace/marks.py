@@ -15,6 +15,7 @@ from autopilot.workspace.git import Commit, TreeMark
 from autopilot.workspace.history import HeadMove, head_move
 from autopilot.workspace.repo import Repository, open_repository
 from autopilot.workspace.taking import CheckpointFacts, RunCheckpointer
+from autopilot.workspace.worktrees import restore_run_branch
 
 __all__ = [
     "CheckpointFacts",
@@ -76,6 +77,12 @@ class Workspace(Protocol):
         """Why the work tree cannot be worked in any more (deleted), or None."""
         ...
 
+    def keep_branch(self) -> str | None:
+        """Make the run's branch again if the agent deleted it (a ``--worktree``
+        run's ``autopilot/<runId>``), at the work tree's HEAD commit; what was done,
+        for a warning, or None."""
+        ...
+
 
 class GitWorkspace:
     """The real work tree, through hardened ``git`` calls (``workspace.git``).
@@ -84,10 +91,13 @@ class GitWorkspace:
         cwd: The work tree.
         run_dir: The run's folder (its checkpoint index lives there); None: no
             checkpoints.
+        branch: The run's own branch (a ``--worktree`` run's), kept by
+            ``keep_branch``; None: none.
     """
 
-    def __init__(self, cwd: Path, run_dir: Path | None = None) -> None:
+    def __init__(self, cwd: Path, run_dir: Path | None = None, branch: str | None = None) -> None:
         self.cwd = cwd
+        self.branch = branch
         # Decides once whether it is a repository, and which content filters to trust.
         records = RunDir(run_dir).git_filters if run_dir is not None else None
         self._git = git.GitObserver(cwd, filters_record=records)
@@ -155,6 +165,18 @@ class GitWorkspace:
         if self.cwd.is_dir():
             return None
         return f"the work tree {self.cwd} no longer exists (deleted while the run ran)"
+
+    def keep_branch(self) -> str | None:
+        """See ``Workspace.keep_branch`` (``worktrees.restore_run_branch``)."""
+        if self.branch is None or self.gone() is not None:
+            return None
+        repo = self._repository()
+        if repo is None:
+            return None
+        try:
+            return restore_run_branch(repo, self.branch)
+        except AutopilotError as error:  # git timed out or vanished
+            return f"the run's branch {self.branch} could not be checked: {error}"
 
     def _repository(self) -> Repository | None:
         if self._repo is None:

@@ -269,3 +269,60 @@ def delete_branch(repo: Repository, branch: str) -> None:
         raise RepositoryError(
             f"branch {branch} was kept: {first_line(done.stderr) or 'git refused to delete it'}"
         )
+
+
+def restore_run_branch(repo: Repository, branch: str) -> str | None:
+    """Bring back a run's branch an agent deleted, so its commits stay reachable.
+
+    The branch is made again at the work tree's HEAD commit: HEAD itself when it is
+    detached (or on another branch), else the last commit HEAD's reflog names (HEAD
+    still names the deleted branch: git logs its deletion there). A HEAD that was
+    detached or left on the deleted branch is put back on it (the files do not
+    change); one on another branch the agent chose is left there.
+
+    Args:
+        repo: The run's worktree.
+        branch: Its branch (``autopilot/<runId>``).
+
+    Returns:
+        What was done, in one line, for a ``warning`` event; None when the branch is
+        there (or no commit is known to make it at).
+    """
+    if branch_exists(repo, branch):
+        return None
+    on = repo.branch()
+    sha = repo.head() or _last_logged_head(repo)
+    if sha is None:
+        return None
+    done = repo.run(
+        "update-ref",
+        "-m",
+        "autopilot: the run's branch, deleted, made again",
+        f"refs/heads/{branch}",
+        sha,
+        "",
+    )
+    if done.returncode != 0:
+        return f"the run's branch {branch} was deleted and cannot be made again: " + first_line(
+            done.stderr
+        )
+    if on is None or on == branch:
+        repo.run("symbolic-ref", "HEAD", f"refs/heads/{branch}")
+        return f"the run's branch {branch} was deleted; made again at {sha[:12]}, checked out"
+    return f"the run's branch {branch} was deleted; made again at {sha[:12]} (HEAD is on {on})"
+
+
+def _last_logged_head(repo: Repository) -> str | None:
+    """The newest commit HEAD's reflog names that still exists, or None."""
+    path = repo.git_dir / "logs" / "HEAD"
+    try:
+        lines = path.read_bytes().decode("ascii", "replace").splitlines()[-64:]
+    except OSError:
+        return None
+    for line in reversed(lines):
+        for sha in reversed(line.split(" ", 2)[:2]):
+            if len(sha) >= 40 and sha.strip("0"):
+                found = repo.run("rev-parse", "--verify", "--quiet", f"{sha}^{{commit}}")
+                if found.returncode == 0:
+                    return sha
+    return None
