@@ -37,6 +37,7 @@ from autopilot.loop.clock import Clock
 from autopilot.runtime.locks import ProjectLock
 from autopilot.store.events import EventLog
 from autopilot.store.run_state import PromptSource
+from autopilot.store.rundir import RunDir
 
 CLAIM_WINDOW_SECONDS = 300
 """How long an arming for no session waits for a session to claim it, by default."""
@@ -140,7 +141,7 @@ def arm_hook_run(
                 backlog=backlog,
             )
             write_arming(root, arming)
-    log = EventLog(root / run_id / "events.jsonl", run_id, clock.now_ms)
+    log = EventLog(RunDir(root / run_id).events, run_id, clock.now_ms)
     try:
         if session:
             log.emit(EventType.HOOK_SESSION, sessionId=session, agent=agent.value, how="armed")

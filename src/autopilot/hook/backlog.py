@@ -32,6 +32,7 @@ from autopilot.loop.record import RunRecord
 from autopilot.store.backlog import Backlog
 from autopilot.store.events import read_events
 from autopilot.store.run_state import RunState
+from autopilot.store.rundir import RunDir
 
 Emit = Callable[..., Any]
 
@@ -58,7 +59,7 @@ class HookBacklog:
             run_id,
             run_folder,
             lambda event_type, **fields: emit(EventType(event_type), **fields),
-            log_events=lambda: read_events(run_folder / "events.jsonl"),
+            log_events=lambda: read_events(RunDir(run_folder).events),
             # The checks carry the run's id: what a Stop cut short left running is
             # found by it (``hook.cut_short``).
             environ={**os.environ, RUN_ID_ENV: run_id},

@@ -21,6 +21,7 @@ from autopilot.hook.decide import Arming, CliProcess
 from autopilot.hook.registry import load_armings
 from autopilot.runtime.liveness import process_alive
 from autopilot.store.events import read_events
+from autopilot.store.rundir import RunDir
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ class _Logged:
 def _from_log(run_dir: Path) -> _Logged:
     agent = session = ""
     cost_known = False
-    for event in read_events(run_dir / "events.jsonl"):
+    for event in read_events(RunDir(run_dir).events):
         kind = event.get("type")
         if kind == EventType.HOOK_SESSION.value:
             named, owner = event.get("agent"), event.get("sessionId")

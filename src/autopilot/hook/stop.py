@@ -37,6 +37,7 @@ from autopilot.loop.identity import parent_pid, process_identity
 from autopilot.store.events import EventLog
 from autopilot.store.paths import runs_root
 from autopilot.store.project_files import is_off
+from autopilot.store.rundir import RunDir
 from autopilot.store.state import StateStore
 
 MAX_INPUT_BYTES = 4 << 20
@@ -63,7 +64,7 @@ def read_run(root: Path, run_id: str) -> RunRead:
     if not (root / run_id).is_dir():
         return RunRead(None, gone=True, problem=f"the run's folder {root / run_id} is gone")
     try:
-        return RunRead(StateStore(root / run_id / "state.json").read())
+        return RunRead(StateStore(RunDir(root / run_id).state).read())
     except StateFileError as error:
         return RunRead(None, problem=str(error))
 
@@ -71,7 +72,7 @@ def read_run(root: Path, run_id: str) -> RunRead:
 def _claim(root: Path, arming: Arming, hook: HookInput, clock: Clock) -> Arming:
     claimed = replace(arming, session_id=hook.session_id)
     write_arming(root, claimed)
-    log = EventLog(root / arming.run_id / "events.jsonl", arming.run_id, clock.now_ms)
+    log = EventLog(RunDir(root / arming.run_id).events, arming.run_id, clock.now_ms)
     try:
         log.emit(
             EventType.HOOK_SESSION,

@@ -184,7 +184,7 @@ def backlog_shell(
         run_id,
         folder,
         lambda event_type, **fields: record.emit(EventType(event_type), **fields),
-        log_events=lambda: read_events(folder / "events.jsonl"),
+        log_events=lambda: read_events(RunDir(folder).events),
         environ=environ,
         approved=ApprovedRun(
             home,
