@@ -19,17 +19,7 @@ import pytest
 from autopilot.hook.registry import entry_path
 from autopilot.store.paths import runs_root
 from tests.fakes import FakeClock
-from tests.hook.sessions import (
-    PROMPT,
-    SESSION,
-    Session,
-    arm,
-    armed_session,
-    blocks,
-    events_of,
-    kinds_of,
-    state_of,
-)
+from tests.hook import sessions as hooked
 
 
 def _hook(
@@ -53,8 +43,11 @@ def _hook(
 def test_of_two_sessions_stopping_at_once_only_one_claims_the_run(
     tmp_path: Path, project: Path
 ) -> None:
-    run_id = arm(project, FakeClock(ms_now()))
-    first, second = Session(tmp_path, project, "left"), Session(tmp_path, project, "right")
+    run_id = hooked.arm(project, FakeClock(ms_now()))
+    first, second = (
+        hooked.Session(tmp_path, project, "left"),
+        hooked.Session(tmp_path, project, "right"),
+    )
     started = [
         subprocess.Popen(
             [sys.executable, "-m", "autopilot", "hook", "claude-stop"],
@@ -71,7 +64,7 @@ def test_of_two_sessions_stopping_at_once_only_one_claims_the_run(
     ]
     blocked = [out for out, _err in answers if out]
     assert len(blocked) == 1 and all(err == b"" for _out, err in answers)
-    claims = [e for e in events_of(run_id) if e["type"] == "hook_session"]
+    claims = [e for e in hooked.events_of(run_id) if e["type"] == "hook_session"]
     assert len(claims) == 1
     owner = first if claims[0]["sessionId"] == "left" else second
     other = second if owner is first else first
@@ -79,7 +72,10 @@ def test_of_two_sessions_stopping_at_once_only_one_claims_the_run(
     for _ in range(3):
         assert _hook(project, other.stop_input(last="mine")).stdout == b""
     assert _hook(project, owner.stop_input(active=True, last="x")).stdout
-    assert kinds_of(run_id, "iteration_start") == [("iteration_start", 1), ("iteration_start", 2)]
+    assert hooked.kinds_of(run_id, "iteration_start") == [
+        ("iteration_start", 1),
+        ("iteration_start", 2),
+    ]
 
 
 def ms_now() -> int:
@@ -102,9 +98,9 @@ def ms_now() -> int:
 def test_a_last_transcript_line_without_text_means_go_on_and_keeps_the_run(
     tmp_path: Path, project: Path, last_line: Any, last_message: str | None
 ) -> None:
-    clock, run_id, session = armed_session(tmp_path, project)
+    clock, run_id, session = hooked.armed_session(tmp_path, project)
     session.say("armed")
-    blocks(session.stop(clock, last="armed"))
+    hooked.blocks(session.stop(clock, last="armed"))
     session.say("working on it")
     with session.transcript.open("a") as handle:
         if last_line is None:
@@ -117,7 +113,7 @@ def test_a_last_transcript_line_without_text_means_go_on_and_keeps_the_run(
     answer = _hook(project, session.stop_input(active=True, last=last_message))
     assert answer.returncode == 0 and answer.stderr == b""
     assert json.loads(answer.stdout)["decision"] == "block"
-    state = state_of(run_id)
+    state = hooked.state_of(run_id)
     assert (state["terminated"], state["iter"], state["iterationOpen"]) == (False, 2, True)
     assert entry_path(runs_root(), run_id).exists()
 
@@ -125,21 +121,21 @@ def test_a_last_transcript_line_without_text_means_go_on_and_keeps_the_run(
 def test_a_compaction_lets_the_session_stop_and_the_next_prompt_picks_the_run_up(
     tmp_path: Path, project: Path
 ) -> None:
-    clock, run_id, session = armed_session(tmp_path, project)
-    blocks(session.stop(clock, last="armed"))
+    clock, run_id, session = hooked.armed_session(tmp_path, project)
+    hooked.blocks(session.stop(clock, last="armed"))
     session.say("a long turn")
     with session.transcript.open("a") as handle:
         handle.write(json.dumps({"type": "system", "subtype": "compact_boundary"}) + "\n")
     for active in (True, True):  # the CLI's own loop guard may ask again: still let through
         note = json.loads(session.stop(clock, active=active))["systemMessage"]
         assert "compacting" in note
-    assert kinds_of(run_id, "iteration_start", "iteration_end") == [
+    assert hooked.kinds_of(run_id, "iteration_start", "iteration_end") == [
         ("iteration_start", 1),
         ("iteration_end", 1),
     ]
     session.prompt("go on")
-    assert blocks(session.stop(clock, last="back")).startswith(PROMPT)
-    assert kinds_of(run_id, "iteration_start")[-1] == ("iteration_start", 2)
+    assert hooked.blocks(session.stop(clock, last="back")).startswith(hooked.PROMPT)
+    assert hooked.kinds_of(run_id, "iteration_start")[-1] == ("iteration_start", 2)
 
 
 @pytest.mark.parametrize(
@@ -170,7 +166,7 @@ def test_a_compaction_lets_the_session_stop_and_the_next_prompt_picks_the_run_up
 def test_malformed_input_lets_the_session_stop_and_touches_nothing(
     project: Path, stdin: bytes
 ) -> None:
-    run_id = arm(project, FakeClock(), session=SESSION)
+    run_id = hooked.arm(project, FakeClock(), session=hooked.SESSION)
     before = (runs_root() / run_id / "state.json").read_bytes()
     done = _hook(project, stdin)
     assert (done.returncode, done.stdout) == (0, b"")
@@ -182,8 +178,8 @@ def test_malformed_input_lets_the_session_stop_and_touches_nothing(
 def test_a_deleted_run_folder_lets_the_session_stop_and_leaves_the_registry(
     tmp_path: Path, project: Path
 ) -> None:
-    run_id = arm(project, FakeClock(), session=SESSION)
-    session = Session(tmp_path, project)
+    run_id = hooked.arm(project, FakeClock(), session=hooked.SESSION)
+    session = hooked.Session(tmp_path, project)
     shutil.rmtree(runs_root() / run_id)
     done = _hook(project, session.stop_input(last="x"))
     assert (done.returncode, done.stdout) == (0, b"")
@@ -197,14 +193,14 @@ def test_a_deleted_run_folder_lets_the_session_stop_and_leaves_the_registry(
 def test_a_full_disk_lets_the_session_stop_and_the_run_goes_on_once_there_is_room(
     tmp_path: Path, project: Path
 ) -> None:
-    run_id = arm(project, FakeClock(), session=SESSION)
-    session = Session(tmp_path, project)
+    run_id = hooked.arm(project, FakeClock(), session=hooked.SESSION)
+    session = hooked.Session(tmp_path, project)
     session.say("armed")
     full = _hook(project, session.stop_input(last="armed"), file_size_limit=1)
     assert (full.returncode, full.stdout) == (0, b"")
     assert b"letting the session stop" in full.stderr and b"Traceback" not in full.stderr
-    assert state_of(run_id)["iter"] == 0
-    assert blocks(_hook(project, session.stop_input(last="armed")).stdout.decode())
+    assert hooked.state_of(run_id)["iter"] == 0
+    assert hooked.blocks(_hook(project, session.stop_input(last="armed")).stdout.decode())
     session.say("working")
     full = _hook(
         project,
@@ -212,10 +208,10 @@ def test_a_full_disk_lets_the_session_stop_and_the_run_goes_on_once_there_is_roo
         file_size_limit=1,
     )
     assert (full.returncode, full.stdout) == (0, b"")
-    assert state_of(run_id)["iterationOpen"] is True  # nothing half written
+    assert hooked.state_of(run_id)["iterationOpen"] is True  # nothing half written
     session.say("more")
-    blocks(_hook(project, session.stop_input(last="more")).stdout.decode())
-    assert kinds_of(run_id, "iteration_start", "iteration_end") == [
+    hooked.blocks(_hook(project, session.stop_input(last="more")).stdout.decode())
+    assert hooked.kinds_of(run_id, "iteration_start", "iteration_end") == [
         ("iteration_start", 1),
         ("iteration_end", 1),
         ("iteration_start", 2),

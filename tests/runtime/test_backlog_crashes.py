@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import sys
 from pathlib import Path
@@ -24,14 +23,19 @@ from autopilot.config import RunConfig
 from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
 from autopilot.runtime.detach import spawn_supervisor
-from autopilot.runtime.liveness import process_alive
 from autopilot.store.events import read_events
 from autopilot.store.fold import fold
 from autopilot.store.paths import runs_root
 from autopilot.store.run_state import PromptSource
 from tests.cli.test_control import _wait_for
 from tests.conftest import FakeAgent, read_jsonl, run_cli
-from tests.runtime.test_reliability import CRASHPOINTS, TIMEOUT, _finished, _state
+from tests.runtime.test_reliability import (
+    TIMEOUT,
+    _finished,
+    _state,
+    crash_at,
+    end_run_processes,
+)
 
 ITEMS = [
     {
@@ -77,12 +81,7 @@ def backlog_crash(
     ) -> tuple[Path, Path]:
         for key, value in fake_agent(invocations, select="invocation").items():
             monkeypatch.setenv(key, value)
-        marker = tmp_path / "crashed"
-        monkeypatch.setenv("CRASH_AT", point)
-        monkeypatch.setenv("CRASH_MARKER", str(marker))
-        monkeypatch.setenv(
-            "PYTHONPATH", os.pathsep.join([str(CRASHPOINTS), os.environ.get("PYTHONPATH", "")])
-        )
+        marker = crash_at(point, tmp_path, monkeypatch)
         (repo / ".autopilot").mkdir()
         (repo / ".autopilot" / "tasks.jsonl").write_text(
             "".join(json.dumps(item) + "\n" for item in items)
@@ -98,12 +97,7 @@ def backlog_crash(
         return folder, marker
 
     yield start
-    for folder in started:
-        state = _state(folder)
-        for key, when in (("supervisorPid", "supervisorStartTime"), ("pid", "pidStartTime")):
-            if process_alive(state.get(key), state.get(when)):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(state[key]), signal.SIGKILL)
+    end_run_processes(started)
 
 
 def _drained(folder: Path, repo: Path, marker: Path) -> list[dict[str, Any]]:

@@ -56,6 +56,28 @@ def _state(folder: Path) -> dict[str, Any]:
         return {}
 
 
+def crash_at(point: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Make the daemons started from now on kill themselves at ``point`` (once: the
+    returned marker file says it happened)."""
+    marker = tmp_path / "crashed"
+    monkeypatch.setenv("CRASH_AT", point)
+    monkeypatch.setenv("CRASH_MARKER", str(marker))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(CRASHPOINTS), os.environ.get("PYTHONPATH", "")])
+    )
+    return marker
+
+
+def end_run_processes(folders: list[Path]) -> None:
+    """Kill the supervisor and the driver a test left running in each run folder."""
+    for folder in folders:
+        state = _state(folder)
+        for key, when in (("supervisorPid", "supervisorStartTime"), ("pid", "pidStartTime")):
+            if process_alive(state.get(key), state.get(when)):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(state[key]), signal.SIGKILL)
+
+
 def _check(folder: Path) -> dict[str, Any]:
     """The invariants every crash must keep; returns the final state."""
     events = list(read_events(folder / "events.jsonl"))
@@ -85,12 +107,7 @@ def crash_run(
     def start(point: str, invocations: list[list[dict[str, Any]]]) -> tuple[Path, Path]:
         for key, value in fake_agent(invocations, select="invocation").items():
             monkeypatch.setenv(key, value)
-        marker = tmp_path / "crashed"
-        monkeypatch.setenv("CRASH_AT", point)
-        monkeypatch.setenv("CRASH_MARKER", str(marker))
-        monkeypatch.setenv(
-            "PYTHONPATH", os.pathsep.join([str(CRASHPOINTS), os.environ.get("PYTHONPATH", "")])
-        )
+        marker = crash_at(point, tmp_path, monkeypatch)
         root = runs_root()
         config = RunConfig(max_iterations=MAX_ITERATIONS, stagnation_limit=0, max_cost_usd=5.0)
         run_id = arm_run(root, config, PromptSource(text="work"), repo, SystemClock())
@@ -101,12 +118,7 @@ def crash_run(
         return folder, marker
 
     yield start
-    for folder in started:
-        state = _state(folder)
-        for key, when in (("supervisorPid", "supervisorStartTime"), ("pid", "pidStartTime")):
-            if process_alive(state.get(key), state.get(when)):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(state[key]), signal.SIGKILL)
+    end_run_processes(started)
 
 
 def _finished(folder: Path) -> bool:
