@@ -17,7 +17,7 @@ from autopilot.agents.base import AgentAdapter, IterationReport
 from autopilot.core.attempt import Attempt, CommitSeen
 from autopilot.core.spend import cut_short_ms
 from autopilot.core.vocabulary import EndedBy, EventType, Progress
-from autopilot.loop.observe import sane_report, verdict_of
+from autopilot.loop.observe import reported_attempt, sane_report
 from autopilot.loop.process import HEARTBEAT_SECONDS
 from autopilot.store.events import read_events
 from autopilot.store.lines import iter_lines
@@ -113,25 +113,10 @@ def attempt_from_output(
     except OSError:
         prompt = ""
     classification = adapter.classify(report, 0, "") if report.result_seen else None
-    verdict = verdict_of(classification, report)
-    return Attempt(
-        number=number,
-        folder=folder.name if folder is not None else "",
-        prompt=prompt,
-        ended_by=EndedBy.DRIVER_DIED,
-        exit_code=None,
-        result_seen=report.result_seen,
-        agent_failed=verdict.failed,
-        usage_limited=verdict.usage_limited,
-        fatal=verdict.fatal,
-        agent_error=verdict.message,
-        final_message=report.final_message,
-        last_root_text=report.last_root_text,
-        tool_calls=report.tool_calls,
-        session_id=report.session_id,
-        input_tokens=report.input_tokens,
-        output_tokens=report.output_tokens,
-        cost_usd=report.cost_usd,
+    name = folder.name if folder is not None else ""
+    attempt = reported_attempt(number, name, prompt, EndedBy.DRIVER_DIED, report, classification)
+    return replace(
+        attempt,
         duration_ms=cut_short_ms(
             started_ms,
             recovered.last_written_ms if recovered else None,

@@ -135,31 +135,17 @@ def attempt_of(
     # After classify, which may read a reset time from the agent's error text.
     report = sane_report(with_baseline(raw_report, baseline), now_ms)
     commits = workspace.new_commits(before, after)
-    verdict = verdict_of(classification, report)
     totals = report.session_usage
     denials = getattr(report, "permission_denials", ())
-    return Attempt(
-        number=number,
-        folder=folder,
-        prompt=prompt,
-        ended_by=result.ended_by,
+    reported = reported_attempt(number, folder, prompt, result.ended_by, report, classification)
+    return dataclasses.replace(
+        reported,
         exit_code=result.exit_code,
-        result_seen=report.result_seen,
-        agent_failed=verdict.failed,
-        usage_limited=verdict.usage_limited,
-        fatal=verdict.fatal,
-        agent_error=verdict.message,
         launch_error=result.launch_error,
-        final_message=report.final_message,
         last_root_text=last_root_text or report.last_root_text,
-        tool_calls=report.tool_calls,
-        session_id=report.session_id,
         session_totals=SessionTotals(totals.session_id, totals.input_tokens, totals.output_tokens)
         if totals is not None
         else None,
-        input_tokens=report.input_tokens,
-        output_tokens=report.output_tokens,
-        cost_usd=report.cost_usd,
         reset_at_ms=report.reset_at_ms,
         resumed_session=resumed_session,
         denials=tuple(Denial(d.tool, d.command) for d in denials),
@@ -173,6 +159,39 @@ def attempt_of(
         was_stopped=result.was_stopped,
         oversized_lines=result.oversized_lines,
         raw_output_note=result.write_error or ("truncated" if result.raw_truncated else None),
+    )
+
+
+def reported_attempt(
+    number: int,
+    folder: str,
+    prompt: str,
+    ended_by: EndedBy,
+    report: IterationReport,
+    classification: Classification | None,
+) -> Attempt:
+    """The ``Attempt`` as far as the agent's (sane) ``report`` and the adapter's
+    ``classification`` of it tell (no exit code, no reset time, no work-tree facts):
+    what ``attempt_of`` and a recovery from saved output (``loop.cut_short``) share."""
+    verdict = verdict_of(classification, report)
+    return Attempt(
+        number=number,
+        folder=folder,
+        prompt=prompt,
+        ended_by=ended_by,
+        exit_code=None,
+        result_seen=report.result_seen,
+        agent_failed=verdict.failed,
+        usage_limited=verdict.usage_limited,
+        fatal=verdict.fatal,
+        agent_error=verdict.message,
+        final_message=report.final_message,
+        last_root_text=report.last_root_text,
+        tool_calls=report.tool_calls,
+        session_id=report.session_id,
+        input_tokens=report.input_tokens,
+        output_tokens=report.output_tokens,
+        cost_usd=report.cost_usd,
     )
 
 
