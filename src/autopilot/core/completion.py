@@ -1,6 +1,6 @@
 """Does a final message carry the completion (or abort) promise?
 
-The rules (SPEC §7.2, field reports 1 and 2): only the root agent's own final message
+The rules: only the root agent's own final message
 of the iteration is read, and only its prose: fenced code (also a longer fence around
 a shorter one, and blank lines inside), indented code, inline code, ``>`` quotes (with
 their lazy continuation lines), text between quote marks (``"…"``, ``'…'``, ``“…”``,

@@ -1,4 +1,4 @@
-"""The prompt of a backlog iteration: seed 002's continuation message (pure).
+"""The prompt of a backlog iteration: its work item's continuation message (pure).
 
 Shape (fields in this order; the bracketed ones only when they apply)::
 

@@ -1,6 +1,6 @@
 """What an agent's decision about a work item does to it (pure).
 
-The agent ends its work on an item with one of seed 002's decisions, through
+The agent ends its work on an item with one of these decisions (``docs/backlog.md``), through
 ``autopilot report`` or a promoted ``.autopilot/consistency-decision.json``:
 
 ============== ==============================================================
@@ -44,7 +44,7 @@ from autopilot.core.workitems import (
 
 
 class ItemDecision(StrEnum):
-    """The decisions an agent may report for its running work item (seed 002)."""
+    """The decisions an agent may report for its running work item (``docs/backlog.md``)."""
 
     CONTINUE_NEXT = "continue_next"
     RETRY_SAME_UNIT = "retry_same_unit"
@@ -70,7 +70,7 @@ NEEDS_EVIDENCE = frozenset(
         ItemDecision.ASK_USER_META,
     }
 )
-"""Decisions that must say why (seed 002: "only with concrete evidence")."""
+"""Decisions that must say why (``docs/backlog.md``: they need evidence)."""
 
 MISSING_REPORTS_BEFORE_ASKING = 3
 """Iterations in a row without a decision before the item is gated for a person."""

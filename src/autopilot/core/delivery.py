@@ -1,4 +1,5 @@
-"""What the driver tells an agent beyond its base prompt, and when (SPEC §10, seed 004).
+"""What the driver tells an agent beyond its base prompt, and when (``docs/architecture.md``,
+"Messages to the agent").
 
 Every message — a user's ``autopilot send``, an answer to a gate, a budget warning, a
 reopened item's notice, a supervisor notice — takes the same path, decided here and
@@ -85,7 +86,7 @@ class Message:
     queued_at_ms: int
 
     def to_json(self) -> dict[str, Any]:
-        """The message file's JSON object (seed 004 field names)."""
+        """The message file's JSON object (``<run>/inbox/``'s files)."""
         return {
             "id": self.id,
             "source": self.source.value,

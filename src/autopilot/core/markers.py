@@ -1,4 +1,5 @@
-"""Progress markers in the root agent's text, as seed 000's events (pure).
+"""Progress markers in the root agent's text, as the log's stage events (pure;
+``docs/formats.md``).
 
 An agent may say where it is with a marker alone on a line:
 
@@ -15,9 +16,9 @@ An agent may say where it is with a marker alone on a line:
 =====================================  ==============================================
 
 ``stage_start``/``stage_end`` carry the 1-based ``stage`` ordinal (the stage's place in
-the plan, else the order it started in) and ``stageName``, as seed 000's reader needs.
+the plan, else the order it started in) and ``stageName``, as the log's fold reads them.
 Markers inside a fenced code block are examples, not markers. ``finish_markers`` closes
-what the iteration left open (seed 000: "a final stage_end for the open stage").
+what the iteration left open (a final ``stage_end`` for the open stage).
 """
 
 from __future__ import annotations

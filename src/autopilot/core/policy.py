@@ -1,6 +1,6 @@
 """What happens after an iteration: a pure function of (counters, facts, config, now).
 
-The order is SPEC §7's and it matters:
+The order matters (``docs/architecture.md``, "The flow of one iteration"):
 
 1. stop or pause requested (flag in ``state.json``, a signal, the ``OFF`` file);
 2. the completion promise in the root agent's final message (after
@@ -173,7 +173,7 @@ class Decision:
 
 def is_stagnant(facts: IterationFacts, last_digest: str | None) -> bool:
     """An iteration that made no progress and either repeated its previous response
-    byte for byte or made no tool call at all (SPEC §7.5). Outside a git repository
+    byte for byte or made no tool call at all. Outside a git repository
     progress is unknown, and only a repeated response counts."""
     if facts.outcome is Outcome.RATE_LIMITED or facts.progress is Progress.MADE:
         return False
@@ -186,7 +186,7 @@ def is_stagnant(facts: IterationFacts, last_digest: str | None) -> bool:
 def stagnation_streak(counters: Counters, facts: IterationFacts, limit: int) -> int:
     """Stagnant iterations in a row, this one included; 0 when stagnation is off.
 
-    N byte-identical responses in a row are a streak of N (seed 000): the first of
+    N byte-identical responses in a row are a streak of N: the first of
     them counts once the second repeats it, so with N = 3 the third halts the run.
     """
     if limit <= 0 or not is_stagnant(facts, counters.last_response_digest):

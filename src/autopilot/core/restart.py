@@ -1,4 +1,5 @@
-"""The supervisor's restart policy, as a pure function (SPEC §11, seed 003).
+"""The supervisor's restart policy, as a pure function (``docs/architecture.md``,
+"Detached runs").
 
 The supervisor starts the daemon again when it exits with the run still active — which
 is what a crash, a ``kill -9`` or an OOM kill looks like — and never after a stop, a
@@ -8,7 +9,7 @@ up, and the run ends in ``error`` with one ``abort`` (reason ``supervisor_giveup
 daemon that exits with a usage error (exit 2: the run as armed cannot be driven) is
 given up at once, with its error as the note.
 With the project's OFF switch set nothing is restarted (an automatic relaunch is a
-proactive action, seed 004).
+proactive action, which the OFF switch forbids).
 """
 
 from __future__ import annotations
@@ -170,8 +171,8 @@ def decide_restart(
 
 
 RELAUNCH_STATUSES = frozenset({"running", "planning", "waiting", "rate_limited"})
-"""Statuses a run left in is relaunched from by bare ``autopilot`` (seed 003, "After a
-reboot"); a paused, gated or ended run is not: the decision is the user's."""
+"""Statuses a run left in is relaunched from by bare ``autopilot`` (after a reboot,
+say); a paused, gated or ended run is not: the decision is the user's."""
 
 
 def relaunch_verdict(

@@ -1,6 +1,6 @@
 """Work items (``.autopilot/tasks.jsonl``): their shape, and the ready queue (pure).
 
-One work item per line, in the shape of seed 002 (documented in ``docs/backlog.md``)::
+One work item per line, in the shape ``docs/backlog.md`` documents::
 
     {"id": "unit-1", "status": "ready", "focus_layer": "micro", "depends_on": [],
      "prompt": "Implement unit 1", "acceptance_criteria": ["tests pass"],
@@ -27,7 +27,7 @@ from typing import Any
 
 
 class ItemStatus(StrEnum):
-    """A work item's status (seed 002); the value is the JSON ``status``."""
+    """A work item's status (``docs/backlog.md``); the value is the JSON ``status``."""
 
     READY = "ready"
     RUNNING = "running"
@@ -48,7 +48,7 @@ SATISFYING_STATUSES = frozenset({ItemStatus.COMPLETED, ItemStatus.NOT_APPLICABLE
 
 
 class FocusLayer(StrEnum):
-    """How wide an item's work is (seed 002 ``focus_layer``)."""
+    """How wide an item's work is (``focus_layer``, ``docs/backlog.md``)."""
 
     MICRO = "micro"
     MESO = "meso"
@@ -115,7 +115,7 @@ class Criterion:
 
 @dataclass(frozen=True)
 class Completion:
-    """An item's ``completion`` record (seed 002).
+    """An item's ``completion`` record (``docs/backlog.md``).
 
     Attributes:
         state: Where completion stands.

@@ -1,7 +1,7 @@
 """A hook run's work items, through the driver's own ``loop.backlog.BacklogShell``.
 
 Before an iteration (``begin``): ``tasks.jsonl`` is read afresh, a person's edits are
-taken in, the next ready item is marked running and seed 002's continuation message
+taken in, the next ready item is marked running and its continuation message
 is made — or the backlog is done, needs a person, or cannot be read. After it, at the
 session's next Stop (``end``): the reports the agent made with ``autopilot report``
 (or a promoted ``.autopilot/consistency-decision.json``) are claimed, what the agent

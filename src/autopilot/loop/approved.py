@@ -2,10 +2,10 @@
 
 Without the file a backlog run is not fenced: every path is allowed and only the
 run's own budgets count. With it (``autopilot run --backlog --approve``, or written by
-hand in seed 002's shape):
+hand in the shape ``core.boundary`` reads):
 
 - ``check`` (at each boundary, before the next item): a person's edits are taken in.
-  The seed's stop signals end the run: ``approved`` false or ``status`` other than
+  Its stop signals end the run: ``approved`` false or ``status`` other than
   ``running`` (``user_stopped``), ``budget.remaining_steps`` 0 (the approved steps
   are spent: ``max_iterations``), the file removed after the run used it
   (``user_stopped``). A file that cannot be read or is incomplete holds the run
@@ -59,7 +59,7 @@ class Fence:
 
 
 def _stop_of(data: Any) -> tuple[str, str] | None:
-    """The seed's stop signals in a file that is not in force, else None."""
+    """The stop signals in a file that is not in force, else None."""
     if not isinstance(data, dict):
         return None
     if data.get("approved") is not True:
