@@ -238,9 +238,12 @@ def run(
     # alone while the run is armed (then its drivers own it: ``runtime.locks``).
     claim = ProjectLock(root, cwd, backlog=home, work_tree=in_checkout)
     # The launch lock keeps a detached launch's window (its daemon not attached yet)
-    # shut to every other launch into this work tree.
+    # shut to every other launch into this work tree. A --worktree or parallel run
+    # launches into work trees of its own, so runs started from one checkout at once
+    # do not refuse each other (its detached launch locks its new worktree).
     launch_lock = LaunchLock(root, cwd)
-    launch_lock.acquire()
+    if in_checkout:
+        launch_lock.acquire()
     try:
         claim.acquire()
     except BaseException:
@@ -299,7 +302,7 @@ def run(
         project_lock.release()
         claim.release()
     try:
-        return launch_detached(root, run_id, launch_lock=launch_lock)
+        return launch_detached(root, run_id, launch_lock=launch_lock if in_checkout else None)
     finally:
         launch_lock.release()
 
