@@ -256,7 +256,14 @@ def _verifier(
         scratch = scratch_root(folder.parent)
         with verification_tree(checkout, run_worktree, target, scratch=scratch) as place:
             for criterion in criteria:
-                run = run_checks([criterion], cwd=place, folder=folder, stop=stop, env=env)
+                run = run_checks(
+                    [criterion],
+                    cwd=place,
+                    folder=folder,
+                    timeout_seconds=checks.timeout_seconds,
+                    stop=stop,
+                    env=env,
+                )
                 result = run.results[0]
                 if result.stopped or stop():
                     raise MergeStoppedError(
