@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from autopilot.errors import StateFileError
 from autopilot.store.state import read_state
 from tests.cli.test_control import _run_dir, _sleeping_run, _state, _terminals, _wait_for
 from tests.conftest import FakeAgent, read_jsonl, run_cli
@@ -41,8 +42,9 @@ def test_stop_reaches_the_driver_of_a_run_whose_state_is_corrupt(
         assert done.returncode == 0, done.stderr
         [line] = done.stdout.strip().splitlines()
         assert f"driver (pid {proc.pid}) was told to stop, and stops at the next boundary" in line
-        # Now it stops at the boundary; `stop --now` (through the mended file or the
-        # driver again) ends the sleeping agent.
+        # Now it stops at the boundary. Once it has mended the file (it reads it once a
+        # second), `stop --now` asks it through the file to end the sleeping agent.
+        _wait_for(lambda: _readable(folder / "state.json"))
         now = run_cli(["stop", folder.name, "--now"], cwd=repo)
         assert now.returncode == 0, now.stderr
         assert proc.wait(timeout=60) == 130
@@ -147,3 +149,11 @@ def test_a_run_rebuilt_by_doctor_repair_goes_on_with_its_prompt_and_budgets(
     assert PROMPT in prompt and "Mind the release notes" in prompt
     state = read_state(folder / "state.json")
     assert state.spend.iterations == 2 and state.config.max_cost_usd == 3.5
+
+
+def _readable(path: Path) -> bool:
+    try:
+        read_state(path)
+    except StateFileError:
+        return False
+    return True

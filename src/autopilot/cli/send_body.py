@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from autopilot.cli.echo import say
-from autopilot.core.restart import env_missing_note
 from autopilot.core.vocabulary import HOOK_MODE, RunStatus
 from autopilot.errors import RunLockedError, StateFileError, UsageError
 from autopilot.loop.clock import SystemClock
@@ -159,6 +158,8 @@ def _why_not_relaunched(state: RunState, no_start: bool) -> str | None:
         return f"it is {state.status.value}: it waits for your answer"
     missing = missing_agent_env(state.agent_env, os.environ)
     if missing:
+        from autopilot.core.restart import env_missing_note  # only for this answer
+
         return env_missing_note(missing)
     try:
         adapter_for_state(state).check_installed()

@@ -155,7 +155,9 @@ def _reconciled(
     autopilot cannot take kept aside (``store.backlog_intake``). The caller holds the
     backlog's lock."""
     found, problem = shell.read()
-    if found is not None and found.exists:
+    # A lane's agent works in a worktree of its own; what its sibling lanes claimed in
+    # the shared file meanwhile is theirs, not lines this agent added.
+    if found is not None and found.exists and shell.lanes is None:
         found = _take_out_invalid(shell, found, ours, iteration, iteration_folder)
     found_items = found.items if found is not None and found.exists else None
     if shell.lanes is not None and found_items is not None:
