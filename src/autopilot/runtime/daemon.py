@@ -1,4 +1,5 @@
-"""The daemon: drives one run with no terminal, under its supervisor (seed 003).
+"""The daemon: drives one run with no terminal, under its supervisor
+(``docs/architecture.md``, "Detached runs").
 
 ``python -m autopilot.runtime.daemon RUNS_ROOT RUN_ID``, started by
 ``runtime.supervisor`` in a session of its own with stdin ``/dev/null`` and its output

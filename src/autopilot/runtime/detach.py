@@ -1,5 +1,6 @@
 """Detaching a run from the terminal: start its supervisor in a session of its own and
-return at once (SPEC §11). The supervisor starts the daemon (``runtime.supervisor``).
+return at once (``docs/architecture.md``, "Detached runs"). The supervisor starts the daemon
+(``runtime.supervisor``).
 """
 
 from __future__ import annotations

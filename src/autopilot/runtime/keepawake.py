@@ -1,5 +1,5 @@
 """Keeping the machine awake while a run is active (a usage-limit wait above all), with
-the platform's own sleep inhibitor (seed 003, "Who keeps running").
+the platform's own sleep inhibitor (``docs/architecture.md``, "Detached runs").
 
 * Linux: ``systemd-inhibit --what=sleep:idle --mode=block``, holding a lock through
   logind for as long as its child runs.

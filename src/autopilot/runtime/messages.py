@@ -1,5 +1,6 @@
 """Queueing a message for a run's agent: ``autopilot send``, gate answers and the
-driver's own notices all enter the run's inbox here (seed 004).
+driver's own notices all enter the run's inbox here (``docs/architecture.md``,
+"Messages to the agent").
 
 Each queued message gets one ``message_queued`` event (``messageId``, ``source``,
 ``kind``, ``excerpt``, ``chars``, ``autopilotOn``); its delivery is the driver's

@@ -1,5 +1,5 @@
 """``autopilot service``: relaunch runs left active when the user logs in, so a reboot
-does not need a person (beyond seed 003, which starts nothing by itself).
+does not need a person (bare ``autopilot`` relaunches them too, but someone must type it).
 
 * Linux: a systemd user unit, ``~/.config/systemd/user/autopilot-relaunch.service``
   (``Type=oneshot``, ``KillMode=process`` so the runs it starts outlive it), enabled

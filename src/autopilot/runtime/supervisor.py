@@ -1,5 +1,5 @@
 """The supervisor: a small process that starts a run's daemon and starts it again after
-a crash (SPEC §11, seed 003, "Who keeps running").
+a crash (``docs/architecture.md``, "Detached runs").
 
 ``python -m autopilot.runtime.supervisor [--fork] [--adopt PID] RUNS_ROOT RUN_ID``
 
