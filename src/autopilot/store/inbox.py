@@ -1,4 +1,5 @@
-"""A run's inbox: one file per message, never lost across ``kill -9`` (seed 003, 004).
+"""A run's inbox: one file per message, never lost across ``kill -9``
+(``docs/architecture.md``, "Messages to the agent").
 
 Layout, in the run folder (the maildir pattern; claim by rename)::
 

@@ -1,4 +1,5 @@
-"""The run's memory file, ``.autopilot/memory.md`` (seed 003, "The memory file").
+"""The run's memory file, ``.autopilot/memory.md`` (``docs/architecture.md``,
+"The project's ``.autopilot/`` folder").
 
 A new session has the work tree and this file, and does not need the conversation
 that produced them; that is what lets a run survive a restart in the way that matters.

@@ -80,7 +80,7 @@ def validate_label(label: str) -> str:
 
 
 def make_run_id(label: str, started_at_ms: int) -> str:
-    """``<label>-<startedAtEpochMs>``, the seed's run id."""
+    """``<label>-<startedAtEpochMs>``, as the Node tool's run ids (``docs/formats.md``)."""
     return f"{validate_label(label)}-{started_at_ms}"
 
 

@@ -1,6 +1,6 @@
 """The project's ``.autopilot/`` folder, for people and agents to read and edit
-(SPEC §3): ``config.toml``, ``memory.md`` and the ``OFF`` switch live there; machine
-state never does."""
+(``docs/architecture.md``, "The project's ``.autopilot/`` folder"): ``config.toml``,
+``memory.md`` and the ``OFF`` switch live there; machine state never does."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def project_dir(project: Path) -> Path:
 
 def off_path(project: Path) -> Path:
     """``<project>/.autopilot/OFF``: while it exists, autopilot takes no proactive action
-    in the project (seed 004)."""
+    in the project: no relaunch, restart or retry starts, and its runs hold."""
     return project_dir(project) / OFF_NAME
 
 
@@ -77,5 +77,5 @@ def run_off_switch(state: RunState) -> Path | None:
 
 
 def memory_path(project: Path) -> Path:
-    """``<project>/.autopilot/memory.md``, the run's memory file (seed 003)."""
+    """``<project>/.autopilot/memory.md``, the run's memory file (``store.memory``)."""
     return project_dir(project) / MEMORY_NAME
