@@ -3,7 +3,8 @@
 Precedence: command-line flag > ``AUTOPILOT_*`` environment variable >
 ``.autopilot/config.toml`` in the project > the user's ``config.toml``
 (``platformdirs.user_config_path("autopilot")``) > defaults. Config files are data
-(TOML, parsed with ``tomllib``), never executed (field report 22), and read only as
+(TOML, parsed with ``tomllib``), never executed (a cloned repository's config must not
+run code: https://github.com/frankbria/ralph-claude-code/issues/346), and read only as
 bounded regular files (``store.files``: a repository can plant a FIFO or a link to
 ``/dev/zero`` there); an unknown key, a refused file, a file that is not UTF-8 TOML or
 a bad value is a one-line ``UsageError`` naming the file and the key as written there.

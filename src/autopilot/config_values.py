@@ -1,6 +1,6 @@
 """The value of each setting: its parser, its bounds, and the table of settable keys.
 
-Integers are ASCII digits only, base 10 (``08`` is eight, field report 9; ``+2``,
+Integers are ASCII digits only, base 10 (``08`` is eight, not an octal error; ``+2``,
 ``1_0``, ``0x10`` are refused); durations are ``90`` (seconds), ``90s``, ``30m``,
 ``2h``, ``1h30m``, ``2 days`` (parsed by pytimeparse). Every value is bounded
 (``MAX_COUNT``, ``MAX_COST_USD``, ``MAX_DURATION_SECONDS``) so that no later

@@ -57,7 +57,8 @@ AGENT_CLIS: tuple[tuple[str, str, str], ...] = (
     ("opencode", "opencode", "npm install -g opencode-ai"),
     ("aider", "aider", "pip install aider-chat"),
 )
-"""(name, default executable, how to install) for each agent CLI of SPEC §8."""
+"""(name, default executable, how to install) for each agent CLI autopilot drives
+(``agents.registry``)."""
 
 
 class Level(StrEnum):

@@ -10,8 +10,8 @@ with one changed file only hashes that file; later ones reuse its stat informati
 Each checkpoint's parent is the run's previous checkpoint, and its message carries
 ``Autopilot-*`` trailers (run, name, sequence, HEAD, files changed). Restoring brings
 the working tree to a checkpoint after a safety checkpoint of the tree as it is (so a
-restore can be undone) and never rewinds ``.autopilot/memory.md`` (seed 003: "A
-restore does not rewind the file") nor the pause file ``.autopilot/OFF``.
+restore can be undone) and never rewinds ``.autopilot/memory.md`` nor the pause file
+``.autopilot/OFF`` (``docs/architecture.md``, "The project's ``.autopilot/`` folder").
 """
 
 from __future__ import annotations

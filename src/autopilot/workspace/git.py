@@ -9,9 +9,10 @@ Whether the work tree is a repository is decided once, when a ``GitObserver`` is
 made (first by looking for ``.git`` up the path, without git): outside one, no git
 process runs at all and every answer is "unknown".
 
-Dirty checks use ``git status --porcelain`` and never count stashes (field report
-24). A commit is progress (field report 7) wherever the agent made it: on the
-checked-out branch, on another branch, or on a detached HEAD it left again. A mark
+Dirty checks use ``git status --porcelain`` and never count stashes. A commit is
+progress (an agent that commits leaves a clean tree:
+https://github.com/frankbria/ralph-claude-code/issues/141) wherever the agent made it:
+on the checked-out branch, on another branch, or on a detached HEAD it left again. A mark
 records the tip of every local branch, HEAD and HEAD's recent reflog, so a commit
 reachable from any of them after the iteration and from none before is new.
 """

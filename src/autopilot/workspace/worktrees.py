@@ -3,8 +3,8 @@
 ``--worktree`` runs work in ``<runs-root>/worktrees/<runId>`` on a new branch
 ``autopilot/<runId>`` started from the user's HEAD. Untracked or uncommitted files in
 the user's checkout never block it; they only earn a warning that they are not in the
-worktree (field report 24: "unrelated untracked files produce a warning, not a
-refusal"). Several runs in one repository each get their own.
+worktree (unrelated untracked files are a warning, not a refusal:
+https://github.com/umputun/ralphex/issues/444). Several runs in one repository each get their own.
 """
 
 from __future__ import annotations
