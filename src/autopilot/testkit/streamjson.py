@@ -1,7 +1,7 @@
 """Build Claude Code stream-json lines (the shape of Claude Code 2.1.197's output).
 
 Shared by the scripted fake agent and the demo agent so both print what the real
-CLI prints (``reference/streams/claude-stream.jsonl``).
+CLI prints (``tests/data/captured-streams/claude-stream.jsonl``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The Anthropic Messages API (``POST /v1/messages``) as Claude Code 2.1.197 uses it.
 
-Format facts come from ``shared/reference/offline-e2e.md`` §1: streamed answers are
+Verified on Claude Code 2.1.197 run offline against this server: streamed answers are
 ``event:``/``data:`` SSE frames message_start, ping, content blocks, message_delta,
 message_stop; requests carry role ``system`` messages part-way through, and the cwd
 appears as "Primary working directory:" in the system prompt.

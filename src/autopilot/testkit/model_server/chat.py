@@ -1,7 +1,7 @@
 """OpenAI Chat Completions (``POST /v1/chat/completions``): pi, Copilot and opencode.
 
-Format facts come from ``shared/reference/offline-e2e.md`` §3 and requests seen from
-pi 0.73.1, Copilot CLI 1.0.102 and opencode 1.18.33: ``messages`` of role system,
+Verified on the requests of pi 0.73.1, Copilot CLI 1.0.102 and opencode 1.18.33
+(``tests/data/<cli>-real/requests.json``): ``messages`` of role system,
 user, assistant (with ``tool_calls``) and tool; ``tools`` as ``{"type": "function",
 "function": {name, parameters}}``. Streamed answers are ``data:`` lines only
 (``chat.completion.chunk`` objects with ``tool_calls`` deltas and a ``finish_reason``),

@@ -10,8 +10,8 @@ calls :func:`read_transcript`, so all CLIs count turns and steps the same way:
   ``<session_context>``, Copilot's ``<current_datetime>``, ...) do not count.
 - **step** is the number of tool results since that prompt.
 
-Nothing is kept between requests, so resumed sessions, retries and side calls need no
-bookkeeping (see ``shared/reference/offline-e2e.md``).
+Nothing is kept between requests, so resumed sessions, retries and side calls (a request
+with no tools, such as a CLI's session-title request) need no bookkeeping.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """The OpenAI Responses API (``POST /v1/responses``) as Codex 0.171.0 uses it.
 
-Format facts come from ``shared/reference/offline-e2e.md`` §2. Codex sends its system
-prompt as ``developer`` input messages (``instructions`` is empty) and the cwd in an
-``<environment_context>`` user message, which does not count as a turn. It builds its
-history from ``response.output_item.done`` and needs ``response.completed`` with
-usage. Shell commands go to ``exec_command {cmd}``; files are written with the freeform
-``apply_patch`` custom tool when it is offered (model ``gpt-5.5``).
+Verified on Codex 0.171.0's requests (``tests/data/codex-real/requests.json``). Codex
+sends its system prompt as ``developer`` input messages (``instructions`` is empty) and
+the cwd in an ``<environment_context>`` user message, which does not count as a turn. It
+builds its history from ``response.output_item.done`` and needs ``response.completed``
+with usage. Shell commands go to ``exec_command {cmd}``; files are written with the
+freeform ``apply_patch`` custom tool when it is offered (model ``gpt-5.5``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 The tool is found by name in the request's ``tools`` and its arguments are named
 after the tool's own schema, so one mapping serves every CLI (names and schemas as
-seen in the requests of the versions in ``shared/reference/agent-clis.md``):
+seen in the requests of Claude Code 2.1.197, Codex 0.171.0, pi 0.73.1, opencode
+1.18.33, Copilot CLI 1.0.102 and Gemini CLI 0.61.0):
 
 =============  ===========================================  ===========================
 CLI            write a file                                 run a shell command
