@@ -64,7 +64,7 @@ def elapsed_ms(state: State | None, snapshot: Snapshot, now_ms: int) -> int | No
     """Run time so far, paused time excluded; frozen at the terminal event.
 
     The start is ``state.json`` ``startedAt`` (else the ``armed`` event); the end is
-    the terminal event's ``terminalAt`` (seed 000) or ``now_ms``. Paused time is
+    the fold's ``terminalAt`` (when the terminal event was logged) or ``now_ms``. Paused time is
     ``totalPausedMs`` plus the open pause since ``pausedAt``.
     """
     state = state or {}
@@ -294,7 +294,7 @@ def panels(snapshot: Snapshot, project_tasks: Sequence[Mapping[str, Any]]) -> Pa
 
 
 def project_task_lines(tasks: Sequence[Mapping[str, Any]], limit: int = 4) -> list[tuple[str, str]]:
-    """Work items of ``.autopilot/tasks.jsonl`` (seed 002): running and ready first."""
+    """Work items of ``.autopilot/tasks.jsonl`` (``docs/backlog.md``): running and ready first."""
     order = {"running": 0, "reopened": 1, "ready": 2, "blocked": 3}
     open_items = [task for task in tasks if str(task.get("status")) in order]
     open_items.sort(key=lambda task: order[str(task.get("status"))])

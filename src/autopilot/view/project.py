@@ -1,4 +1,5 @@
-"""The project's own work items (``.autopilot/tasks.jsonl``, seed 002), for the live view."""
+"""The project's own work items (``.autopilot/tasks.jsonl``, ``docs/backlog.md``), for the
+live view."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ MAX_PROJECT_TASKS = 2000
 
 
 def read_project_tasks(path: Path) -> list[dict[str, Any]]:
-    """Work items of a project's ``.autopilot/tasks.jsonl`` (seed 002); [] if none."""
+    """Work items of a project's ``.autopilot/tasks.jsonl`` (``docs/backlog.md``); [] if none."""
     items: list[dict[str, Any]] = []
     try:
         with path.open("rb") as stream:

@@ -1,8 +1,8 @@
 """``autopilot stats``: totals over every run in the index.
 
 Runs are the ``armed`` rows of ``index.jsonl`` (one sequential read; the last row of
-a run id wins). Each run's outcome follows the seed system's ``stats``
-(seed-event-contract §4.2): the **last** ``complete``/``abort`` row of its log,
+a run id wins). Each run's outcome is counted as the Node tool's ``stats`` counts it
+(``docs/formats.md``, "Terminal reasons"): the **last** ``complete``/``abort`` row of its log,
 bucketed as ``"<type>:<reason>"`` (just ``<type>`` when the reason is empty). It is
 found by reading the log backwards only as far as the run's last iteration, so a
 huge log costs a few KiB. A run with no terminal event is ``active``,
@@ -63,7 +63,7 @@ class RunSummary:
 
 
 def last_terminal_event(path: Path) -> dict[str, Any] | None:
-    """The log's last ``complete``/``abort`` row, read backwards (plain JSON, as the seed).
+    """The log's last ``complete``/``abort`` row, read backwards (plain JSON, as the Node tool's).
 
     The scan stops at the last ``iteration_start`` or ``armed``: a terminal event
     is always written after them.
@@ -80,7 +80,7 @@ def last_terminal_event(path: Path) -> dict[str, Any] | None:
 def last_logged_tokens(path: Path) -> Mapping[str, Any]:
     """The cumulative ``tokens`` of the log's last row that has them (``{}``: none).
 
-    A run written by the Node implementation of seeds 000/001 keeps its tokens only
+    A run written by the Node implementation (``docs/formats.md``) keeps its tokens only
     there (its terminal rows and ``state.json`` have none).
     """
     for row in _rows_backward(path):

@@ -5,8 +5,8 @@
 (``fold_log``: bounded memory, a few MiB at a time) and then following what is
 appended (``LogFollower``). Every reader stops at the end of the last complete line:
 a final line without its newline is a write in progress (or torn by a crash) and
-is held back until it is whole, as the seed's ``watch`` does (seed-event-contract
-§4.2). A log that does not exist yet reads as empty.
+is held back until it is whole, as the Node tool's ``watch`` does (``docs/formats.md``,
+"Line format"). A log that does not exist yet reads as empty.
 
 Lines are decided and decoded as everywhere else (``store.reader``, whose ``fold_log``
 this module passes on): ``fold_log`` gives exactly ``fold(read_events(path))``.

@@ -1,4 +1,4 @@
-"""``autopilot watch``: the live view of one run, in Textual (SPEC §13, seed 000).
+"""``autopilot watch``: the live view of one run, in Textual (keys in ``README.md``).
 
 Layout: a header (run id, label, agent and model, status badge, iteration N of
 max, elapsed time without pauses, tokens and cost with a tokens-per-iteration
