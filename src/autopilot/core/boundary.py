@@ -35,7 +35,7 @@ class Boundary:
     """An approved run boundary.
 
     Attributes:
-        run_id: The seed's ``run_id`` (any text; not autopilot's run id).
+        run_id: The file's ``run_id`` (any text; not autopilot's run id).
         scope: What was approved (``scope.summary``, or the scope as text).
         remaining_steps: Iterations left.
         allowed_surfaces: Path patterns the run may change.

@@ -1,15 +1,16 @@
 """The events a backlog run writes, and the backlog rebuilt from them (pure).
 
-Seed 000's reader folds ``workitem_start``/``workitem_end`` only with ``kind`` in
-``issue``, ``pr``, ``red_ci`` and a numeric or absent ``ref``, and ``backlog_snapshot``
-as four counts; so autopilot writes a work item as ``kind: "issue"`` without ``ref``,
-``title`` ``"<id>: <title>"`` (≤ 200 characters), and the counts as ``openIssues``
-(open items) and ``closedByLoop`` (completed items). Its own fields ride along:
+The Node tool's reader (``docs/formats.md``) folds ``workitem_start`` and
+``workitem_end`` only with ``kind`` in ``issue``, ``pr``, ``red_ci`` and a numeric or
+absent ``ref``, and ``backlog_snapshot`` as four counts; so autopilot writes a work item
+as ``kind: "issue"`` without ``ref``, ``title`` ``"<id>: <title>"`` (≤ 200 characters),
+and the counts as ``openIssues`` (open items) and ``closedByLoop`` (completed items).
+Its own fields ride along:
 
 * ``workitem_start``: ``itemId``, ``attempt``, ``iteration``, ``focusLayer``;
 * ``workitem_end``: ``itemId``, ``status`` (the item's new status), ``decision``,
   ``attempt``, ``iteration``, ``verdict``, ``completionCheckDigest``; ``closesN`` 1
-  when the item was completed (the seed counts it in ``closedByLoop``);
+  when the item was completed (the Node tool counts it in ``closedByLoop``);
 * ``backlog_snapshot``: ``counts`` (items per status) and ``items`` (``id``,
   ``status``, ``attempt`` of each, in file order; ``itemsTruncated`` if cut);
 * ``workitem_recorded`` (autopilot's type): ``itemId`` and ``item``, the whole
@@ -30,7 +31,7 @@ from autopilot.core.text import excerpt
 from autopilot.core.workitems import ItemStatus, WorkItem
 
 WORKITEM_KIND = "issue"
-"""The seed ``kind`` a work item is written as."""
+"""The Node tool's ``kind`` a work item is written as."""
 
 MAX_TITLE_UTF16_UNITS = 200
 MAX_SNAPSHOT_ITEMS = 150

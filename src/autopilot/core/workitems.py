@@ -165,7 +165,7 @@ class WorkItem:
 
     Attributes:
         id: Unique in the file (see ``ID_PATTERN``).
-        status: Seed 002's status.
+        status: Its status (``docs/backlog.md``).
         prompt: What the agent is asked to do.
         title: A short name for lists (autopilot's own field; optional).
         depends_on: Ids that must be completed (or not applicable) first.
@@ -211,7 +211,8 @@ class WorkItem:
         return replace(self, status=status, **changes)
 
     def to_json(self) -> dict[str, Any]:
-        """The item as one ``tasks.jsonl`` object (seed key order, then ours)."""
+        """The item as one ``tasks.jsonl`` object (the addon's key order, then ours;
+        ``docs/backlog.md``)."""
         data: dict[str, Any] = {"id": self.id, "status": self.status.value}
         if self.title is not None:
             data["title"] = self.title

@@ -11,9 +11,10 @@ window (``CLAIM_WINDOW_SECONDS`` unless given) claims it (recorded with a
 ``unclaimed``: ``hook.control.expire_unclaimed``), so it never blocks a new arming.
 
 One session has at most one armed run, and a project at most one unclaimed one: a
-second arming is refused (field report 17: a second loop must not take over the
-first one's state). A ``--backlog`` run owns the project's backlog while armed: it is
-refused while another run owns it (``runtime.locks.ProjectLock``).
+second arming is refused (a second loop must not take over the first one's state:
+https://github.com/anthropics/claude-code/issues/26514). A ``--backlog`` run owns the
+project's backlog while armed: it is refused while another run owns it
+(``runtime.locks.ProjectLock``).
 """
 
 from __future__ import annotations

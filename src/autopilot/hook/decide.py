@@ -1,7 +1,8 @@
 """Which armed run a Stop belongs to, and what the hook does with it (pure).
 
 ``match_arming`` finds the run armed for the stopping session: its owner is the
-session (an empty owner never matches, field report 17), or it is still unclaimed,
+session (an empty owner never matches: a run is scoped to its session,
+https://github.com/anthropics/claude-code/issues/26514), or it is still unclaimed,
 armed for the same agent in the same project, and inside its claim window.
 ``decide_stop`` then lets the stop through (with the reason), asks the shell to read
 the transcript again after a short wait (the flush race), or says that this stop is

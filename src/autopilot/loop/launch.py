@@ -157,7 +157,7 @@ class Launcher:
                     self._markers, found = scan_markers(self._markers, event.text)
                     self._emit_markers(number, found)
                 elif event.kind is AgentEventKind.TOOL_CALL:
-                    # One substage per root tool call, as the seed's runner records them.
+                    # One substage per root tool call, as the Node tool's runner records them.
                     tool_calls += 1
                     self.record.emit(
                         EventType.SUBSTAGE,
@@ -192,7 +192,7 @@ class Launcher:
         return result, parser
 
     def _emit_markers(self, number: int, found: list[dict[str, object]]) -> None:
-        """Progress markers in the root agent's text, as seed events (``core.markers``)."""
+        """Progress markers in the root agent's text, as stage events (``core.markers``)."""
         for marker in found:
             fields = {k: v for k, v in marker.items() if k != "type"}
             self.record.emit(EventType(str(marker["type"])), iteration=number, **fields)

@@ -8,9 +8,13 @@ to the iteration's files, stdout is split into lines with no line-length limit o
 than ``max_line_bytes`` (a longer line is skipped whole, never the lines after it),
 and bad UTF-8 is replaced. When it ends —
 by exiting, a limit, or a stop — every process it started is ended too, wherever it
-went (``loop.descendants``). Field reports 12–14, 19 and 20 describe what this guards
-against: a child that ignores Ctrl-C, a CLI that never exits after its result, a
-grandchild holding stdout open, a stopped (T-state) child, a 64 KiB line limit.
+went (``loop.descendants``). This guards against what agent loops met in real use
+(GitHub issues): children a Ctrl-C leaves running (agrimsingh/ralph-wiggum-cursor#13), a
+CLI that never exits after its result or a grandchild holding stdout open
+(anthropics/claude-code#61416), a child hung on an inherited stdin or stopped in the
+T state (alexknowshtml/smaug#10), a half-written last line
+(frankbria/ralph-claude-code#198) and a result lost to a 64 KiB line limit
+(dcellison/kai#623).
 """
 
 from __future__ import annotations
