@@ -188,7 +188,7 @@ def test_failed_exit_without_result_is_classified_from_stderr_only() -> None:
 
 
 def test_json_array_output_is_read_like_stream_json() -> None:
-    # Field report 18: `--output-format json` prints one array of every message.
+    # Issue frankbria/ralph-claude-code#112: `--output-format json` prints one array of every message.
     from autopilot.agents.claude import ClaudeStreamParser
 
     lines = (STREAMS / "claude-stream.jsonl").read_text().splitlines()

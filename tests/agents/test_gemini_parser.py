@@ -18,7 +18,7 @@ CASES = {
     "errors-and-more/gemini1.jsonl": Want(
         0, "DONE", "b3fdf468-c312-4448-8df7-95099b95bca6", (24, 10), 1
     ),
-    # API errors exit with the HTTP status mod 256 (agent-clis.md §4).
+    # API errors exit with the HTTP status mod 256 (Gemini CLI 0.61.0).
     "errors-and-more/gemini_401.jsonl": Want(
         145,
         None,
@@ -103,7 +103,7 @@ def test_streamed_chunks_make_the_final_message() -> None:
 
 
 def test_exit_zero_without_result_is_a_failure_read_from_stderr() -> None:
-    # Field report 21: "Error when talking to Gemini API" and exit 0.
+    # Issue google-gemini/gemini-cli#6125: "Error when talking to Gemini API" and exit 0.
     adapter = GeminiAdapter("gemini", clock=fixed_clock)
     report = _parse({"type": "init", "session_id": "s"})
     stderr = (

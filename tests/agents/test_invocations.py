@@ -1,6 +1,6 @@
 """Every adapter's argv, run for real: the prompt is never split or shell-interpreted.
 
-Field report 23: prompts holding ``'`` ``"`` ``$()`` backticks ``;`` ``#`` ``*`` ``[x]``
+Issue anthropics/claude-plugins-official#748: prompts holding ``'`` ``"`` ``$()`` backticks ``;`` ``#`` ``*`` ``[x]``
 and newlines must reach the agent unchanged, as one argv element or on stdin.
 """
 

@@ -1,5 +1,7 @@
 """Rate and usage limits: the classifier, reset-time parsing, and the rule that only
-the agent's own error events (or a failed exit) count (SPEC §7.4, field reports 3-6)."""
+the agent's own error events (or a failed exit) count (``docs/architecture.md``; GitHub
+issues frankbria/ralph-claude-code#183, umputun/ralphex#321, umputun/ralphex#157,
+link-assistant/hive-mind#729)."""
 
 from __future__ import annotations
 
@@ -190,7 +192,7 @@ def test_unknown_zone_falls_back_to_the_local_zone() -> None:
 
 
 def test_reset_in_the_past_is_returned_as_is() -> None:
-    # The loop then waits its minimum backoff instead (field report 5: a cached
+    # The loop then waits its minimum backoff instead (issue umputun/ralphex#157: a cached
     # resets_at in the past must not collapse every wait to nothing).
     past = parse_reset_time('{"resets_at": 1700000000}', NOW)
     assert past == 1_700_000_000_000
@@ -296,7 +298,7 @@ REVIEW = (
 
 
 def test_codex_review_text_about_rate_limits_is_not_a_limit() -> None:
-    # Field report 4: Codex review text with exit 0.
+    # Issue umputun/ralphex#321: Codex review text with exit 0.
     events: list[dict[str, object]] = [
         {"type": "thread.started", "thread_id": "t"},
         {"type": "item.completed", "item": {"id": "i", "type": "agent_message", "text": REVIEW}},
@@ -312,7 +314,7 @@ def test_codex_review_text_about_rate_limits_is_not_a_limit() -> None:
 
 
 def test_tool_output_mentioning_limits_is_not_a_limit() -> None:
-    # Field report 3: exit 124 (timeout) while a tool_result echoed a project file.
+    # Issue frankbria/ralph-claude-code#183: exit 124 (timeout) while a tool_result echoed a project file.
     echoed = "# PROMPT.md\nAlways respect the 5-hour limit. Rate limit: 429 Too Many Requests."
     events: list[dict[str, object]] = [
         {"type": "system", "subtype": "init", "session_id": "s"},

@@ -149,7 +149,7 @@ def test_stop_now_ends_the_agent(tmp_path: Path, repo: Path, fake_agent: FakeAge
 def test_kill_9_then_restart_keeps_budgets(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent
 ) -> None:
-    # Field report 11: counters live in state.json and survive a crash of the driver.
+    # Issue mikeyobrien/ralph-orchestrator#244: counters live in state.json and survive a crash of the driver.
     env = fake_agent(
         [[{"shell": "date +%N >> p.txt"}, {"result": "step", "cost_usd": 0.5}, {"sleep": 0.2}]]
     )
@@ -279,7 +279,7 @@ def test_unusable_runs_root(tmp_path: Path, repo: Path, fake_agent: FakeAgent) -
 def test_project_config_is_data_never_executed(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent
 ) -> None:
-    # Field report 22: a payload in the project's config is never run.
+    # Issue frankbria/ralph-claude-code#346: a payload in the project's config is never run.
     marker = tmp_path / "pwned"
     (repo / ".autopilot").mkdir()
     (repo / ".autopilot" / "config.toml").write_text(f"touch {marker}\n")

@@ -28,7 +28,7 @@ from tests.conftest import FakeAgent, read_jsonl, run_cli
 def test_agent_lingering_after_its_result_is_a_success(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent
 ) -> None:
-    # Field report 13: the CLI prints its result, then never exits (and ignores TERM).
+    # Issue anthropics/claude-code#61416: the CLI prints its result, then never exits (and ignores TERM).
     env = fake_agent(
         [
             [

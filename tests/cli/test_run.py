@@ -80,7 +80,7 @@ def test_completes_when_the_agent_says_the_token(
         "waitingMs": 0,
         "iterations": 2,  # type: ignore[index]
     }
-    # The prompt reached the agent whole, through no shell (field report 23).
+    # The prompt reached the agent whole, through no shell (issue anthropics/claude-plugins-official#748).
     folder = _run_dir(tmp_path)
     sent = (folder / "iter-0002" / "prompt.md").read_text()
     assert sent.startswith(METACHAR_PROMPT)  # then the memory file's paragraph
@@ -93,7 +93,7 @@ def test_completes_when_the_agent_says_the_token(
 
 
 def test_flag_equals_form_and_base_ten(tmp_path: Path, repo: Path, fake_agent: FakeAgent) -> None:
-    # Field report 9: --flag=value works, 08 is eight, limits are echoed.
+    # Issue anthropics/claude-code#18646: --flag=value works, 08 is eight, limits are echoed.
     env = fake_agent([[{"result": "EVERYTHING_MIGRATED"}]])
     done = run_cli(
         ["run", "-p", "migrate", "--max-iterations=08", "--completion-promise=EVERYTHING_MIGRATED"],
@@ -111,7 +111,7 @@ def test_flag_equals_form_and_base_ten(tmp_path: Path, repo: Path, fake_agent: F
 def test_completion_on_the_last_allowed_iteration(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent
 ) -> None:
-    # Field report 10.
+    # Issue mikeyobrien/ralph-orchestrator#369: the promise on the last iteration completes.
     env = fake_agent([[{"result": "LOOP_COMPLETE"}]])
     done = run_cli(
         ["run", "-p", "x", "--max-iterations", "1", "--completion-promise", "LOOP_COMPLETE"],
@@ -161,7 +161,7 @@ def test_stagnation_warns_then_halts(tmp_path: Path, repo: Path, fake_agent: Fak
 def test_three_identical_responses_halt_at_the_third(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent
 ) -> None:
-    # Seed 000: N identical responses in a row, N = 3; the agent reads but changes nothing.
+    # N identical responses in a row halt at the Nth, N = 3; the agent reads, changes nothing.
     env = fake_agent([[{"tool": "Read", "input": {"file_path": "README.md"}}, {"result": "Same."}]])
     done = run_cli(["run", "-p", "x", "--max-iterations", "10"], cwd=repo, env=env)
     assert done.returncode == 1
@@ -224,7 +224,7 @@ def test_command_agent_final_message_does_not_start_inside_a_fence(
 def test_commits_are_progress_and_observed(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent
 ) -> None:
-    # Field report 7: each iteration commits; the tree is clean afterwards.
+    # Issue frankbria/ralph-claude-code#141: each iteration commits; the tree is clean afterwards.
     commit = "date +%N > f.txt && git add -A && git commit -qm 'step' -m 'Co-authored-by: bot'"
     env = fake_agent([[{"shell": commit}, {"result": "task done."}]])
     done = run_cli(["run", "-p", "x", "--max-iterations", "4"], cwd=repo, env=env)
@@ -240,7 +240,7 @@ def test_commits_are_progress_and_observed(
 def test_nesting_marker_removed_from_agent_env(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent
 ) -> None:
-    # Field report 15: the driver itself runs inside a Claude Code session.
+    # Issue umputun/ralphex#156: the driver itself runs inside a Claude Code session.
     env = fake_agent([[{"shell": "env > ../agent-env.txt"}, {"result": "COMPLETE"}]])
     done = run_cli(["run", "-p", "x"], cwd=repo, env={**env, "CLAUDECODE": "1"})
     assert done.returncode == 0
@@ -275,7 +275,7 @@ def test_timeout_is_recorded_and_the_loop_goes_on(
 def test_agent_deleting_project_files_loses_no_state(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent
 ) -> None:
-    # Field report 16: state lives outside the work tree.
+    # Issue frankbria/ralph-claude-code#149: state lives outside the work tree.
     (repo / ".autopilot").mkdir()
     (repo / ".autopilot" / "config.toml").write_text("max_iterations = 3\n")
     env = fake_agent(

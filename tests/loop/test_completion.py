@@ -1,4 +1,4 @@
-"""The completion promise: field reports 1 and 2, SPEC §7.2."""
+"""The completion promise (GitHub issues snarktank/ralph#76, frankbria/ralph-claude-code#88)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The decision policy as a pure function: SPEC §7's order, field reports 7-11, 15."""
+"""The decision policy as a pure function, in ``core.policy``'s order (GitHub issues
+frankbria/ralph-claude-code#141, agrimsingh/ralph-wiggum-cursor#15,
+anthropics/claude-code#18646, mikeyobrien/ralph-orchestrator#369 and #244,
+umputun/ralphex#156)."""
 
 from __future__ import annotations
 
@@ -54,7 +57,7 @@ def test_completion() -> None:
 
 
 def test_completion_on_the_last_allowed_iteration_is_completion() -> None:
-    # Field report 10: --max-iterations 1 and the agent says the token.
+    # Issue mikeyobrien/ralph-orchestrator#369: --max-iterations 1 and the agent says the token.
     config = dataclasses.replace(CONFIG, max_iterations=1, completion_promise="LOOP_COMPLETE")
     decision = decide(
         counters(iterations_done=1), facts(final_message="LOOP_COMPLETE"), config, NOW
@@ -148,7 +151,7 @@ def test_stagnation_overrides_min_iterations() -> None:
 
 
 def test_a_commit_is_progress() -> None:
-    # Field report 7: the tree is clean because the agent committed; HEAD moved.
+    # Issue frankbria/ralph-claude-code#141: the tree is clean because the agent committed; HEAD moved.
     committed = facts(progress=Progress.MADE, tool_calls=0, response_digest="same")
     decision = decide(
         counters(stagnation_streak=2, last_response_digest="same"), committed, CONFIG, NOW
@@ -171,7 +174,7 @@ def test_same_answer_to_different_tasks_with_progress_is_not_stagnation() -> Non
 
 
 def test_no_op_looping_is_stagnation() -> None:
-    # Field report 8: exit 0, no tool calls, no diff, different words each time.
+    # Issue agrimsingh/ralph-wiggum-cursor#15: exit 0, no tool calls, no diff, different words each time.
     idle = facts(progress=Progress.NONE, tool_calls=0)
     assert is_stagnant(idle, last_digest="other") is True
 
@@ -211,7 +214,7 @@ def _run_of(responses: list[tuple[str, Progress]], limit: int = 3) -> list[Decis
 
 
 def test_three_identical_responses_halt_at_the_third() -> None:
-    # Seed 000: N identical responses in a row, N = 3: the first of them counts.
+    # N identical responses in a row are a streak of N, N = 3: the first of them counts.
     decisions = _run_of([("same", Progress.NONE)] * 3)
     assert [d.stagnation_streak for d in decisions] == [0, 2, 3]
     assert decisions[1].warning == "2 of 3 iterations without progress; one more halts the run"
@@ -243,7 +246,7 @@ def test_a_usage_limit_wait_keeps_the_streak_and_the_response() -> None:
 
 
 def test_breaker_trips_on_identical_immediate_failures() -> None:
-    # Field report 15: every launch fails at once with the same error.
+    # Issue umputun/ralphex#156: every launch fails at once with the same error.
     failing = facts(
         outcome=Outcome.LAUNCH_FAILED,
         final_message=None,

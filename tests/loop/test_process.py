@@ -1,4 +1,6 @@
-"""One agent process: field reports 12-14, 19, 20."""
+"""One agent process (GitHub issues agrimsingh/ralph-wiggum-cursor#13,
+anthropics/claude-code#61416, alexknowshtml/smaug#10, frankbria/ralph-claude-code#198,
+dcellison/kai#623)."""
 
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ def _pgid(pid: int) -> int | None:
 
 
 def test_result_then_hang_ends_after_grace(tmp_path: Path, fake_agent: FakeAgent) -> None:
-    # Field report 13: the CLI prints its result and never exits.
+    # Issue anthropics/claude-code#61416: the CLI prints its result and never exits.
     env = fake_agent([[{"result": "done. COMPLETE"}, {"sleep": 600}]])
     result, report, _, pid = _run(tmp_path, env, ProcessLimits(result_grace_seconds=0.5))
     assert result.ended_by is EndedBy.RESULT_GRACE
@@ -75,7 +77,7 @@ def test_wall_clock_timeout_with_steady_output(tmp_path: Path, fake_agent: FakeA
 
 
 def test_stopped_child_counts_as_no_progress(tmp_path: Path, fake_agent: FakeAgent) -> None:
-    # Field report 14: a child stopped by SIGTTIN/SIGSTOP looks alive to kill -0.
+    # Issue alexknowshtml/smaug#10: a child stopped by SIGTTIN/SIGSTOP looks alive to kill -0.
     env = fake_agent([[{"stop_self": True}, {"result": "never"}]])
     result, report, _, pid = _run(tmp_path, env, ProcessLimits(idle_timeout_seconds=2.5))
     assert result.ended_by is EndedBy.IDLE_TIMEOUT
@@ -104,7 +106,7 @@ def test_invalid_utf8_is_replaced(tmp_path: Path, fake_agent: FakeAgent) -> None
 def test_multi_megabyte_lines_and_the_result_after_them(
     tmp_path: Path, fake_agent: FakeAgent
 ) -> None:
-    # Field report 20: a 132 KB / 1 MiB / 20 MiB line must not lose the result line.
+    # Issue dcellison/kai#623: a 132 KB / 1 MiB / 20 MiB line must not lose the result line.
     env = fake_agent(
         [
             [
@@ -124,7 +126,7 @@ def test_multi_megabyte_lines_and_the_result_after_them(
 
 
 def test_truncated_stream_parses_every_complete_line(tmp_path: Path, fake_agent: FakeAgent) -> None:
-    # Field report 19: the output ends with a half-written JSON line and no result.
+    # Issue frankbria/ralph-claude-code#198: the output ends with a half-written JSON line and no result.
     env = fake_agent([[{"text": "made 20 commits"}, {"raw": '{"type":"result","res'}, {"exit": 1}]])
     result, report, _, _ = _run(tmp_path, env, ProcessLimits())
     assert result.exit_code == 1

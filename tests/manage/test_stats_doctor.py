@@ -1,4 +1,4 @@
-"""``autopilot stats`` (seed §4.2 semantics) and ``autopilot doctor``."""
+"""``autopilot stats`` (``docs/formats.md``, "Terminal reasons") and ``autopilot doctor``."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_stats_totals(root: Path) -> None:
 
 
 def test_stats_takes_the_last_terminal_row_of_the_log(root: Path) -> None:
-    """As the seed's stats: the log's last complete/abort row decides, ``<type>`` alone
+    """As the Node tool's stats: the log's last complete/abort row decides, ``<type>`` alone
     when it has no reason, whatever state.json says."""
     run_id = make_run(root, "odd", now_ms(), terminal=("complete", "completion_promise"))
     log = root / run_id / "events.jsonl"

@@ -1,4 +1,4 @@
-"""What the Node implementation of seeds 000/001 writes for a run (``docs/formats.md``,
+"""What the Node implementation writes for a run (``docs/formats.md``,
 "Runs written by the Node implementation"): its ``state.json``."""
 
 from __future__ import annotations

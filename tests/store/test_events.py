@@ -1,4 +1,4 @@
-"""The event log's line format, reader and writer (SPEC §4; seed-event-contract §4.2, §4.4, §4.6)."""
+"""The event log's line format, reader and writer (``docs/formats.md``)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from autopilot.store.events import (
     utf16_units,
 )
 
-# The seed reader's EVENT_TYPES, in its order (seed-event-contract §4.2).
+# The Node tool's EVENT_TYPES, in its order (``docs/formats.md``, "Vocabulary").
 SEED_TYPES = [
     "armed",
     "iteration_start",

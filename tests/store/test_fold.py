@@ -1,4 +1,4 @@
-"""``fold(events) -> Snapshot`` against the seed reader's rules (seed-event-contract §4.3)."""
+"""``fold(events) -> Snapshot`` against the seed reader's rules (``docs/formats.md``, "Folding")."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from autopilot.store.fold import MAX_SNAPSHOT_HISTORY, Snapshot, fold
 RUN = "ralph-tui-prompt-1700000000000"
 EMOJI = "\U0001f600"
 
-# The seed's createInitialSnapshot(), in its key order (contract §4.3).
+# The Node tool's createInitialSnapshot(), in its key order.
 INITIAL: dict[str, Any] = {
     "runId": None,
     "label": None,

@@ -1,6 +1,6 @@
-"""Runs written by the Node implementation of seeds 000/001, in the same runs root.
+"""Runs written by the Node implementation, in the same runs root.
 
-Their files follow the seed system's own writer (``docs/formats.md``, "Runs written
+Their files follow the Node tool's own writer (``docs/formats.md``, "Runs written
 by the Node implementation"): a ``state.json`` without ``status``, ``config``,
 ``spend`` or ``agent``; terminal reasons such as ``complete``; an index row without
 ``ts``; events without ``costUsd``.

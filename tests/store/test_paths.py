@@ -1,4 +1,4 @@
-"""Runs root and RUN resolution (SPEC §3; seed-event-contract §4.1)."""
+"""Runs root and RUN resolution (``docs/formats.md``, "The runs root and a run folder")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``state.json``: locked read-modify-write with real processes (SPEC §5)."""
+"""``state.json``: locked read-modify-write with real processes (``docs/formats.md``)."""
 
 from __future__ import annotations
 

@@ -140,7 +140,7 @@ def test_unknown_fields_survive_a_round_trip(tmp_path: Path) -> None:
 
 
 def test_a_state_json_written_by_the_node_implementation_decodes() -> None:
-    # What the Node implementation of seeds 000/001 writes (no status, config, spend).
+    # What the Node implementation writes (no status, config, spend).
     node = node_state(version=14, iter=3)
     state = decode_state(node)
     assert state.status is RunStatus.COMPLETED and state.completed

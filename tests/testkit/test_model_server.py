@@ -1,7 +1,6 @@
 """The scripted model server's Anthropic wire and HTTP shell, over real HTTP with urllib.
 
-Request bodies imitate what Claude Code 2.1.197 sends (see
-shared/reference/offline-e2e.md): a system prompt stating the cwd, a first user message
+Request bodies imitate what Claude Code 2.1.197 sends: a system prompt stating the cwd, a first user message
 made of a <system-reminder> block plus the prompt, and role "system" messages
 part-way through the conversation.
 """

@@ -1,6 +1,6 @@
 """The OpenAI Responses wire as Codex 0.171.0 uses it, over real HTTP.
 
-Request bodies copy the shape Codex sends (shared/reference/offline-e2e.md §2): the
+Request bodies copy the shape Codex sends (``tests/data/codex-real/requests.json``): the
 system prompt as two ``developer`` messages, an ``<environment_context>`` user message
 with the cwd, ``function``/``custom``/``namespace``/``web_search`` tools, and tool
 results as ``custom_tool_call_output``/``function_call_output`` items.
