@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SCANNED = ("src/autopilot", "docs", "tests", "benchmarks", "scripts")
+SCANNED = ("src/autopilot", "docs", "tests", "benchmarks", "scripts", "README.md", "CHANGELOG.md")
 TEXT_SUFFIXES = {".py", ".md", ".txt", ".toml", ".json", ".sh"}
 SKIPPED = (Path(__file__).resolve(), REPO_ROOT / "tests" / "data")
 """This file (its examples cite such documents) and captured CLI output."""
@@ -32,7 +32,7 @@ OUTSIDE_CITATION = re.compile(
 def outside_citations(root: Path) -> list[str]:
     """``path:line: text`` of every line under ``root`` that cites such a document."""
     found = []
-    for path in sorted(root.rglob("*")):
+    for path in sorted(root.rglob("*")) if root.is_dir() else [root]:
         if path.suffix not in TEXT_SUFFIXES or not path.is_file():
             continue
         if any(path == skipped or skipped in path.parents for skipped in SKIPPED):
