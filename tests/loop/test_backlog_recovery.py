@@ -88,7 +88,7 @@ def test_an_item_concluded_before_the_crash_is_not_concluded_twice(tmp_path: Pat
     working = agent(rig, _write_alpha)
     driver, _ = rig.driver([working])
     # The crash comes after alpha's workitem_end, before the step is logged.
-    emit = driver.record.emit
+    emit = driver.parts.record.emit
 
     def emit_then_crash(event_type: Any, **fields: Any) -> Any:
         written = emit(event_type, **fields)
@@ -96,7 +96,7 @@ def test_an_item_concluded_before_the_crash_is_not_concluded_twice(tmp_path: Pat
             raise SimulatedCrash()
         return written
 
-    driver.record.emit = emit_then_crash  # type: ignore[method-assign]
+    driver.parts.record.emit = emit_then_crash  # type: ignore[method-assign]
     with pytest.raises(SimulatedCrash):
         driver.run()
     relaunched, runner = rig.driver([agent(rig, _write_alpha)])

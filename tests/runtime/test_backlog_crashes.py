@@ -205,6 +205,17 @@ def test_a_check_left_running_by_a_dead_driver_is_ended_on_relaunch(
     done = run_cli(["start", folder.name, "--plain"], cwd=repo, env=env)
     try:
         assert done.returncode == 0, done.stdout + done.stderr
+        # The report the dead driver had claimed is checked again at the relaunch:
+        # iteration 1 concludes item a, its report not lost to the crash.
+        events = list(read_events(folder / "events.jsonl"))
+        first = [
+            (e["itemId"], e["status"], e.get("decision"))
+            for e in events
+            if e["type"] == "workitem_end" and e["iteration"] == 1
+        ]
+        assert first == [("a", "completed", "continue_next")], first
+        assert (folder / "iter-0001" / "check-ac1.log").exists()  # the check ran there
+        assert list((folder / "reports").glob("*.json")) == []
         items_after = read_jsonl(repo / ".autopilot" / "tasks.jsonl")
         assert [(i["id"], i["status"]) for i in items_after] == [
             ("a", "completed"),

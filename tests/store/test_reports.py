@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from autopilot.core.decisions import ItemDecision, ItemReport
 from autopilot.core.workitems import Criterion, ItemStatus, WorkItem
 from autopilot.store.reports import (
     claim_reports,
-    claimed_reports,
+    put_back_claimed,
     take_decision_file,
     write_report,
 )
@@ -62,17 +63,30 @@ def test_reports_are_claimed_once_in_order(tmp_path: Path) -> None:
     assert [p.name for p in (tmp_path / "reports").iterdir()] == ["claimed"]
 
 
-def test_an_iteration_finds_its_claimed_reports_again(tmp_path: Path) -> None:
-    # A crash between the claim and the item's conclusion: the relaunch applies them.
+def test_an_iterations_claims_are_put_back_to_wait_and_claimed_again(tmp_path: Path) -> None:
+    # A crash between the claim and the item's conclusion: that iteration's reports
+    # wait again, and the next claim takes them with the rest, oldest first.
     early = ItemReport("unit-1", ItemDecision.RETRY_SAME_UNIT, {}, ("flaky",))
     write_report(tmp_path, early, ts_ms=1000, iteration=2)
     claim_reports(tmp_path, iteration=2)
     late = ItemReport("unit-1", ItemDecision.STOP, {})
     write_report(tmp_path, late, ts_ms=2000, iteration=3)
     claim_reports(tmp_path, iteration=3)
-    assert [c.report for c in claimed_reports(tmp_path, 2)] == [early]
-    assert [c.report for c in claimed_reports(tmp_path, 3)] == [late]
-    assert claimed_reports(tmp_path, 4) == []
+    assert put_back_claimed(tmp_path, 4) == []
+    assert put_back_claimed(tmp_path, 2) == [f"0000000001000-{os.getpid()}-0.json"]
+    latest = ItemReport("unit-1", ItemDecision.CONTINUE_NEXT, {"ac1": True})
+    write_report(tmp_path, latest, ts_ms=3000, iteration=2)
+    assert [c.report for c in claim_reports(tmp_path, iteration=2)] == [early, latest]
+    assert put_back_claimed(tmp_path, 2, names=["nothing-such.json"]) == []
+    assert [c.report for c in claim_reports(tmp_path)] == []  # iteration 3's stay claimed
+
+
+def test_named_claims_are_put_back_with_or_without_the_iteration(tmp_path: Path) -> None:
+    first = ItemReport("unit-1", ItemDecision.STOP, {})
+    name = write_report(tmp_path, first, ts_ms=1000, iteration=1).name
+    claim_reports(tmp_path)  # claimed without an iteration in its name
+    assert put_back_claimed(tmp_path, 1, names=[name, "../escape.json"]) == [name]
+    assert [c.report for c in claim_reports(tmp_path, iteration=1)] == [first]
 
 
 def test_the_same_millisecond_never_overwrites(tmp_path: Path) -> None:

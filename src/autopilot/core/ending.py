@@ -79,3 +79,12 @@ def io_reason(error_number: int | None) -> Reason:
     for a full disk, a quota or a file-size limit (``ENOSPC``, ``EDQUOT``,
     ``EFBIG``), else ``io_error``."""
     return Reason.DISK_FULL if error_number in _DISK_FULL_ERRNOS else Reason.IO_ERROR
+
+
+def error_ending(error: BaseException, error_number: int | None) -> tuple[Reason, str]:
+    """The reason and note of the ``abort`` that ends a run an unexpected ``error``
+    broke off: ``disk_full`` or ``io_error`` when the run's files refused a write
+    (``error_number``: its errno, None for any other error), else ``internal_error``."""
+    if error_number is not None:
+        return io_reason(error_number), f"the run's files cannot be written: {error}"
+    return Reason.INTERNAL_ERROR, f"internal error: {type(error).__name__}: {error}"

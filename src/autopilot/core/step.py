@@ -26,7 +26,15 @@ from autopilot.core.outcome import (
     outcome_of,
     response_of,
 )
-from autopilot.core.policy import Counters, Decision, IterationFacts, PolicyConfig, decide
+from autopilot.core.policy import (
+    Counters,
+    Decision,
+    IterationFacts,
+    PolicyConfig,
+    budget_note,
+    budget_reached,
+    decide,
+)
 from autopilot.core.spend import charge
 from autopilot.core.state import LoopCounters, Spend, UsageBaseline
 from autopilot.core.step_events import step_events
@@ -146,6 +154,32 @@ def spend_counters(spend: Spend) -> Counters:
         tokens=spend.tokens.total,
         active_ms=spend.active_ms,
     )
+
+
+def budget_ending(
+    spend: Spend, config: PolicyConfig, *, iteration_open: bool, lanes: bool, restored: bool
+) -> tuple[Reason, str] | None:
+    """The budget ``spend`` has used up at an iteration's boundary, as the reason and
+    note of the ``abort`` that ends the run, or None.
+
+    Args:
+        spend: The run's spend (a lane's: every lane's together).
+        config: The policy with the budgets.
+        iteration_open: An iteration is open (a retry of it spends no new one, so
+            only the spend budgets count).
+        lanes: ``spend`` is every lane's of a parallel run (said in the note).
+        restored: ``spend`` is what the driver found, not its own (said in the note).
+    """
+    reached = budget_reached(spend_counters(spend), config, iterations=not iteration_open)
+    if reached is None:
+        return None
+    reason, budget = reached
+    note = budget_note(reason, budget)
+    if lanes:
+        note = f"{note} (every lane's spend)"
+    elif restored:
+        note = f"{note} (spend restored from state.json)"
+    return reason, note
 
 
 def _counters(state: LoopState, spend: Spend) -> Counters:

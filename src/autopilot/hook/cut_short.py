@@ -32,15 +32,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from autopilot.core.change import StateChange
 from autopilot.core.ending import describe_ending
 from autopilot.core.vocabulary import EventType, Progress
 from autopilot.loop.descendants import end_leftovers
 from autopilot.loop.record import RunRecord, absorb
 from autopilot.store.atomic import write_atomically
 from autopilot.store.events import read_events
-from autopilot.store.logged_end import ended_as_logged, logged_ending
-from autopilot.store.reports import CLAIMED_DIR, REPORTS_DIR, claimed_name
+from autopilot.store.logged_end import ended_as_logged, logged_decision, logged_ending
+from autopilot.store.reports import REPORTS_DIR, put_back_claimed
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 
@@ -149,26 +148,8 @@ def clean_up_after(run_id: str, run_folder: Path, ending: Ending) -> int:
         How many processes were ended.
     """
     ended = end_leftovers(run_id, agent_pid=None, agent_started=None)
-    waiting = run_folder / REPORTS_DIR
-    for name in ending.reports:
-        for claimed in (claimed_name(name, ending.iteration), name):
-            with contextlib.suppress(OSError):
-                os.rename(waiting / CLAIMED_DIR / claimed, waiting / name)
+    put_back_claimed(run_folder, ending.iteration, ending.reports)
     return ended
-
-
-def logged_decision(events: Path, attempt: str) -> StateChange | None:
-    """The change of the ``decision_applied`` event the log holds for ``attempt`` (an
-    iteration folder's name, ``iter-0003``), or None."""
-    found: StateChange | None = None
-    for event in read_events(events):
-        if event.get("type") == EventType.DECISION_APPLIED and event.get("attempt") == attempt:
-            change = event.get("change")
-            try:
-                found = StateChange.from_json(change if isinstance(change, dict) else {})
-            except ValueError:
-                continue
-    return found
 
 
 def settle_logged(record: RunRecord, folder: RunDir) -> str | None:

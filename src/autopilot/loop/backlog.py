@@ -273,8 +273,9 @@ class BacklogShell:
             iteration_folder: Where the checks' output is saved.
             changed_paths: Paths the iteration changed (relative to the work tree).
             cwd: The work tree (checks run there).
-            relaunch: A relaunch concludes the attempt a crash cut short: the reports
-                that iteration claimed before the crash count too.
+            relaunch: A relaunch concludes the attempt a crash cut short (the
+                reports that iteration claimed before the crash were put back to wait:
+                ``store.reports.put_back_claimed``).
 
         Raises:
             BacklogError: the file's lock could not be taken.

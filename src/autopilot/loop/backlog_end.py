@@ -41,7 +41,7 @@ from autopilot.errors import BacklogError
 from autopilot.loop.checks import run_checks
 from autopilot.store.backlog import BacklogFile
 from autopilot.store.backlog_intake import REJECTED_FILE, invalid_additions, keep_aside, without
-from autopilot.store.reports import claim_reports, claimed_reports, take_decision_file
+from autopilot.store.reports import claim_reports, take_decision_file
 
 if TYPE_CHECKING:
     from autopilot.loop.backlog import BacklogShell
@@ -83,8 +83,7 @@ def end_item(
     Raises:
         BacklogError: the file's lock could not be taken.
     """
-    claimed = claimed_reports(shell.run_folder, iteration) if relaunch else []
-    claimed.extend(claim_reports(shell.run_folder, iteration))
+    claimed = claim_reports(shell.run_folder, iteration)
     reports = [c.report for c in claimed if c.report is not None]
     ours = shell.known_items()
     taken = take_decision_file(cwd, list(ours))

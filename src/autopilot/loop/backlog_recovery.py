@@ -4,14 +4,15 @@ Before the agent starts, the driver records in the attempt's folder which work i
 it is on and where the work tree stood (``workitem.json``, ``record_started``). A
 relaunch that finds the attempt open (``recovery.attempt_left``) concludes the item
 as the dead driver would have (``concluded_after_crash``): the agent's reports (those
-claimed before the crash too), the surface check against the saved mark, and
-autopilot's own run of the criteria's checks for ``continue_next``. An item whose
-``workitem_end`` for that iteration is already in the log, and which ``tasks.jsonl``
-no longer has running, was concluded before the crash: that conclusion stands and is
-not made twice. A logged end that ``tasks.jsonl`` does not agree with (the item is
-still running there: an agent can append to the log) is a ``warning``, and the item
-is concluded again, its checks run. An attempt whose item cannot be
-found concludes none, and so cannot complete the run (``core.backlog_rule``).
+claimed before the crash are put back to wait and claimed again), the surface check
+against the saved mark, and autopilot's own run of the criteria's checks for
+``continue_next``. An item whose ``workitem_end`` for that iteration is already in
+the log, and which ``tasks.jsonl`` no longer has running, was concluded before the
+crash: that conclusion stands and is not made twice. A logged end that
+``tasks.jsonl`` does not agree with (the item is still running there: an agent can
+append to the log) is a ``warning``, and the item is concluded again, its checks
+run. An attempt whose item cannot be found concludes none, and so cannot complete
+the run (``core.backlog_rule``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from autopilot.loop.backlog import BacklogShell
 from autopilot.loop.backlog_end import Ended
 from autopilot.loop.backlog_run import attempt_with
 from autopilot.store.private import write_private
+from autopilot.store.reports import put_back_claimed
 from autopilot.workspace.git import TreeMark
 from autopilot.workspace.marks import Workspace
 
@@ -177,9 +179,10 @@ def concluded_after_crash(
             "its allowed surface was not checked",
         )
     shell.running = item
-    return attempt_with(
-        shell, attempt, shell.end(attempt.number, folder, paths, cwd, relaunch=True)
-    )
+    # The reports claimed before the crash wait again, and are claimed with the rest.
+    put_back_claimed(run_folder, attempt.number)
+    ended = shell.end(attempt.number, folder, paths, cwd, relaunch=True)
+    return attempt_with(shell, attempt, ended)
 
 
 def _on_file(shell: BacklogShell) -> tuple[WorkItem, ...] | None:

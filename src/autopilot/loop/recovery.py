@@ -41,7 +41,7 @@ from autopilot.loop.identity import is_same_process
 from autopilot.loop.record import RunRecord, absorb, loop_state, write_step
 from autopilot.loop.torn import torn_step, without_logged
 from autopilot.store.events import EventLog, read_events
-from autopilot.store.logged_end import is_drivers
+from autopilot.store.logged_end import is_drivers, logged_decision
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import StateStore
@@ -136,16 +136,7 @@ def logged_change(folder: RunDir, state: RunState) -> StateChange | None:
     """
     if state.attempt_dir is None:
         return None
-    name = Path(state.attempt_dir).name
-    found: StateChange | None = None
-    for event in read_events(folder.events):
-        if event.get("type") == EventType.DECISION_APPLIED and event.get("attempt") == name:
-            change = event.get("change")
-            try:
-                found = StateChange.from_json(change if isinstance(change, dict) else {})
-            except ValueError:
-                continue
-    return found
+    return logged_decision(folder.events, Path(state.attempt_dir).name)
 
 
 def end_left_processes(state: RunState) -> int:

@@ -7,6 +7,10 @@ the two, the log holds the truth. ``status``, ``list``, ``stop``, ``start``, bar
 none of them calls such a run running or offers to relaunch it; a command that may
 write makes ``state.json`` agree (``loop.recovery.reconcile_terminal``).
 
+The same holds for one step: its ``decision_applied`` is logged before ``state.json``
+is written, so an attempt left open there may have its decision on record
+(``logged_decision``).
+
 An agent can append to the log too. A ``complete`` counts only when ``state.json``
 records the driver's intent to complete with that reason (``ending``, written before
 the event, ``loop.record.RunRecord.intend_completion``); one without it is not the
@@ -22,8 +26,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from autopilot.core.change import StateChange
 from autopilot.core.ending import status_for
 from autopilot.core.vocabulary import EventType
+from autopilot.store.events import read_events
 from autopilot.store.run_state import RunState
 
 TAIL_BYTES = 64 * 1024
@@ -86,3 +92,18 @@ def ended_as_logged(state: RunState, event: dict[str, Any]) -> RunState:
     ended.iteration_open, ended.waiting_until_ms = False, None
     ended.pid = ended.agent_pid = None
     return ended
+
+
+def logged_decision(events: Path, attempt: str) -> StateChange | None:
+    """The change of the last ``decision_applied`` event the log ``events`` holds for
+    ``attempt`` (an iteration folder's name, ``iter-0003``), or None (none, or none
+    that reads as a change)."""
+    found: StateChange | None = None
+    for event in read_events(events):
+        if event.get("type") == EventType.DECISION_APPLIED and event.get("attempt") == attempt:
+            change = event.get("change")
+            try:
+                found = StateChange.from_json(change if isinstance(change, dict) else {})
+            except ValueError:
+                continue
+    return found

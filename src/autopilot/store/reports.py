@@ -5,10 +5,10 @@
 reader sees all of it or nothing). At the iteration's boundary the driver claims
 every waiting report by renaming it into ``reports/claimed/`` — a rename either
 happened or did not, so after a crash a report is claimed once or is still waiting,
-never lost and never applied twice. The driver's claims carry the iteration in the
-name (``iter-0003.<name>``), so a relaunch after a crash between the claim and the
-item's conclusion finds that iteration's claimed reports again
-(``claimed_reports``).
+never lost and never applied twice. The claims carry the iteration in the name
+(``iter-0003.<name>``), so after a crash between the claim and the item's conclusion
+that iteration's claims are put back to wait (``put_back_claimed``) and claimed again
+by the conclusion that follows.
 
 A promoted ``.autopilot/consistency-decision.json`` in the work tree is the other way
 to decide (see ``core.decision_file``); once read it is renamed to
@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -160,16 +161,40 @@ def claim_reports(run_folder: Path, iteration: int | None = None) -> list[Claime
     return claimed
 
 
-def claimed_reports(run_folder: Path, iteration: int) -> list[ClaimedReport]:
-    """The reports iteration ``iteration`` already claimed, oldest first: what a
-    relaunch applies when the crash came before that iteration's item was concluded."""
-    folder = run_folder / REPORTS_DIR / CLAIMED_DIR
+def put_back_claimed(
+    run_folder: Path, iteration: int, names: Iterable[str] | None = None
+) -> list[str]:
+    """Put the reports iteration ``iteration`` claimed back to wait, so the next claim
+    takes them again: what follows a crash that came after the claim and before the
+    item was concluded (a driver or a Stop killed during the checks).
+
+    Args:
+        run_folder: The run's folder.
+        iteration: The iteration that claimed them.
+        names: Only these reports (their waiting names; one claimed without the
+            iteration in its name is put back too); None: all that iteration claimed.
+
+    Returns:
+        The waiting names of the reports put back, oldest first.
+    """
+    waiting = run_folder / REPORTS_DIR
     prefix = _claimed_prefix(iteration)
-    try:
-        names = sorted(n for n in os.listdir(folder) if n.startswith(prefix))
-    except OSError:
-        return []
-    return [_read_claimed(folder / name) for name in names if name.endswith(".json")]
+    if names is None:
+        try:
+            claimed = os.listdir(waiting / CLAIMED_DIR)
+        except OSError:
+            return []
+        names = (n[len(prefix) :] for n in claimed if n.startswith(prefix))
+    back: list[str] = []
+    for name in sorted(n for n in names if n.endswith(".json") and os.path.basename(n) == n):
+        for claimed_as in (claimed_name(name, iteration), name):
+            try:
+                os.rename(waiting / CLAIMED_DIR / claimed_as, waiting / name)
+            except OSError:
+                continue
+            back.append(name)
+            break
+    return back
 
 
 def take_decision_file(
