@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from autopilot.cli.echo import say
-from autopilot.core.decisions import ItemDecision, ItemReport, validate_report
+from autopilot.core.item_report import ItemDecision, ItemReport, validate_report
 from autopilot.errors import UsageError
 from autopilot.store.backlog import Backlog
 from autopilot.store.paths import resolve_run, run_dir, runs_root

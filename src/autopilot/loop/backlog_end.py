@@ -24,13 +24,8 @@ from autopilot.core.backlog_step import (
     with_item_replaced,
 )
 from autopilot.core.boundary import surface_violations
-from autopilot.core.decisions import (
-    CheckOutcome,
-    ItemDecision,
-    ItemReport,
-    reopen_for_conflict,
-    reopen_for_violation,
-)
+from autopilot.core.decisions import reopen_for_conflict, reopen_for_violation
+from autopilot.core.item_report import CheckOutcome, ItemDecision, ItemReport
 from autopilot.core.workitem_events import (
     backlog_snapshot_fields,
     workitem_end_fields,
