@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from autopilot.config import build_config
+from autopilot.config_sources import build_config
 from autopilot.control import pause, resume, stop
 from autopilot.errors import UsageError
 from autopilot.hook import control as hook_control

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autopilot.config import build_config
+from autopilot.config_sources import build_config
 from autopilot.control import status
 from autopilot.errors import UsageError
 from autopilot.hook.arm import arm_hook_run

@@ -184,7 +184,7 @@ def arm(
     pause or .autopilot/OFF). Needs autopilot hook install.
     """
     from autopilot.cli.run_sources import prompt_source
-    from autopilot.config import build_config
+    from autopilot.config_sources import build_config
     from autopilot.config_values import parse_duration_seconds
     from autopilot.hook.arm import (
         CLAIM_WINDOW_SECONDS,

@@ -15,7 +15,7 @@ from autopilot.cli.echo import say
 from autopilot.cli.parallel_cmd import lanes_wanted, run_parallel
 from autopilot.cli.run_limits import LIMIT_OPTIONS, limit_options, print_limits
 from autopilot.cli.run_sources import approve_boundary, run_source, with_baked_defaults
-from autopilot.config import build_config
+from autopilot.config_sources import build_config
 from autopilot.core.ending import RunResult
 from autopilot.errors import UsageError
 from autopilot.loop.arming import arm_run
