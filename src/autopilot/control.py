@@ -359,8 +359,8 @@ def status(run_dir: Path, clock: Clock | None = None) -> RunStatusReport:
         StateFileError: state.json is unreadable or corrupt.
     """
     from autopilot.core.delivery import MessageSource
+    from autopilot.loop.messages import pending_messages
     from autopilot.manage.activity import settled_state
-    from autopilot.runtime.messages import pending_messages
     from autopilot.store.reader import read_snapshot
 
     folder = RunDir(run_dir)

@@ -14,7 +14,7 @@ import pytest
 from autopilot.config import RunConfig
 from autopilot.config_sources import build_config
 from autopilot.errors import StateFileError, UsageError
-from autopilot.runtime.notify import (
+from autopilot.loop.notify import (
     Notification,
     Notifier,
     Tone,

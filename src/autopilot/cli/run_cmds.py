@@ -214,7 +214,7 @@ def run(
     if chosen.baked is not None:
         config = with_baked_defaults(config, chosen.baked)
     if config.notify:
-        from autopilot.runtime.notify import check_urls
+        from autopilot.loop.notify import check_urls
 
         check_urls(config.notify)
     command = _program_from(cwd, extra) if config.agent == "command" else ()

@@ -7,7 +7,7 @@ the first Stop after arming starts iteration 1. Ending an iteration goes through
 same ``core.step.conclude`` as the driver and is written through ``loop.record``
 (events first, then ``state.json``), so ``status``, ``watch``, ``list``, ``replay``
 and ``stats`` read a hook run like any other. Messages from the inbox reach the agent
-through the driver's ``Briefing`` (``runtime.delivery``'s one ``deliver()``).
+through the driver's ``Briefing`` (``loop.delivery``'s one ``deliver()``).
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from autopilot.loop.cut_short import with_commits_since_start
 from autopilot.loop.descendants import RUN_ID_ENV
 from autopilot.loop.lanes import run_lanes
 from autopilot.loop.launch import Launcher
+from autopilot.loop.notify import RunNotifier
 from autopilot.loop.observe import attempt_of
 from autopilot.loop.prompt import PromptReader
 from autopilot.loop.record import RunRecord, loop_state
@@ -54,7 +55,6 @@ from autopilot.loop.signals import Interrupts
 from autopilot.loop.torn import torn_step, without_logged
 from autopilot.loop.verify import run_verify
 from autopilot.loop.waits import Waits
-from autopilot.runtime.notify import RunNotifier
 from autopilot.store.events import EventLog
 from autopilot.store.paths import run_dir
 from autopilot.store.private import write_private

@@ -257,7 +257,7 @@ class SupervisorActs:
 
     def _notice(self, text: str) -> None:
         from autopilot.core.delivery import MessageKind, MessageSource
-        from autopilot.runtime.messages import queue_message
+        from autopilot.loop.messages import queue_message
 
         with contextlib.suppress(Exception):  # the notice is help, never a reason to stop
             queue_message(
@@ -346,7 +346,7 @@ class SupervisorActs:
         urls = state.config.notify
         if not urls:
             return
-        from autopilot.runtime.notify import Notifier, notification_for
+        from autopilot.loop.notify import Notifier, notification_for
 
         notification = notification_for(event, self.run_id)
         if notification is None:
