@@ -275,10 +275,10 @@ class SupervisorActs:
         if decision.verdict is Verdict.GIVE_UP:
             self._give_up(ended, decision)
         elif decision.verdict is Verdict.FINISH_STOP:
-            from autopilot import control
+            from autopilot.runtime.ending import stop_without_driver
 
             state = self._state()
-            control.stop(self.folder.path, self.clock, reason=state.stop_reason or "")
+            stop_without_driver(self.folder.path, self.clock, state.stop_reason or "")
         elif decision.verdict is Verdict.LEAVE and (ended.signal is not None or ended.code):
             self.log.emit(
                 EventType.WARNING,
