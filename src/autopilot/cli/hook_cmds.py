@@ -11,8 +11,8 @@ from typing import Any
 import click
 
 from autopilot.cli.echo import say
+from autopilot.core.vocabulary import HookAgent
 from autopilot.errors import UsageError
-from autopilot.hook.inputs import HookAgent
 from autopilot.hook.settings import (
     Change,
     Scope,

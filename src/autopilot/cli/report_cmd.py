@@ -48,7 +48,7 @@ def _criteria(given: tuple[str, ...]) -> dict[str, bool]:
 def _hook_run(root: Path) -> str | None:
     """The run armed for the agent session this runs inside (hook mode), if any."""
     from autopilot.hook.arm import session_from_env
-    from autopilot.hook.registry import load_armings
+    from autopilot.store.hook_registry import load_armings
 
     inside = session_from_env(os.environ)
     if inside is None:

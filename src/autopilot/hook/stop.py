@@ -14,12 +14,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from autopilot.core.vocabulary import EventType
+from autopilot.core.vocabulary import EventType, HookAgent
 from autopilot.errors import AutopilotError, StateFileError
 from autopilot.hook.decide import (
     FLUSH_WAIT_SECONDS,
-    Arming,
-    CliProcess,
     LetStopReason,
     RunRead,
     StopAction,
@@ -29,12 +27,19 @@ from autopilot.hook.decide import (
     decide_stop,
     match_arming,
 )
-from autopilot.hook.inputs import HookAgent, HookInput, HookInputError, let_stop, parse_hook_input
-from autopilot.hook.registry import load_armings, locked, remove_arming, write_arming
+from autopilot.hook.inputs import HookInput, HookInputError, let_stop, parse_hook_input
 from autopilot.hook.transcript import TurnView, read_turn
 from autopilot.loop.clock import Clock, SystemClock
 from autopilot.loop.identity import parent_pid, process_identity
 from autopilot.store.events import EventLog
+from autopilot.store.hook_registry import (
+    Arming,
+    CliProcess,
+    load_armings,
+    locked,
+    remove_arming,
+    write_arming,
+)
 from autopilot.store.paths import runs_root
 from autopilot.store.project_files import is_off
 from autopilot.store.rundir import RunDir
