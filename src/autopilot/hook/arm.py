@@ -28,7 +28,7 @@ from autopilot.config import RunConfig
 from autopilot.core.vocabulary import HOOK_MODE, EventType, HookAgent
 from autopilot.errors import UsageError
 from autopilot.hook.control import Expired, expire_held
-from autopilot.hook.stop import read_run
+from autopilot.hook.run_read import read_run
 from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import Clock
 from autopilot.runtime.locks import ProjectLock

@@ -25,7 +25,7 @@ from autopilot.core.vocabulary import HookAgent
 from autopilot.errors import UsageError
 from autopilot.hook.decide import claim_expired
 from autopilot.hook.iteration import HookStop
-from autopilot.hook.stop import read_run
+from autopilot.hook.run_read import read_run
 from autopilot.loop.clock import Clock
 from autopilot.store.hook_registry import Arming, load_armings, locked, remove_arming
 from autopilot.store.run_state import RunState

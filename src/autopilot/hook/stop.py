@@ -15,11 +15,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from autopilot.core.vocabulary import EventType, HookAgent
-from autopilot.errors import AutopilotError, StateFileError
+from autopilot.errors import AutopilotError
 from autopilot.hook.decide import (
     FLUSH_WAIT_SECONDS,
     LetStopReason,
-    RunRead,
     StopAction,
     StopFacts,
     block_cap_from,
@@ -28,6 +27,7 @@ from autopilot.hook.decide import (
     match_arming,
 )
 from autopilot.hook.inputs import HookInput, HookInputError, let_stop, parse_hook_input
+from autopilot.hook.run_read import read_run
 from autopilot.hook.transcript import TurnView, read_turn
 from autopilot.loop.clock import Clock, SystemClock
 from autopilot.loop.identity import parent_pid, process_identity
@@ -62,16 +62,6 @@ def _read_input() -> bytes:
 
 def _note(line: str) -> None:
     print(f"autopilot: {' '.join(line.split())}", file=sys.stderr)
-
-
-def read_run(root: Path, run_id: str) -> RunRead:
-    """The run's ``state.json``, or why it cannot be read."""
-    if not (root / run_id).is_dir():
-        return RunRead(None, gone=True, problem=f"the run's folder {root / run_id} is gone")
-    try:
-        return RunRead(StateStore(RunDir(root / run_id).state).read())
-    except StateFileError as error:
-        return RunRead(None, problem=str(error))
 
 
 def _claim(root: Path, arming: Arming, hook: HookInput, clock: Clock) -> Arming:
