@@ -31,6 +31,7 @@ class GitFilters(Protocol):
         """What to add to the environment of ``git ARGS`` in ``cwd``."""
         ...
 
+
 GIT_TIMEOUT_SECONDS = 120.0
 """The longest one git call may take (a first checkpoint hashes every untracked file)."""
 
