@@ -9,6 +9,7 @@ import pytest
 from autopilot.core.vocabulary import HookAgent
 from autopilot.hook.decide import (
     LetStopReason,
+    RunRead,
     StopAction,
     StopDecision,
     StopFacts,
@@ -17,7 +18,6 @@ from autopilot.hook.decide import (
     match_arming,
 )
 from autopilot.hook.inputs import HookInput
-from autopilot.hook.run_read import RunRead
 from autopilot.hook.transcript import TurnEnd, TurnView
 from autopilot.store.hook_registry import Arming
 from autopilot.store.run_state import RunState

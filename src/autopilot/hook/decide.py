@@ -17,9 +17,9 @@ from enum import StrEnum
 
 from autopilot.core.vocabulary import HookAgent
 from autopilot.hook.inputs import STOP_EVENT, HookInput
-from autopilot.hook.run_read import RunRead
 from autopilot.hook.transcript import TurnEnd, TurnView
 from autopilot.store.hook_registry import Arming
+from autopilot.store.run_state import RunState
 
 CLAUDE_BLOCK_CAP = 8
 """Claude Code 2.1.197 ends a turn after this many consecutive Stop hook blocks
@@ -69,6 +69,26 @@ def match_arming(hook: HookInput, armings: Sequence[Arming], now_ms: int) -> Mat
 def claim_expired(arming: Arming, now_ms: int) -> bool:
     """True for an arming no session claimed before its claim window closed."""
     return not arming.session_id and arming.claim_until_ms < now_ms
+
+
+@dataclass(frozen=True)
+class RunRead:
+    """The run's ``state.json`` as a Stop read it.
+
+    Attributes:
+        state: The run's state; None when it cannot be read.
+        gone: The run's folder is gone (``state`` is None).
+        problem: Why ``state`` is None, in words.
+    """
+
+    state: RunState | None
+    gone: bool = False
+    problem: str | None = None
+
+    @property
+    def armed_no_more(self) -> bool:
+        """The run has ended or its folder is gone: its arming can be dropped."""
+        return self.gone or (self.state is not None and self.state.terminated)
 
 
 class StopAction(StrEnum):
