@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from autopilot.core.vocabulary import HOOK_MODE, EventType, RunStatus
 from autopilot.errors import StateFileError, UsageError
 from autopilot.loop.clock import Clock
+from autopilot.runtime.ending import reconciled, refuse_ended, stop_without_driver
 from autopilot.runtime.liveness import driver_alive, driver_running, supervisor_alive
 from autopilot.store.events import EventLog
 from autopilot.store.flock import FileLock
@@ -38,13 +39,6 @@ class ControlResult:
     message: str
 
 
-def _check_active(state: RunState, run_id: str) -> None:
-    if state.terminated:
-        raise UsageError(
-            f"run {run_id} has already ended ({state.termination_reason or state.status})"
-        )
-
-
 def pause(run_dir: Path, clock: Clock) -> ControlResult:
     """Ask the run to pause at its next boundary (idempotent).
 
@@ -55,7 +49,7 @@ def pause(run_dir: Path, clock: Clock) -> ControlResult:
     store = StateStore(RunDir(run_dir).state)
 
     def change(s: RunState) -> None:
-        _check_active(s, run_dir.name)
+        refuse_ended(s, run_dir.name)
         # ``pausedAt`` is set by the driver when it actually pauses at the boundary,
         # so the rest of a running iteration is not counted as paused time.
         s.paused = True
@@ -85,7 +79,7 @@ def resume(run_dir: Path, clock: Clock) -> ControlResult:
 
     def change(s: RunState) -> None:
         nonlocal hook_resumed
-        _check_active(s, run_dir.name)
+        refuse_ended(s, run_dir.name)
         if s.paused:
             if s.paused_at_ms is not None:
                 s.total_paused_ms += max(0, now - s.paused_at_ms)
@@ -140,7 +134,7 @@ def stop(
     def request(hook: bool = False) -> ControlResult:
         # A driver runs the run: it reads the flags at its boundary (or at once).
         def change(s: RunState) -> None:
-            _check_active(s, run_dir.name)
+            refuse_ended(s, run_dir.name)
             s.stop_requested = True
             s.stop_reason = reason
             if now:
@@ -162,15 +156,9 @@ def stop(
     if read_state(store.path).mode == HOOK_MODE:
         ended = _stop_hook_run(run_dir, clock, reason)
         return ended if ended is not None else request(hook=True)
-    lock = FileLock(RunDir(run_dir).driver_lock)
-    if not lock.acquire():
-        return request()
-    try:
-        if driver_alive(read_state(store.path)):
-            return request()  # its driver.lock is gone, not its driver
-        state = _end_without_driver(run_dir, store, clock, reason)
-    finally:
-        lock.release()
+    state = stop_without_driver(run_dir, clock, reason)
+    if state is None:
+        return request()  # a driver holds the run (or its driver.lock is gone, not it)
     return ControlResult(state, f"{run_dir.name}: stopped (no driver was running)")
 
 
@@ -211,7 +199,7 @@ def _stop_hook_run(run_dir: Path, clock: Clock, note: str) -> ControlResult | No
     from autopilot.hook.control import stop_hook_run
 
     before = read_state(RunDir(run_dir).state)
-    _check_active(before, run_dir.name)
+    refuse_ended(before, run_dir.name)
     state = stop_hook_run(run_dir, clock, note)
     if state is None:
         return None
@@ -261,65 +249,10 @@ def repair(run_dir: Path, clock: Clock) -> RunState:
         state = read_state(folder.state)
         if driver_alive(state):
             return state  # its driver.lock is gone, not its driver
-        return _reconciled(folder, store, log)
+        return reconciled(folder, store, log)
     finally:
         log.close()
         lock.release()
-
-
-def _reconciled(folder: RunDir, store: StateStore, log: EventLog) -> RunState:
-    """``reconcile_terminal``; when ``state.json`` cannot be written (a full disk), the
-    run as its log tells it (``store.logged_end``), which is the truth on disk.
-
-    Raises:
-        StateFileError: the state cannot be read, or written for a run whose log does
-            not say it ended.
-    """
-    from autopilot.loop.recovery import reconcile_terminal  # only where a run is repaired
-    from autopilot.store.logged_end import ended_as_logged, logged_ending
-
-    try:
-        return reconcile_terminal(folder, store, log)
-    except StateFileError:
-        state = read_state(folder.state)
-        ending = logged_ending(folder.events, state)
-        if ending is None:
-            raise
-        return ended_as_logged(state, ending)
-
-
-def _end_without_driver(run_dir: Path, store: StateStore, clock: Clock, note: str) -> RunState:
-    """End a run nobody drives: its leftover agent processes, then its records."""
-    from autopilot.loop.recovery import end_left_processes, settle_open_attempt
-    from autopilot.runtime.agents import adapter_for_state
-
-    folder = RunDir(run_dir)
-    log = EventLog(folder.events, run_dir.name, clock.now_ms)
-    try:
-        state = _reconciled(folder, store, log)
-        _check_active(state, run_dir.name)
-        if state.agent_pid is not None:
-            # The interrupted attempt is charged, and recorded as stopped by the user.
-            adapter = adapter_for_state(state)
-            state = settle_open_attempt(folder, store, log, adapter, clock.now_ms(), stop_note=note)
-            if state.terminated:
-                return state
-        else:
-            end_left_processes(state)  # a crash during the spawn leaves no agent pid
-
-        def end(s: RunState) -> None:
-            s.terminated, s.termination_reason = True, "user_stopped"
-            s.termination_note, s.status = note, RunStatus.STOPPED
-            s.stop_requested, s.stop_reason = True, note
-            s.iteration_open = False
-            s.pid = s.agent_pid = None
-
-        state = store.update(end)
-        log.emit(EventType.ABORT, reason="user_stopped", note=note, iteration=state.iteration)
-        log.sync()
-    finally:
-        log.close()
-    return state
 
 
 @dataclass(frozen=True)
@@ -359,8 +292,8 @@ def status(run_dir: Path, clock: Clock | None = None) -> RunStatusReport:
         StateFileError: state.json is unreadable or corrupt.
     """
     from autopilot.core.delivery import MessageSource
+    from autopilot.loop.messages import pending_messages
     from autopilot.manage.activity import settled_state
-    from autopilot.runtime.messages import pending_messages
     from autopilot.store.reader import read_snapshot
 
     folder = RunDir(run_dir)

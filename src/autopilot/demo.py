@@ -24,9 +24,10 @@ from autopilot.config import RunConfig
 from autopilot.errors import EnvironmentProblem
 from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
-from autopilot.runtime.drive import drive, ending_line
+from autopilot.runtime.run_result import ending_line
 from autopilot.store.paths import run_dir, runs_root
 from autopilot.store.run_state import PromptSource
+from autopilot.view.foreground import drive
 from autopilot.view.safe import shown
 
 BACKLOG: list[dict[str, object]] = [

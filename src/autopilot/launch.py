@@ -49,7 +49,7 @@ def main() -> None:
     """
     agent = _stop_hook_agent(sys.argv[1:])
     if agent is not None:
-        from autopilot.hook.armed import anything_armed, runs_root_quick
+        from autopilot.store.hook_armed import anything_armed, runs_root_quick
 
         root = runs_root_quick()
         if root is not None and not anything_armed(root):
@@ -58,7 +58,7 @@ def main() -> None:
             _drain_stdin()
             sys.exit(0)
         # Something is armed: the hook itself, still without the command line.
-        from autopilot.hook.inputs import HookAgent
+        from autopilot.core.vocabulary import HookAgent
         from autopilot.hook.stop import main as stop_main
 
         sys.exit(stop_main(HookAgent(agent)))

@@ -10,7 +10,8 @@ import pytest
 from autopilot.agents.base import Invocation
 from autopilot.agents.environment import agent_environment
 from autopilot.agents.registry import make_adapter
-from autopilot.config import RunConfig, build_config
+from autopilot.config import RunConfig
+from autopilot.config_sources import build_config
 from autopilot.errors import UsageError
 from autopilot.manage.doctor import Level, check_environment
 from tests.conftest import FakeAgent, run_cli

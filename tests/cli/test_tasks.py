@@ -579,7 +579,7 @@ def test_an_editor_that_fails_is_one_line_naming_the_options(
 def test_max_item_attempts_comes_from_a_flag_or_the_config_and_survives_state_json(
     tmp_path: Path,
 ) -> None:
-    from autopilot.config import build_config
+    from autopilot.config_sources import build_config
 
     (tmp_path / ".autopilot").mkdir()
     assert build_config({}, project=tmp_path, environ={}).max_item_attempts == 3

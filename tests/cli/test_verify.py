@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from autopilot.config import RunConfig, build_config
+from autopilot.config import RunConfig
+from autopilot.config_sources import build_config
 from autopilot.errors import StateFileError, UsageError
 from tests.conftest import FakeAgent, read_jsonl, run_cli
 

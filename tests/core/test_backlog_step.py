@@ -8,7 +8,7 @@ from autopilot.core.backlog_step import (
     plan_iteration,
     reconcile,
 )
-from autopilot.core.decisions import CheckOutcome, ItemDecision, ItemReport
+from autopilot.core.item_report import CheckOutcome, ItemDecision, ItemReport
 from autopilot.core.workitems import (
     Completion,
     CompletionState,

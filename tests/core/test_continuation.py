@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 from autopilot.core.continuation import continuation_message
-from autopilot.core.decisions import (
-    CheckOutcome,
-    ItemDecision,
-    ItemReport,
-    apply_report,
-    reopen_for_violation,
-)
+from autopilot.core.decisions import apply_report, reopen_for_violation
 from autopilot.core.decisions import start_item as start
+from autopilot.core.item_report import CheckOutcome, ItemDecision, ItemReport
 from autopilot.core.workitems import Criterion, FocusLayer, ItemStatus, WorkItem
 
 ITEM = WorkItem(

@@ -6,9 +6,6 @@ import pytest
 
 from autopilot.core.decisions import (
     MISSING_REPORTS_BEFORE_ASKING,
-    CheckOutcome,
-    ItemDecision,
-    ItemReport,
     answer_item,
     apply_report,
     attempts_used,
@@ -17,8 +14,8 @@ from autopilot.core.decisions import (
     missing_report,
     reopen_for_violation,
     start_item,
-    validate_report,
 )
+from autopilot.core.item_report import CheckOutcome, ItemDecision, ItemReport, validate_report
 from autopilot.core.workitems import (
     CompletionState,
     Criterion,

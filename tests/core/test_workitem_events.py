@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from autopilot.core.decisions import ItemDecision, ItemReport, apply_report, start_item
+from autopilot.core.decisions import apply_report, start_item
+from autopilot.core.item_report import ItemDecision, ItemReport
 from autopilot.core.workitem_events import (
     MAX_SNAPSHOT_ITEMS,
     backlog_snapshot_fields,

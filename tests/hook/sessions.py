@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from autopilot.config import build_config
+from autopilot.config_sources import build_config
+from autopilot.core.vocabulary import HookAgent
 from autopilot.hook.arm import arm_hook_run
-from autopilot.hook.inputs import HookAgent
 from autopilot.hook.stop import answer_stop
 from autopilot.store.paths import runs_root
 from autopilot.store.run_state import PromptSource

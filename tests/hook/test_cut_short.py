@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from autopilot.core.decisions import ItemDecision, ItemReport
+from autopilot.core.item_report import ItemDecision, ItemReport
 from autopilot.store.paths import runs_root
 from autopilot.store.reports import write_report
 from tests.hook.sessions import armed_session, blocks, events_of, kinds_of, state_of

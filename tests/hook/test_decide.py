@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
+from autopilot.core.vocabulary import HookAgent
 from autopilot.hook.decide import (
-    Arming,
     LetStopReason,
     RunRead,
     StopAction,
@@ -17,8 +17,9 @@ from autopilot.hook.decide import (
     decide_stop,
     match_arming,
 )
-from autopilot.hook.inputs import HookAgent, HookInput
+from autopilot.hook.inputs import HookInput
 from autopilot.hook.transcript import TurnEnd, TurnView
+from autopilot.store.hook_registry import Arming
 from autopilot.store.run_state import RunState
 
 SESSION = "f3087397-0bfe-46de-bb16-164086ded675"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from autopilot.cli.gate_cmds import give_answer
-from autopilot.core.decisions import ItemDecision, ItemReport
+from autopilot.core.item_report import ItemDecision, ItemReport
 from autopilot.store.paths import runs_root
 from autopilot.store.reports import write_report
 from tests.hook.sessions import ArmedSession, armed_session, blocks, events_of, state_of

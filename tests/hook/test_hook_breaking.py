@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from autopilot.hook.registry import entry_path
+from autopilot.store.hook_registry import entry_path
 from autopilot.store.paths import runs_root
 from tests.fakes import FakeClock
 from tests.hook import sessions as hooked

@@ -8,10 +8,15 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from autopilot.hook.decide import CliProcess
-from autopilot.hook.registry import load_armings, locked, remove_arming, write_arming
 from autopilot.loop.identity import process_identity
 from autopilot.manage.doctor import Finding, Level, check_runs
+from autopilot.store.hook_registry import (
+    CliProcess,
+    load_armings,
+    locked,
+    remove_arming,
+    write_arming,
+)
 from autopilot.store.paths import runs_root
 from tests.fakes import NO_SUCH_PID, FakeClock
 from tests.hook.sessions import SESSION, arm

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from autopilot.core.vocabulary import HookAgent
 from autopilot.errors import StateFileError
-from autopilot.hook.inputs import HookAgent
 from autopilot.hook.stop import answer_stop
 from autopilot.store.run_state import RunState
 from autopilot.store.state import StateStore

@@ -12,15 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from autopilot.config import build_config
+from autopilot.config_sources import build_config
 from autopilot.control import pause, resume, stop
+from autopilot.core.vocabulary import HookAgent
 from autopilot.errors import UsageError
 from autopilot.hook import control as hook_control
 from autopilot.hook.arm import arm_hook_run, session_from_env
-from autopilot.hook.decide import CliProcess
-from autopilot.hook.inputs import HookAgent
-from autopilot.hook.registry import entry_path, load_armings, locked, write_arming
 from autopilot.loop.clock import SystemClock
+from autopilot.store.hook_registry import CliProcess, entry_path, load_armings, locked, write_arming
 from autopilot.store.paths import runs_root
 from autopilot.store.run_state import PromptSource
 from tests.fakes import FakeClock

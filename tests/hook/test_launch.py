@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from autopilot.hook.armed import anything_armed, runs_root_quick
-from autopilot.hook.decide import Arming
-from autopilot.hook.inputs import HookAgent
-from autopilot.hook.registry import entry_path, load_armings, locked, write_arming
+from autopilot.core.vocabulary import HookAgent
 from autopilot.hook.stop import answer_stop
+from autopilot.store.hook_armed import anything_armed, runs_root_quick
+from autopilot.store.hook_registry import Arming, entry_path, load_armings, locked, write_arming
 from autopilot.store.paths import runs_root
 from tests.fakes import FakeClock
 

@@ -6,9 +6,8 @@ import math
 
 import pytest
 
-from autopilot.hook.decide import Arming, CliProcess
-from autopilot.hook.inputs import HookAgent
-from autopilot.hook.registry import from_json, to_json
+from autopilot.core.vocabulary import HookAgent
+from autopilot.store.hook_registry import Arming, CliProcess, from_json, to_json
 
 FULL = Arming(
     "r-1800000000000",

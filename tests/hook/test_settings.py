@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from autopilot.core.vocabulary import HookAgent
 from autopilot.errors import UsageError
-from autopilot.hook.inputs import HookAgent
 from autopilot.hook.settings import (
     BACKUP_SUFFIX,
     Scope,

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from autopilot.hook.inputs import HookAgent, HookInputError, keep_going, let_stop, parse_hook_input
+from autopilot.core.vocabulary import HookAgent
+from autopilot.hook.inputs import HookInputError, keep_going, let_stop, parse_hook_input
 from autopilot.hook.transcript import TokenTotals, TurnEnd, TurnView, read_turn, summarize
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "hook"

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from autopilot.config import build_config
+from autopilot.config_sources import build_config
 from autopilot.control import status
+from autopilot.core.vocabulary import HookAgent
 from autopilot.errors import UsageError
 from autopilot.hook.arm import arm_hook_run
-from autopilot.hook.inputs import HookAgent
-from autopilot.hook.registry import entry_path, load_armings, locked, write_arming
+from autopilot.store.hook_registry import entry_path, load_armings, locked, write_arming
 from autopilot.store.paths import runs_root
 from autopilot.store.run_state import PromptSource
 from tests.fakes import FakeClock

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from autopilot.core.decisions import ItemDecision, ItemReport
+from autopilot.core.item_report import ItemDecision, ItemReport
 from autopilot.core.workitems import ItemStatus, item_from_json
 from autopilot.loop.backlog import BacklogShell
 from autopilot.store.backlog import Backlog

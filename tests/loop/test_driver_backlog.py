@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from autopilot.config import RunConfig
-from autopilot.core.decisions import ItemDecision, ItemReport
+from autopilot.core.item_report import ItemDecision, ItemReport
 from autopilot.loop.arming import PromptSource, arm_run
 from autopilot.loop.runner import RunRequest
 from autopilot.store.reports import write_report

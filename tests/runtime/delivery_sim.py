@@ -16,7 +16,7 @@ from pathlib import Path
 
 from autopilot.core.delivery import conclude
 from autopilot.loop.clock import SystemClock
-from autopilot.runtime.delivery import Delivery
+from autopilot.loop.delivery import Delivery
 from autopilot.store.events import EventLog
 from autopilot.store.run_state import RunState
 from autopilot.store.state import StateStore
@@ -84,7 +84,7 @@ def attempt(folder: Path, project: Path, crash_at: str) -> None:
 def send(folder: Path, text: str, crash_at: str) -> None:
     """``Inbox.put`` of one message, killed ``before_record`` or ``after_record``."""
     from autopilot.core.delivery import Message, MessageKind, MessageSource
-    from autopilot.runtime.messages import queued_event_fields
+    from autopilot.loop.messages import queued_event_fields
     from autopilot.store.events import EventType
     from autopilot.store.inbox import Inbox, new_message_id
 

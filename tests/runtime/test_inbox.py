@@ -16,8 +16,8 @@ from autopilot.core.delivery import DeliveryLedger, MessageKind, MessageSource
 from autopilot.errors import UsageError
 from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
-from autopilot.runtime.delivery import Delivery
-from autopilot.runtime.messages import pending_messages, queue_message
+from autopilot.loop.delivery import Delivery
+from autopilot.loop.messages import pending_messages, queue_message
 from autopilot.store.events import EventLog, EventType
 from autopilot.store.inbox import Inbox
 from autopilot.store.run_state import PromptSource
@@ -167,7 +167,7 @@ _SENDER = """
 import sys
 from pathlib import Path
 from autopilot.loop.clock import SystemClock
-from autopilot.runtime.messages import queue_message
+from autopilot.loop.messages import queue_message
 for n in range(5):
     queue_message(Path(sys.argv[1]), f"{sys.argv[2]}-{n}", SystemClock())
 """

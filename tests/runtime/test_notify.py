@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from autopilot.config import RunConfig, build_config
+from autopilot.config import RunConfig
+from autopilot.config_sources import build_config
 from autopilot.errors import StateFileError, UsageError
-from autopilot.runtime.notify import (
+from autopilot.loop.notify import (
     Notification,
     Notifier,
     Tone,

@@ -20,10 +20,10 @@ from autopilot.config import RunConfig
 from autopilot.errors import StateFileError
 from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
+from autopilot.loop.messages import queue_message
 from autopilot.runtime import liveness
 from autopilot.runtime.detach import spawn_supervisor
 from autopilot.runtime.liveness import process_alive
-from autopilot.runtime.messages import queue_message
 from autopilot.store.events import read_events
 from autopilot.store.fold import fold
 from autopilot.store.paths import runs_root

@@ -24,7 +24,7 @@ from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
 from autopilot.runtime.detach import spawn_supervisor
 from autopilot.runtime.liveness import process_alive
-from autopilot.runtime.supervisor import STOP, Supervisor
+from autopilot.runtime.supervision import STOP
 from autopilot.runtime.supervisor_acts import SupervisorActs
 from autopilot.store.events import read_events
 from autopilot.store.run_state import PromptSource, RunState
@@ -62,7 +62,7 @@ def test_the_supervisor_ends_the_run_when_the_disk_refuses_its_writes(
     root = tmp_path / "runs"
     root.mkdir()
     run_id = arm_run(root, RunConfig(), PromptSource(text="work"), repo, SystemClock())
-    acts = SupervisorActs(Supervisor(root, run_id))
+    acts = SupervisorActs(root / run_id, run_id)
     acts.store = FullDisk(acts.store.path)
     # A crash of the daemon: the supervisor would restart it, but cannot record that.
     assert acts.after_exit(DaemonExit(None, signal.SIGKILL)) == STOP
@@ -92,7 +92,7 @@ def test_attach_on_a_full_disk_ends_the_run_instead_of_dying(repo: Path, tmp_pat
     root = tmp_path / "runs"
     root.mkdir()
     run_id = arm_run(root, RunConfig(), PromptSource(text="work"), repo, SystemClock())
-    acts = SupervisorActs(Supervisor(root, run_id))
+    acts = SupervisorActs(root / run_id, run_id)
     acts.store = FullDisk(acts.store.path)
     assert acts.attach(os.getpid()) == 4
     assert _terminals(root / run_id) == [("abort", "disk_full")]

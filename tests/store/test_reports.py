@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from autopilot.core.decision_file import report_from_decision_file
-from autopilot.core.decisions import ItemDecision, ItemReport
+from autopilot.core.item_report import ItemDecision, ItemReport
 from autopilot.core.workitems import Criterion, ItemStatus, WorkItem
 from autopilot.store.reports import (
     claim_reports,

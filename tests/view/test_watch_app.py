@@ -346,7 +346,7 @@ def test_drive_live_reraises(tmp_path: Path) -> None:
 
 async def test_the_message_key_queues_in_the_runs_inbox(tmp_path: Path) -> None:
     """m in the live view of a real run folder queues a durable message."""
-    from autopilot.runtime.messages import message_sender
+    from autopilot.loop.messages import message_sender
     from autopilot.store.inbox import Inbox
 
     folder = write_run(tmp_path, base_state(iter=3, cwd=str(tmp_path)), running_log().events)

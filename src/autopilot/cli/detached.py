@@ -19,9 +19,9 @@ from pathlib import Path
 
 from autopilot.cli.echo import say
 from autopilot.errors import EnvironmentProblem, RunLockedError, StateFileError
-from autopilot.runtime.drive import ending_line, result_of
 from autopilot.runtime.liveness import driver_alive, process_alive, supervisor_alive
 from autopilot.runtime.locks import LaunchLock, ProjectLock
+from autopilot.runtime.run_result import ending_line, result_of
 from autopilot.store.logged_end import ended_as_logged, logged_ending
 from autopilot.store.paths import run_dir
 from autopilot.store.run_state import RunState

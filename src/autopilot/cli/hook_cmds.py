@@ -11,8 +11,8 @@ from typing import Any
 import click
 
 from autopilot.cli.echo import say
+from autopilot.core.vocabulary import HookAgent
 from autopilot.errors import UsageError
-from autopilot.hook.inputs import HookAgent
 from autopilot.hook.settings import (
     Change,
     Scope,
@@ -184,7 +184,7 @@ def arm(
     pause or .autopilot/OFF). Needs autopilot hook install.
     """
     from autopilot.cli.run_sources import prompt_source
-    from autopilot.config import build_config
+    from autopilot.config_sources import build_config
     from autopilot.config_values import parse_duration_seconds
     from autopilot.hook.arm import (
         CLAIM_WINDOW_SECONDS,

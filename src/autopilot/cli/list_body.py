@@ -70,13 +70,13 @@ def _unclaimed_until(root: Path) -> dict[str, int]:
     """The hook runs still waiting for a session to claim them, with the end of their
     claim window (epoch ms); those whose window passed are ended first
     (``hook.control.expire_unclaimed``, without waiting for a Stop being answered)."""
-    from autopilot.hook.armed import anything_armed
+    from autopilot.store.hook_armed import anything_armed
 
     if not anything_armed(str(root)):
         return {}
     from autopilot.hook.control import expire_unclaimed
-    from autopilot.hook.registry import load_armings
     from autopilot.loop.clock import SystemClock
+    from autopilot.store.hook_registry import load_armings
 
     expire_unclaimed(root, SystemClock(), wait_seconds=0)
     armings, _ = load_armings(root)

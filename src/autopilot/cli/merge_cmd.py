@@ -19,7 +19,7 @@ import click
 
 from autopilot.cli.echo import say
 from autopilot.cli.git_cmds import CTX, RUN_ARG, hold_run, open_run
-from autopilot.config import build_config
+from autopilot.config_sources import build_config
 from autopilot.core.workitems import Criterion
 from autopilot.errors import (
     AutopilotError,

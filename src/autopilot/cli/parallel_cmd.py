@@ -78,8 +78,8 @@ def run_parallel(
 
     from autopilot import control
     from autopilot.runtime.detach import spawn_supervisor
-    from autopilot.runtime.drive import ending_line
     from autopilot.runtime.parallel import arm_parallel, follow
+    from autopilot.runtime.run_result import ending_line
     from autopilot.store.rundir import RunDir
     from autopilot.store.state import read_state
     from autopilot.workspace.repo import open_repository

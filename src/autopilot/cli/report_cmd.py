@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from autopilot.cli.echo import say
-from autopilot.core.decisions import ItemDecision, ItemReport, validate_report
+from autopilot.core.item_report import ItemDecision, ItemReport, validate_report
 from autopilot.errors import UsageError
 from autopilot.store.backlog import Backlog
 from autopilot.store.paths import resolve_run, run_dir, runs_root
@@ -48,7 +48,7 @@ def _criteria(given: tuple[str, ...]) -> dict[str, bool]:
 def _hook_run(root: Path) -> str | None:
     """The run armed for the agent session this runs inside (hook mode), if any."""
     from autopilot.hook.arm import session_from_env
-    from autopilot.hook.registry import load_armings
+    from autopilot.store.hook_registry import load_armings
 
     inside = session_from_env(os.environ)
     if inside is None:

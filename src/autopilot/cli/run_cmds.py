@@ -15,17 +15,17 @@ from autopilot.cli.echo import say
 from autopilot.cli.parallel_cmd import lanes_wanted, run_parallel
 from autopilot.cli.run_limits import LIMIT_OPTIONS, limit_options, print_limits
 from autopilot.cli.run_sources import approve_boundary, run_source, with_baked_defaults
-from autopilot.config import build_config
+from autopilot.config_sources import build_config
 from autopilot.core.ending import RunResult
 from autopilot.errors import UsageError
 from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
-from autopilot.runtime.drive import drive as runtime_drive
-from autopilot.runtime.drive import ending_line
 from autopilot.runtime.locks import BACKLOG_MODE, LaunchLock, ProjectLock
+from autopilot.runtime.run_result import ending_line
 from autopilot.store.paths import run_dir, runs_root
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state
+from autopilot.view.foreground import drive as drive_here
 from autopilot.workspace.git import is_repository, work_tree_root
 from autopilot.workspace.worktrees import RunWorktree
 
@@ -45,8 +45,8 @@ def drive(
     replay_hint: bool = True,
     project_lock: ProjectLock | None = None,
 ) -> int:
-    """Drive a run here (``runtime.drive``), print how it ended; returns the exit code."""
-    result = runtime_drive(root, run_id, adapter, echo=say, plain=plain, project_lock=project_lock)
+    """Drive a run here (``view.foreground``), print how it ended; returns the exit code."""
+    result = drive_here(root, run_id, adapter, echo=say, plain=plain, project_lock=project_lock)
     _print_result(result, replay_hint=replay_hint)
     return result.exit_code
 
@@ -214,7 +214,7 @@ def run(
     if chosen.baked is not None:
         config = with_baked_defaults(config, chosen.baked)
     if config.notify:
-        from autopilot.runtime.notify import check_urls
+        from autopilot.loop.notify import check_urls
 
         check_urls(config.notify)
     command = _program_from(cwd, extra) if config.agent == "command" else ()

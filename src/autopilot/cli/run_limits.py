@@ -120,7 +120,7 @@ def print_limits(run_id: str, config: RunConfig, folder: Path) -> None:
             f"{', '.join(config.env_exclude)} (except what the agent's CLI needs)"
         )
     if config.notify:
-        from autopilot.runtime.notify import redact
+        from autopilot.loop.notify import redact
 
         say(f"autopilot: notify {', '.join(redact(url) for url in config.notify)}")
     if config.checkpoints == "off":

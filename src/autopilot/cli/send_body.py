@@ -11,8 +11,8 @@ from autopilot.cli.echo import say
 from autopilot.core.vocabulary import HOOK_MODE, RunStatus
 from autopilot.errors import RunLockedError, StateFileError, UsageError
 from autopilot.loop.clock import SystemClock
+from autopilot.loop.messages import queue_message
 from autopilot.runtime.liveness import driver_alive, supervisor_alive
-from autopilot.runtime.messages import queue_message
 from autopilot.store.paths import resolve_run, run_dir, runs_root
 from autopilot.store.project_files import run_off_switch
 from autopilot.store.run_state import RunState

@@ -17,8 +17,8 @@ from autopilot.core.vocabulary import HOOK_MODE, PARALLEL_MODE
 from autopilot.errors import RunLockedError, UsageError
 from autopilot.loop.clock import SystemClock
 from autopilot.runtime.agents import adapter_for_state
-from autopilot.runtime.drive import ending_line, result_of
 from autopilot.runtime.liveness import driver_alive, supervisor_alive
+from autopilot.runtime.run_result import ending_line, result_of
 from autopilot.store.paths import list_run_ids, resolve_run, run_dir, runs_root
 from autopilot.store.project_files import run_off_switch
 from autopilot.store.run_state import REBUILT_MARK, RunState

@@ -12,8 +12,8 @@ from typing import Any
 import click
 
 from autopilot.cli.echo import say, say_json
+from autopilot.cli.tasks_view import item_details, item_rows
 from autopilot.core.decisions import fresh_attempts
-from autopilot.core.ready_queue import next_item, unmet_dependencies
 from autopilot.core.workitems import (
     Completion,
     CompletionState,
@@ -142,12 +142,6 @@ def add(
     say(f"autopilot: added {added[0].id}")
 
 
-_STATUS_ORDER = {status: n for n, status in enumerate(ItemStatus)}
-_WAITING_STATUSES = (ItemStatus.READY, ItemStatus.REOPENED)
-BLOCKED_BY_DEPENDENCY = "blocked-by-dependency"
-"""What ``tasks list`` shows for a ready item whose dependencies are not done yet."""
-
-
 @tasks.command(name="list", context_settings=_HELP)
 @click.option("--json", "as_json", is_flag=True, help="The items as a JSON array.")
 def list_tasks(as_json: bool) -> None:
@@ -159,22 +153,8 @@ def list_tasks(as_json: bool) -> None:
     if not current.items:
         say("no work items (autopilot tasks add PROMPT, or autopilot tasks import FILE)")
         return
-    upcoming = next_item(current.items)
-    by_id: dict[str, WorkItem] = {}
-    for item in current.items:
-        by_id.setdefault(item.id, item)
-    for item in current.items:
-        mark = ">" if upcoming is not None and item is upcoming else " "
-        attempt = f" (attempt {item.attempt})" if item.attempt else ""
-        label = item.label().removeprefix(f"{item.id}: ")
-        status = item.status.value
-        unmet = unmet_dependencies(item, by_id) if item.status in _WAITING_STATUSES else []
-        if unmet:  # ready in the file, but it waits until its dependencies are done
-            status = BLOCKED_BY_DEPENDENCY
-            attempt += f" (waits on {', '.join(unmet)})"
-        if item.status is ItemStatus.BLOCKED and item.blocked_reason:
-            attempt += f" — {' '.join(item.blocked_reason.split())[:120]}"
-        say(f"{mark} {item.id:<16} {status:<21} {label[:70]}{attempt}")
+    for line in item_rows(current.items):
+        say(line)
 
 
 @tasks.command(context_settings=_HELP)
@@ -182,41 +162,8 @@ def list_tasks(as_json: bool) -> None:
 def show(item_id: str) -> None:
     """Show one work item in full."""
     current = _read(project_backlog())
-    item = _find(current, item_id)
-    by_id = {i.id: i for i in current.items}
-    say(f"{item.id}: {item.title or ''}".rstrip(": "))
-    say(f"  status:      {item.status.value} (attempt {item.attempt})")
-    if item.blocked_reason:
-        say(f"  blocked:     {item.blocked_reason}")
-    say(f"  focus layer: {item.focus_layer.value}")
-    if item.depends_on:
-        deps = ", ".join(
-            f"{d} ({by_id[d].status.value if d in by_id else 'missing'})" for d in item.depends_on
-        )
-        say(f"  depends on:  {deps}")
-    if item.allowed_surface:
-        say(f"  surface:     {', '.join(item.allowed_surface)}")
-    say("  prompt:")
-    for line in item.prompt.splitlines() or [""]:
-        say(f"    {line}")
-    if item.acceptance_criteria:
-        say("  acceptance criteria:")
-        for criterion in item.acceptance_criteria:
-            check = f"   [check: {criterion.check}]" if criterion.check else ""
-            say(f"    {criterion.id}: {criterion.text}{check}")
-    completion = item.completion
-    verdict = f", verdict {completion.verdict.value}" if completion.verdict else ""
-    say(f"  completion:  {completion.state.value}{verdict}")
-    if completion.completion_check_digest:
-        say(f"  digest:      {completion.completion_check_digest}")
-    for line in completion.evidence:
-        say(f"    evidence: {line}")
-    if completion.surface_violations:
-        say(f"  changed outside the surface: {', '.join(completion.surface_violations)}")
-    if completion.feedback:
-        say("  feedback for the next attempt:")
-        for line in completion.feedback.splitlines():
-            say(f"    {line}")
+    for line in item_details(_find(current, item_id), current.items):
+        say(line)
 
 
 def _refuse_during_an_iteration(project: Path) -> None:

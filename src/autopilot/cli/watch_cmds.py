@@ -42,7 +42,7 @@ def watch(plain: bool, run_ref: str | None) -> int:
         except KeyboardInterrupt:
             return 130
     from autopilot.loop.clock import SystemClock
-    from autopilot.runtime.messages import message_sender
+    from autopilot.loop.messages import message_sender
     from autopilot.view.live import run_watch
 
     run_watch(folder, send_message=message_sender(folder, SystemClock()))

@@ -20,16 +20,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
 from autopilot.core.continuation import continuation_message
-from autopilot.core.decisions import (
-    CheckOutcome,
-    ItemDecision,
-    ItemReport,
-    apply_report,
-    limit_attempts,
-    missing_report,
-    start_item,
-    validate_report,
-)
+from autopilot.core.decisions import apply_report, limit_attempts, missing_report, start_item
+from autopilot.core.item_report import CheckOutcome, ItemDecision, ItemReport, validate_report
 from autopilot.core.ready_queue import backlog_problems, next_item, open_items
 from autopilot.core.workitem_events import (
     backlog_snapshot_fields,

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from autopilot.core.decisions import ItemDecision, ItemReport
+from autopilot.core.item_report import ItemDecision, ItemReport
 from autopilot.core.workitems import WorkItem
 
 SCHEMA_VERSION = "autopilot-consistency-decision.v1"

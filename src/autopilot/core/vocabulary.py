@@ -250,3 +250,10 @@ class MatchMode(StrEnum):
     WORD = "word"
     TAG = "tag"
     SUBSTRING = "substring"
+
+
+class HookAgent(StrEnum):
+    """The CLIs whose Stop hook autopilot answers."""
+
+    CLAUDE = "claude"
+    CODEX = "codex"

@@ -26,17 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autopilot.config import RunConfig
-from autopilot.core.vocabulary import HOOK_MODE, EventType
+from autopilot.core.vocabulary import HOOK_MODE, EventType, HookAgent
 from autopilot.errors import UsageError
 from autopilot.hook.control import Expired, expire_held
-from autopilot.hook.decide import Arming
-from autopilot.hook.inputs import HookAgent
-from autopilot.hook.registry import load_armings, locked, remove_arming, write_arming
-from autopilot.hook.stop import read_run
+from autopilot.hook.run_read import read_run
 from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import Clock
 from autopilot.runtime.locks import ProjectLock
 from autopilot.store.events import EventLog
+from autopilot.store.hook_registry import Arming, load_armings, locked, remove_arming, write_arming
 from autopilot.store.run_state import PromptSource
 from autopilot.store.rundir import RunDir
 

@@ -21,13 +21,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from autopilot.core.vocabulary import HookAgent
 from autopilot.errors import UsageError
-from autopilot.hook.decide import Arming, claim_expired
-from autopilot.hook.inputs import HookAgent
+from autopilot.hook.decide import claim_expired
 from autopilot.hook.iteration import HookStop
-from autopilot.hook.registry import load_armings, locked, remove_arming
-from autopilot.hook.stop import read_run
+from autopilot.hook.run_read import read_run
 from autopilot.loop.clock import Clock
+from autopilot.store.hook_registry import Arming, load_armings, locked, remove_arming
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state

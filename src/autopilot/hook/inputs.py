@@ -17,15 +17,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from enum import StrEnum
 
-
-class HookAgent(StrEnum):
-    """The CLIs whose Stop hook autopilot answers."""
-
-    CLAUDE = "claude"
-    CODEX = "codex"
-
+from autopilot.core.vocabulary import HookAgent
 
 STOP_EVENT = "Stop"
 

@@ -7,7 +7,7 @@ the first Stop after arming starts iteration 1. Ending an iteration goes through
 same ``core.step.conclude`` as the driver and is written through ``loop.record``
 (events first, then ``state.json``), so ``status``, ``watch``, ``list``, ``replay``
 and ``stats`` read a hook run like any other. Messages from the inbox reach the agent
-through the driver's ``Briefing`` (``runtime.delivery``'s one ``deliver()``).
+through the driver's ``Briefing`` (``loop.delivery``'s one ``deliver()``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from autopilot.hook.cut_short import (
     start_logged,
     waiting_reports,
 )
-from autopilot.hook.decide import Arming, LetStopReason, StopAction, StopDecision
+from autopilot.hook.decide import LetStopReason, StopAction, StopDecision
 from autopilot.hook.inputs import keep_going, let_stop
 from autopilot.hook.transcript import TokenTotals, TurnView, read_turn
 from autopilot.hook.tree_mark import changed_since, mark_now, write_tree_mark
@@ -43,6 +43,7 @@ from autopilot.loop.clock import Clock
 from autopilot.loop.prompt import PromptReader
 from autopilot.loop.record import RunRecord, loop_state
 from autopilot.store.events import EventLog
+from autopilot.store.hook_registry import Arming
 from autopilot.store.private import make_private_dir, write_private
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir

@@ -29,8 +29,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from autopilot.core.vocabulary import HookAgent
 from autopilot.errors import UsageError
-from autopilot.hook.inputs import HookAgent
 from autopilot.store.atomic import write_atomically
 
 HOOK_TIMEOUT_SECONDS = 600

@@ -17,10 +17,9 @@ from typing import Any
 
 from autopilot.core.vocabulary import EventType
 from autopilot.hook.cut_short import ENDING_FILE
-from autopilot.hook.decide import Arming, CliProcess
-from autopilot.hook.registry import load_armings
 from autopilot.runtime.liveness import process_alive
 from autopilot.store.events import read_events
+from autopilot.store.hook_registry import Arming, CliProcess, load_armings
 from autopilot.store.rundir import RunDir
 
 

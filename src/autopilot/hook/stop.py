@@ -14,14 +14,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from autopilot.core.vocabulary import EventType
-from autopilot.errors import AutopilotError, StateFileError
+from autopilot.core.vocabulary import EventType, HookAgent
+from autopilot.errors import AutopilotError
 from autopilot.hook.decide import (
     FLUSH_WAIT_SECONDS,
-    Arming,
-    CliProcess,
     LetStopReason,
-    RunRead,
     StopAction,
     StopFacts,
     block_cap_from,
@@ -29,12 +26,20 @@ from autopilot.hook.decide import (
     decide_stop,
     match_arming,
 )
-from autopilot.hook.inputs import HookAgent, HookInput, HookInputError, let_stop, parse_hook_input
-from autopilot.hook.registry import load_armings, locked, remove_arming, write_arming
+from autopilot.hook.inputs import HookInput, HookInputError, let_stop, parse_hook_input
+from autopilot.hook.run_read import read_run
 from autopilot.hook.transcript import TurnView, read_turn
 from autopilot.loop.clock import Clock, SystemClock
 from autopilot.loop.identity import parent_pid, process_identity
 from autopilot.store.events import EventLog
+from autopilot.store.hook_registry import (
+    Arming,
+    CliProcess,
+    load_armings,
+    locked,
+    remove_arming,
+    write_arming,
+)
 from autopilot.store.paths import runs_root
 from autopilot.store.project_files import is_off
 from autopilot.store.rundir import RunDir
@@ -57,16 +62,6 @@ def _read_input() -> bytes:
 
 def _note(line: str) -> None:
     print(f"autopilot: {' '.join(line.split())}", file=sys.stderr)
-
-
-def read_run(root: Path, run_id: str) -> RunRead:
-    """The run's ``state.json``, or why it cannot be read."""
-    if not (root / run_id).is_dir():
-        return RunRead(None, gone=True, problem=f"the run's folder {root / run_id} is gone")
-    try:
-        return RunRead(StateStore(RunDir(root / run_id).state).read())
-    except StateFileError as error:
-        return RunRead(None, problem=str(error))
 
 
 def _claim(root: Path, arming: Arming, hook: HookInput, clock: Clock) -> Arming:

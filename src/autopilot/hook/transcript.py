@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeGuard
 
-from autopilot.hook.inputs import HookAgent
+from autopilot.core.vocabulary import HookAgent
 
 MAX_TRANSCRIPT_BYTES = 16 << 20
 

@@ -12,10 +12,10 @@ parallel run writes only its own item, and lands a completed one in the run bran
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from autopilot.core.backlog_step import (
     choose_report,
@@ -24,13 +24,8 @@ from autopilot.core.backlog_step import (
     with_item_replaced,
 )
 from autopilot.core.boundary import surface_violations
-from autopilot.core.decisions import (
-    CheckOutcome,
-    ItemDecision,
-    ItemReport,
-    reopen_for_conflict,
-    reopen_for_violation,
-)
+from autopilot.core.decisions import reopen_for_conflict, reopen_for_violation
+from autopilot.core.item_report import CheckOutcome, ItemDecision, ItemReport
 from autopilot.core.workitem_events import (
     backlog_snapshot_fields,
     workitem_end_fields,
@@ -39,12 +34,49 @@ from autopilot.core.workitem_events import (
 from autopilot.core.workitems import ItemStatus, WorkItem
 from autopilot.errors import BacklogError
 from autopilot.loop.checks import run_checks
-from autopilot.store.backlog import BacklogFile
+from autopilot.loop.claims import Lanes
+from autopilot.store.backlog import Backlog, BacklogFile
 from autopilot.store.backlog_intake import REJECTED_FILE, invalid_additions, keep_aside, without
 from autopilot.store.reports import claim_reports, take_decision_file
 
-if TYPE_CHECKING:
-    from autopilot.loop.backlog import BacklogShell
+
+class ItemShell(Protocol):
+    """What ending an item needs of the run's backlog: ``loop.backlog.BacklogShell``
+    (its fields and helpers, documented there)."""
+
+    backlog: Backlog
+    run_folder: Path
+    run_surface: Sequence[str]
+    check_timeout_seconds: float
+    max_item_attempts: int
+    environ: Mapping[str, str] | None
+    lanes: Lanes | None
+
+    def emit(self, event_type: str, **fields: Any) -> Any:
+        """Append one event to the run's log."""
+        ...
+
+    def should_stop(self) -> bool:
+        """``stop --now`` (or a second Ctrl-C) ends the checks."""
+        ...
+
+    def emit_all(self, events: Iterable[Mapping[str, Any]], iteration: int | None) -> None:
+        """Append a step's events, each carrying the iteration."""
+        ...
+
+    def known_items(self) -> tuple[WorkItem, ...]:
+        """What autopilot last knew of the items."""
+        ...
+
+    def write_or_warn(
+        self, items: Sequence[WorkItem], iteration: int, item: WorkItem | None = None
+    ) -> None:
+        """Write the items back; a file that cannot be written is a warning."""
+        ...
+
+    def read(self) -> tuple[BacklogFile | None, str | None]:
+        """The file as it is now, or why it cannot be used."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -69,7 +101,7 @@ class Ended:
 
 
 def end_item(
-    shell: BacklogShell,
+    shell: ItemShell,
     item: WorkItem,
     iteration: int,
     iteration_folder: Path,
@@ -143,7 +175,7 @@ def end_item(
 
 
 def _reconciled(
-    shell: BacklogShell,
+    shell: ItemShell,
     ours: Sequence[WorkItem],
     item: WorkItem,
     iteration: int,
@@ -177,7 +209,7 @@ def _reconciled(
 
 
 def _take_out_invalid(
-    shell: BacklogShell,
+    shell: ItemShell,
     found: BacklogFile,
     ours: Sequence[WorkItem],
     iteration: int,
@@ -213,7 +245,7 @@ def _take_out_invalid(
 
 
 def _land(
-    shell: BacklogShell, items: Sequence[WorkItem], item: WorkItem, iteration: int
+    shell: ItemShell, items: Sequence[WorkItem], item: WorkItem, iteration: int
 ) -> Ended | None:
     """Write a lane's concluded ``item``, a completed one merged into the run branch
     first (outside the file's lock); returns the reopening a conflict caused."""
@@ -245,7 +277,7 @@ def _land(
 
 
 def _violation(
-    shell: BacklogShell,
+    shell: ItemShell,
     items: Sequence[WorkItem],
     item: WorkItem,
     iteration: int,
@@ -265,7 +297,7 @@ def _violation(
 
 
 def _reopened(
-    shell: BacklogShell, item: WorkItem, iteration: int, why: str, violations: Sequence[str] = ()
+    shell: ItemShell, item: WorkItem, iteration: int, why: str, violations: Sequence[str] = ()
 ) -> Ended:
     """Record ``item`` reopened by autopilot (``why``: the ``workitem_end`` decision)."""
     shell.emit("workitem_end", **workitem_end_fields(item, iteration, why))

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from autopilot.core.attempt import Attempt
-from autopilot.core.decisions import ItemDecision
+from autopilot.core.item_report import ItemDecision
 from autopilot.core.workitems import ItemStatus, WorkItem
 from autopilot.errors import AutopilotError
 from autopilot.loop.backlog import BacklogShell

@@ -1,5 +1,5 @@
 """What the driver tells the agent beyond its base prompt, and keeps for it: the
-messages of the run's inbox (``runtime.delivery``), the memory file (``store.memory``)
+messages of the run's inbox (``loop.delivery``), the memory file (``store.memory``)
 and the budget warnings it queues itself.
 
 The driver calls it at fixed points of every attempt::
@@ -25,8 +25,8 @@ from autopilot.core.state import Spend
 from autopilot.core.vocabulary import EventType
 from autopilot.errors import StateFileError, UsageError
 from autopilot.loop.clock import Clock
+from autopilot.loop.delivery import Delivery
 from autopilot.loop.record import RunRecord
-from autopilot.runtime.delivery import Delivery
 from autopilot.store import memory
 from autopilot.store.project_files import memory_path, run_projects
 from autopilot.store.run_state import RunState

@@ -25,8 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from autopilot.core.decisions import CheckOutcome
 from autopilot.core.digest import Hash, sha256
+from autopilot.core.item_report import CheckOutcome
 from autopilot.core.workitems import Criterion
 from autopilot.loop.agent_group import child_setup
 from autopilot.store.private import create_private, write_private

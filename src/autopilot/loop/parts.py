@@ -31,12 +31,12 @@ from autopilot.loop.clock import Clock
 from autopilot.loop.descendants import RUN_ID_ENV
 from autopilot.loop.lanes import RunLanes, run_lanes
 from autopilot.loop.launch import Launcher
+from autopilot.loop.notify import RunNotifier
 from autopilot.loop.prompt import PromptReader
 from autopilot.loop.record import RunRecord, loop_state
 from autopilot.loop.runner import AgentRunner, SubprocessRunner
 from autopilot.loop.signals import Interrupts
 from autopilot.loop.waits import Waits
-from autopilot.runtime.notify import RunNotifier
 from autopilot.store.events import EventLog
 from autopilot.store.paths import run_dir
 from autopilot.store.run_state import RunState

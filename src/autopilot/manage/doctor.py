@@ -34,7 +34,7 @@ from pathlib import Path
 
 from autopilot.agents.environment import COMMON_ENV, NESTING_MARKERS, env_matches
 from autopilot.agents.registry import AGENT_NAMES, make_adapter
-from autopilot.config import build_config
+from autopilot.config_sources import build_config
 from autopilot.core.redact import has_secret_shape
 from autopilot.core.vocabulary import HOOK_MODE
 from autopilot.errors import RunsRootError, UsageError

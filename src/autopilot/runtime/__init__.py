@@ -1,5 +1,5 @@
-"""Wiring with no command line: arm and drive a run, the adapter a run was armed with,
-the one liveness check of a process, the driver's locks, messages and their delivery,
-the OFF switch, notifications, keep-awake, the login service, the daemon and its
-supervisor. The CLI, the demo, ``control`` and the view call these; a daemon or a
-parallel runner does too."""
+"""Wiring with no command line: the adapter a run was armed with, the one liveness
+check of a process, the driver's locks, ending a run no driver holds, keep-awake, the
+login service, a parallel run, the daemon and its supervisor. The CLI, the demo,
+``control``, ``manage``, hook mode and the view call these; a daemon or a parallel
+runner does too. It imports nothing above the loop (docs/architecture.md, "Layers")."""

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from autopilot.errors import EnvironmentProblem
-from autopilot.runtime.supervisor import SUPERVISOR_LOG
+from autopilot.runtime.supervision import SUPERVISOR_LOG
 from autopilot.store.paths import run_dir
 from autopilot.store.private import open_private
 

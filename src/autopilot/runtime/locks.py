@@ -73,7 +73,7 @@ def backlog_home(state: RunState) -> Path | None:
 
 def _armed_backlog_homes(root: Path) -> dict[str, Path]:
     """Hook runs armed with ``--backlog``: run id -> the project whose backlog they work."""
-    from autopilot.hook.registry import load_armings
+    from autopilot.store.hook_registry import load_armings
 
     armings, _ = load_armings(root)
     return {a.run_id: Path(a.project) for a in armings if a.backlog}

@@ -27,7 +27,7 @@ from autopilot.errors import AutopilotError, BacklogError
 from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import Clock
 from autopilot.loop.record import RunRecord
-from autopilot.runtime.drive import result_of
+from autopilot.runtime.run_result import result_of
 from autopilot.store.backlog import Backlog
 from autopilot.store.events import EventLog
 from autopilot.store.flock import FileLock

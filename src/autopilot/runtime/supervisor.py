@@ -41,15 +41,9 @@ from typing import Any
 
 from autopilot.core.restart import DaemonExit
 from autopilot.loop.subreaper import become_subreaper, has_children, reap_zombie_children
+from autopilot.runtime.supervision import DAEMON_ERR, DAEMON_OUT, KEEP_GOING, SUPERVISOR_LOG
 
-DAEMON_OUT = "daemon.out"
-DAEMON_ERR = "daemon.err"
-SUPERVISOR_LOG = "supervisor.log"
 _POLL_SECONDS = 1.0
-KEEP_GOING = 0
-"""``SupervisorActs.after_exit``: start the daemon again."""
-STOP = 10
-"""``SupervisorActs.after_exit``: the supervisor's work is done."""
 
 
 def daemon_argv(root: Path, run_id: str) -> list[str]:
@@ -251,7 +245,7 @@ def _acts(supervisor: Supervisor) -> Any:
     """The supervisor's acts on the run's files, imported in the forked child only."""
     from autopilot.runtime.supervisor_acts import SupervisorActs
 
-    return SupervisorActs(supervisor)
+    return SupervisorActs(supervisor.folder, supervisor.run_id)
 
 
 def _exists(pid: int) -> bool:

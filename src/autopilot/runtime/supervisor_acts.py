@@ -11,6 +11,7 @@ import os
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autopilot.core.restart import (
@@ -20,7 +21,7 @@ from autopilot.core.restart import (
     RestartDecision,
     Verdict,
 )
-from autopilot.runtime.supervisor import DAEMON_ERR, KEEP_GOING, STOP, Supervisor
+from autopilot.runtime.supervision import DAEMON_ERR, KEEP_GOING, STOP
 
 if TYPE_CHECKING:
     from autopilot.store.run_state import RunState
@@ -61,17 +62,21 @@ def _end(state: RunState, reason: str, note: str) -> None:
 
 class SupervisorActs:
     """What the supervisor does to the run's files; only ever run in a forked child
-    (``_in_child``), where importing the store costs the supervisor nothing."""
+    (``_in_child``), where importing the store costs the supervisor nothing.
 
-    def __init__(self, supervisor: Supervisor) -> None:
+    Args:
+        folder: The run's folder.
+        run_id: The run.
+    """
+
+    def __init__(self, folder: Path, run_id: str) -> None:
         from autopilot.loop.clock import SystemClock
         from autopilot.store.events import EventLog
         from autopilot.store.rundir import RunDir
         from autopilot.store.state import StateStore
 
-        self.supervisor = supervisor
-        self.folder = RunDir(supervisor.folder)
-        self.run_id = supervisor.run_id
+        self.folder = RunDir(folder)
+        self.run_id = run_id
         self.clock = SystemClock()
         self.store = StateStore(self.folder.state)
         self.log = EventLog(self.folder.events, self.run_id, self.clock.now_ms)
@@ -257,7 +262,7 @@ class SupervisorActs:
 
     def _notice(self, text: str) -> None:
         from autopilot.core.delivery import MessageKind, MessageSource
-        from autopilot.runtime.messages import queue_message
+        from autopilot.loop.messages import queue_message
 
         with contextlib.suppress(Exception):  # the notice is help, never a reason to stop
             queue_message(
@@ -275,10 +280,10 @@ class SupervisorActs:
         if decision.verdict is Verdict.GIVE_UP:
             self._give_up(ended, decision)
         elif decision.verdict is Verdict.FINISH_STOP:
-            from autopilot import control
+            from autopilot.runtime.ending import stop_without_driver
 
             state = self._state()
-            control.stop(self.folder.path, self.clock, reason=state.stop_reason or "")
+            stop_without_driver(self.folder.path, self.clock, state.stop_reason or "")
         elif decision.verdict is Verdict.LEAVE and (ended.signal is not None or ended.code):
             self.log.emit(
                 EventType.WARNING,
@@ -346,7 +351,7 @@ class SupervisorActs:
         urls = state.config.notify
         if not urls:
             return
-        from autopilot.runtime.notify import Notifier, notification_for
+        from autopilot.loop.notify import Notifier, notification_for
 
         notification = notification_for(event, self.run_id)
         if notification is None:

@@ -1,204 +1,53 @@
-"""The append-only event log (``events.jsonl``) and its line format.
+"""The append-only event log (``events.jsonl``): ``EventLog``, its one writer.
 
-One JSON object per line, each with ``type``, ``ts`` (epoch milliseconds, an integer)
-and ``runId``. The vocabulary starts with the Node tool's names and only ever grows:
-``EVENT_TYPES`` is appended to, never reordered. Lines follow the seed system's
-writer contract (``docs/formats.md``, "Line format"): compact JSON,
-``ensure_ascii=False``, no NaN/Infinity, at most 16 KiB per line, excerpts and notes
-cut at 500 UTF-16 code units without splitting a surrogate pair.
+The line format is ``store.event_format``'s (``serialize_event``, ``parse_event_line``,
+the vocabulary's order), and reading a log ``store.event_stream``'s (``read_events``);
+their names are importable from here too.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import math
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, TypeGuard
+from typing import Any
 
-from autopilot.core.redact import redact_value
-from autopilot.core.text import (
-    MAX_EXCERPT_UTF16_UNITS,
-    cut_units,
-    excerpt,
-    repair_surrogates,
-    utf16_units,
-)
+from autopilot.core.text import MAX_EXCERPT_UTF16_UNITS, excerpt, utf16_units
 from autopilot.core.vocabulary import EventType
-from autopilot.store.lines import iter_lines
+from autopilot.store.event_format import (
+    EVENT_TYPES,
+    JS_NUMBER_LIMIT,
+    MAX_EVENT_LINE_BYTES,
+    MAX_READ_LINE_BYTES,
+    SEED_EVENT_TYPES,
+    TERMINAL_EVENT_TYPES,
+    finite_number,
+    parse_event_line,
+    serialize_event,
+)
+from autopilot.store.event_stream import iter_event_lines, read_events
 from autopilot.store.private import open_private
 
-__all__ = ["MAX_EXCERPT_UTF16_UNITS", "EventType", "excerpt", "utf16_units"]
-
-MAX_EVENT_LINE_BYTES = 16 * 1024
-"""A serialized event line (without its newline) may be at most this long."""
-
-
-MAX_READ_LINE_BYTES = 1024 * 1024
-"""Readers skip longer lines: 64 times what a writer may write, so something else
-appending to a log (or a corrupt file) cannot make a reader hold gigabytes."""
-
-_READ_CHUNK_BYTES = 1024 * 1024
-
-
-EVENT_TYPES: tuple[str, ...] = tuple(t.value for t in EventType)
-"""The closed vocabulary, in its append-only order."""
-
-SEED_EVENT_TYPES: frozenset[str] = frozenset(EVENT_TYPES[:25])
-"""The types the seed system's reader accepts; it skips the rest."""
-
-TERMINAL_EVENT_TYPES = frozenset({EventType.COMPLETE.value, EventType.ABORT.value})
-
-_CAPPED_FIELDS = ("excerpt", "note", "reason", "argsSummary", "desc")
-_UNREDACTED_FIELDS = frozenset({"type", "ts", "runId"})
-
-
-JS_NUMBER_LIMIT = 2**1024
-"""A JSON number this large or larger is Infinity to JavaScript's ``JSON.parse``."""
-
-
-def finite_number(value: Any) -> TypeGuard[int | float]:
-    """True for a number (not a bool) that the Node tool's reader reads as finite.
-
-    ``json`` reads a 400-digit integer as a Python int; JavaScript reads it as
-    Infinity, so it is not finite here either.
-    """
-    kind = type(value)
-    if kind is int:  # the common case first: this runs for every field of every event
-        whole: int = value
-        return -JS_NUMBER_LIMIT < whole < JS_NUMBER_LIMIT
-    if kind is float:
-        real: float = value
-        return real - real == 0.0  # False for NaN and the infinities
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        return False
-    return -JS_NUMBER_LIMIT < value < JS_NUMBER_LIMIT
-
-
-def serialize_event(event: Mapping[str, Any]) -> bytes | None:
-    """Serialize one event to a line (without newline), or None if it cannot fit.
-
-    Every string is written with well-known secrets redacted (``redact``), then the
-    capped text fields are cut to 500 UTF-16 units. If the line is still over
-    ``MAX_EVENT_LINE_BYTES``, ``excerpt`` and ``note`` are dropped (as the seed's
-    lenient emitter does); if it still does not fit, the event is refused.
-
-    Raises:
-        ValueError: the event has no ``type``/``ts``/``runId``, or holds NaN/Infinity
-            or a value JSON cannot represent.
-    """
-    ts = event.get("ts")
-    if not isinstance(event.get("type"), str) or not isinstance(ts, int) or isinstance(ts, bool):
-        raise ValueError("an event needs a str 'type' and an int 'ts'")
-    if not isinstance(event.get("runId"), str) or not event["runId"]:
-        raise ValueError("an event needs a non-empty 'runId'")
-    record = redact_value(dict(event), skip=_UNREDACTED_FIELDS.__contains__)
-    for key in _CAPPED_FIELDS:
-        value = record.get(key)
-        if isinstance(value, str):
-            record[key] = cut_units(value)  # already redacted, above
-    line = _dumps(record)
-    if len(line) > MAX_EVENT_LINE_BYTES:
-        for key in ("excerpt", "note"):
-            record.pop(key, None)
-        line = _dumps(record)
-        if len(line) > MAX_EVENT_LINE_BYTES:
-            return None
-    return line
-
-
-def _dumps(record: Mapping[str, Any]) -> bytes:
-    try:
-        text = json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, RecursionError) as error:
-        raise ValueError(f"not JSON-serializable: {error}") from None
-    return repair_surrogates(text).encode("utf-8")
-
-
-def parse_event_line(line: bytes | str) -> dict[str, Any] | None:
-    """Parse one log line as the seed reader does, or return None to skip it.
-
-    Accepted only if it is strict JSON (no NaN/Infinity) holding an object whose
-    ``type`` is a known event type, ``ts`` is a finite number and ``runId`` a
-    non-empty string. Surrounding whitespace (and CRLF) is tolerated. Unknown types
-    are skipped, like the seed's.
-    """
-    text = line.strip()
-    if not text:
-        return None
-    try:
-        value = _DECODER.decode(text if isinstance(text, str) else text.decode("utf-8"))
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(value, dict):
-        return None
-    if not finite_number(value.get("ts")):
-        return None
-    run_id = value.get("runId")
-    if not isinstance(run_id, str) or not run_id:
-        return None
-    if value.get("type") not in _EVENT_TYPE_SET:
-        return None
-    return value
-
-
-_EVENT_TYPE_SET = frozenset(EVENT_TYPES)
-
-
-def _reject_constant(name: str) -> Any:
-    # NaN/Infinity are not JSON: the seed reader's JSON.parse rejects the whole line.
-    raise ValueError(f"{name} is not valid JSON")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-
-
-def iter_event_lines(
-    stream: IO[bytes],
-    *,
-    hold_back_partial: bool = True,
-    max_line_bytes: int = MAX_READ_LINE_BYTES,
-) -> Iterator[bytes]:
-    """Yield each complete line of ``stream``, reading it in 1 MiB chunks, in bounded
-    memory and linear time (see ``autopilot.store.lines``).
-
-    Args:
-        stream: A binary file positioned where reading should start.
-        hold_back_partial: If True a final line with no newline (a torn or
-            in-progress write) is not yielded.
-        max_line_bytes: Longer lines are skipped as they stream past.
-    """
-    return iter_lines(
-        stream,
-        max_line_bytes=max_line_bytes,
-        hold_back_partial=hold_back_partial,
-        chunk_bytes=_READ_CHUNK_BYTES,
-    )
-
-
-def read_events(path: Path) -> Iterator[dict[str, Any]]:
-    """Yield the accepted events of an ``events.jsonl``, skipping bad or torn lines.
-
-    A missing file yields nothing. The final line is held back unless it ends with a
-    newline, since a writer may be mid-append. Lines over ``MAX_READ_LINE_BYTES`` are
-    skipped.
-    """
-    try:
-        stream = path.open("rb")
-    except FileNotFoundError:
-        return
-    from autopilot.store.records import decode_event_line  # msgspec: only where logs are read
-
-    with stream:
-        for raw in iter_event_lines(stream):
-            event = decode_event_line(raw)
-            if event is not None:
-                yield event
+__all__ = [
+    "EVENT_TYPES",
+    "JS_NUMBER_LIMIT",
+    "MAX_EVENT_LINE_BYTES",
+    "MAX_EXCERPT_UTF16_UNITS",
+    "MAX_READ_LINE_BYTES",
+    "SEED_EVENT_TYPES",
+    "TERMINAL_EVENT_TYPES",
+    "EventLog",
+    "EventType",
+    "excerpt",
+    "finite_number",
+    "iter_event_lines",
+    "parse_event_line",
+    "read_events",
+    "serialize_event",
+    "utf16_units",
+]
 
 
 class EventLog:

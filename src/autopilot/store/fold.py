@@ -14,8 +14,9 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from autopilot.core.text import utf16_units
 from autopilot.core.vocabulary import SeedStatus
-from autopilot.store.events import JS_NUMBER_LIMIT, utf16_units
+from autopilot.store.event_format import JS_NUMBER_LIMIT
 from autopilot.store.fold_progress import (
     PROGRESS_HANDLERS,
     finite,

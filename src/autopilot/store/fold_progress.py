@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
-from autopilot.store.events import finite_number
+from autopilot.store.event_format import finite_number
 from autopilot.store.snapshot import MAX_SNAPSHOT_HISTORY, Snapshot
 
 WORKITEM_KINDS = frozenset({"issue", "pr", "red_ci"})

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from autopilot.errors import EnvironmentProblem
-from autopilot.store.events import iter_event_lines, serialize_event
+from autopilot.store.event_format import serialize_event
+from autopilot.store.event_stream import iter_event_lines
 from autopilot.store.flock import FileLock
 from autopilot.store.private import open_private
 

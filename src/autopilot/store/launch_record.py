@@ -28,7 +28,7 @@ from autopilot.config import RunConfig
 from autopilot.core.redact import redact_value
 from autopilot.errors import StateFileError
 from autopilot.store.atomic import write_atomically
-from autopilot.store.events import MAX_EVENT_LINE_BYTES, serialize_event
+from autopilot.store.event_format import MAX_EVENT_LINE_BYTES, serialize_event
 from autopilot.store.run_state import PromptSource
 from autopilot.store.rundir import LAUNCH_FILE, RunDir
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from autopilot.store.events import MAX_READ_LINE_BYTES
+from autopilot.store.event_format import MAX_READ_LINE_BYTES
 from autopilot.store.fold import Snapshot, fold_event, fold_lines
 from autopilot.store.lines import LineSplitter
 from autopilot.store.records import decode_event_line

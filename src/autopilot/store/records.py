@@ -4,8 +4,8 @@ Each event type is a ``msgspec.Struct`` (tagged by ``type``) that holds only the
 fields ``fold`` reads; a line's other fields are skipped unparsed. Every field is
 ``Any``: the seed's reader keeps a line whose fields have odd types and the fold
 ignores those fields, so decoding must never refuse a line for them. The log format
-is that of ``store.events``; a line is accepted by exactly the rules of
-``events.parse_event_line`` (strict JSON object, a known ``type``, a finite number
+is that of ``store.event_format``; a line is accepted by exactly the rules of
+``event_format.parse_event_line`` (strict JSON object, a known ``type``, a finite number
 ``ts``, a non-empty string ``runId``): what msgspec cannot decode (a lone surrogate
 escape, a number beyond a double, whitespace JSON does not allow) is decided by
 ``parse_event_line`` itself.
@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Union
 
 import msgspec
 
-from autopilot.store.events import (
+from autopilot.store.event_format import (
     EVENT_TYPES,
     SEED_EVENT_TYPES,
     finite_number,

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from autopilot.core.decision_file import report_from_decision_file
-from autopilot.core.decisions import ItemDecision, ItemReport
+from autopilot.core.item_report import ItemDecision, ItemReport
 from autopilot.core.workitems import WorkItem
 from autopilot.store.backlog import read_bounded_regular_file
 

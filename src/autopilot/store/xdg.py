@@ -7,7 +7,7 @@ systems, ``$XDG_STATE_HOME/autopilot`` or ``~/.local/state/autopilot``, and
 Specification says: https://specifications.freedesktop.org/basedir-spec/latest/);
 importing platformdirs costs more than the rest of ``autopilot status``, and memory in
 every driver. Standard library only
-(the Stop hook's answer with nothing armed uses it too, ``hook.armed``).
+(the Stop hook's answer with nothing armed uses it too, ``store.hook_armed``).
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def run_live_view(
         headless: Run the view without a terminal (for tests).
     """
     from autopilot.loop.clock import SystemClock
-    from autopilot.runtime.messages import message_sender
+    from autopilot.loop.messages import message_sender
 
     folder = run_folder(root, run_id)
     app = WatchApp(

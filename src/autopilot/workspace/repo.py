@@ -18,12 +18,19 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from autopilot.errors import GitCommandError, GitUnavailableError, RepositoryError
 
-if TYPE_CHECKING:
-    from autopilot.workspace.filters import FilterGuard
+
+class GitFilters(Protocol):
+    """What a repository asks of the filters a run trusts (``workspace.filters``'
+    ``FilterGuard``): the environment of one git command."""
+
+    def environment(self, cwd: Path, args: tuple[str, ...]) -> dict[str, str]:
+        """What to add to the environment of ``git ARGS`` in ``cwd``."""
+        ...
+
 
 GIT_TIMEOUT_SECONDS = 120.0
 """The longest one git call may take (a first checkpoint hashes every untracked file)."""
@@ -200,7 +207,7 @@ class Repository:
     top: Path
     git_dir: Path
     common_dir: Path
-    filters: FilterGuard | None = field(default=None, compare=False)
+    filters: GitFilters | None = field(default=None, compare=False)
     """While a run watches the work tree: the filters it trusts (``workspace.filters``)."""
 
     def _env(

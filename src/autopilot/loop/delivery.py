@@ -32,7 +32,7 @@ from autopilot.core.delivery import (
     plan_repair,
 )
 from autopilot.loop.clock import Clock
-from autopilot.runtime.messages import ids_in_log, queue_message, queued_event_fields
+from autopilot.loop.messages import ids_in_log, queue_message, queued_event_fields
 from autopilot.store.events import EventLog, EventType
 from autopilot.store.inbox import Inbox
 from autopilot.store.memory import memory_paragraph

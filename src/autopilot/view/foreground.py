@@ -1,7 +1,9 @@
-"""Drive an armed run in this process: signals, the driver, and what people see.
+"""Drive an armed run in this terminal: signals, the driver, and what people see.
 
 ``drive`` is what ``autopilot run``, ``start`` and ``demo`` call once a run is armed
-(or found left active); it holds no command-line code, so any host can call it.
+(or found left active): the live view in front when both ends are a terminal, else
+one line per event; it holds no command-line code. A run with no terminal at all is
+the daemon's (``runtime.daemon``).
 """
 
 from __future__ import annotations
@@ -14,14 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from autopilot.agents.base import AgentAdapter
-from autopilot.core.ending import RunResult, describe_ending, exit_code_for
-from autopilot.core.vocabulary import EventType
+from autopilot.core.ending import RunResult
 from autopilot.loop.clock import SystemClock
 from autopilot.loop.driver import Driver
 from autopilot.loop.signals import Interrupts
 from autopilot.runtime.locks import ProjectLock, RunLocks
 from autopilot.store.paths import run_dir
-from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state
 from autopilot.view.plain import format_event
@@ -105,18 +105,3 @@ def _say_at_once(line: str) -> None:
         os.write(sys.stderr.fileno(), (line + "\n").encode("utf-8", "replace"))
     except (OSError, ValueError):
         pass
-
-
-def result_of(state: RunState) -> RunResult:
-    """How an ended run ended, from its state."""
-    reason = state.termination_reason or ""
-    terminal = EventType.COMPLETE if state.completed else EventType.ABORT
-    note = state.termination_note
-    return RunResult(state.run_id, terminal, reason, note, exit_code_for(terminal, reason))
-
-
-def ending_line(result: RunResult) -> str:
-    """``autopilot: run <id> completed (completion_promise) — <note>``."""
-    note = f" — {result.note}" if result.note else ""
-    ending = describe_ending(result.reason, completed=result.terminal_type == "complete")
-    return f"autopilot: run {result.run_id} {ending}{note}"

@@ -22,16 +22,77 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from autopilot.hook.armed import ENTRY_SUFFIX, hooks_dir
-from autopilot.hook.decide import Arming, CliProcess
-from autopilot.hook.inputs import HookAgent
+from autopilot.core.vocabulary import HookAgent
+from autopilot.store.hook_armed import ENTRY_SUFFIX, hooks_dir
 from autopilot.store.private import make_private_dir, open_private
 
 LOCK_NAME = ".lock"
 MAX_ENTRY_BYTES = 64 << 10
 _LOCK_POLL_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class CliProcess:
+    """The agent CLI process of a session: its pid and identity (``loop.identity``).
+
+    Attributes:
+        pid: The process id.
+        start_time: When it started (epoch s).
+        command: Its command line (cut to 500 characters), or None.
+    """
+
+    pid: int
+    start_time: float
+    command: str | None = None
+
+
+@dataclass(frozen=True)
+class Arming:
+    """One armed run, as the registry holds it.
+
+    Attributes:
+        run_id: The run.
+        agent: The CLI whose sessions it continues.
+        project: The absolute project directory it was armed in.
+        session_id: The owning session; "" until a Stop claims it.
+        claim_until_ms: An unclaimed arming can be claimed until then (epoch ms).
+        block_streak: Consecutive blocks of the current turn so far.
+        last_assistant_key: The newest assistant entry at the previous iteration.
+        iteration_started_at_ms: When the open iteration started (epoch ms).
+        input_tokens: The session's input tokens when it started (the transcript's).
+        output_tokens: The session's output tokens then.
+        tree_head: The work tree's HEAD then.
+        tree_fingerprint: The digest of the work tree's changes then (None: no repo).
+        backlog: Each iteration works on the project's next ready work item.
+        cost_usd: The session's cost when the open iteration started, as its
+            transcript records it (None: the transcript records no cost).
+        transcript_path: The session's transcript, as the last Stop named it.
+        last_stop_at_ms: When a Stop of the session was last answered (epoch ms; 0:
+            none yet).
+        cli: The session's CLI process as the last Stop found it (the hook's
+            nearest ancestor that is not a shell), or None.
+    """
+
+    run_id: str
+    agent: HookAgent
+    project: str
+    session_id: str = ""
+    claim_until_ms: int = 0
+    block_streak: int = 0
+    last_assistant_key: str | None = None
+    iteration_started_at_ms: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tree_head: str | None = None
+    tree_fingerprint: str | None = None
+    backlog: bool = False
+    cost_usd: float | None = None
+    transcript_path: str | None = None
+    last_stop_at_ms: int = 0
+    cli: CliProcess | None = None
 
 
 def entry_path(runs_root: Path, run_id: str) -> Path:
