@@ -76,11 +76,49 @@ def test_files_changed_outside_the_surface_before_the_crash_reopen_the_item(
         rig.workspace.touched.add("secrets.env")
         return _write_alpha(item, attempt, cwd)
 
+    def undo(item: str, attempt: int, cwd: Path) -> Any:
+        rig.workspace.touched.discard("secrets.env")  # left there, it reopens it again
+        return _write_alpha(item, attempt, cwd)
+
     _crash_in_first_attempt(rig, stray)
-    relaunched, _ = rig.driver([agent(rig, _write_alpha)])
+    relaunched, _ = rig.driver([agent(rig, undo)])
     assert relaunched.run().reason == "backlog_done"
     violations = [e for e in _events(rig) if e["type"] == "surface_violation"]
     assert [(v["iteration"], v["paths"]) for v in violations] == [(1, ["secrets.env"])]
+
+
+def test_an_undo_the_crash_cut_short_is_checked_against_the_items_start(
+    tmp_path: Path,
+) -> None:
+    """The first attempt changes a file outside the surface and is reopened; the second
+    undoes it and the driver dies: the relaunch compares the work tree with the item's
+    start, kept in the run's folder, so the undo is no violation and the item completes."""
+    fenced = {**ITEMS[0], "allowed_surface": ["alpha.txt", "file.txt"]}
+    rig = arm_backlog(tmp_path, [fenced], max_iterations=4)
+
+    def stray(item: str, attempt: int, cwd: Path) -> Any:
+        rig.workspace.touched = {"secrets.env"}
+        return _write_alpha(item, attempt, cwd)
+
+    def undo(item: str, attempt: int, cwd: Path) -> Any:
+        rig.workspace.touched = set()
+        return _write_alpha(item, attempt, cwd)
+
+    straying = agent(rig, stray)
+    undoing = agent(rig, undo)
+    crashing = Scripted(undoing.lines, crash=True, on_start=undoing.on_start)
+    driver, _ = rig.driver([straying, crashing])
+    with pytest.raises(SimulatedCrash):
+        driver.run()
+    assert (rig.folder / "item-marks" / "alpha.json").exists()
+    relaunched, runner = rig.driver([agent(rig, _write_alpha)])
+    assert relaunched.run().reason == "backlog_done"
+    assert runner.requests == []
+    ends = [(e["iteration"], e["status"]) for e in _events(rig) if e["type"] == "workitem_end"]
+    assert ends == [(1, "reopened"), (2, "completed")]
+    violations = [e for e in _events(rig) if e["type"] == "surface_violation"]
+    assert [(v["iteration"], v["paths"]) for v in violations] == [(1, ["secrets.env"])]
+    assert not (rig.folder / "item-marks" / "alpha.json").exists()  # done: dropped
 
 
 def test_an_item_concluded_before_the_crash_is_not_concluded_twice(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from autopilot.core.decisions import (
     CheckOutcome,
     ItemDecision,
     ItemReport,
+    limit_attempts,
     reopen_for_conflict,
     reopen_for_violation,
 )
@@ -38,6 +39,14 @@ from autopilot.core.workitem_events import (
 )
 from autopilot.core.workitems import ItemStatus, WorkItem
 from autopilot.errors import BacklogError
+from autopilot.loop.backlog_marks import (
+    ItemMark,
+    concluded,
+    forget_item_mark,
+    read_item_mark,
+    touched_paths,
+    write_item_mark,
+)
 from autopilot.loop.checks import run_checks
 from autopilot.store.backlog import BacklogFile
 from autopilot.store.backlog_intake import REJECTED_FILE, invalid_additions, keep_aside, without
@@ -96,7 +105,9 @@ def end_item(
         problems.extend(f"consistency-decision.json refused: {p}" for p in refused)
     report, refused = choose_report(ours, item.id, reports)
     problems.extend(refused)
-    violations = surface_violations(changed_paths, item.allowed_surface, shell.run_surface)
+    known = read_item_mark(shell.run_folder, item.id)
+    paths, _ = touched_paths(known, changed_paths, shell.tree)
+    violations = surface_violations(paths, item.allowed_surface, shell.run_surface)
     checks = None
     stopped = False
     if not violations and report is not None and report.decision is ItemDecision.CONTINUE_NEXT:
@@ -114,7 +125,9 @@ def end_item(
         for line in problems:
             shell.emit("warning", iteration=iteration, note=line, itemId=item.id)
         if violations:
-            return _violation(shell, items, item, iteration, violations, report)
+            ended = _violation(shell, items, item, iteration, violations, report)
+            _settle_mark(shell, known, ended.item, violations, iteration)
+            return ended
         if stopped:  # no evidence either way: the item is resumed by a later run
             shell.write_or_warn(items, iteration, item)
             shell.emit(
@@ -132,7 +145,9 @@ def end_item(
     if shell.lanes is not None:
         conflict = _land(shell, items, conclusion.item, iteration)
         if conflict is not None:
+            _settle_mark(shell, known, conflict.item, (), iteration)
             return conflict
+    _settle_mark(shell, known, conclusion.item, (), iteration)
     shell.emit_all(conclusion.events, iteration)
     return Ended(
         conclusion.item,
@@ -222,7 +237,9 @@ def _land(
     if item.status is ItemStatus.COMPLETED:
         landed = shell.lanes.land(item)
         if landed.conflicts:
-            reopened = reopen_for_conflict(item, landed.conflicts)
+            reopened = limit_attempts(
+                reopen_for_conflict(item, landed.conflicts), shell.max_item_attempts
+            )
             shell.emit(
                 "merge_conflict",
                 iteration=iteration,
@@ -253,7 +270,9 @@ def _violation(
     violations: Sequence[str],
     report: ItemReport | None,
 ) -> Ended:
-    reopened = reopen_for_violation(item, violations, report)
+    reopened = limit_attempts(
+        reopen_for_violation(item, violations, report), shell.max_item_attempts
+    )
     shell.emit(
         "surface_violation",
         iteration=iteration,
@@ -273,3 +292,28 @@ def _reopened(
     shell.emit("workitem_recorded", iteration=iteration, **workitem_recorded_fields(item))
     shell.emit("backlog_snapshot", **backlog_snapshot_fields(shell.known_items()))
     return Ended(item, None, violations=tuple(violations))
+
+
+def _settle_mark(
+    shell: BacklogShell,
+    known: ItemMark | None,
+    item: WorkItem,
+    outside: Sequence[str],
+    iteration: int,
+) -> None:
+    """Keep the item's marks as its iteration was concluded (``outside``: the paths
+    outside its surface), or drop them once the item is no longer open."""
+    if not item.is_open:
+        forget_item_mark(shell.run_folder, item.id)
+        return
+    if known is None:
+        return
+    try:
+        write_item_mark(shell.run_folder, concluded(known, outside))
+    except OSError as error:
+        shell.emit(
+            "warning",
+            iteration=iteration,
+            itemId=item.id,
+            note=f"the work tree's mark of work item {item.id} could not be updated: {error}",
+        )

@@ -146,6 +146,8 @@ class Driver:
         self.backlog = backlog_shell(
             self.record, root, run_id, self.command_env, self.lanes, self.waits.kill_requested
         )
+        if self.backlog is not None:  # an item's surface is checked against its start
+            self.backlog.tree = self.workspace
         self._begun: Begun | None = None
         self._iterated = False  # this driver has run an iteration
 
