@@ -15,6 +15,7 @@ from autopilot.cli.gate_cmds import give_answer
 from autopilot.core.decisions import ItemDecision, ItemReport
 from autopilot.store.paths import runs_root
 from autopilot.store.reports import write_report
+from tests.conftest import run_cli
 from tests.hook.sessions import ArmedSession, armed_session, blocks, events_of, state_of
 
 ITEMS = [
@@ -200,3 +201,20 @@ def test_arm_max_item_attempts_blocks_an_item_whose_change_stays_outside_its_sur
     )
     ends = [(e["itemId"], e["status"]) for e in events_of(run_id) if e["type"] == "workitem_end"]
     assert ends == [("a", "reopened"), ("a", "blocked")]
+
+
+@pytest.mark.parametrize("how", ["flag", "config"])
+def test_arm_takes_the_attempt_limit_as_run_does(project: Path, how: str) -> None:
+    args = ["arm", "--backlog", "--session", "s-1"]
+    if how == "flag":
+        args += ["--max-item-attempts", "5"]
+    else:
+        (project / ".autopilot" / "config.toml").write_text("max_item_attempts = 5\n")
+    armed = run_cli(args, cwd=project)
+    assert armed.returncode == 0, armed.stdout + armed.stderr
+    (folder,) = [p for p in runs_root().iterdir() if (p / "state.json").exists()]
+    assert state_of(folder.name)["config"]["max_item_attempts"] == 5
+    assert events_of(folder.name)[0]["limits"]["max_item_attempts"] == 5
+    refused = run_cli([*args[:4], "--max-item-attempts", "-1"], cwd=project)
+    assert refused.returncode == 2
+    assert "--max-item-attempts must be a whole number" in refused.stderr
