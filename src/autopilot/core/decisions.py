@@ -20,10 +20,11 @@ in a row it is gated like ``ask_user_meta``.
 
 An item that goes back to the queue (``ready`` or ``reopened``) after its
 ``max_attempts``-th attempt is ``blocked`` instead (``limit_attempts``), its reason
-naming the last verdict and the failing check, and the run goes on with the next
-ready item: an agent that claims success each time while the checks fail cannot spend
-the whole run on one item. Attempts count from the last time a person unblocked,
-answered or reopened it (``fresh_attempts``).
+naming the last verdict and the failing check (or the files outside the allowed
+surface, or those a merge conflicted in: autopilot's own reopens count alike), and
+the run goes on with the next ready item: an agent that claims success each time
+while the checks fail cannot spend the whole run on one item. Attempts count from the
+last time a person unblocked, answered or reopened it (``fresh_attempts``).
 """
 
 from __future__ import annotations
@@ -331,8 +332,9 @@ def limit_attempts(item: WorkItem, max_attempts: int) -> WorkItem:
     """The item after an attempt: blocked if it goes back to the queue (``ready`` or
     ``reopened``) having used ``max_attempts`` attempts (0: no limit).
 
-    The reason names the attempts, the last verdict and the failing check (the first
-    line of the feedback for the next attempt), and how to try again.
+    The reason names the attempts, the last verdict and what failed (the first line of
+    the feedback for the next attempt: a failing check, the files outside the allowed
+    surface, the files a merge conflicted in), and how to try again.
     """
     if max_attempts <= 0 or item.status not in (ItemStatus.READY, ItemStatus.REOPENED):
         return item

@@ -4,10 +4,13 @@ The agent's reports (and a promoted ``consistency-decision.json``) are claimed a
 criteria's checks run for ``continue_next`` — outside the file's lock, and ended at
 once by ``stop --now`` (the item then stays running, undecided). Then, under the lock,
 ``tasks.jsonl`` is read as it is now, so an item another terminal added meanwhile is
-kept: the agent's edits to it are undone, an item that changed paths outside its
-allowed surface is reopened, the decision is applied and the file written. A lane of a
-parallel run writes only its own item, and lands a completed one in the run branch
-(``Lanes.land``) first; a conflict reopens it with the files named.
+kept: the agent's edits to it are undone, an item whose iterations changed paths
+outside its allowed surface that still differ from the work tree as it started
+(``loop.backlog_marks``) is reopened, the decision is applied and the file written. A
+lane of a parallel run writes only its own item, and lands a completed one in the run
+branch (``Lanes.land``) first; a conflict reopens it with the files named. A reopen of
+autopilot's own (a surface violation, a conflict) is an attempt like any other: at the
+run's ``max_item_attempts`` the item is blocked instead (``decisions.limit_attempts``).
 """
 
 from __future__ import annotations

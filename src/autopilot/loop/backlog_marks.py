@@ -2,10 +2,10 @@
 
 An item's ``allowed_surface`` bounds what the item changes, not what one iteration
 changes. So the surface check compares the work tree with the mark taken when the item
-started (its first iteration since it was last completed, stopped or not applicable),
-not with the start of the iteration that just ended: an attempt that undoes what an
-earlier one changed outside the surface has changed nothing outside it, and a change
-an earlier attempt left there is still outside it (the item cannot complete with it).
+started (its first iteration since it was last completed or stopped), not with the
+start of the iteration that just ended: an attempt that undoes what an earlier one
+changed outside the surface has changed nothing outside it, and a change an earlier
+attempt left there is still outside it (the item cannot complete with it).
 
 Only paths the item's own iterations touched count — changed in an iteration (``since``:
 the start of the first iteration not yet concluded, so an iteration a usage limit cut
@@ -13,15 +13,16 @@ short counts too) or outside the surface at the item's last conclusion (``outsid
 so another item's work, or a person's edit between the item's attempts, is never
 blamed on it.
 
-The mark is kept by the run's backlog shell while its process lives, and in the run's
-folder (``item-marks/<item id>.json``) for a relaunch after a crash and for a hook
-run, whose every Stop is a new process::
+The marks are kept in the run's folder (``item-marks/<item id>.json``), where a
+relaunch after a crash and a hook run, whose every Stop is a new process, find them::
 
     {"itemId": "unit-1", "start": {<mark>}, "since": {<mark>} | null,
      "outside": ["secrets.txt"]}
 
-``<mark>`` is ``workspace.git.TreeMark.to_json``. The file goes once the item is
-completed, stopped or not applicable; a person who reopens it starts it afresh.
+``<mark>`` is ``workspace.git.TreeMark.to_json`` (``docs/formats.md``, "A work item's
+marks"). The file goes once a conclusion leaves the item completed or stopped; a person
+who reopens it then starts it afresh. An item a person unblocks keeps its start: a
+change it left outside its surface still counts.
 """
 
 from __future__ import annotations
