@@ -210,3 +210,32 @@ def test_an_item_end_the_agent_appends_before_a_crash_is_concluded_again(
     assert len(runner.requests) == 1  # alpha was run again after its check failed
     notes = [e["note"] for e in _events(rig) if e["type"] == "warning"]
     assert any("the logged end of work item alpha is not the driver's" in n for n in notes)
+
+
+def test_an_item_whose_iterations_keep_being_cut_short_is_blocked_at_the_attempt_limit(
+    tmp_path: Path,
+) -> None:
+    """An agent that ends its driver in every iteration (no decision): a crash is not a
+    missing decision, but it is not free either: after ``max_item_attempts`` such
+    iterations in a row the item is blocked and the run goes on with the next one."""
+    rig = arm_backlog(tmp_path, [ITEMS[2], ITEMS[0]], max_iterations=3, max_item_attempts=2)
+
+    def silent(item: str, attempt: int, cwd: Path) -> Any:
+        return None  # no report: the driver dies before the agent could make one
+
+    _crash_in_first_attempt(rig, silent)
+    again = agent(rig, silent)
+    driver, _ = rig.driver([Scripted(again.lines, crash=True, on_start=again.on_start)])
+    with pytest.raises(SimulatedCrash):
+        driver.run()
+    assert _items(rig)["gamma"]["status"] == "running"  # one cut short: resumed
+    relaunched, runner = rig.driver([agent(rig, _write_alpha)])
+    assert relaunched.run().reason == "max_iterations"
+    gamma = _items(rig)["gamma"]
+    assert (gamma["status"], gamma["attempt"]) == ("blocked", 1)
+    assert gamma["blocked_reason"] == (
+        "2 iterations in a row were cut short by a crash of autopilot's process before a "
+        "decision about gamma (the limit is 2); autopilot tasks unblock gamma gives it 2 more"
+    )
+    assert [r.attempt.prompt.read_text().count("work-item: alpha") for r in runner.requests] == [1]
+    assert _items(rig)["alpha"]["status"] == "completed"

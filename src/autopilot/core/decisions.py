@@ -16,7 +16,9 @@ stop            ``stopped``; the run ends
 
 A running item with no decision at the end of its iteration stays ``running`` and is
 resumed with ``pending-decision: missing``; after ``MISSING_REPORTS_BEFORE_ASKING``
-in a row it is gated like ``ask_user_meta``.
+in a row it is gated like ``ask_user_meta``. One whose iteration a crash of autopilot's
+own process cut short stays ``running`` without counting as missing a decision, but
+after ``max_attempts`` such iterations in a row it is blocked (``cut_short_item``).
 
 An item that goes back to the queue (``ready`` or ``reopened``) after its
 ``max_attempts``-th attempt is ``blocked`` instead (``limit_attempts``), its reason
@@ -78,6 +80,10 @@ MISSING_REPORTS_BEFORE_ASKING = 3
 
 DEFAULT_MAX_ITEM_ATTEMPTS = 3
 """Attempts at one work item before it is blocked (``--max-item-attempts``; 0: no limit)."""
+
+CUT_SHORT_FIELD = "cut_short"
+"""The item field counting the iterations in a row a crash of autopilot's own process
+cut short before a decision (``cut_short_item``); autopilot's own."""
 
 ATTEMPTS_FROM_FIELD = "attempts_from"
 """The item field holding ``attempt`` as it was when a person last gave the item new
@@ -190,7 +196,10 @@ def start_item(item: WorkItem) -> WorkItem:
     if item.status is ItemStatus.RUNNING:
         return item
     completion = replace(item.completion, state=CompletionState.IN_PROGRESS)
-    return item.with_status(ItemStatus.RUNNING, attempt=item.attempt + 1, completion=completion)
+    extra = {k: v for k, v in item.extra.items() if k != CUT_SHORT_FIELD}
+    return item.with_status(
+        ItemStatus.RUNNING, attempt=item.attempt + 1, completion=completion, extra=extra
+    )
 
 
 def claimed_evidence(report: ItemReport) -> tuple[str, ...]:
@@ -218,7 +227,7 @@ def apply_report(
         earlier attempt changed outside the allowed surface stay on the record and
         in its evidence.
     """
-    extra = {k: v for k, v in item.extra.items() if k != "missing_decisions"}
+    extra = {k: v for k, v in item.extra.items() if k not in ("missing_decisions", CUT_SHORT_FIELD)}
     item = replace(item, extra=extra)
     evidence = claimed_evidence(report) + still_violated(item)
     decision = report.decision
@@ -286,8 +295,8 @@ def missing_report(item: WorkItem) -> WorkItem:
     after ``MISSING_REPORTS_BEFORE_ASKING`` in a row it is ``blocked`` with a
     question for a person.
     """
-    count = item.extra.get("missing_decisions", 0)
-    count = (count if isinstance(count, int) and not isinstance(count, bool) else 0) + 1
+    item = replace(item, extra={k: v for k, v in item.extra.items() if k != CUT_SHORT_FIELD})
+    count = _count(item, "missing_decisions") + 1
     if count >= MISSING_REPORTS_BEFORE_ASKING:
         extra = {k: v for k, v in item.extra.items() if k != "missing_decisions"}
         completion = replace(item.completion, state=CompletionState.AWAITING_USER)
@@ -301,6 +310,36 @@ def missing_report(item: WorkItem) -> WorkItem:
             ),
         )
     return replace(item, extra={**item.extra, "missing_decisions": count})
+
+
+def _count(item: WorkItem, name: str) -> int:
+    count = item.extra.get(name, 0)
+    return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0
+
+
+def cut_short_item(item: WorkItem, max_attempts: int) -> WorkItem:
+    """The running item after an iteration a crash of autopilot's own process cut short
+    before a decision about it.
+
+    It stays ``running`` (resumed at the next iteration, not counted as a missing
+    decision: the crash may not be the agent's doing), its ``cut_short`` count one
+    higher; at ``max_attempts`` in a row (0: no limit) it is ``blocked`` instead, with
+    no question, so an agent that ends its driver every time cannot spend the run on
+    it. A decision, a missing one, or the item's next start clears the count.
+    """
+    count = _count(item, CUT_SHORT_FIELD) + 1
+    if max_attempts <= 0 or count < max_attempts:
+        return replace(item, extra={**item.extra, CUT_SHORT_FIELD: count})
+    extra = {k: v for k, v in item.extra.items() if k != CUT_SHORT_FIELD}
+    return item.with_status(
+        ItemStatus.BLOCKED,
+        extra=extra,
+        blocked_reason=(
+            f"{count} iterations in a row were cut short by a crash of autopilot's process "
+            f"before a decision about {item.id} (the limit is {max_attempts}); autopilot "
+            f"tasks unblock {item.id} gives it {max_attempts} more"
+        ),
+    )
 
 
 def answer_item(item: WorkItem, answer: str) -> WorkItem:
