@@ -9,6 +9,7 @@ from dataclasses import replace
 from autopilot.core.attempt import Attempt
 from autopilot.core.backlog_step import conclude_item
 from autopilot.core.change import LoopState
+from autopilot.core.decisions import start_item
 from autopilot.core.policy import PolicyConfig
 from autopilot.core.state import LoopCounters
 from autopilot.core.step import conclude
@@ -95,3 +96,27 @@ def test_an_item_whose_attempt_a_crash_cut_short_does_not_count_a_missing_decisi
         ended.question
         == "3 iterations in a row ended without a decision about task-4; how should it go on?"
     )
+
+
+def test_iterations_cut_short_in_a_row_block_the_item_at_the_attempt_limit() -> None:
+    item = WorkItem(id="task-4", prompt="do it").with_status(ItemStatus.RUNNING, attempt=1)
+    for iteration in (1, 2):
+        item = conclude_item([item], item, None, None, iteration, 3, cut_short=True).item
+    assert (item.status, item.extra) == (ItemStatus.RUNNING, {"cut_short": 2})
+    # An iteration the crash did not cut short breaks the row.
+    item = conclude_item([item], item, None, None, 3, 3).item
+    assert item.extra == {"missing_decisions": 1}
+    for iteration in (4, 5):
+        item = conclude_item([item], item, None, None, iteration, 3, cut_short=True).item
+    assert item.status is ItemStatus.RUNNING
+    ended = conclude_item([item], item, None, None, 6, 3, cut_short=True)
+    assert ended.item.status is ItemStatus.BLOCKED
+    assert ended.question is None  # an attempt limit asks no one: the run goes on
+    assert ended.item.blocked_reason == (
+        "3 iterations in a row were cut short by a crash of autopilot's process before a "
+        "decision about task-4 (the limit is 3); autopilot tasks unblock task-4 gives it 3 more"
+    )
+    assert "cut_short" not in ended.item.extra
+    # A new attempt starts the count afresh.
+    counted = replace(item.with_status(ItemStatus.READY), extra={"cut_short": 2})
+    assert "cut_short" not in start_item(counted).extra

@@ -5,6 +5,7 @@ and starts the next, with the driver's own backlog shell (the agent's edits to
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from autopilot.cli.gate_cmds import give_answer
 from autopilot.core.item_report import ItemDecision, ItemReport
 from autopilot.store.paths import runs_root
 from autopilot.store.reports import write_report
+from tests.conftest import run_cli
 from tests.hook.sessions import ArmedSession, armed_session, blocks, events_of, state_of
 
 ITEMS = [
@@ -137,3 +139,82 @@ def test_a_surface_violation_is_kept_on_the_items_record(tmp_path: Path, project
         "claim-evidence-map: ac1=pass",
         "surface-violation: changed files outside the allowed surface: secrets.txt",
     ]
+
+
+def _git(project: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=project, check=True, capture_output=True)
+
+
+@pytest.mark.parametrize("committed", [False, True], ids=["in-the-work-tree", "committed"])
+def test_an_attempt_that_undoes_a_change_outside_the_surface_completes_the_item(
+    tmp_path: Path, project: Path, committed: bool
+) -> None:
+    """The surface is checked against the work tree as the item started: the second
+    attempt's undo (a file deleted again, or a commit that reverts one) is no violation."""
+    fenced = [{**ITEMS[0], "allowed_surface": ["a.md"]}, ITEMS[1]]
+    tasks = project / ".autopilot" / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(i) + "\n" for i in fenced))
+    clock, run_id, session = _armed(tmp_path, project)
+    blocks(session.stop(clock, last="armed"))
+    (project / "a.md").write_text("a\n")
+    (project / "secrets.txt").write_text("x\n")
+    if committed:
+        _git(project, "add", "a.md", "secrets.txt")
+        _git(project, "commit", "-qm", "a and a stray file")
+    _report(run_id, "a", "continue_next", ac1=True)
+    second = blocks(session.stop(clock, active=True, last="a done"))
+    assert "work-item: a" in second and "secrets.txt" in second
+    if committed:
+        _git(project, "rm", "-q", "secrets.txt")
+        _git(project, "commit", "-qm", "the stray file undone")
+    else:
+        (project / "secrets.txt").unlink()
+    _report(run_id, "a", "continue_next", ac1=True)
+    assert "work-item: b" in blocks(session.stop(clock, active=True, last="undone"))
+    violations = [e["paths"] for e in events_of(run_id) if e["type"] == "surface_violation"]
+    assert violations == [["secrets.txt"]]
+    ends = [(e["itemId"], e["status"]) for e in events_of(run_id) if e["type"] == "workitem_end"]
+    assert ends == [("a", "reopened"), ("a", "completed")]
+
+
+def test_arm_max_item_attempts_blocks_an_item_whose_change_stays_outside_its_surface(
+    tmp_path: Path, project: Path
+) -> None:
+    fenced = [{**ITEMS[0], "allowed_surface": ["a.md"]}, ITEMS[1]]
+    tasks = project / ".autopilot" / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(i) + "\n" for i in fenced))
+    clock, run_id, session = armed_session(
+        tmp_path, project, prompt=None, backlog=True, **{"max-item-attempts": "2"}
+    )
+    blocks(session.stop(clock, last="armed"))
+    (project / "a.md").write_text("a\n")
+    (project / "secrets.txt").write_text("x\n")
+    _report(run_id, "a", "continue_next", ac1=True)
+    assert "work-item: a" in blocks(session.stop(clock, active=True, last="a done"))
+    _report(run_id, "a", "continue_next", ac1=True)  # secrets.txt left there
+    assert "work-item: b" in blocks(session.stop(clock, active=True, last="a done again"))
+    a = _tasks(project)["a"]
+    assert (a["status"], a["attempt"]) == ("blocked", 2)
+    assert a["blocked_reason"] == (
+        "2 attempts did not complete it (the limit is 2); last verdict fail: changed files "
+        "outside the allowed surface: secrets.txt; autopilot tasks unblock a gives it 2 more"
+    )
+    ends = [(e["itemId"], e["status"]) for e in events_of(run_id) if e["type"] == "workitem_end"]
+    assert ends == [("a", "reopened"), ("a", "blocked")]
+
+
+@pytest.mark.parametrize("how", ["flag", "config"])
+def test_arm_takes_the_attempt_limit_as_run_does(project: Path, how: str) -> None:
+    args = ["arm", "--backlog", "--session", "s-1"]
+    if how == "flag":
+        args += ["--max-item-attempts", "5"]
+    else:
+        (project / ".autopilot" / "config.toml").write_text("max_item_attempts = 5\n")
+    armed = run_cli(args, cwd=project)
+    assert armed.returncode == 0, armed.stdout + armed.stderr
+    (folder,) = [p for p in runs_root().iterdir() if (p / "state.json").exists()]
+    assert state_of(folder.name)["config"]["max_item_attempts"] == 5
+    assert events_of(folder.name)[0]["limits"]["max_item_attempts"] == 5
+    refused = run_cli([*args[:4], "--max-item-attempts", "-1"], cwd=project)
+    assert refused.returncode == 2
+    assert "--max-item-attempts must be a whole number" in refused.stderr

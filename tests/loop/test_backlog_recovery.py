@@ -76,11 +76,49 @@ def test_files_changed_outside_the_surface_before_the_crash_reopen_the_item(
         rig.workspace.touched.add("secrets.env")
         return _write_alpha(item, attempt, cwd)
 
+    def undo(item: str, attempt: int, cwd: Path) -> Any:
+        rig.workspace.touched.discard("secrets.env")  # left there, it reopens it again
+        return _write_alpha(item, attempt, cwd)
+
     _crash_in_first_attempt(rig, stray)
-    relaunched, _ = rig.driver([agent(rig, _write_alpha)])
+    relaunched, _ = rig.driver([agent(rig, undo)])
     assert relaunched.run().reason == "backlog_done"
     violations = [e for e in _events(rig) if e["type"] == "surface_violation"]
     assert [(v["iteration"], v["paths"]) for v in violations] == [(1, ["secrets.env"])]
+
+
+def test_an_undo_the_crash_cut_short_is_checked_against_the_items_start(
+    tmp_path: Path,
+) -> None:
+    """The first attempt changes a file outside the surface and is reopened; the second
+    undoes it and the driver dies: the relaunch compares the work tree with the item's
+    start, kept in the run's folder, so the undo is no violation and the item completes."""
+    fenced = {**ITEMS[0], "allowed_surface": ["alpha.txt", "file.txt"]}
+    rig = arm_backlog(tmp_path, [fenced], max_iterations=4)
+
+    def stray(item: str, attempt: int, cwd: Path) -> Any:
+        rig.workspace.touched = {"secrets.env"}
+        return _write_alpha(item, attempt, cwd)
+
+    def undo(item: str, attempt: int, cwd: Path) -> Any:
+        rig.workspace.touched = set()
+        return _write_alpha(item, attempt, cwd)
+
+    straying = agent(rig, stray)
+    undoing = agent(rig, undo)
+    crashing = Scripted(undoing.lines, crash=True, on_start=undoing.on_start)
+    driver, _ = rig.driver([straying, crashing])
+    with pytest.raises(SimulatedCrash):
+        driver.run()
+    assert (rig.folder / "item-marks" / "alpha.json").exists()
+    relaunched, runner = rig.driver([agent(rig, _write_alpha)])
+    assert relaunched.run().reason == "backlog_done"
+    assert runner.requests == []
+    ends = [(e["iteration"], e["status"]) for e in _events(rig) if e["type"] == "workitem_end"]
+    assert ends == [(1, "reopened"), (2, "completed")]
+    violations = [e for e in _events(rig) if e["type"] == "surface_violation"]
+    assert [(v["iteration"], v["paths"]) for v in violations] == [(1, ["secrets.env"])]
+    assert not (rig.folder / "item-marks" / "alpha.json").exists()  # done: dropped
 
 
 def test_an_item_concluded_before_the_crash_is_not_concluded_twice(tmp_path: Path) -> None:
@@ -172,3 +210,32 @@ def test_an_item_end_the_agent_appends_before_a_crash_is_concluded_again(
     assert len(runner.requests) == 1  # alpha was run again after its check failed
     notes = [e["note"] for e in _events(rig) if e["type"] == "warning"]
     assert any("the logged end of work item alpha is not the driver's" in n for n in notes)
+
+
+def test_an_item_whose_iterations_keep_being_cut_short_is_blocked_at_the_attempt_limit(
+    tmp_path: Path,
+) -> None:
+    """An agent that ends its driver in every iteration (no decision): a crash is not a
+    missing decision, but it is not free either: after ``max_item_attempts`` such
+    iterations in a row the item is blocked and the run goes on with the next one."""
+    rig = arm_backlog(tmp_path, [ITEMS[2], ITEMS[0]], max_iterations=3, max_item_attempts=2)
+
+    def silent(item: str, attempt: int, cwd: Path) -> Any:
+        return None  # no report: the driver dies before the agent could make one
+
+    _crash_in_first_attempt(rig, silent)
+    again = agent(rig, silent)
+    driver, _ = rig.driver([Scripted(again.lines, crash=True, on_start=again.on_start)])
+    with pytest.raises(SimulatedCrash):
+        driver.run()
+    assert _items(rig)["gamma"]["status"] == "running"  # one cut short: resumed
+    relaunched, runner = rig.driver([agent(rig, _write_alpha)])
+    assert relaunched.run().reason == "max_iterations"
+    gamma = _items(rig)["gamma"]
+    assert (gamma["status"], gamma["attempt"]) == ("blocked", 1)
+    assert gamma["blocked_reason"] == (
+        "2 iterations in a row were cut short by a crash of autopilot's process before a "
+        "decision about gamma (the limit is 2); autopilot tasks unblock gamma gives it 2 more"
+    )
+    assert [r.attempt.prompt.read_text().count("work-item: alpha") for r in runner.requests] == [1]
+    assert _items(rig)["alpha"]["status"] == "completed"

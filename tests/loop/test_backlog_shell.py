@@ -367,3 +367,41 @@ def test_a_write_keeps_a_line_added_meanwhile_byte_for_byte_and_sets_a_repeated_
     assert json.loads(lines[0])["status"] == "stopped"
     kept = (work.parent / "it-1" / "tasks-rejected.jsonl").read_bytes()
     assert kept == b'{"id":"a",  "prompt":"second, keep me"}\n'
+
+
+class _Conflicting:
+    """A parallel run's siblings whose run branch conflicts with every landing."""
+
+    def holds(self, run_id: str) -> bool:
+        return False
+
+    def land(self, item: Any) -> Any:
+        from autopilot.loop.claims import Landed
+
+        return Landed(None, ("same.md",), "autopilot/run")
+
+
+def test_a_merge_conflict_counts_toward_the_attempt_limit(work: Path) -> None:
+    """A lane's item reopened by a conflict is an attempt like any other: at the limit
+    it is blocked, its reason naming the conflicting files."""
+    log = Log()
+    shell = _shell(work, log)
+    shell.lanes, shell.max_item_attempts = _Conflicting(), 2
+    statuses = []
+    for iteration in (1, 2):
+        begun = shell.begin(iteration)
+        assert begun.item is not None and begun.item.id == "a"
+        (work / "a.md").write_text("a\n")
+        _report(shell, "a", "continue_next", ac1=True)
+        ended = shell.end(iteration, work.parent / "run", [], work)
+        assert ended is not None
+        statuses.append(ended.item.status.value)
+    assert statuses == ["reopened", "blocked"]
+    lines = (work / ".autopilot" / "tasks.jsonl").read_text().splitlines()
+    line = json.loads(lines[0])
+    assert (line["id"], line["status"], line["attempt"]) == ("a", "blocked", 2)
+    assert line["blocked_reason"].startswith(
+        "2 attempts did not complete it (the limit is 2); last verdict fail: merging into the "
+        "run branch conflicted in: same.md"
+    )
+    assert log.types().count("merge_conflict") == 2

@@ -52,8 +52,8 @@ def test_a_change_outside_the_runs_surfaces_reopens_the_item(tmp_path: Path) -> 
     _approve(rig, steps=5, surfaces=("gamma.txt", "file.txt"))
 
     def decide(item: str, attempt: int, cwd: Path) -> Any:
-        if attempt == 1:
-            rig.workspace.touched = {"deploy/prod.yaml"}
+        # The second attempt undoes the change (left there, it would reopen it again).
+        rig.workspace.touched = {"deploy/prod.yaml"} if attempt == 1 else set()
         return "continue_next", {}, ("done",)
 
     driver, runner = rig.driver([agent(rig, decide)])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -220,8 +221,8 @@ def test_a_surface_violation_reopens_the_item(tmp_path: Path) -> None:
     rig = arm_backlog(tmp_path, items)
 
     def decide(item: str, attempt: int, cwd: Path) -> Any:
-        if attempt == 1:
-            rig.workspace.touched = {"secrets.txt"}
+        # The second attempt undoes the change (left there, it would reopen it again).
+        rig.workspace.touched = {"secrets.txt"} if attempt == 1 else set()
         return "continue_next", {}, ("done",)
 
     driver, runner = rig.driver([agent(rig, decide)])
@@ -294,13 +295,16 @@ def test_a_surface_violation_stays_on_the_items_record_until_it_is_done(tmp_path
 
     def decide(item: str, attempt: int, cwd: Path) -> Any:
         if attempt == 1:
-            rig.workspace.touched = {"secrets.txt"}  # outside the surface; left there
+            rig.workspace.touched = {"secrets.txt"}  # outside the surface
+        if attempt == 2:
+            rig.workspace.touched = set()  # undone: no change outside the surface now
         (cwd / "beta.txt").write_text("fixed\n" if attempt == 3 else "draft\n")
         return "continue_next", {"ac1": True}, (f"attempt {attempt}",)
 
     driver, runner = rig.driver([agent(rig, decide)])
     assert driver.run().reason == "backlog_done"
     assert len(runner.requests) == 3
+    # The undo is no violation: the surface is checked against the item's start.
     violations = [e["paths"] for e in _events(rig) if e["type"] == "surface_violation"]
     assert violations == [["secrets.txt"]]
     ends = [e["status"] for e in _events(rig) if e["type"] == "workitem_end"]
@@ -419,3 +423,83 @@ def test_lines_the_agent_adds_that_autopilot_cannot_take_are_kept_aside_and_the_
         "new work item 'orphan' depends on nowhere, which the backlog does not have",
         "new work item 'child' depends on orphan, which the backlog does not have",
     ]
+
+
+def test_a_change_left_outside_the_surface_reopens_every_attempt_until_the_item_is_blocked(
+    tmp_path: Path,
+) -> None:
+    """A surface reopen is an attempt like any other: the item whose attempts keep a
+    change outside its surface (another file each time) is blocked at the attempt
+    limit, its reason naming the files, and the run goes on with the next item."""
+    fenced = {**ITEMS[2], "allowed_surface": ["gamma.txt", "file.txt"]}
+    rig = arm_backlog(tmp_path, [fenced, ITEMS[0]], max_iterations=8)
+
+    def stray(item: str, attempt: int, cwd: Path) -> Any:
+        if item == "gamma":
+            rig.workspace.touched.add(f"stray-{attempt}.txt")
+        return _work_through(item, attempt, cwd)
+
+    store = StateStore(rig.folder / "state.json")
+    plain_sleep = rig.clock.sleep
+    asked: list[str] = []
+
+    def sleep(seconds: float) -> None:
+        plain_sleep(seconds)
+        state = store.read()
+        if state.gate and not asked:
+            asked.append(state.gate)
+            store.update(lambda s: setattr(s, "stop_requested", True))
+
+    rig.clock.sleep = sleep  # type: ignore[method-assign]
+    driver, runner = rig.driver([agent(rig, stray)])
+    result = driver.run()
+    assert result.reason == "user_stopped"
+    assert [_item_of(r) for r in runner.requests] == ["gamma", "gamma", "gamma", "alpha"]
+    violations = [e["paths"] for e in _events(rig) if e["type"] == "surface_violation"]
+    assert violations == [
+        ["stray-1.txt"],
+        ["stray-1.txt", "stray-2.txt"],
+        ["stray-1.txt", "stray-2.txt", "stray-3.txt"],
+    ]
+    ends = [(e["itemId"], e["status"]) for e in _events(rig) if e["type"] == "workitem_end"]
+    assert ends == [
+        ("gamma", "reopened"),
+        ("gamma", "reopened"),
+        ("gamma", "blocked"),
+        ("alpha", "completed"),
+    ]
+    reason = (
+        "3 attempts did not complete it (the limit is 3); last verdict fail: changed files "
+        "outside the allowed surface: stray-1.txt, stray-2.txt, stray-3.txt; autopilot tasks "
+        "unblock gamma gives it 3 more"
+    )
+    assert asked == [f"no work item can start: gamma is blocked: {reason}"]
+    path = rig.root.parent / "work" / ".autopilot" / "tasks.jsonl"
+    gamma = json.loads(path.read_text().splitlines()[0])
+    assert (gamma["status"], gamma["attempt"], gamma["blocked_reason"]) == ("blocked", 3, reason)
+
+
+def test_the_attempt_limit_is_the_armed_one_not_one_written_into_state_json(
+    tmp_path: Path,
+) -> None:
+    fenced = {**ITEMS[2], "allowed_surface": ["gamma.txt", "file.txt"]}
+    rig = arm_backlog(tmp_path, [fenced], max_iterations=4, max_item_attempts=1)
+    store = StateStore(rig.folder / "state.json")
+    store.update(lambda s: setattr(s, "config", replace(s.config, max_item_attempts=0)))
+
+    def stray(item: str, attempt: int, cwd: Path) -> Any:
+        rig.workspace.touched.add(f"stray-{attempt}.txt")
+        return "continue_next", {}, ("done",)
+
+    plain_sleep = rig.clock.sleep
+
+    def sleep(seconds: float) -> None:
+        plain_sleep(seconds)
+        if store.read().gate:
+            store.update(lambda s: setattr(s, "stop_requested", True))
+
+    rig.clock.sleep = sleep  # type: ignore[method-assign]
+    driver, runner = rig.driver([agent(rig, stray)])
+    assert driver.run().reason == "user_stopped"
+    assert len(runner.requests) == 1
+    assert _tasks(rig) == {"gamma": "blocked"}

@@ -107,6 +107,12 @@ _ARM_LIMITS = (
     ("abort-promise", "TOKEN", "Token that aborts the run."),
     ("completion-match", "sentence|word|tag|substring", "How the promise is matched."),
     ("stagnation-limit", "N", "Iterations without progress that halt the run (0 = off)."),
+    (
+        "max-item-attempts",
+        "N",
+        "--backlog: attempts at one work item before it is blocked and the run moves on "
+        "(default 3; 0 = no limit).",
+    ),
     ("label", "LABEL", "Label for the run id (default: the directory name)."),
 )
 

@@ -20,7 +20,13 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
 from autopilot.core.continuation import continuation_message
-from autopilot.core.decisions import apply_report, limit_attempts, missing_report, start_item
+from autopilot.core.decisions import (
+    apply_report,
+    cut_short_item,
+    limit_attempts,
+    missing_report,
+    start_item,
+)
 from autopilot.core.item_report import CheckOutcome, ItemDecision, ItemReport, validate_report
 from autopilot.core.ready_queue import backlog_problems, next_item, open_items
 from autopilot.core.workitem_events import (
@@ -219,15 +225,20 @@ def conclude_item(
             block asks no question: the run goes on with the next ready item.
         cut_short: A crash of autopilot's own process cut the iteration short: no
             decision is then not the agent's doing, and the item stays running
-            without counting toward ``MISSING_REPORTS_BEFORE_ASKING``.
+            without counting toward ``MISSING_REPORTS_BEFORE_ASKING``, but after
+            ``max_attempts`` such iterations in a row it is blocked
+            (``decisions.cut_short_item``), with no question.
     """
     if report is not None:
         after = limit_attempts(apply_report(item, report, checks), max_attempts)
+    elif cut_short:
+        after = cut_short_item(item, max_attempts)
     else:
-        after = item if cut_short else missing_report(item)
+        after = missing_report(item)
     decision = report.decision if report is not None else None
+    # The agent's question, or missing decisions, ask a person; an attempt limit does not.
     asked = after.status is ItemStatus.BLOCKED and (
-        report is None or report.decision is ItemDecision.ASK_USER_META
+        not cut_short if report is None else report.decision is ItemDecision.ASK_USER_META
     )
     question = after.blocked_reason if asked else None
     changed = with_item_replaced(items, after)

@@ -17,14 +17,17 @@ stop            ``stopped``; the run ends
 
 A running item with no decision at the end of its iteration stays ``running`` and is
 resumed with ``pending-decision: missing``; after ``MISSING_REPORTS_BEFORE_ASKING``
-in a row it is gated like ``ask_user_meta``.
+in a row it is gated like ``ask_user_meta``. One whose iteration a crash of autopilot's
+own process cut short stays ``running`` without counting as missing a decision, but
+after ``max_attempts`` such iterations in a row it is blocked (``cut_short_item``).
 
 An item that goes back to the queue (``ready`` or ``reopened``) after its
 ``max_attempts``-th attempt is ``blocked`` instead (``limit_attempts``), its reason
-naming the last verdict and the failing check, and the run goes on with the next
-ready item: an agent that claims success each time while the checks fail cannot spend
-the whole run on one item. Attempts count from the last time a person unblocked,
-answered or reopened it (``fresh_attempts``).
+naming the last verdict and the failing check (or the files outside the allowed
+surface, or those a merge conflicted in: autopilot's own reopens count alike), and
+the run goes on with the next ready item: an agent that claims success each time
+while the checks fail cannot spend the whole run on one item. Attempts count from the
+last time a person unblocked, answered or reopened it (``fresh_attempts``).
 """
 
 from __future__ import annotations
@@ -60,6 +63,10 @@ MISSING_REPORTS_BEFORE_ASKING = 3
 DEFAULT_MAX_ITEM_ATTEMPTS = 3
 """Attempts at one work item before it is blocked (``--max-item-attempts``; 0: no limit)."""
 
+CUT_SHORT_FIELD = "cut_short"
+"""The item field counting the iterations in a row a crash of autopilot's own process
+cut short before a decision (``cut_short_item``); autopilot's own."""
+
 ATTEMPTS_FROM_FIELD = "attempts_from"
 """The item field holding ``attempt`` as it was when a person last gave the item new
 attempts (unblocked, answered or reopened it)."""
@@ -80,7 +87,10 @@ def start_item(item: WorkItem) -> WorkItem:
     if item.status is ItemStatus.RUNNING:
         return item
     completion = replace(item.completion, state=CompletionState.IN_PROGRESS)
-    return item.with_status(ItemStatus.RUNNING, attempt=item.attempt + 1, completion=completion)
+    extra = {k: v for k, v in item.extra.items() if k != CUT_SHORT_FIELD}
+    return item.with_status(
+        ItemStatus.RUNNING, attempt=item.attempt + 1, completion=completion, extra=extra
+    )
 
 
 def apply_report(
@@ -99,7 +109,7 @@ def apply_report(
         earlier attempt changed outside the allowed surface stay on the record and
         in its evidence.
     """
-    extra = {k: v for k, v in item.extra.items() if k != "missing_decisions"}
+    extra = {k: v for k, v in item.extra.items() if k not in ("missing_decisions", CUT_SHORT_FIELD)}
     item = replace(item, extra=extra)
     evidence = claimed_evidence(report) + still_violated(item)
     decision = report.decision
@@ -167,8 +177,8 @@ def missing_report(item: WorkItem) -> WorkItem:
     after ``MISSING_REPORTS_BEFORE_ASKING`` in a row it is ``blocked`` with a
     question for a person.
     """
-    count = item.extra.get("missing_decisions", 0)
-    count = (count if isinstance(count, int) and not isinstance(count, bool) else 0) + 1
+    item = replace(item, extra={k: v for k, v in item.extra.items() if k != CUT_SHORT_FIELD})
+    count = _count(item, "missing_decisions") + 1
     if count >= MISSING_REPORTS_BEFORE_ASKING:
         extra = {k: v for k, v in item.extra.items() if k != "missing_decisions"}
         completion = replace(item.completion, state=CompletionState.AWAITING_USER)
@@ -182,6 +192,36 @@ def missing_report(item: WorkItem) -> WorkItem:
             ),
         )
     return replace(item, extra={**item.extra, "missing_decisions": count})
+
+
+def _count(item: WorkItem, name: str) -> int:
+    count = item.extra.get(name, 0)
+    return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0
+
+
+def cut_short_item(item: WorkItem, max_attempts: int) -> WorkItem:
+    """The running item after an iteration a crash of autopilot's own process cut short
+    before a decision about it.
+
+    It stays ``running`` (resumed at the next iteration, not counted as a missing
+    decision: the crash may not be the agent's doing), its ``cut_short`` count one
+    higher; at ``max_attempts`` in a row (0: no limit) it is ``blocked`` instead, with
+    no question, so an agent that ends its driver every time cannot spend the run on
+    it. A decision, a missing one, or the item's next start clears the count.
+    """
+    count = _count(item, CUT_SHORT_FIELD) + 1
+    if max_attempts <= 0 or count < max_attempts:
+        return replace(item, extra={**item.extra, CUT_SHORT_FIELD: count})
+    extra = {k: v for k, v in item.extra.items() if k != CUT_SHORT_FIELD}
+    return item.with_status(
+        ItemStatus.BLOCKED,
+        extra=extra,
+        blocked_reason=(
+            f"{count} iterations in a row were cut short by a crash of autopilot's process "
+            f"before a decision about {item.id} (the limit is {max_attempts}); autopilot "
+            f"tasks unblock {item.id} gives it {max_attempts} more"
+        ),
+    )
 
 
 def answer_item(item: WorkItem, answer: str) -> WorkItem:
@@ -213,8 +253,9 @@ def limit_attempts(item: WorkItem, max_attempts: int) -> WorkItem:
     """The item after an attempt: blocked if it goes back to the queue (``ready`` or
     ``reopened``) having used ``max_attempts`` attempts (0: no limit).
 
-    The reason names the attempts, the last verdict and the failing check (the first
-    line of the feedback for the next attempt), and how to try again.
+    The reason names the attempts, the last verdict and what failed (the first line of
+    the feedback for the next attempt: a failing check, the files outside the allowed
+    surface, the files a merge conflicted in), and how to try again.
     """
     if max_attempts <= 0 or item.status not in (ItemStatus.READY, ItemStatus.REOPENED):
         return item

@@ -6,9 +6,12 @@ is made — or the backlog is done, needs a person, or cannot be read. After it,
 session's next Stop (``end``): the reports the agent made with ``autopilot report``
 (or a promoted ``.autopilot/consistency-decision.json``) are claimed, what the agent
 changed in ``tasks.jsonl`` is undone, an item that changed paths outside its allowed
-surface is reopened, a ``continue_next``'s checks are run by autopilot, and the item's
-new status is written — the facts ``conclude`` reads, as in a driver run
-(``loop.backlog_run.with_item_facts``).
+surface since it started is reopened (``loop.backlog_marks``), a ``continue_next``'s
+checks are run by autopilot, and the item's new status is written — the facts
+``conclude`` reads, as in a driver run (``loop.backlog_run.with_item_facts``). An item
+that goes back to the queue after the run's ``max_item_attempts`` attempts (``arm
+--max-item-attempts``, config ``max-item-attempts``, as its ``armed`` event holds it) is
+blocked instead, as in a driver run.
 
 Each Stop is a new process, so what autopilot last knew of the items (its copy that
 the agent's edits are undone against, and the item the iteration works on) comes
@@ -26,13 +29,16 @@ from typing import Any
 from autopilot.core.attempt import Attempt
 from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.loop.backlog import BacklogShell
-from autopilot.loop.backlog_run import backlog_boundary, with_item_facts
+from autopilot.loop.backlog_marks import note_started
+from autopilot.loop.backlog_run import backlog_boundary, item_attempt_limit, with_item_facts
 from autopilot.loop.descendants import RUN_ID_ENV
 from autopilot.loop.record import RunRecord
 from autopilot.store.backlog import Backlog
 from autopilot.store.events import read_events
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
+from autopilot.workspace import git
+from autopilot.workspace.git import TreeMark
 
 Emit = Callable[..., Any]
 
@@ -46,14 +52,23 @@ class HookBacklog:
         project: The work tree.
         run_folder: The run's folder (its event log and waiting reports).
         emit: Appends one event: ``emit(EventType, **fields)``.
+        state: The run's state (its ``config``).
     """
 
     def __init__(
-        self, root: Path, run_id: str, project: Path, run_folder: Path, emit: Emit
+        self,
+        root: Path,
+        run_id: str,
+        project: Path,
+        run_folder: Path,
+        emit: Emit,
+        state: RunState,
     ) -> None:
         locks = root / ".locks"
         locks.mkdir(mode=0o700, exist_ok=True)
         self.project = project
+        self.run_folder = run_folder
+        events = RunDir(run_folder).events
         self.shell = BacklogShell(
             Backlog(project, locks),
             run_id,
@@ -63,6 +78,8 @@ class HookBacklog:
             # The checks carry the run's id: what a Stop cut short left running is
             # found by it (``hook.cut_short``).
             environ={**os.environ, RUN_ID_ENV: run_id},
+            max_item_attempts=item_attempt_limit(events, run_id, state.config),
+            tree=_Tree(project, lambda note: emit(EventType.WARNING, note=note)),
         )
 
     def boundary(self, record: RunRecord) -> HookBoundary:
@@ -87,6 +104,18 @@ class HookBacklog:
             if found.begun is not None and not found.again:
                 return HookBoundary(prompt=found.begun.prompt)
         return HookBoundary(held="has no work item that can start")
+
+    def started(self, mark: TreeMark) -> None:
+        """Note that the iteration on the item ``boundary`` started begins with the work
+        tree at ``mark`` (``loop.backlog_marks.note_started``); nothing when no item was
+        started.
+
+        Raises:
+            OSError: the item's marks cannot be written.
+        """
+        item = self.shell.running
+        if item is not None:
+            note_started(self.run_folder, item.id, mark)
 
     def with_item(self, attempt: Attempt, folder: Path, changed_paths: Sequence[str]) -> Attempt:
         """``attempt`` with what the agent did about the running item (its report,
@@ -151,3 +180,28 @@ class _StopGates:
         self, why: str, ready: Callable[[], bool], *, status: RunStatus = RunStatus.PAUSED
     ) -> None:
         self.held = f"{why}; then prompt the session again"
+
+
+class _Tree:
+    """``loop.backlog_marks.Tree`` of a hook run's work tree: a git call that failed
+    is a ``warn``."""
+
+    def __init__(self, cwd: Path, warn: Callable[[str], None]) -> None:
+        self.cwd = cwd
+        self.warn = warn
+
+    def mark(self) -> TreeMark:
+        observer = git.GitObserver(self.cwd)
+        mark = observer.mark()
+        self._tell(observer)
+        return mark
+
+    def changed_paths(self, before: TreeMark, after: TreeMark) -> list[str] | None:
+        observer = git.GitObserver(self.cwd)
+        paths = observer.changed_paths(before, after)
+        self._tell(observer)
+        return paths
+
+    def _tell(self, observer: git.GitObserver) -> None:
+        for warning in observer.take_warnings():
+            self.warn(warning)

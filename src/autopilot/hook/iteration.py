@@ -109,7 +109,7 @@ class HookStop:
         self.policy = state.config.policy()
         self.briefing = Briefing(self.folder, self.record, self.cwd, clock, self.policy)
         self.backlog = (
-            HookBacklog(root, arming.run_id, self.cwd, self.folder.path, self.record.emit)
+            HookBacklog(root, arming.run_id, self.cwd, self.folder.path, self.record.emit, state)
             if arming.backlog
             else None
         )
@@ -348,6 +348,8 @@ class HookStop:
         write_private(attempt.prompt, prompt.encode("utf-8", "replace"))
         mark = mark_now(self.cwd, self._warn)
         write_tree_mark(attempt.path, mark)
+        if self.backlog is not None:
+            self.backlog.started(mark)
         now_ms = self.clock.now_ms()
         if not start_logged(self.folder.events, number):  # else logged by a Stop that failed
             self.record.emit(EventType.ITERATION_START, iteration=number)

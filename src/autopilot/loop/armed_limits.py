@@ -28,6 +28,7 @@ LIMIT_FIELDS = (
     "max_tokens",
     "max_duration_seconds",
     "stagnation_limit",
+    "max_item_attempts",
     "adaptive_extension",
     "adaptive_max_total",
 )

@@ -41,6 +41,7 @@ from autopilot.core.workitems import ItemFormatError, ItemStatus, Verdict, WorkI
 from autopilot.errors import BacklogError
 from autopilot.loop.approved import ApprovedRun
 from autopilot.loop.backlog_end import Ended, end_item
+from autopilot.loop.backlog_marks import Tree
 from autopilot.loop.checks import DEFAULT_CHECK_TIMEOUT_SECONDS
 from autopilot.loop.claims import Lanes, claim_next, held_elsewhere
 from autopilot.store.backlog import Backlog, BacklogFile
@@ -90,6 +91,8 @@ class BacklogShell:
         lanes: For a lane of a parallel run, its siblings and its landing.
         should_stop: Polled while the checks run: ``stop --now`` (or a second
             Ctrl-C) ends them, and the item stays running, undecided.
+        tree: The work tree, whose marks the surface check compares
+            (``loop.backlog_marks``); None: each iteration's changed paths alone.
     """
 
     backlog: Backlog
@@ -104,6 +107,7 @@ class BacklogShell:
     approved: ApprovedRun | None = None
     lanes: Lanes | None = None
     should_stop: Callable[[], bool] = lambda: False
+    tree: Tree | None = None
     ours: tuple[WorkItem, ...] | None = field(default=None, init=False)
     running: WorkItem | None = field(default=None, init=False)
     _problems_told: tuple[str, ...] = field(default=(), init=False)

@@ -4,10 +4,13 @@ The agent's reports (and a promoted ``consistency-decision.json``) are claimed a
 criteria's checks run for ``continue_next`` — outside the file's lock, and ended at
 once by ``stop --now`` (the item then stays running, undecided). Then, under the lock,
 ``tasks.jsonl`` is read as it is now, so an item another terminal added meanwhile is
-kept: the agent's edits to it are undone, an item that changed paths outside its
-allowed surface is reopened, the decision is applied and the file written. A lane of a
-parallel run writes only its own item, and lands a completed one in the run branch
-(``Lanes.land``) first; a conflict reopens it with the files named.
+kept: the agent's edits to it are undone, an item whose iterations changed paths
+outside its allowed surface that still differ from the work tree as it started
+(``loop.backlog_marks``) is reopened, the decision is applied and the file written. A
+lane of a parallel run writes only its own item, and lands a completed one in the run
+branch (``Lanes.land``) first; a conflict reopens it with the files named. A reopen of
+autopilot's own (a surface violation, a conflict) is an attempt like any other: at the
+run's ``max_item_attempts`` the item is blocked instead (``decisions.limit_attempts``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from autopilot.core.backlog_step import (
     with_item_replaced,
 )
 from autopilot.core.boundary import surface_violations
-from autopilot.core.decisions import reopen_for_conflict, reopen_for_violation
+from autopilot.core.decisions import limit_attempts, reopen_for_conflict, reopen_for_violation
 from autopilot.core.item_report import CheckOutcome, ItemDecision, ItemReport
 from autopilot.core.workitem_events import (
     backlog_snapshot_fields,
@@ -33,6 +36,15 @@ from autopilot.core.workitem_events import (
 )
 from autopilot.core.workitems import ItemStatus, WorkItem
 from autopilot.errors import BacklogError
+from autopilot.loop.backlog_marks import (
+    ItemMark,
+    Tree,
+    concluded,
+    forget_item_mark,
+    read_item_mark,
+    touched_paths,
+    write_item_mark,
+)
 from autopilot.loop.checks import run_checks
 from autopilot.loop.claims import Lanes
 from autopilot.store.backlog import Backlog, BacklogFile
@@ -51,6 +63,7 @@ class ItemShell(Protocol):
     max_item_attempts: int
     environ: Mapping[str, str] | None
     lanes: Lanes | None
+    tree: Tree | None
 
     def emit(self, event_type: str, **fields: Any) -> Any:
         """Append one event to the run's log."""
@@ -127,7 +140,9 @@ def end_item(
         problems.extend(f"consistency-decision.json refused: {p}" for p in refused)
     report, refused = choose_report(ours, item.id, reports)
     problems.extend(refused)
-    violations = surface_violations(changed_paths, item.allowed_surface, shell.run_surface)
+    known = read_item_mark(shell.run_folder, item.id)
+    paths, _ = touched_paths(known, changed_paths, shell.tree)
+    violations = surface_violations(paths, item.allowed_surface, shell.run_surface)
     checks = None
     stopped = False
     if not violations and report is not None and report.decision is ItemDecision.CONTINUE_NEXT:
@@ -145,7 +160,9 @@ def end_item(
         for line in problems:
             shell.emit("warning", iteration=iteration, note=line, itemId=item.id)
         if violations:
-            return _violation(shell, items, item, iteration, violations, report)
+            ended = _violation(shell, items, item, iteration, violations, report)
+            _settle_mark(shell, known, ended.item, violations, iteration)
+            return ended
         if stopped:  # no evidence either way: the item is resumed by a later run
             shell.write_or_warn(items, iteration, item)
             shell.emit(
@@ -163,7 +180,9 @@ def end_item(
     if shell.lanes is not None:
         conflict = _land(shell, items, conclusion.item, iteration)
         if conflict is not None:
+            _settle_mark(shell, known, conflict.item, (), iteration)
             return conflict
+    _settle_mark(shell, known, conclusion.item, (), iteration)
     shell.emit_all(conclusion.events, iteration)
     return Ended(
         conclusion.item,
@@ -253,7 +272,9 @@ def _land(
     if item.status is ItemStatus.COMPLETED:
         landed = shell.lanes.land(item)
         if landed.conflicts:
-            reopened = reopen_for_conflict(item, landed.conflicts)
+            reopened = limit_attempts(
+                reopen_for_conflict(item, landed.conflicts), shell.max_item_attempts
+            )
             shell.emit(
                 "merge_conflict",
                 iteration=iteration,
@@ -284,7 +305,9 @@ def _violation(
     violations: Sequence[str],
     report: ItemReport | None,
 ) -> Ended:
-    reopened = reopen_for_violation(item, violations, report)
+    reopened = limit_attempts(
+        reopen_for_violation(item, violations, report), shell.max_item_attempts
+    )
     shell.emit(
         "surface_violation",
         iteration=iteration,
@@ -304,3 +327,28 @@ def _reopened(
     shell.emit("workitem_recorded", iteration=iteration, **workitem_recorded_fields(item))
     shell.emit("backlog_snapshot", **backlog_snapshot_fields(shell.known_items()))
     return Ended(item, None, violations=tuple(violations))
+
+
+def _settle_mark(
+    shell: ItemShell,
+    known: ItemMark | None,
+    item: WorkItem,
+    outside: Sequence[str],
+    iteration: int,
+) -> None:
+    """Keep the item's marks as its iteration was concluded (``outside``: the paths
+    outside its surface), or drop them once the item is no longer open."""
+    if not item.is_open:
+        forget_item_mark(shell.run_folder, item.id)
+        return
+    if known is None:
+        return
+    try:
+        write_item_mark(shell.run_folder, concluded(known, outside))
+    except OSError as error:
+        shell.emit(
+            "warning",
+            iteration=iteration,
+            itemId=item.id,
+            note=f"the work tree's mark of work item {item.id} could not be updated: {error}",
+        )

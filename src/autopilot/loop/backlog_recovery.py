@@ -29,6 +29,7 @@ from autopilot.core.workitems import ItemStatus, WorkItem
 from autopilot.errors import AutopilotError
 from autopilot.loop.backlog import BacklogShell
 from autopilot.loop.backlog_end import Ended
+from autopilot.loop.backlog_marks import note_started
 from autopilot.loop.backlog_run import attempt_with
 from autopilot.store.private import write_private
 from autopilot.store.reports import put_back_claimed
@@ -57,13 +58,16 @@ class StartedItem:
 
 
 def record_started(folder: Path, item: WorkItem, iteration: int, mark: TreeMark) -> None:
-    """Write ``workitem.json`` into the attempt's ``folder`` (before the agent starts).
+    """Write ``workitem.json`` into the attempt's ``folder`` (before the agent starts),
+    and note the iteration's start in the item's marks in the run's folder, the
+    attempt folder's parent (``loop.backlog_marks``).
 
     Raises:
-        OSError: it cannot be written.
+        OSError: they cannot be written.
     """
     data = {"itemId": item.id, "iteration": iteration, "mark": mark.to_json()}
     write_private(folder / WORK_ITEM_FILE, json.dumps(data).encode("utf-8"))
+    note_started(folder.parent, item.id, mark)
 
 
 def read_started(folder: Path) -> StartedItem | None:

@@ -13,11 +13,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from autopilot.config import RunConfig
 from autopilot.core.attempt import Attempt, BacklogFacts
 from autopilot.core.continuation import reopened_notice
 from autopilot.core.digest import sha256_hex
 from autopilot.core.vocabulary import EventType, Progress, RunStatus
 from autopilot.loop.approved import ApprovedRun
+from autopilot.loop.armed_limits import held_limits
 from autopilot.loop.backlog import BacklogShell, Begun
 from autopilot.loop.backlog_end import Ended
 from autopilot.loop.claims import Lanes
@@ -159,7 +161,8 @@ def backlog_shell(
     Its ``tasks.jsonl`` and approved run boundary are the project's
     (``workspace.worktrees.project_home``: the user's checkout for a ``--worktree``
     run); the checks run in the run's own work tree, each for at most the run's
-    ``check_timeout_seconds``.
+    ``check_timeout_seconds``; an item is blocked after the run's
+    ``max_item_attempts`` (``item_attempt_limit``).
 
     Args:
         record: The driver's ``RunRecord`` (its state and its event writes).
@@ -195,5 +198,13 @@ def backlog_shell(
         lanes=lanes,
         should_stop=should_stop,
         check_timeout_seconds=state.config.check_timeout_seconds,
-        max_item_attempts=state.config.max_item_attempts,
+        max_item_attempts=item_attempt_limit(RunDir(folder).events, run_id, state.config),
     )
+
+
+def item_attempt_limit(events: Path, run_id: str, config: RunConfig) -> int:
+    """The run's ``max_item_attempts`` as its ``armed`` event holds it
+    (``loop.armed_limits``: never ``state.json``'s alone, which an agent can write);
+    ``config``'s when the log cannot tell it (a driver then ends the run, tampered)."""
+    held = held_limits(events, run_id, config)
+    return (held if isinstance(held, RunConfig) else config).max_item_attempts

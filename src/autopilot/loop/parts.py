@@ -255,6 +255,10 @@ def assemble(
     lanes = run_lanes(root, run_id, state)
     place = RunWorktree.from_json(state.extra.get("worktree"))
     branch = place.branch if place else None
+    workspace = seams.get("workspace") or GitWorkspace(cwd, folder.path, branch=branch)
+    backlog = backlog_shell(record, root, run_id, command_env, lanes, waits.kill_requested)
+    if backlog is not None:  # an item's surface is checked against its start
+        backlog.tree = workspace
     return RunParts(
         run_id=run_id,
         run_dir=folder,
@@ -269,11 +273,11 @@ def assemble(
         policy=policy,
         notifier=notifier,
         prompts=PromptReader(state.prompt, cwd, warn),
-        workspace=seams.get("workspace") or GitWorkspace(cwd, folder.path, branch=branch),
+        workspace=workspace,
         waits=waits,
         briefing=briefing,
         launcher=launcher,
         command_env=command_env,
         lanes=lanes,
-        backlog=backlog_shell(record, root, run_id, command_env, lanes, waits.kill_requested),
+        backlog=backlog,
     )

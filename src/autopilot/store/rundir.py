@@ -11,6 +11,8 @@ A run folder is ``<runs-root>/<runId>/``::
                       (``workspace.filters``), trusted again on a relaunch
     launch.json       what the run was armed with, when its ``armed`` event cannot
                       hold it (``store.launch_record``)
+    item-marks/       a backlog run's work tree marks of the items it works on
+                      (``loop.backlog_marks``)
     iter-NNNN/        one folder per attempt at an iteration (a retry of the same
                       iteration gets iter-NNNN.2, …): prompt.md, stdout.log, stderr.log
 
@@ -31,6 +33,7 @@ DRIVER_LOCK_FILE = "driver.lock"
 APPROVED_RUN_COPY = "approved-run.json"
 GIT_FILTERS_FILE = "git-filters.json"
 LAUNCH_FILE = "launch.json"
+ITEM_MARKS_DIR = "item-marks"
 PROMPT_FILE = "prompt.md"
 STDOUT_FILE = "stdout.log"
 STDERR_FILE = "stderr.log"
@@ -98,6 +101,11 @@ class RunDir:
     def launch(self) -> Path:
         """``launch.json``: what the run was armed with (``store.launch_record``)."""
         return self.path / LAUNCH_FILE
+
+    @property
+    def item_marks(self) -> Path:
+        """``item-marks/``: where the work tree stood when each work item started."""
+        return self.path / ITEM_MARKS_DIR
 
     @property
     def driver_lock(self) -> Path:
