@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autopilot.config_values import (
+    DEFAULT_EXTENSION,
+    DEFAULT_MAX_TOTAL,
     LINE_SETTINGS,
     LIST_SETTINGS,
     MAX_COUNT,
@@ -32,7 +34,6 @@ from autopilot.config_values import (
     parse_urls,
     shown,
 )
-from autopilot.core.adaptive import DEFAULT_EXTENSION, DEFAULT_MAX_TOTAL
 from autopilot.core.vocabulary import MatchMode
 from autopilot.errors import StateFileError, UsageError
 from autopilot.store.files import MAX_CONFIG_FILE_BYTES, UnsafeFileError, read_bounded_file

@@ -23,6 +23,12 @@ MAX_COUNT = 10**12
 MAX_COST_USD = 1e9
 """Upper bound of a USD amount."""
 
+DEFAULT_EXTENSION = 5
+"""Iterations a ``--self-improve`` run is granted at a time (``core.adaptive``)."""
+
+DEFAULT_MAX_TOTAL = 50
+"""The most iterations adaptive extensions take a ``--self-improve`` run to."""
+
 _YEAR_SECONDS = 365 * 24 * 3600
 MAX_DURATION_SECONDS = 10 * _YEAR_SECONDS
 """Upper bound of every duration: ten years."""

@@ -41,35 +41,31 @@ _START = r"(?<![A-Za-z0-9_-])"
 
 _END = r"(?![A-Za-z0-9])"
 
-_PRIVATE_KEY = re.compile(
+_PRIVATE_KEY_PATTERN = (
     r"-----BEGIN ([A-Z0-9 ]*?)PRIVATE KEY((?: BLOCK)?)-----"
-    r".*?(?:-----END \1PRIVATE KEY\2-----|\Z)",
-    re.DOTALL,
+    r".*?(?:-----END \1PRIVATE KEY\2-----|\Z)"
 )
 
-_PREFIXED: tuple[re.Pattern[str], ...] = tuple(
-    re.compile(pattern)
-    for pattern in (
-        _START + r"(sk-ant-)[A-Za-z0-9_-]{12,}",
-        _START + r"(sk-)(?!ant-)[A-Za-z0-9_-]{20,}",
-        _START + r"(gh[pousr]_)[A-Za-z0-9]{30,}",
-        _START + r"(github_pat_)[A-Za-z0-9_]{30,}",
-        _START + r"(glpat-)[A-Za-z0-9_-]{20,}",
-        _START + r"(AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}" + _END,
-        _START + r"(xox[aboprs]-|xapp-)[A-Za-z0-9-]{10,}",
-        _START + r"(AIza)[0-9A-Za-z_-]{35}",
-        _START + r"((?:sk|rk)_(?:live|test)_)[A-Za-z0-9]{16,}",
-        _START + r"(npm_)[A-Za-z0-9]{36}",
-        _START + r"(hf_)[A-Za-z0-9]{30,}",
-        _START + r"(eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-        r"(?i:\b(bearer)\s+)(?=[A-Za-z0-9._~+/-]*[0-9])[A-Za-z0-9._~+/-]{8,}=*",
-    )
+_PREFIXED_PATTERNS = (
+    _START + r"(sk-ant-)[A-Za-z0-9_-]{12,}",
+    _START + r"(sk-)(?!ant-)[A-Za-z0-9_-]{20,}",
+    _START + r"(gh[pousr]_)[A-Za-z0-9]{30,}",
+    _START + r"(github_pat_)[A-Za-z0-9_]{30,}",
+    _START + r"(glpat-)[A-Za-z0-9_-]{20,}",
+    _START + r"(AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}" + _END,
+    _START + r"(xox[aboprs]-|xapp-)[A-Za-z0-9-]{10,}",
+    _START + r"(AIza)[0-9A-Za-z_-]{35}",
+    _START + r"((?:sk|rk)_(?:live|test)_)[A-Za-z0-9]{16,}",
+    _START + r"(npm_)[A-Za-z0-9]{36}",
+    _START + r"(hf_)[A-Za-z0-9]{30,}",
+    _START + r"(eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+    r"(?i:\b(bearer)\s+)(?=[A-Za-z0-9._~+/-]*[0-9])[A-Za-z0-9._~+/-]{8,}=*",
 )
 """Each keeps group 1 (the public prefix) and replaces the rest."""
 
-_URL_PASSWORD = re.compile(r"(://[^/\s:@]+:)[^/\s@]+@")
+_URL_PASSWORD_PATTERN = r"(://[^/\s:@]+:)[^/\s@]+@"
 
-_ASSIGNMENT = re.compile(
+_ASSIGNMENT_PATTERN = (
     r"((?<=[A-Z0-9])_KEY|(?i:api[_-]?key|secret|token|password|passwd|credentials?))"
     r"([\"']?\s*[=:]\s*[\"']?)(?!\[REDACTED\])[^\s\"',;]{8,}"
 )
@@ -77,6 +73,24 @@ _ASSIGNMENT = re.compile(
 (``*_KEY`` in capitals, as environment variables are named; ``*api_key``,
 ``*secret``, ``*token``, ``*password`` in any case). A value already redacted is left
 alone, with what follows it (``?token=[REDACTED]&format=json``)."""
+
+_compiled: tuple[re.Pattern[str], ...] = ()
+"""The patterns above, compiled on first use (text that passes ``_QUICK``): compiling
+them costs a command that shows nothing secret-like more than its output does."""
+
+
+def _patterns() -> tuple[re.Pattern[str], ...]:
+    """The private-key pattern, the prefixed ones, the URL password, the assignment
+    (two threads may both compile them; either result is kept whole)."""
+    global _compiled  # noqa: PLW0603 - a cache set once
+    if not _compiled:
+        _compiled = (
+            re.compile(_PRIVATE_KEY_PATTERN, re.DOTALL),
+            *map(re.compile, _PREFIXED_PATTERNS),
+            re.compile(_URL_PASSWORD_PATTERN),
+            re.compile(_ASSIGNMENT_PATTERN),
+        )
+    return _compiled
 
 
 def _keep_prefix(match: re.Match[str]) -> str:
@@ -144,11 +158,12 @@ def redact(text: str) -> str:
 
 def _redact_all(text: str) -> str:
     """Every pattern applied to ``text`` (``redact`` without its quick check)."""
-    text = _PRIVATE_KEY.sub(_private_key, text)
-    for pattern in _PREFIXED:
+    private_key, *prefixed, url_password, assignment = _patterns()
+    text = private_key.sub(_private_key, text)
+    for pattern in prefixed:
         text = pattern.sub(_keep_prefix, text)
-    text = _URL_PASSWORD.sub(lambda m: m.group(1) + MARK + "@", text)
-    return _ASSIGNMENT.sub(lambda m: m.group(1) + m.group(2) + MARK, text)
+    text = url_password.sub(lambda m: m.group(1) + MARK + "@", text)
+    return assignment.sub(lambda m: m.group(1) + m.group(2) + MARK, text)
 
 
 def redact_value(value: Any, *, skip: Callable[[str], bool] | None = None) -> Any:
