@@ -128,13 +128,22 @@ LONG_TEXT_CHARS = 4096
 
 def _may_hold_secret(text: str) -> bool:
     """False only when no pattern above can match ``text``. Long text is matched in
-    lower case (a case-sensitive pattern's match is one too); outside ASCII,
-    case-folded, with the two letters a case-insensitive pattern also takes for ``i``
-    (U+0130, U+0131) made ``i`` (U+212A and U+017F fold to ``k`` and ``s``)."""
+    lower case (a case-sensitive pattern's match is one too). A case-insensitive
+    pattern also takes four letters outside ASCII for ASCII ones: U+212A (``k``,
+    which ``lower`` makes ``k``), U+017F (``s``), U+0130 and U+0131 (``i``); text
+    holding one of the last three is case-folded, with them made ``s`` and ``i``."""
     if len(text) < LONG_TEXT_CHARS:
         return _QUICK.search(text) is not None
-    folded = text.lower() if text.isascii() else _folded(text)
+    if text.isascii() or not any(letter in text for letter in _UNLOWERED):
+        folded = text.lower()
+    else:
+        folded = _folded(text)
     return any(word in folded for word in _QUICK_WORDS)
+
+
+_UNLOWERED = ("\u017f", "\u0130", "\u0131")
+"""The letters a case-insensitive pattern takes for ``s`` or ``i`` that ``lower``
+does not make ``s`` or ``i`` alone."""
 
 
 def _folded(text: str) -> str:
