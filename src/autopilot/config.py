@@ -18,11 +18,8 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from autopilot.config_values import (
-    DEFAULT_EXTENSION,
-    DEFAULT_MAX_TOTAL,
     LINE_SETTINGS,
     LIST_SETTINGS,
     MAX_COUNT,
@@ -34,12 +31,15 @@ from autopilot.config_values import (
     parse_urls,
     shown,
 )
-from autopilot.core.vocabulary import MatchMode
+from autopilot.core.vocabulary import DEFAULT_EXTENSION, DEFAULT_MAX_TOTAL, MatchMode
 from autopilot.errors import StateFileError, UsageError
 from autopilot.store.files import MAX_CONFIG_FILE_BYTES, UnsafeFileError, read_bounded_file
 from autopilot.store.xdg import xdg_config_file
 
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:  # the decision policy loads only where a run decides
+    from typing import Any
+
     from autopilot.core.policy import PolicyConfig
 
 

@@ -12,22 +12,19 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from typing import Any
 
 from autopilot.core.vocabulary import MatchMode
 from autopilot.errors import UsageError
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_COUNT = 10**12
 """Upper bound of every whole-number setting (iterations, tokens, limits)."""
 
 MAX_COST_USD = 1e9
 """Upper bound of a USD amount."""
-
-DEFAULT_EXTENSION = 5
-"""Iterations a ``--self-improve`` run is granted at a time (``core.adaptive``)."""
-
-DEFAULT_MAX_TOTAL = 50
-"""The most iterations adaptive extensions take a ``--self-improve`` run to."""
 
 _YEAR_SECONDS = 365 * 24 * 3600
 MAX_DURATION_SECONDS = 10 * _YEAR_SECONDS

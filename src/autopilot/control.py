@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from autopilot.core.vocabulary import HOOK_MODE, EventType, RunStatus
 from autopilot.errors import StateFileError, UsageError
@@ -24,7 +23,10 @@ from autopilot.store.state import StateStore, read_state
 
 # Loaded where a command needs them (``pause`` and ``resume`` of a run that is not
 # parallel need none): the driver's liveness, the log, the lanes, the snapshot.
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
+    from typing import Any
+
     from autopilot.hook.status import HookRunView
     from autopilot.store.events import EventLog
     from autopilot.store.snapshot import Snapshot

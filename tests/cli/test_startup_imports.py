@@ -120,6 +120,7 @@ def test_everyday_commands_import_no_view_driver_or_adapter(
     if args[0] in ("pause", "resume"):  # no process is looked at
         assert "autopilot.runtime.liveness" not in modules
         assert "autopilot.loop.identity" not in modules
+        assert "typing" not in modules  # annotations only, under TYPE_CHECKING
     if args[0] in ("list", "send", "--version"):
         assert "autopilot.control" not in modules
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from autopilot.cli.echo import say, say_json
 from autopilot.core.vocabulary import RunStatus
@@ -22,6 +21,7 @@ from autopilot.view.safe import shown
 # lanes (for ``status`` and ``list``) are loaded by the functions that use them: each
 # command loads only its own.
 
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
     from autopilot.hook.status import HookRunView
 

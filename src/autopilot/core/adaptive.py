@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from autopilot.config_values import DEFAULT_EXTENSION, DEFAULT_MAX_TOTAL
-from autopilot.core.vocabulary import Action, Reason
+from autopilot.core.vocabulary import DEFAULT_EXTENSION, DEFAULT_MAX_TOTAL, Action, Reason
 
 if TYPE_CHECKING:  # types only
     from autopilot.core.attempt import Attempt

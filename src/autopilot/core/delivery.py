@@ -31,7 +31,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_MESSAGE_CHARS = 100_000
 """A message's text is at most this many characters (it goes into a prompt)."""

@@ -31,7 +31,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 MARK = "[REDACTED]"
 """What a secret is replaced with (after its public prefix)."""

@@ -11,9 +11,12 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any
 
 from autopilot.store.private import open_private
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def write_atomically(path: Path, data: bytes, *, mode: int = 0o600, sync_dir: bool = True) -> None:
