@@ -110,11 +110,11 @@ def test_a_run_whose_driver_was_gone_is_read_afresh_once_a_driver_holds_it(
     assert "driver gone" not in line and "running" in line
 
 
-def test_a_cache_of_many_runs_is_written_by_msgspec_as_json_writes_it(
+def test_a_cache_of_many_runs_is_read_and_written_by_msgspec_as_json_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A cache of few runs is written with ``json``, one of many with msgspec: the same
-    bytes; a NaN (not JSON) makes a cache corrupt."""
+    """A short cache goes through ``json``, a long one through msgspec: the same bytes,
+    the same entries, and a NaN (not JSON) is corrupt either way."""
     from autopilot.store import finished
 
     root, ids = _root(tmp_path)
@@ -123,13 +123,18 @@ def test_a_cache_of_many_runs_is_written_by_msgspec_as_json_writes_it(
     cached = finished.FinishedRuns(root)._runs
     assert set(cached) == {ids[0], ids[1], ids[3]}
     monkeypatch.setattr(finished, "PLAIN_RUNS", 0)
+    monkeypatch.setattr(finished, "PLAIN_BYTES", 0)
     again = finished.FinishedRuns(root)
+    assert again._runs == cached
     again._changed = True
     again.save()
     assert (root / FINISHED_FILE).read_bytes() == plain
     assert aggregate(collect(root)) == fresh
-    (root / FINISHED_FILE).write_bytes(plain.replace(b'"version":2', b'"version":2,"x":NaN'))
-    assert finished.FinishedRuns(root)._runs == {}
+    nan = plain.replace(b'"version":2', b'"version":2,"x":NaN')
+    for size in (0, len(nan)):
+        monkeypatch.setattr(finished, "PLAIN_BYTES", size)
+        (root / FINISHED_FILE).write_bytes(nan)
+        assert finished.FinishedRuns(root)._runs == {}
 
 
 def test_a_long_index_is_read_as_a_short_one(

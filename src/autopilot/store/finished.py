@@ -16,9 +16,9 @@ host) and is used only while the caller finds it still gone (a driver started ag
 holds the lock before it writes a file). A missing, unreadable, corrupt or older cache
 file counts as empty, and the file is rewritten (temp file, fsync, rename) only when
 an entry was added or dropped; a cache that cannot be written is simply not kept.
-The cache is read with ``json``: in a fresh process that is faster than loading
-msgspec and decoding with it, even for 10,000 runs; a cache of more than
-``PLAIN_RUNS`` runs is written with msgspec (the same bytes, several times faster).
+A cache of up to ``PLAIN_BYTES`` (or ``PLAIN_RUNS`` runs) is read (written) with
+``json``, a larger one with msgspec (the same bytes): msgspec is loaded only where
+thousands of runs repay its import.
 """
 
 from __future__ import annotations
@@ -32,6 +32,9 @@ from typing import Any
 from autopilot.store.atomic import write_atomically
 
 FINISHED_FILE = "finished.json"
+PLAIN_BYTES = 256 * 1024
+"""The largest cache read with ``json`` rather than msgspec (about a thousand runs,
+whose index is decoded by msgspec too: ``store.index``)."""
 PLAIN_RUNS = 1000
 """The most runs whose cache is written with ``json`` rather than msgspec."""
 _VERSION = 2
@@ -151,8 +154,14 @@ class FinishedRuns:
 
 def _load(path: Path) -> dict[str, dict[str, Any]]:
     try:
-        data = json.loads(path.read_bytes(), parse_constant=_not_json)
-    except (OSError, ValueError, RecursionError):
+        raw = path.read_bytes()
+        if len(raw) <= PLAIN_BYTES:
+            data = json.loads(raw, parse_constant=_not_json)
+        else:
+            import msgspec  # loaded already by the index of as many runs
+
+            data = msgspec.json.decode(raw)
+    except (OSError, ValueError, RecursionError):  # msgspec's errors are ValueErrors
         return {}
     if not isinstance(data, dict) or data.get("version") != _VERSION:
         return {}
