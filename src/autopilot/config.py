@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
 
 from autopilot.config_values import (
     MAX_COUNT,
@@ -18,11 +17,13 @@ from autopilot.config_values import (
     parse_env_pattern,
     parse_urls,
 )
-from autopilot.core.adaptive import DEFAULT_EXTENSION, DEFAULT_MAX_TOTAL
-from autopilot.core.vocabulary import MatchMode
+from autopilot.core.vocabulary import DEFAULT_EXTENSION, DEFAULT_MAX_TOTAL, MatchMode
 from autopilot.errors import StateFileError, UsageError
 
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:  # the decision policy loads only where a run decides
+    from typing import Any
+
     from autopilot.core.policy import PolicyConfig
 
 

@@ -12,10 +12,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from typing import Any
 
 from autopilot.core.vocabulary import MatchMode
 from autopilot.errors import UsageError
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_COUNT = 10**12
 """Upper bound of every whole-number setting (iterations, tokens, limits)."""

@@ -12,23 +12,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from autopilot.core.vocabulary import HOOK_MODE, EventType, RunStatus
 from autopilot.errors import StateFileError, UsageError
 from autopilot.loop.clock import Clock
 from autopilot.runtime.ending import reconciled, refuse_ended, stop_without_driver
-from autopilot.runtime.liveness import driver_alive, driver_running, supervisor_alive
-from autopilot.store.events import EventLog
 from autopilot.store.flock import FileLock
-from autopilot.store.lanes import lane_runs
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
-from autopilot.store.snapshot import Snapshot
 from autopilot.store.state import StateStore, read_state
 
+# Loaded where a command needs them (``pause`` and ``resume`` of a run that is not
+# parallel need none): the driver's liveness, the log, the lanes, the snapshot.
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
+    from typing import Any
+
     from autopilot.hook.status import HookRunView
+    from autopilot.store.snapshot import Snapshot
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,8 @@ def resume(run_dir: Path, clock: Clock) -> ControlResult:
 
     state = store.update(change)
     if hook_resumed:
+        from autopilot.store.events import EventLog
+
         log = EventLog(folder.events, run_dir.name, clock.now_ms)
         try:
             log.emit(EventType.RESUME, note="autopilot resume: the session's next prompt goes on")
@@ -127,7 +130,7 @@ def stop(
     except StateFileError as unreadable:
         return _stop_through_driver(run_dir, unreadable, now=now)
     going = 0
-    if not before.terminated and lane_runs(before):
+    if not before.terminated and _lane_runs(before):
         _to_lanes(run_dir, before, lambda lane: stop(lane, clock, now=now, reason=reason))
         going = sum(not s.terminated for s in _lane_states(run_dir, before))
 
@@ -212,7 +215,7 @@ def _stop_hook_run(run_dir: Path, clock: Clock, note: str) -> ControlResult | No
 def _lane_states(run_dir: Path, state: RunState) -> list[RunState]:
     """The readable states of a parallel run's lanes."""
     found = []
-    for lane in lane_runs(state):
+    for lane in _lane_runs(state):
         try:
             found.append(read_state(RunDir(run_dir.parent / lane).state))
         except StateFileError:
@@ -220,9 +223,19 @@ def _lane_states(run_dir: Path, state: RunState) -> list[RunState]:
     return found
 
 
+def _lane_runs(state: RunState) -> list[str]:
+    """``store.lanes.lane_runs``, loaded only for a parallel run (one whose
+    ``state.json`` has ``parallel``, where ``lane_runs`` reads its lanes)."""
+    if "parallel" not in state.extra:
+        return []
+    from autopilot.store.lanes import lane_runs
+
+    return lane_runs(state)
+
+
 def _to_lanes(run_dir: Path, state: RunState, act: Callable[[Path], object]) -> None:
     """Apply a control command to each lane of a parallel run that has not ended."""
-    for lane in lane_runs(state):
+    for lane in _lane_runs(state):
         try:
             act(run_dir.parent / lane)
         except (UsageError, StateFileError):
@@ -239,6 +252,9 @@ def repair(run_dir: Path, clock: Clock) -> RunState:
         StateFileError: the state cannot be read, or cannot be written and the log
             does not say the run ended.
     """
+    from autopilot.runtime.liveness import driver_alive
+    from autopilot.store.events import EventLog
+
     folder = RunDir(run_dir)
     store = StateStore(folder.state)
     lock = FileLock(folder.driver_lock)
@@ -294,6 +310,7 @@ def status(run_dir: Path, clock: Clock | None = None) -> RunStatusReport:
     from autopilot.core.delivery import MessageSource
     from autopilot.loop.messages import pending_messages
     from autopilot.manage.activity import settled_state
+    from autopilot.runtime.liveness import driver_running, supervisor_alive
     from autopilot.store.reader import read_snapshot
 
     folder = RunDir(run_dir)

@@ -9,6 +9,8 @@ import shutil
 import stat
 from pathlib import Path
 
+import pytest
+
 from autopilot.store.finished import FINISHED_FILE
 from autopilot.view.stats import aggregate, collect
 from tests.conftest import run_cli
@@ -106,3 +108,48 @@ def test_a_run_whose_driver_was_gone_is_read_afresh_once_a_driver_holds_it(
     assert "interrupted" not in totals["byOutcome"]
     assert totals["byOutcome"]["active"] == 2
     assert "driver gone" not in line and "running" in line
+
+
+def test_a_cache_of_many_runs_is_read_and_written_by_msgspec_as_json_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A short cache goes through ``json``, a long one through msgspec: the same bytes,
+    the same entries, and a NaN (not JSON) is corrupt either way."""
+    from autopilot.store import finished
+
+    root, ids = _root(tmp_path)
+    fresh = aggregate(collect(root))
+    plain = (root / FINISHED_FILE).read_bytes()
+    cached = finished.FinishedRuns(root)._runs
+    assert set(cached) == {ids[0], ids[1], ids[3]}
+    monkeypatch.setattr(finished, "PLAIN_RUNS", 0)
+    monkeypatch.setattr(finished, "PLAIN_BYTES", 0)
+    again = finished.FinishedRuns(root)
+    assert again._runs == cached
+    again._changed = True
+    again.save()
+    assert (root / FINISHED_FILE).read_bytes() == plain
+    assert aggregate(collect(root)) == fresh
+    nan = plain.replace(b'"version":2', b'"version":2,"x":NaN')
+    for size in (0, len(nan)):
+        monkeypatch.setattr(finished, "PLAIN_BYTES", size)
+        (root / FINISHED_FILE).write_bytes(nan)
+        assert finished.FinishedRuns(root)._runs == {}
+
+
+def test_a_long_index_is_read_as_a_short_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``read_index`` decodes a long index with msgspec and a short one with ``json``:
+    the same rows, a NaN or a huge integer decided by ``json`` either way."""
+    from autopilot.store import index
+
+    root, _ = _root(tmp_path)
+    with (root / index.INDEX_FILE).open("ab") as rows:
+        rows.write(b'{"type":"armed","ts":NaN,"runId":"nan-1"}\n')
+        rows.write(b'{"type":"armed","ts":' + b"9" * 400 + b',"runId":"big-1"}\n')
+        rows.write(b"not json\n")
+    short = list(index.read_index(root))
+    assert [r["runId"] for r in short][-2:] == ["nan-1", "big-1"]
+    monkeypatch.setattr(index, "PLAIN_INDEX_BYTES", 0)
+    assert list(index.read_index(root)) == short

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -129,3 +131,52 @@ def test_a_line_over_the_read_cap_is_skipped_by_the_streaming_fold(tmp_path: Pat
     snap, offset = fold_log(path, chunk_bytes=64 * 1024)
     assert snap.label == "small" and snap.iteration == 1
     assert offset == path.stat().st_size
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=st.lists(_lines(), max_size=12), chunk=st.sampled_from([7, 64, 64 * 1024]))
+def test_a_short_log_read_without_msgspec_folds_and_yields_the_same(
+    lines: list[bytes], chunk: int
+) -> None:
+    """A process that has not loaded msgspec reads a short log with the seed reader's
+    own parser: the same snapshot, offset and events as msgspec's reading."""
+    from unittest import mock
+
+    from autopilot.store import reader
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "events.jsonl"
+        path.write_bytes(b"".join(line.replace(b"\n", b" ") + b"\n" for line in lines) + b"{")
+        read: dict[bool, tuple[Snapshot, int, list[Any], Snapshot]] = {}
+        for loaded in (True, False):
+            with mock.patch.object(reader, "_msgspec_loaded", lambda loaded=loaded: loaded):
+                events: list[Any] = []
+                snap, offset = fold_log(path, on_event=events.append, chunk_bytes=chunk)
+                read[loaded] = (snap, offset, events, fold_log(path, chunk_bytes=chunk)[0])
+        assert read[False] == read[True]
+        assert read[False][0] == read[False][3]
+        assert read[False][1] == path.stat().st_size - 1
+
+
+def test_a_long_log_is_read_with_msgspec(tmp_path: Path, monkeypatch: Any) -> None:
+    """Past ``PLAIN_READ_BYTES`` the fold decodes with msgspec (the check can fail:
+    the seed's parser is not called)."""
+    from autopilot.store import reader
+
+    path = tmp_path / "events.jsonl"
+    line = b'{"type":"iteration_start","ts":2,"runId":"r","iteration":1}\n'
+    path.write_bytes(line * 4)
+    seen: list[bytes] = []
+
+    def parse(raw: bytes) -> Any:
+        seen.append(raw)
+        return parse_event_line(raw)
+
+    monkeypatch.setattr(reader, "parse_event_line", parse)
+    monkeypatch.setattr(reader, "_msgspec_loaded", lambda: False)
+    assert fold_log(path, on_event=lambda _: None)[0].iteration == 1
+    assert len(seen) == 4
+    seen.clear()
+    monkeypatch.setattr(reader, "PLAIN_READ_BYTES", len(line))
+    assert fold_log(path, on_event=lambda _: None)[0].iteration == 1
+    assert seen == []

@@ -5,31 +5,31 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from autopilot import control
 from autopilot.cli.echo import say, say_json
-from autopilot.core.ending import describe_ending
 from autopilot.core.vocabulary import RunStatus
 from autopilot.errors import StateFileError
 from autopilot.loop.clock import SystemClock
-from autopilot.runtime.liveness import process_alive
-from autopilot.store.lanes import lane_views
 from autopilot.store.paths import resolve_run, run_dir, runs_root
 from autopilot.store.project_files import run_off_switch
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly
-from autopilot.view.plain import format_moment
-from autopilot.view.present import elapsed_ms, fmt_duration
 from autopilot.view.safe import shown
 
+# ``autopilot.control`` (for the commands), the views of time and ending, liveness and
+# lanes (for ``status`` and ``list``) are loaded by the functions that use them: each
+# command loads only its own.
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
     from autopilot.hook.status import HookRunView
 
 
 def ending_of(state: RunState) -> str:
     """``describe_ending`` for a terminated run's state."""
+    from autopilot.core.ending import describe_ending
+
     return describe_ending(state.termination_reason, completed=state.completed)
 
 
@@ -58,6 +58,8 @@ def status_text(state: RunState, now_ms: int) -> str:
     status = state.status.value
     until = state.waiting_until_ms
     if state.status in (RunStatus.RATE_LIMITED, RunStatus.WAITING) and until is not None:
+        from autopilot.view.plain import format_moment
+
         status += f" until {format_moment(until, day_of_ms=now_ms)}"
     if state.stop_requested or state.stop_now:
         return status + (" (stop --now requested)" if state.stop_now else " (stop requested)")
@@ -79,6 +81,9 @@ def status_text(state: RunState, now_ms: int) -> str:
 def hook_lines(state: RunState, hook: HookRunView, now_ms: int) -> list[str]:
     """A hook run's ``cost`` line and, in place of ``driver``, what it is: ``mode``
     (the session it is armed for), ``last stop`` and ``session`` (its CLI process)."""
+    from autopilot.view.plain import format_moment
+    from autopilot.view.present import fmt_duration
+
     spend = state.spend
     if hook.cost_known or spend.cost_usd > 0:
         cost = f"${spend.cost_usd:.4f}"
@@ -189,6 +194,8 @@ def orphan_agent_line(state: RunState, driver_alive: bool | None) -> str | None:
     and supervisor; None otherwise."""
     if state.terminated or driver_alive is not False or state.agent_pid is None:
         return None
+    from autopilot.runtime.liveness import process_alive
+
     if not process_alive(state.agent_pid, state.agent_start_time, None, state.host):
         return None
     return (
@@ -210,12 +217,16 @@ def _run_dir(run_ref: str | None) -> Path:
 
 def pause(run_ref: str | None) -> int:
     """``autopilot pause [RUN]``; its exit code."""
+    from autopilot import control
+
     say(control.pause(_run_dir(run_ref), SystemClock()).message)
     return 0
 
 
 def resume(run_ref: str | None) -> int:
     """``autopilot resume [RUN]``; its exit code."""
+    from autopilot import control
+
     folder = _run_dir(run_ref)
     before = read_state_quietly(RunDir(folder).state) or RunState()
     result = control.resume(folder, SystemClock())
@@ -238,6 +249,8 @@ def resume_message(run_id: str, before: RunState, after: RunState) -> str:
 
 def stop(now: bool, run_ref: str | None) -> int:
     """``autopilot stop [--now] [RUN]``; its exit code."""
+    from autopilot import control
+
     say(control.stop(_run_dir(run_ref), SystemClock(), now=now).message)
     return 0
 
@@ -248,6 +261,10 @@ def status(as_json: bool, run_ref: str | None) -> int:
     Raises:
         StateFileError: the run's ``state.json`` cannot be read (with the way out).
     """
+    from autopilot import control
+    from autopilot.view.plain import format_moment
+    from autopilot.view.present import elapsed_ms, fmt_duration
+
     folder = _run_dir(run_ref)
     try:
         report = control.status(folder)
@@ -295,7 +312,10 @@ def status(as_json: bool, run_ref: str | None) -> int:
         lines.append(f"worktree   {_field(worktree['path'])}")
         lines.append(f"branch     {_field(worktree['branch'])} (from {_field(worktree['origin'])})")
     root = runs_root(create=False)
-    lines.extend(shown(view.line()) for view in lane_views(root, state))
+    if "parallel" in state.extra:  # where ``lane_views`` finds a parallel run's lanes
+        from autopilot.store.lanes import lane_views
+
+        lines.extend(shown(view.line()) for view in lane_views(root, state))
     if state.supervisor_pid or report.supervisor is not None:
         supervisor = {True: "alive", False: "gone", None: "none"}[report.supervisor]
         if report.supervisor is False and report.alive is True and not state.terminated:

@@ -34,6 +34,7 @@ def list_runs(as_json: bool, limit: str | None) -> int:
         finished.keep_only({str(row["runId"]) for row in rows})
     lines = [f"{'started':<16}  {'run':<40} {'iteration':<10} status"] if rows else []
     now_ms = int(time.time() * 1000)
+    minutes: dict[int, str] = {}
     for row in rows:
         run_id = str(row["runId"])
         shown_row = _list_row(root, run_id, finished, now_ms)
@@ -45,11 +46,7 @@ def list_runs(as_json: bool, limit: str | None) -> int:
             say_json(dict(row, **{k: shown_row[k] for k in fields}))
             continue
         started = row.get("ts") if isinstance(row.get("ts"), int) else row.get("startedAt")
-        when = (
-            time.strftime("%Y-%m-%d %H:%M", time.localtime(started / 1000))
-            if isinstance(started, int)
-            else "????-??-?? ??:??"
-        )
+        when = _minute(started, minutes) if isinstance(started, int) else "????-??-?? ??:??"
         iteration = shown_row["iterations"]
         lines.append(
             f"{when}  {_one_line(run_id):<40} iter {'?' if iteration is None else iteration}/"
@@ -64,6 +61,17 @@ def list_runs(as_json: bool, limit: str | None) -> int:
         say("\n".join(lines))  # redacted and escaped as a whole
     finished.save()
     return 0
+
+
+def _minute(ms: int, shown: dict[int, str]) -> str:
+    """The local minute of epoch ``ms`` (``2026-12-02 05:22``), kept in ``shown`` by
+    minute: runs started in the same minute share it (a time zone's offset changes on
+    a whole minute)."""
+    minute = ms // 60_000
+    text = shown.get(minute)
+    if text is None:
+        text = shown[minute] = time.strftime("%Y-%m-%d %H:%M", time.localtime(minute * 60))
+    return text
 
 
 def _unclaimed_until(root: Path) -> dict[str, int]:

@@ -14,14 +14,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from autopilot.core.vocabulary import Action, Reason
+from autopilot.core.vocabulary import DEFAULT_EXTENSION, DEFAULT_MAX_TOTAL, Action, Reason
 
-if TYPE_CHECKING:  # types only: config.py reads this module's defaults
+if TYPE_CHECKING:  # types only
     from autopilot.core.attempt import Attempt
     from autopilot.core.policy import Decision, PolicyConfig
 
-DEFAULT_EXTENSION = 5
-DEFAULT_MAX_TOTAL = 50
+__all__ = [
+    "DEFAULT_EXTENSION",
+    "DEFAULT_MAX_TOTAL",
+    "Extension",
+    "ProgressSignals",
+    "adaptive_extension",
+    "extend_budget",
+]
 
 
 @dataclass(frozen=True)

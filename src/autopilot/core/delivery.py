@@ -28,11 +28,13 @@ Everything here is pure; the ledger is the ``delivery`` object of ``state.json``
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_MESSAGE_CHARS = 100_000
 """A message's text is at most this many characters (it goes into a prompt)."""
@@ -300,6 +302,8 @@ def render(messages: Iterable[Message]) -> str:
     Each message gets a heading saying who it is from and when it was queued (UTC),
     so the agent can tell a user's words from a driver notice.
     """
+    import datetime as _dt  # only where messages are shown with their times
+
     parts = []
     for message in ordered(messages):
         when = _dt.datetime.fromtimestamp(message.queued_at_ms / 1000, tz=_dt.UTC)

@@ -31,7 +31,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 MARK = "[REDACTED]"
 """What a secret is replaced with (after its public prefix)."""
@@ -41,35 +44,31 @@ _START = r"(?<![A-Za-z0-9_-])"
 
 _END = r"(?![A-Za-z0-9])"
 
-_PRIVATE_KEY = re.compile(
+_PRIVATE_KEY_PATTERN = (
     r"-----BEGIN ([A-Z0-9 ]*?)PRIVATE KEY((?: BLOCK)?)-----"
-    r".*?(?:-----END \1PRIVATE KEY\2-----|\Z)",
-    re.DOTALL,
+    r".*?(?:-----END \1PRIVATE KEY\2-----|\Z)"
 )
 
-_PREFIXED: tuple[re.Pattern[str], ...] = tuple(
-    re.compile(pattern)
-    for pattern in (
-        _START + r"(sk-ant-)[A-Za-z0-9_-]{12,}",
-        _START + r"(sk-)(?!ant-)[A-Za-z0-9_-]{20,}",
-        _START + r"(gh[pousr]_)[A-Za-z0-9]{30,}",
-        _START + r"(github_pat_)[A-Za-z0-9_]{30,}",
-        _START + r"(glpat-)[A-Za-z0-9_-]{20,}",
-        _START + r"(AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}" + _END,
-        _START + r"(xox[aboprs]-|xapp-)[A-Za-z0-9-]{10,}",
-        _START + r"(AIza)[0-9A-Za-z_-]{35}",
-        _START + r"((?:sk|rk)_(?:live|test)_)[A-Za-z0-9]{16,}",
-        _START + r"(npm_)[A-Za-z0-9]{36}",
-        _START + r"(hf_)[A-Za-z0-9]{30,}",
-        _START + r"(eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-        r"(?i:\b(bearer)\s+)(?=[A-Za-z0-9._~+/-]*[0-9])[A-Za-z0-9._~+/-]{8,}=*",
-    )
+_PREFIXED_PATTERNS = (
+    _START + r"(sk-ant-)[A-Za-z0-9_-]{12,}",
+    _START + r"(sk-)(?!ant-)[A-Za-z0-9_-]{20,}",
+    _START + r"(gh[pousr]_)[A-Za-z0-9]{30,}",
+    _START + r"(github_pat_)[A-Za-z0-9_]{30,}",
+    _START + r"(glpat-)[A-Za-z0-9_-]{20,}",
+    _START + r"(AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}" + _END,
+    _START + r"(xox[aboprs]-|xapp-)[A-Za-z0-9-]{10,}",
+    _START + r"(AIza)[0-9A-Za-z_-]{35}",
+    _START + r"((?:sk|rk)_(?:live|test)_)[A-Za-z0-9]{16,}",
+    _START + r"(npm_)[A-Za-z0-9]{36}",
+    _START + r"(hf_)[A-Za-z0-9]{30,}",
+    _START + r"(eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+    r"(?i:\b(bearer)\s+)(?=[A-Za-z0-9._~+/-]*[0-9])[A-Za-z0-9._~+/-]{8,}=*",
 )
 """Each keeps group 1 (the public prefix) and replaces the rest."""
 
-_URL_PASSWORD = re.compile(r"(://[^/\s:@]+:)[^/\s@]+@")
+_URL_PASSWORD_PATTERN = r"(://[^/\s:@]+:)[^/\s@]+@"
 
-_ASSIGNMENT = re.compile(
+_ASSIGNMENT_PATTERN = (
     r"((?<=[A-Z0-9])_KEY|(?i:api[_-]?key|secret|token|password|passwd|credentials?))"
     r"([\"']?\s*[=:]\s*[\"']?)(?!\[REDACTED\])[^\s\"',;]{8,}"
 )
@@ -77,6 +76,24 @@ _ASSIGNMENT = re.compile(
 (``*_KEY`` in capitals, as environment variables are named; ``*api_key``,
 ``*secret``, ``*token``, ``*password`` in any case). A value already redacted is left
 alone, with what follows it (``?token=[REDACTED]&format=json``)."""
+
+_compiled: tuple[re.Pattern[str], ...] = ()
+"""The patterns above, compiled on first use (text that passes ``_QUICK``): compiling
+them costs a command that shows nothing secret-like more than its output does."""
+
+
+def _patterns() -> tuple[re.Pattern[str], ...]:
+    """The private-key pattern, the prefixed ones, the URL password, the assignment
+    (two threads may both compile them; either result is kept whole)."""
+    global _compiled  # noqa: PLW0603 - a cache set once
+    if not _compiled:
+        _compiled = (
+            re.compile(_PRIVATE_KEY_PATTERN, re.DOTALL),
+            *map(re.compile, _PREFIXED_PATTERNS),
+            re.compile(_URL_PASSWORD_PATTERN),
+            re.compile(_ASSIGNMENT_PATTERN),
+        )
+    return _compiled
 
 
 def _keep_prefix(match: re.Match[str]) -> str:
@@ -114,13 +131,22 @@ LONG_TEXT_CHARS = 4096
 
 def _may_hold_secret(text: str) -> bool:
     """False only when no pattern above can match ``text``. Long text is matched in
-    lower case (a case-sensitive pattern's match is one too); outside ASCII,
-    case-folded, with the two letters a case-insensitive pattern also takes for ``i``
-    (U+0130, U+0131) made ``i`` (U+212A and U+017F fold to ``k`` and ``s``)."""
+    lower case (a case-sensitive pattern's match is one too). A case-insensitive
+    pattern also takes four letters outside ASCII for ASCII ones: U+212A (``k``,
+    which ``lower`` makes ``k``), U+017F (``s``), U+0130 and U+0131 (``i``); text
+    holding one of the last three is case-folded, with them made ``s`` and ``i``."""
     if len(text) < LONG_TEXT_CHARS:
         return _QUICK.search(text) is not None
-    folded = text.lower() if text.isascii() else _folded(text)
+    if text.isascii() or not any(letter in text for letter in _UNLOWERED):
+        folded = text.lower()
+    else:
+        folded = _folded(text)
     return any(word in folded for word in _QUICK_WORDS)
+
+
+_UNLOWERED = ("\u017f", "\u0130", "\u0131")
+"""The letters a case-insensitive pattern takes for ``s`` or ``i`` that ``lower``
+does not make ``s`` or ``i`` alone."""
 
 
 def _folded(text: str) -> str:
@@ -144,11 +170,12 @@ def redact(text: str) -> str:
 
 def _redact_all(text: str) -> str:
     """Every pattern applied to ``text`` (``redact`` without its quick check)."""
-    text = _PRIVATE_KEY.sub(_private_key, text)
-    for pattern in _PREFIXED:
+    private_key, *prefixed, url_password, assignment = _patterns()
+    text = private_key.sub(_private_key, text)
+    for pattern in prefixed:
         text = pattern.sub(_keep_prefix, text)
-    text = _URL_PASSWORD.sub(lambda m: m.group(1) + MARK + "@", text)
-    return _ASSIGNMENT.sub(lambda m: m.group(1) + m.group(2) + MARK, text)
+    text = url_password.sub(lambda m: m.group(1) + MARK + "@", text)
+    return assignment.sub(lambda m: m.group(1) + m.group(2) + MARK, text)
 
 
 def redact_value(value: Any, *, skip: Callable[[str], bool] | None = None) -> Any:

@@ -8,7 +8,10 @@ crashes of the driver.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @dataclass

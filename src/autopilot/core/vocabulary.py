@@ -40,6 +40,13 @@ HOOK_MODE = "hook"
 PARALLEL_MODE = "parallel"
 """A parallel backlog run: its lanes are the runs with daemons (relaunched one by one)."""
 
+DEFAULT_EXTENSION = 5
+"""Iterations a ``--self-improve`` run is granted at a time (``core.adaptive``; config
+``adaptive-extension``)."""
+
+DEFAULT_MAX_TOTAL = 50
+"""The most iterations adaptive extensions take a ``--self-improve`` run to."""
+
 
 class SeedStatus(StrEnum):
     """The status a folded log holds (``fold.Snapshot.status``): the seed reader's own

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import time
-from typing import Protocol
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Protocol
+else:  # what a protocol checks is types: at run time it is a plain base
+    Protocol = object
 
 
 class Clock(Protocol):

@@ -12,12 +12,16 @@ from pathlib import Path
 from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.errors import StateFileError, UsageError
 from autopilot.loop.clock import Clock
-from autopilot.runtime.liveness import driver_alive
-from autopilot.store.events import EventLog
 from autopilot.store.flock import FileLock
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import StateStore, read_state
+
+# The log and liveness are loaded by the functions that end a run, not by ``pause``
+# and ``resume``, which need only ``refuse_ended``.
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from autopilot.store.events import EventLog
 
 
 def refuse_ended(state: RunState, run_id: str) -> None:
@@ -57,6 +61,7 @@ def end_without_driver(run_dir: Path, store: StateStore, clock: Clock, note: str
     """End a run nobody drives: its leftover agent processes, then its records."""
     from autopilot.loop.recovery import end_left_processes, settle_open_attempt
     from autopilot.runtime.agents import adapter_for_state
+    from autopilot.store.events import EventLog
 
     folder = RunDir(run_dir)
     log = EventLog(folder.events, run_dir.name, clock.now_ms)
@@ -96,6 +101,8 @@ def stop_without_driver(run_dir: Path, clock: Clock, note: str) -> RunState | No
         UsageError: the run has ended.
         StateFileError: state.json is corrupt or cannot be written.
     """
+    from autopilot.runtime.liveness import driver_alive
+
     store = StateStore(RunDir(run_dir).state)
     lock = FileLock(RunDir(run_dir).driver_lock)
     if not lock.acquire():

@@ -21,7 +21,6 @@ from _socket import gethostname  # socket.gethostname itself, without socket's i
 from pathlib import Path
 from typing import Any
 
-from autopilot.loop.identity import is_same_process
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 
@@ -48,6 +47,8 @@ def process_alive(
         return None
     if host and host != gethostname():
         return True  # another machine's process cannot be checked from here
+    from autopilot.loop.identity import is_same_process  # only where a pid is recorded
+
     same = is_same_process(pid, start_time, command)
     return True if same is None else same
 

@@ -7,13 +7,16 @@ is named ``<name>.tmp.<pid>.<thread>`` (a relaunch removes ``state.json``'s).
 
 from __future__ import annotations
 
+import _thread  # the thread id, without threading's imports
 import json
 import os
-import threading
 from pathlib import Path
-from typing import Any
 
 from autopilot.store.private import open_private
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def write_atomically(path: Path, data: bytes, *, mode: int = 0o600, sync_dir: bool = True) -> None:
@@ -31,7 +34,7 @@ def write_atomically(path: Path, data: bytes, *, mode: int = 0o600, sync_dir: bo
     Raises:
         OSError: the write failed; ``path`` is unchanged and the temp file removed.
     """
-    tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}.{threading.get_ident()}")
+    tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}.{_thread.get_ident()}")
     try:
         with open(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as handle:
             handle.write(data)

@@ -16,20 +16,27 @@ host) and is used only while the caller finds it still gone (a driver started ag
 holds the lock before it writes a file). A missing, unreadable, corrupt or older cache
 file counts as empty, and the file is rewritten (temp file, fsync, rename) only when
 an entry was added or dropped; a cache that cannot be written is simply not kept.
+A cache of up to ``PLAIN_BYTES`` (or ``PLAIN_RUNS`` runs) is read (written) with
+``json``, a larger one with msgspec (the same bytes): msgspec is loaded only where
+thousands of runs repay its import.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from autopilot.store.atomic import write_atomically
 
 FINISHED_FILE = "finished.json"
+PLAIN_BYTES = 256 * 1024
+"""The largest cache read with ``json`` rather than msgspec (about a thousand runs,
+whose index is decoded by msgspec too: ``store.index``)."""
+PLAIN_RUNS = 1000
+"""The most runs whose cache is written with ``json`` rather than msgspec."""
 _VERSION = 2
 _Files = list[int]
 
@@ -129,18 +136,32 @@ class FinishedRuns:
         """Write the cache if it changed; a failure to write is ignored."""
         if not self._changed or not self.path.parent.is_dir():
             return
-        data = msgspec.json.encode({"version": _VERSION, "runs": self._runs})
+        cache = {"version": _VERSION, "runs": self._runs}
         try:
+            if len(self._runs) <= PLAIN_RUNS:
+                data = json.dumps(
+                    cache, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+                ).encode()
+            else:
+                import msgspec
+
+                data = msgspec.json.encode(cache)
             write_atomically(self.path, data)
-        except OSError:
+        except (OSError, ValueError, UnicodeError):  # a NaN or lone surrogate: not kept
             return
         self._changed = False
 
 
 def _load(path: Path) -> dict[str, dict[str, Any]]:
     try:
-        data = msgspec.json.decode(path.read_bytes())
-    except (OSError, msgspec.MsgspecError):
+        raw = path.read_bytes()
+        if len(raw) <= PLAIN_BYTES:
+            data = json.loads(raw, parse_constant=_not_json)
+        else:
+            import msgspec  # loaded already by the index of as many runs
+
+            data = msgspec.json.decode(raw)
+    except (OSError, ValueError, RecursionError):  # msgspec's errors are ValueErrors
         return {}
     if not isinstance(data, dict) or data.get("version") != _VERSION:
         return {}
@@ -148,3 +169,8 @@ def _load(path: Path) -> dict[str, dict[str, Any]]:
     if not isinstance(runs, dict):
         return {}
     return {k: v for k, v in runs.items() if isinstance(v, dict)}
+
+
+def _not_json(name: str) -> Any:
+    """NaN and Infinity are not JSON: a cache holding one is corrupt (as to msgspec)."""
+    raise ValueError(f"{name} is not JSON")

@@ -16,22 +16,18 @@ from typing import Any
 
 from autopilot.core.text import utf16_units
 from autopilot.core.vocabulary import SeedStatus
-from autopilot.store.event_format import JS_NUMBER_LIMIT
+from autopilot.store.event_format import EVENT_TYPES, JS_NUMBER_LIMIT, SEED_EVENT_TYPES
 from autopilot.store.fold_progress import (
     PROGRESS_HANDLERS,
     finite,
     nonempty_str,
     push,
 )
-from autopilot.store.records import (
-    DECODE_ERRORS,
-    RECORD_CLASSES,
-    RECORD_DECODER,
-    Record,
-    decode_record,
-    record_of,
-)
 from autopilot.store.snapshot import MAX_SNAPSHOT_HISTORY, Snapshot
+
+TYPE_CHECKING = False  # as typing's; ``store.records`` (msgspec) loads on first use
+if TYPE_CHECKING:
+    from autopilot.store.records import Record
 
 __all__ = ["MAX_SNAPSHOT_HISTORY", "Snapshot", "fold", "fold_event", "fold_lines", "fold_record"]
 
@@ -59,11 +55,38 @@ def fold_event(snap: Snapshot, event: Mapping[str, Any] | Record) -> None:
     """Apply one event to ``snap`` in place (the seed's ``foldEvent``).
 
     Only the seed's own types move ``updatedAt``: the seed reader skips lines of
-    autopilot's types, and its snapshot must come out the same.
+    autopilot's types, and its snapshot must come out the same. An event given as a
+    mapping is folded as its record would be (``records.record_of``: a type outside
+    the vocabulary folds nothing, a field it lacks reads as None), without msgspec.
     """
-    record = event if isinstance(event, Record) else record_of(event)
-    if record is not None:
-        fold_record(snap, record)
+    if not isinstance(event, Mapping):
+        fold_record(snap, event)
+        return
+    kind = event.get("type")
+    if not isinstance(kind, str) or kind not in _EVENT_TYPE_SET:
+        return
+    ts = event.get("ts")
+    if kind in SEED_EVENT_TYPES and finite(ts):
+        snap.updatedAt = ts
+    handler = _HANDLERS.get(kind)
+    if handler is not None:
+        handler(snap, _Fields(event), ts)
+
+
+class _Fields:
+    """An event mapping read as its record: each field an attribute, None when absent.
+
+    The handlers read only the fields their type folds (``records.FOLDED_FIELDS``),
+    so a record and this view of the same event give them the same values.
+    """
+
+    __slots__ = ("_event",)
+
+    def __init__(self, event: Mapping[str, Any]) -> None:
+        self._event = event
+
+    def __getattr__(self, name: str) -> Any:
+        return self._event.get(name)
 
 
 def fold_record(snap: Snapshot, record: Record) -> None:
@@ -83,8 +106,10 @@ def fold_lines(snap: Snapshot, lines: Iterable[bytes]) -> None:
     This is the loop behind every read of a whole log: ``records.decode_record``
     written out inline, since it runs a million times for a million-event log.
     """
+    from autopilot.store.records import DECODE_ERRORS, RECORD_DECODER, decode_record
+
     decode = RECORD_DECODER.decode
-    by_class = _BY_CLASS
+    by_class = _by_class()
     for line in lines:
         record: Record | None
         try:
@@ -290,7 +315,19 @@ _HANDLERS: dict[str, Any] = {
     **PROGRESS_HANDLERS,
 }
 
-_BY_CLASS: dict[type[Record], tuple[Any, bool]] = {
-    cls: (_HANDLERS.get(event_type), cls.seed) for event_type, cls in RECORD_CLASSES.items()
-}
-"""Each record class's handler (None: nothing to fold) and whether it moves ``updatedAt``."""
+_EVENT_TYPE_SET = frozenset(EVENT_TYPES)
+
+_BY_CLASS: dict[type[Record], tuple[Any, bool]] = {}
+
+
+def _by_class() -> dict[type[Record], tuple[Any, bool]]:
+    """Each record class's handler (None: nothing to fold) and whether it moves
+    ``updatedAt``; built on first use, with ``store.records``."""
+    if not _BY_CLASS:
+        from autopilot.store.records import RECORD_CLASSES
+
+        _BY_CLASS.update(
+            (cls, (_HANDLERS.get(event_type), cls.seed))
+            for event_type, cls in RECORD_CLASSES.items()
+        )
+    return _BY_CLASS

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,20 +61,35 @@ def append_index_row(root: Path, armed_event: Mapping[str, Any]) -> None:
             os.close(fd)
 
 
+PLAIN_INDEX_BYTES = 256 * 1024
+"""An index up to this size (about a thousand runs) is read with ``json`` alone: for
+a short one, loading msgspec costs more than its faster decoding saves."""
+
+
+def _decoder(size: int) -> Callable[[bytes], Any]:
+    """``json.loads`` for an index of ``size`` bytes, or msgspec's decoder (several
+    times faster, for thousands of runs; it raises a ``ValueError`` where ``json``
+    must decide)."""
+    if size <= PLAIN_INDEX_BYTES:
+        return json.loads
+    import msgspec
+
+    decode: Callable[[bytes], Any] = msgspec.json.decode
+    return decode
+
+
 def read_index(root: Path) -> Iterator[dict[str, Any]]:
     """Yield index rows oldest first, skipping anything that is not an ``armed`` row."""
     try:
         stream = (root / INDEX_FILE).open("rb")
     except FileNotFoundError:
         return
-    import msgspec  # several times faster than json for an index of thousands of runs
-
-    decode = msgspec.json.decode
     with stream:
+        decode = _decoder(os.fstat(stream.fileno()).st_size)
         for raw in iter_event_lines(stream):
             try:
                 row = decode(raw)
-            except msgspec.MsgspecError:  # json decides what msgspec refuses (NaN, a huge int)
+            except ValueError:  # json decides what msgspec refuses (NaN, a huge int)
                 try:
                     row = json.loads(raw)
                 except (ValueError, RecursionError):

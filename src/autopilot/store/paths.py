@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from autopilot.errors import RunNotFoundError, RunsRootError, UsageError
 from autopilot.store.rundir import RunDir
 from autopilot.store.xdg import xdg_runs_root
 
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
     from autopilot.store.run_state import RunState
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
+    from typing import Any
+
     from autopilot.store.run_state import RunState
 
 PROJECT_DIR = ".autopilot"

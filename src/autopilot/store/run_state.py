@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from autopilot.config import DEFAULT_MAX_ITERATIONS, RunConfig
 from autopilot.core.delivery import DeliveryLedger
@@ -28,6 +27,10 @@ from autopilot.core.vocabulary import (
 )
 from autopilot.errors import StateFileError
 from autopilot.store.state_shape import SHAPE, check_fields
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 REBUILT_MARK = "rebuiltFromLog"
 """``state.json``'s field (kept in ``RunState.extra``) on a state ``autopilot doctor

@@ -20,7 +20,6 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 from autopilot.core.redact import redact
 from autopilot.errors import StateFileError
@@ -28,6 +27,10 @@ from autopilot.store.atomic import write_atomically
 from autopilot.store.flock import holding
 from autopilot.store.private import make_private_dir
 from autopilot.store.run_state import RunState, decode_state
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 LOCK_TIMEOUT_SECONDS = 30.0
 

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 from autopilot.errors import StateFileError
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 _TEXT = "a string"
 _FLAG = "true or false"

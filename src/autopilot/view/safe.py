@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from autopilot.core.redact import redact, redact_value
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 _ESCAPED_CODES: tuple[int, ...] = (
     *(code for code in range(0x20) if code not in (0x09, 0x0A)),
