@@ -3,12 +3,13 @@ and ``doctor`` names the secret-looking variables that still reach an agent."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 from autopilot.agents.base import Invocation
-from autopilot.agents.environment import agent_environment
+from autopilot.agents.environment import agent_environment, with_autopilot_on_path
 from autopilot.agents.registry import make_adapter
 from autopilot.config import RunConfig
 from autopilot.config_sources import build_config
@@ -121,3 +122,59 @@ def test_doctor_names_secret_looking_variables_never_values(tmp_path: Path) -> N
 def test_doctor_reports_bad_settings(tmp_path: Path) -> None:
     findings = check_environment({"AUTOPILOT_ENV_EXCLUDE": "A=B"}, project=tmp_path)
     assert [(f.level, f.subject) for f in findings] == [(Level.FAIL, "settings")]
+
+
+def _script(folder: Path, name: str = "autopilot") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / name
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    return folder
+
+
+def test_autopilot_outside_the_agents_path_is_appended_to_it(tmp_path: Path) -> None:
+    scripts = _script(tmp_path / "venv" / "bin")
+    env = with_autopilot_on_path({"PATH": "/usr/bin:/bin", "HOME": "/h"}, scripts)
+    # Last, so the agent's own python and tools stay the ones its PATH names first.
+    assert env == {"PATH": f"/usr/bin:/bin:{scripts}", "HOME": "/h"}
+
+
+def test_an_autopilot_already_on_the_path_is_left_as_it_is(tmp_path: Path) -> None:
+    scripts = _script(tmp_path / "venv" / "bin")
+    on_path = _script(tmp_path / "global")
+    env = with_autopilot_on_path({"PATH": f"/usr/bin:{on_path}"}, scripts)
+    assert env == {"PATH": f"/usr/bin:{on_path}"}
+
+
+def test_a_scripts_folder_with_no_autopilot_is_not_added(tmp_path: Path) -> None:
+    scripts = _script(tmp_path / "bin", name="python")
+    assert with_autopilot_on_path({"PATH": "/usr/bin"}, scripts) == {"PATH": "/usr/bin"}
+
+
+def test_an_agent_started_without_the_venv_on_path_can_run_autopilot_report(
+    tmp_path: Path,
+) -> None:
+    """The run's agent gets an ``autopilot`` on its PATH when its driver was started as
+    ``.venv/bin/autopilot`` from a shell without the venv (backlog runs' reports)."""
+    agent = tmp_path / "agent.sh"
+    agent.write_text('#!/bin/sh\ncommand -v autopilot > "$1"\n')
+    agent.chmod(0o755)
+    found = tmp_path / "found.txt"
+    result = run_cli(
+        [
+            "run",
+            "-p",
+            "x",
+            "--max-iterations",
+            "1",
+            "--agent",
+            "command",
+            "--",
+            str(agent),
+            str(found),
+        ],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert found.exists(), result.stdout + result.stderr  # the agent ran
+    assert found.read_text().strip() == str(Path(sys.executable).parent / "autopilot")

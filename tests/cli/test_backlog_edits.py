@@ -189,3 +189,28 @@ def test_a_broken_line_and_a_cycle_added_mid_run(
     assert _completed_once(_events(repo)) == {"a": 1, "d": 1, "b": 1, "y": 1}
     state = json.loads((_run_dir(repo.parent) / "state.json").read_text())
     assert state["hold"] is None
+
+
+def test_a_plain_run_waiting_at_a_gate_says_the_whole_question_and_how_to_answer(
+    repo: Path, fake_agent: FakeAgent
+) -> None:
+    """A run in the foreground waits at a gate until a person answers from another
+    terminal; its plain output names the whole question and the two commands."""
+    run_cli(["tasks", "add", "Held back", "--id", "held"], cwd=repo)
+    assert run_cli(["tasks", "block", "held", "--reason", "x" * 300], cwd=repo).returncode == 0
+    proc = _start(repo, fake_agent([[{"result": "ok"}]]), "--max-iterations", "3")
+    try:
+
+        def gated() -> bool:
+            return any(e["type"] == "gate" and e.get("state") == "waiting" for e in _events(repo))
+
+        _wait_for(gated, TIMEOUT)
+        assert run_cli(["stop"], cwd=repo).returncode == 0
+        out, _ = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    run_id = _run_dir(repo.parent).name
+    hint = next(line for line in out.splitlines() if "waits for your answer" in line)
+    assert "x" * 300 in hint  # the whole question, not the event line's 160 characters
+    assert hint.endswith(f"autopilot answer {run_id} TEXT, or autopilot approve {run_id}")

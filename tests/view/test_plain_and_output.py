@@ -261,3 +261,16 @@ def test_plain_from_the_end_prints_only_new_events(tmp_path: Path) -> None:
     threading.Timer(0.4, append_lines, (folder / "events.jsonl", _line(final))).start()
     assert follow_plain(folder, lines.append, liveness=lambda *_: True, from_end=True) == 0
     assert lines == [format_event(final)]
+
+
+def test_a_waiting_gate_gets_a_hint_and_an_answered_one_none() -> None:
+    from autopilot.view.plain import waiting_hint
+
+    asked = {"type": "gate", "state": "waiting", "question": "which\x1b[2J way?\nleft"}
+    hint = waiting_hint(asked, "r1")
+    assert hint is not None and "\x1b" not in hint and "\n" not in hint
+    assert "waits for your answer: which" in hint and "way? left" in hint
+    assert hint.endswith("autopilot answer r1 TEXT, or autopilot approve r1")
+    assert waiting_hint({"type": "gate", "question": "why?"}, "r1") is not None  # a decision's gate
+    assert waiting_hint({"type": "gate", "state": "answered", "answer": "go"}, "r1") is None
+    assert waiting_hint({"type": "warning", "question": "why?"}, "r1") is None

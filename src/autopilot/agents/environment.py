@@ -9,7 +9,10 @@ plus the run's own variables and the invocation's.
 from __future__ import annotations
 
 import fnmatch
+import os
+import shutil
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from autopilot.agents.base import Invocation
 
@@ -115,3 +118,25 @@ def agent_environment(
     env.update(extra)
     env.update(invocation.env_set)
     return env
+
+
+def with_autopilot_on_path(environ: Mapping[str, str], scripts_dir: Path) -> dict[str, str]:
+    """``environ`` with ``scripts_dir`` appended to its ``PATH`` when no ``autopilot`` is
+    found on that ``PATH`` and ``scripts_dir`` holds one.
+
+    A backlog run's agent reports its decision with ``autopilot report``; started as
+    ``.venv/bin/autopilot`` from a shell whose ``PATH`` lacks the venv, the agent would
+    get "command not found" and its item would be blocked for want of a report. The
+    directory is appended, never put first, so the agent's own ``python`` and tools
+    stay the ones its ``PATH`` names. ``scripts_dir`` is where this interpreter's
+    console scripts are (``sysconfig.get_path("scripts")``).
+    """
+    found = dict(environ)
+    path = found.get("PATH", os.defpath)
+    if shutil.which("autopilot", path=path) is not None:
+        return found
+    own = scripts_dir / "autopilot"
+    if not (own.is_file() and os.access(own, os.X_OK)):
+        return found
+    found["PATH"] = f"{path}{os.pathsep}{scripts_dir}" if path else str(scripts_dir)
+    return found

@@ -5,12 +5,13 @@ call), and the attempt opened in ``state.json`` once the agent runs."""
 from __future__ import annotations
 
 import os
+import sysconfig
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
 from autopilot.agents.base import AgentAdapter, InvocationRequest, StreamParser
-from autopilot.agents.environment import agent_environment
+from autopilot.agents.environment import agent_environment, with_autopilot_on_path
 from autopilot.core.markers import MarkerState, finish_markers, scan_markers
 from autopilot.core.vocabulary import AgentEventKind, EndedBy, EventType, RunStatus
 from autopilot.loop.identity import process_start_time
@@ -42,7 +43,9 @@ class Launcher:
         runner: Starts agent processes.
         record: The driver's record (events, the attempt opened in the state).
         cwd: The work tree.
-        base_env: The environment agents inherit (default ``os.environ``).
+        base_env: The environment agents inherit (default ``os.environ``), with this
+            autopilot's scripts folder on its ``PATH`` if it has no ``autopilot``
+            (``agents.environment.with_autopilot_on_path``).
         run_id: Given to the agent as ``AUTOPILOT_RUN_ID`` (its run folder is not).
         should_kill: Polled while the agent runs; True ends it now.
         handoff: Told when an attempt opens (the messages it is handed).
@@ -64,7 +67,9 @@ class Launcher:
         self.runner = runner
         self.record = record
         self.cwd = cwd
-        self.base_env = dict(os.environ if base_env is None else base_env)
+        self.base_env = with_autopilot_on_path(
+            os.environ if base_env is None else base_env, Path(sysconfig.get_path("scripts"))
+        )
         self.run_id = run_id
         self.should_kill = should_kill
         self.handoff = handoff

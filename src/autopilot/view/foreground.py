@@ -24,7 +24,7 @@ from autopilot.runtime.locks import ProjectLock, RunLocks
 from autopilot.store.paths import run_dir
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state
-from autopilot.view.plain import format_event
+from autopilot.view.plain import format_event, waiting_hint
 
 
 def drive(
@@ -67,6 +67,9 @@ def drive(
 
     def on_event(event: dict[str, Any]) -> None:
         echo(format_event(event))
+        hint = waiting_hint(event, run_id)
+        if hint is not None:  # the run waits here until a person answers
+            echo(hint)
 
     driver = Driver(
         root,

@@ -109,3 +109,24 @@ def format_event(event: Mapping[str, Any]) -> str:
             shown = _safe_value(value)
         parts.append(f"{name}={shown}")
     return escape_controls(_SURROGATE_RE.sub("\ufffd", " ".join(parts)))
+
+
+def waiting_hint(event: Mapping[str, Any], run_id: str) -> str | None:
+    """For a ``gate`` event that asks a person (not an ``answered`` one), the whole
+    question and how to answer it, as one safe line; None for any other event.
+
+    ``format_event`` cuts a value at 160 characters, and a run in the foreground
+    waits at a gate until a person answers from another terminal, so the line says
+    how (``autopilot answer RUN TEXT`` or ``autopilot approve RUN``).
+    """
+    question = event.get("question")
+    if event.get("type") != "gate" or event.get("state") == "answered":
+        return None
+    if not isinstance(question, str) or not question.strip():
+        return None
+    said = " ".join(redact(question).split())
+    line = (
+        f"autopilot: {run_id} waits for your answer: {said} — from another terminal: "
+        f"autopilot answer {run_id} TEXT, or autopilot approve {run_id}"
+    )
+    return escape_controls(_SURROGATE_RE.sub("\ufffd", line))
