@@ -129,8 +129,15 @@ def merge(
         for number, handler in before.items():
             signal.signal(number, handler)
         into_checkout.release()
+    left_out = ", ".join(result.left_out)
     if not result.merged:
-        say(f"nothing to merge: {result.into} already has everything on {result.branch}")
+        if left_out:
+            say(
+                f"nothing to merge: {result.branch} changes only autopilot's records of the "
+                f"run ({left_out}), which a merge leaves out"
+            )
+        else:
+            say(f"nothing to merge: {result.into} already has everything on {result.branch}")
         return 0
     for line in verified:
         say(line)
@@ -139,6 +146,11 @@ def merge(
         f"{len(result.files)} file{'s' if len(result.files) != 1 else ''} changed, "
         f"now at {result.after[:12]} (was {result.before[:12]})"
     )
+    if left_out:
+        say(
+            f"left out {left_out}: autopilot's records of the run, not its work "
+            f"({result.into} keeps its own; they stay on {result.branch})"
+        )
     dirty = workspace.repo.dirty_paths(work_only=True)
     if dirty:
         say(
