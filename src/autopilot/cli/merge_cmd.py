@@ -147,9 +147,11 @@ def merge(
         f"now at {result.after[:12]} (was {result.before[:12]})"
     )
     if left_out:
+        one = len(result.left_out) == 1
         say(
-            f"left out {left_out}: autopilot's records of the run, not its work "
-            f"({result.into} keeps its own; they stay on {result.branch})"
+            f"{left_out} left out: autopilot's record{'' if one else 's'} of the run, not its "
+            f"work ({result.into} keeps its own; {'it stays' if one else 'they stay'} on "
+            f"{result.branch})"
         )
     dirty = workspace.repo.dirty_paths(work_only=True)
     if dirty:
