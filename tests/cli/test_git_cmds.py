@@ -125,6 +125,41 @@ def test_restore_and_undo_from_the_command_line(tmp_path: Path) -> None:
     assert "restored   before-restore-0001 at" in run_cli(["status", run_id], cwd=tmp_path).stdout
 
 
+def test_restore_and_diff_leave_a_backlog_runs_records_alone(tmp_path: Path) -> None:
+    # Each iteration's checkpoint is taken with its item still running; the item is
+    # concluded after it. A restore must not bring the claim back, nor diff show it.
+    repo = make_repo(tmp_path / "repo")
+    (repo / ".autopilot").mkdir()
+    tasks = repo / ".autopilot" / "tasks.jsonl"
+    root = tmp_path / "runs"
+    run_id = make_run(
+        root, "work", now_ms(), terminal=("complete", "backlog_done"), state={"cwd": str(repo)}
+    )
+    store = checkpoints_of(root / run_id, open_repository(repo))
+    tasks.write_text('{"id": "a", "status": "ready"}\n')
+    store.take_baseline()
+    for number in (1, 2):
+        tasks.write_text(f'{{"id": "a", "status": "running", "attempt": {number}}}\n')
+        (repo / "step.txt").write_text(f"{number}\n")
+        store.take_iteration(number)
+    tasks.write_text('{"id": "a", "status": "completed", "attempt": 2}\n')
+    (repo / ".autopilot" / "memory.md").write_text("notes\n")
+
+    patch = run_cli(["diff", run_id, "--iteration", "2"], cwd=tmp_path).stdout
+    assert "step.txt" in patch and "tasks.jsonl" not in patch
+    done = run_cli(["restore", run_id, "--iteration", "1"], cwd=tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[:3] == [
+        f"restored iter-0001 of run {run_id} in {repo}: 1 file (modified step.txt)",
+        "kept .autopilot/memory.md as it is (a restore does not rewind it)",
+        "kept .autopilot/tasks.jsonl as it is (a restore does not rewind it)",
+    ]
+    assert tasks.read_text() == '{"id": "a", "status": "completed", "attempt": 2}\n'
+    assert (repo / ".autopilot" / "memory.md").read_text() == "notes\n"
+    assert (repo / "step.txt").read_text() == "1\n"
+
+
 def test_restore_refuses_while_the_driver_is_alive(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     run_id = recorded_run(tmp_path, repo)
@@ -212,6 +247,34 @@ def test_merge_a_worktree_run(tmp_path: Path) -> None:
     again = run_cli(["merge", run_id], cwd=repo)
     assert again.returncode == 0, again.stderr
     assert again.stdout == f"nothing to merge: main already has everything on autopilot/{run_id}\n"
+
+
+def test_merge_leaves_a_committed_memory_file_on_the_branch(tmp_path: Path) -> None:
+    # A run made before the worktree's .gitignore: its agent's git add -A committed
+    # the memory file, which the user's checkout has, untracked, of its own.
+    repo = make_repo(tmp_path / "repo")
+    (repo / ".autopilot").mkdir()
+    (repo / ".autopilot" / "memory.md").write_text("the checkout's\n")
+    run_id, place = _worktree_run(tmp_path, repo)
+    (place / ".autopilot").mkdir()
+    (place / ".autopilot" / "memory.md").write_text("the run's\n")
+    git(place, "add", "-A")
+    git(place, "commit", "-q", "-m", "memory")
+    before = git(repo, "rev-parse", "--short=12", "HEAD").strip()
+
+    done = run_cli(["merge", run_id], cwd=repo)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[:2] == [
+        f"merged autopilot/{run_id} into main (merge): 1 file changed, now at "
+        f"{git(repo, 'rev-parse', '--short=12', 'HEAD').strip()} "
+        f"(was {before})",
+        ".autopilot/memory.md left out: autopilot's record of the run, not its work "
+        f"(main keeps its own; it stays on autopilot/{run_id})",
+    ]
+    assert (repo / ".autopilot" / "memory.md").read_text() == "the checkout's\n"
+    assert git(repo, "ls-files", ".autopilot") == ""
+    assert (repo / "feature.txt").read_text() == "feature\n"
 
 
 def test_diff_in_a_terminal_escapes_what_the_agent_wrote(tmp_path: Path) -> None:

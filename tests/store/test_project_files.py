@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autopilot.store.project_files import off_switch, run_projects
+from autopilot.store.approved_run import APPROVED_RUN_FILE
+from autopilot.store.backlog import TASKS_FILE
+from autopilot.store.project_files import RECORD_NAMES, is_record, off_switch, run_projects
+from autopilot.store.reports import APPLIED_DECISION_FILE, DECISION_FILE, REJECTED_DECISION_FILE
 
 
 def test_a_worktree_runs_off_switches_are_its_folder_and_the_same_folder_of_the_checkout(
@@ -28,3 +31,15 @@ def test_the_checkouts_off_file_holds_a_worktree_run(tmp_path: Path) -> None:
     (checkout / ".autopilot" / "OFF").write_text("")
     assert off_switch(str(worktree), record) == checkout / ".autopilot" / "OFF"
     assert off_switch(str(worktree), None) is None
+
+
+def test_the_records_are_the_files_autopilot_keeps_in_dot_autopilot() -> None:
+    files = (TASKS_FILE, APPROVED_RUN_FILE, DECISION_FILE, APPLIED_DECISION_FILE)
+    for path in (*files, REJECTED_DECISION_FILE):
+        assert path.parent.name == ".autopilot" and path.name in RECORD_NAMES
+        assert is_record(path.as_posix())
+        assert is_record(f"deep/down/{path.as_posix()}")
+    assert is_record(".autopilot/memory.md") and is_record(".autopilot/OFF")
+    assert not is_record(".autopilot/config.toml")
+    assert not is_record("memory.md") and not is_record("x.autopilot/memory.md")
+    assert not is_record(".autopilot/sub/memory.md")

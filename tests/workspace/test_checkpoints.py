@@ -144,6 +144,57 @@ def test_restore_round_trip_keeps_branch_index_and_memory(tmp_path: Path) -> Non
     assert taken.changes == (FileChange("A", "after.txt"),)
 
 
+def test_restore_keeps_every_record_and_diff_leaves_them_out(tmp_path: Path) -> None:
+    # A backlog run: the item is claimed before the iteration's checkpoint and
+    # concluded after it; a restore must not bring the claim back.
+    repo = make_repo(tmp_path / "repo")
+    records = (".autopilot/tasks.jsonl", "sub/.autopilot/tasks.jsonl")
+    for folder in (repo / ".autopilot", repo / "sub/.autopilot"):
+        folder.mkdir(parents=True)
+    for path in records:
+        (repo / path).write_text('{"id": "a", "status": "ready"}\n')
+    (repo / ".autopilot/config.toml").write_text("max-iterations = 5\n")
+    store = checkpoints_in(repo, tmp_path)
+    store.take_baseline()
+    (repo / "code.py").write_text("one\n")
+    for path in records:
+        (repo / path).write_text('{"id": "a", "status": "running"}\n')
+    (repo / ".autopilot/config.toml").write_text("max-iterations = 9\n")
+    store.take_iteration(1)
+    patch = store.diff(store.find_iteration(0), store.find_iteration(1)).decode()
+    assert "code.py" in patch and "max-iterations = 9" in patch
+    assert "tasks.jsonl" not in patch
+    (repo / "code.py").write_text("two\n")
+    for path in records:
+        (repo / path).write_text('{"id": "a", "status": "done"}\n')
+    (repo / ".autopilot/approved-run.json").write_text("{}\n")
+    (repo / ".autopilot/OFF").write_text("")
+    (repo / ".autopilot/consistency-decision.applied.json").write_text("{}\n")
+    (repo / ".autopilot/config.toml").write_text("max-iterations = 12\n")
+    kept = {path: (repo / path).read_bytes() for path in records}
+
+    result = store.restore(store.find_iteration(1))
+
+    assert (repo / "code.py").read_text() == "one\n"
+    assert (repo / ".autopilot/config.toml").read_text() == "max-iterations = 9\n"
+    assert {path: (repo / path).read_bytes() for path in records} == kept
+    for name in ("approved-run.json", "OFF", "consistency-decision.applied.json"):
+        assert (repo / ".autopilot" / name).exists(), name
+    assert {c.path for c in result.changes} == {"code.py", ".autopilot/config.toml"}
+    assert result.kept == (
+        ".autopilot/OFF",
+        ".autopilot/approved-run.json",
+        ".autopilot/consistency-decision.applied.json",
+        ".autopilot/tasks.jsonl",
+        "sub/.autopilot/tasks.jsonl",
+    )
+    # Back to the baseline, which had no OFF: the pause stays.
+    store.restore(store.find_iteration(0))
+    assert (repo / ".autopilot/OFF").exists()
+    assert (repo / ".autopilot/tasks.jsonl").read_bytes() == kept[".autopilot/tasks.jsonl"]
+    assert not (repo / "code.py").exists()
+
+
 def test_restore_refuses_an_untracked_file_in_the_way_and_changes_nothing(
     tmp_path: Path,
 ) -> None:

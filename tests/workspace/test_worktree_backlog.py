@@ -44,6 +44,11 @@ def test_a_worktree_backlog_run_works_the_checkouts_backlog(tmp_path: Path, repo
     assert not (worktree / ".autopilot" / "tasks.jsonl").exists()
     assert not (repo / "notes.md").exists()  # the checkout was not written
     assert "notes.md" in git(repo, "show", "--stat", f"autopilot/{folder.name}")
+    # The agent's git add -A committed its work, never autopilot's memory file.
+    assert (worktree / ".autopilot" / "memory.md").exists()
+    committed = git(repo, "ls-tree", "-r", "--name-only", f"autopilot/{folder.name}").split()
+    assert not [path for path in committed if path.startswith(".autopilot/")]
+    assert git(worktree, "status", "--porcelain", "--untracked-files=all") == ""
     events = read_jsonl(folder / "events.jsonl")
     assert [e["itemId"] for e in events if e["type"] == "workitem_start"] == ["notes"]
     assert (events[-1]["type"], events[-1]["reason"]) == ("complete", "backlog_done")

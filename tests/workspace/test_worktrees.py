@@ -8,6 +8,7 @@ import pytest
 
 from autopilot.errors import MergeConflictError, RepositoryError
 from autopilot.workspace.merge import MergeMode, merge_back
+from autopilot.workspace.records import hide_records
 from autopilot.workspace.repo import open_repository
 from autopilot.workspace.worktrees import (
     branch_is_merged,
@@ -178,7 +179,11 @@ def test_merge_bad_input_changes_nothing(tmp_path: Path) -> None:
     checkout = open_repository(repo)
 
     (repo / "a.txt").write_text("the user's untracked a.txt\n")
-    with pytest.raises(RepositoryError, match=r"uncommitted changes .* \(a.txt\)"):
+    with pytest.raises(
+        RepositoryError,
+        match=r"^cannot merge autopilot/run-1: it changes a file that is modified or untracked "
+        r"in .* \(a\.txt\); commit, stash or move it away first; nothing was changed$",
+    ):
         merge_back(checkout, branch, MergeMode.MERGE, message="m")
     (repo / "a.txt").unlink()
 
@@ -220,6 +225,71 @@ def test_nothing_to_merge_and_no_identity(tmp_path: Path) -> None:
             with pytest.raises(RepositoryError, match="git does not know who you are"):
                 merge_back(checkout, branch, mode, message="m")
         assert (user_git_state(repo), files_of(repo)) == before
+
+
+def test_a_worktree_keeps_autopilots_records_out_of_git_add_all(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    place, branch = worktree_for(repo, tmp_path, "run-1")
+    assert hide_records(place) and not hide_records(place)  # a file there is left
+    (place / ".autopilot/memory.md").write_text("run notes\n")
+    (place / ".autopilot/OFF").write_text("")
+    (place / ".autopilot/consistency-decision.applied.json").write_text("{}\n")
+    (place / ".autopilot/config.toml").write_text("max-iterations = 3\n")
+    commit_in(place, "work.txt", "work\n", "the agent's commit")
+    committed = git(repo, "ls-tree", "-r", "--name-only", branch).split()
+    assert ".autopilot/config.toml" in committed and "work.txt" in committed
+    assert not [p for p in committed if p.startswith(".autopilot/") and "config" not in p]
+    assert git(place, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+@pytest.mark.parametrize("mode", list(MergeMode))
+def test_merge_never_brings_a_branchs_records(tmp_path: Path, mode: MergeMode) -> None:
+    # An agent that force-adds autopilot's records: the user's branch keeps its own.
+    repo = make_repo(tmp_path / "repo")
+    commit_in(repo, ".autopilot/tasks.jsonl", "the user's queue\n", "user's backlog")
+    place, branch = worktree_for(repo, tmp_path, "run-1")
+    commit_in(place, ".autopilot/memory.md", "run notes\n", "agent adds memory")
+    commit_in(place, ".autopilot/tasks.jsonl", "the run's copy\n", "agent edits backlog")
+    commit_in(place, "work.txt", "work\n", "agent's work")
+    if mode is not MergeMode.MERGE:
+        commit_in(repo, "user.txt", "user\n", "the user's own")
+    (repo / ".autopilot/memory.md").write_text("the checkout's memory, untracked\n")
+    (repo / ".autopilot/tasks.jsonl").write_text("claimed by a run, uncommitted\n")
+    checkout = open_repository(repo)
+
+    done = merge_back(checkout, branch, mode, message="autopilot: merge run run-1")
+
+    assert done.merged and done.files == ("work.txt",)
+    assert done.left_out == (".autopilot/memory.md", ".autopilot/tasks.jsonl")
+    tree = git(repo, "ls-tree", "-r", "--name-only", "HEAD").split()
+    assert ".autopilot/memory.md" not in tree and "work.txt" in tree
+    assert git(repo, "show", "HEAD:.autopilot/tasks.jsonl") == "the user's queue\n"
+    assert (repo / ".autopilot/memory.md").read_text() == "the checkout's memory, untracked\n"
+    assert (repo / ".autopilot/tasks.jsonl").read_text() == "claimed by a run, uncommitted\n"
+    assert (repo / "work.txt").read_text() == "work\n"
+    assert git(repo, "diff", "--cached", "--name-only") == ""
+
+
+def test_records_in_conflict_or_alone_are_left_out(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    commit_in(repo, ".autopilot/memory.md", "shared\n", "user's memory")
+    place, branch = worktree_for(repo, tmp_path, "run-1")
+    commit_in(place, ".autopilot/memory.md", "the run's\n", "agent's memory")
+    commit_in(repo, ".autopilot/memory.md", "the user's\n", "user's memory again")
+    checkout = open_repository(repo)
+    head = git(repo, "rev-parse", "HEAD")
+
+    alone = merge_back(checkout, branch, MergeMode.MERGE, message="m")
+    assert not alone.merged and alone.left_out == (".autopilot/memory.md",)
+    assert git(repo, "rev-parse", "HEAD") == head
+
+    commit_in(place, "work.txt", "work\n", "agent's work")
+    done = merge_back(checkout, branch, MergeMode.MERGE, message="m")
+    assert done.merged and done.files == ("work.txt",)
+    assert (repo / ".autopilot/memory.md").read_text() == "the user's\n"
+    assert (
+        git(repo, "log", "-1", "--format=%P").split()[1] == git(repo, "rev-parse", branch).strip()
+    )
 
 
 def test_merging_runs_no_hook(tmp_path: Path) -> None:

@@ -132,7 +132,10 @@ def _colored(line: str) -> str:
 @click.option("--stat", is_flag=True, help="A summary per file instead of the patch.")
 @RUN_ARG
 def diff(iteration: str | None, stat: bool, run_ref: str | None) -> int:
-    """Show what RUN changed in the working tree (or what one iteration changed)."""
+    """Show what RUN changed in the working tree (or what one iteration changed).
+
+    autopilot's records in .autopilot/ (memory.md, tasks.jsonl, …) are left out.
+    """
     _, _, workspace = open_run(run_ref)
     history = workspace.checkpoints.history()
     if not history:
@@ -173,7 +176,8 @@ def restore(iteration: str | None, name: str | None, run_ref: str | None) -> int
     """Bring the working tree back to a checkpoint of RUN (undoable).
 
     A checkpoint of the tree as it is comes first. Your branch, HEAD and index are
-    not changed, and .autopilot/memory.md is not rewound.
+    not changed, and autopilot's records in .autopilot/ (memory.md, OFF, tasks.jsonl,
+    approved-run.json, the consistency-decision files) are not rewound; config.toml is.
     """
     if (iteration is None) == (name is None):
         raise UsageError("give one of --iteration N or --checkpoint NAME")

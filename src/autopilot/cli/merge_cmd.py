@@ -129,8 +129,15 @@ def merge(
         for number, handler in before.items():
             signal.signal(number, handler)
         into_checkout.release()
+    left_out = ", ".join(result.left_out)
     if not result.merged:
-        say(f"nothing to merge: {result.into} already has everything on {result.branch}")
+        if left_out:
+            say(
+                f"nothing to merge: {result.branch} changes only autopilot's records of the "
+                f"run ({left_out}), which a merge leaves out"
+            )
+        else:
+            say(f"nothing to merge: {result.into} already has everything on {result.branch}")
         return 0
     for line in verified:
         say(line)
@@ -139,6 +146,13 @@ def merge(
         f"{len(result.files)} file{'s' if len(result.files) != 1 else ''} changed, "
         f"now at {result.after[:12]} (was {result.before[:12]})"
     )
+    if left_out:
+        one = len(result.left_out) == 1
+        say(
+            f"{left_out} left out: autopilot's record{'' if one else 's'} of the run, not its "
+            f"work ({result.into} keeps its own; {'it stays' if one else 'they stay'} on "
+            f"{result.branch})"
+        )
     dirty = workspace.repo.dirty_paths(work_only=True)
     if dirty:
         say(

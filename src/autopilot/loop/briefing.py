@@ -31,6 +31,7 @@ from autopilot.store import memory
 from autopilot.store.project_files import memory_path, run_projects
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
+from autopilot.workspace.records import hide_records
 
 
 class Briefing:
@@ -52,6 +53,7 @@ class Briefing:
         self.cwd = cwd
         self.policy = policy
         worktree = record.state.extra.get("worktree")
+        self.in_worktree = isinstance(worktree, dict)
         self.delivery = Delivery(
             folder.path,
             record.log,
@@ -103,8 +105,12 @@ class Briefing:
 
     def keep_memory(self, *, start: bool = False) -> None:
         """The memory file: put back if the agent deleted it, made empty at the run's
-        start if there is none, and copied into the run folder."""
+        start if there is none, and copied into the run folder. In a ``--worktree``
+        run's worktree, ``.autopilot/.gitignore`` keeps it and autopilot's other records
+        out of the agent's commits (``workspace.records.hide_records``; put back too)."""
         try:
+            if self.in_worktree:
+                hide_records(self.cwd)
             if memory.restore_if_missing(self.cwd, self.folder.path):
                 self.record.emit(
                     EventType.MEMORY_RESTORED,

@@ -16,6 +16,28 @@ if TYPE_CHECKING:
 PROJECT_DIR = ".autopilot"
 OFF_NAME = "OFF"
 MEMORY_NAME = "memory.md"
+RECORD_NAMES = (
+    MEMORY_NAME,
+    OFF_NAME,
+    "tasks.jsonl",
+    "approved-run.json",
+    "consistency-decision.json",
+    "consistency-decision.applied.json",
+    "consistency-decision.rejected.json",
+)
+"""autopilot's records in a ``.autopilot/`` folder: the run's memory, the pause file,
+the backlog, its approved boundary and an agent's decision file (as it is, applied or
+rejected). They tell what a run did and is doing, so ``restore`` never rewinds them,
+``diff`` leaves them out, a ``--worktree`` run's branch never commits them and
+``merge`` never brings them (``workspace.records``). ``config.toml`` is not one: it is
+the user's, and follows the code."""
+
+
+def is_record(path: str) -> bool:
+    """Is ``path``, a ``/``-separated path in a repository, one of the ``RECORD_NAMES``
+    in a ``.autopilot/`` folder (at any depth: a run may work in a subfolder)?"""
+    folder, _, name = path.rpartition("/")
+    return name in RECORD_NAMES and (folder == PROJECT_DIR or folder.endswith("/" + PROJECT_DIR))
 
 
 def project_dir(project: Path) -> Path:

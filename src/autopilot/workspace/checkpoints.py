@@ -10,8 +10,10 @@ with one changed file only hashes that file; later ones reuse its stat informati
 Each checkpoint's parent is the run's previous checkpoint, and its message carries
 ``Autopilot-*`` trailers (run, name, sequence, HEAD, files changed). Restoring brings
 the working tree to a checkpoint after a safety checkpoint of the tree as it is (so a
-restore can be undone) and never rewinds ``.autopilot/memory.md`` nor the pause file
-``.autopilot/OFF`` (``docs/architecture.md``, "The project's ``.autopilot/`` folder").
+restore can be undone) and never rewinds autopilot's records in ``.autopilot/`` (the
+memory file, the pause file, the backlog, its approved boundary, a decision file:
+``workspace.records``), which ``diff`` leaves out too; ``config.toml`` follows the code
+(``docs/architecture.md``, "The project's ``.autopilot/`` folder").
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from pathlib import Path
 
 from autopilot.errors import GitCommandError, RepositoryError, UsageError
 from autopilot.store.private import PRIVATE_FILE_MODE
-from autopilot.store.project_files import MEMORY_NAME, OFF_NAME, PROJECT_DIR
 from autopilot.workspace.changes import in_the_way, tree_changes
 from autopilot.workspace.checkpoint_facts import (
     Checkpoint,
@@ -35,12 +36,11 @@ from autopilot.workspace.checkpoint_facts import (
     checkpoint_of,
     iteration_name,
 )
-from autopilot.workspace.repo import AUTOPILOT_IDENTITY, Repository, first_line, split_z
+from autopilot.workspace.records import NOT_RECORDS, record_changes, with_records
+from autopilot.workspace.repo import AUTOPILOT_IDENTITY, Repository, first_line
 
 REF_ROOT = "refs/autopilot"
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-NOT_REWOUND = (f"{PROJECT_DIR}/{MEMORY_NAME}", f"{PROJECT_DIR}/{OFF_NAME}")
-"""Paths a restore leaves as they are (the run's memory, the pause file)."""
 
 _DAMAGED_INDEX = re.compile(
     rb"index file corrupt|bad signature|unknown index entry|smaller than expected|bad index"
@@ -135,7 +135,8 @@ class Checkpoints:
         return tree_changes(self.repo, old_tree, new_tree)
 
     def diff(self, old: Checkpoint | None, new: Checkpoint, *, stat: bool = False) -> bytes:
-        """``git diff`` between two checkpoints (``old`` None: the empty tree), as bytes.
+        """``git diff`` between two checkpoints (``old`` None: the empty tree), as bytes,
+        autopilot's records left out (they are the run's, not the agent's work).
 
         External diff tools and text conversion filters are not run.
         """
@@ -147,7 +148,7 @@ class Checkpoints:
         ]
         if stat:
             args.append("--stat")
-        return self.repo.out(*args, old.tree if old else EMPTY_TREE, new.tree, "--")
+        return self.repo.out(*args, old.tree if old else EMPTY_TREE, new.tree, "--", *NOT_RECORDS)
 
     # Writing -------------------------------------------------------------------------
 
@@ -311,43 +312,14 @@ class Checkpoints:
         return self._taken
 
     def _keeping(self, target_tree: str, current_tree: str) -> tuple[str, tuple[str, ...]]:
-        """``target_tree`` with the ``NOT_REWOUND`` paths as ``current_tree`` has them."""
-        differing = [
-            path
-            for path in NOT_REWOUND
-            if self._entry(target_tree, path) != self._entry(current_tree, path)
-        ]
+        """``target_tree`` with autopilot's records (``workspace.records``) as
+        ``current_tree`` has them, and the records that differed."""
+        differing = record_changes(self.repo, target_tree, current_tree)
         if not differing:
             return target_tree, ()
         scratch = self.index_path.with_name(self.index_path.name + ".restore")
-        env = {"GIT_INDEX_FILE": str(scratch)}
-        try:
-            self.repo.out("read-tree", target_tree, env=env)
-            for path in differing:
-                entry = self._entry(current_tree, path)
-                if entry is None:
-                    self.repo.out("update-index", "--force-remove", "--", path, env=env)
-                else:
-                    mode, sha = entry
-                    self.repo.out(
-                        "update-index", "--add", "--cacheinfo", f"{mode},{sha},{path}", env=env
-                    )
-            tree = self.repo.text("write-tree", env=env)
-            _keep_private(scratch)
-            return tree, tuple(differing)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                scratch.unlink()
-
-    def _entry(self, tree: str, path: str) -> tuple[str, str] | None:
-        """(mode, blob sha) of ``path`` in ``tree``, or None."""
-        data = self.repo.out("ls-tree", "-z", tree, "--", path)
-        for item in split_z(data):
-            meta, _, found = item.partition("\t")
-            parts = meta.split()
-            if found == path and len(parts) == 3 and parts[1] == "blob":
-                return parts[0], parts[2]
-        return None
+        tree = with_records(self.repo, target_tree, differing, scratch)
+        return tree, tuple(change.path for change in differing)
 
 
 def _keep_private(index: Path) -> None:

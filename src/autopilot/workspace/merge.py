@@ -3,7 +3,10 @@
 The result is worked out first without touching the checkout: ``git merge-tree
 --write-tree`` for a merge or a squash (git 2.38 or later), a rebase in a temporary
 worktree for ``--rebase``. On a conflict nothing is changed and the conflicting files
-are named; the run's branch is left for the user. A clean result is applied to the
+are named; the run's branch is left for the user. autopilot's records on the branch
+(``workspace.records``: the memory file, …) are never brought: the result keeps the
+user's branch's (a commit on top puts them back after a fast-forward or a rebase).
+A clean result is applied to the
 checkout as a fast-forward of the user's branch: ``read-tree -m -u`` (which keeps the
 user's other uncommitted changes) and then ``update-ref`` of the branch; it is refused
 first if it would overwrite anything of the user's, an ignored file included
@@ -21,7 +24,9 @@ from enum import StrEnum
 from pathlib import Path
 
 from autopilot.errors import AutopilotError, GitCommandError, MergeConflictError, RepositoryError
+from autopilot.store.project_files import is_record
 from autopilot.workspace.changes import in_the_way, tree_changes
+from autopilot.workspace.records import record_changes, with_records
 from autopilot.workspace.repo import Repository, first_line, open_repository, run_git, split_z
 from autopilot.workspace.scratch import scratch_worktree
 
@@ -47,6 +52,8 @@ class MergeResult:
         before: That branch's commit before.
         after: Its commit after (``before`` when there was nothing to merge).
         files: Paths the merge changed in the checkout.
+        left_out: autopilot's records the branch changed, left as the user's branch
+            has them (``workspace.records``).
     """
 
     mode: MergeMode
@@ -56,6 +63,7 @@ class MergeResult:
     before: str
     after: str
     files: tuple[str, ...]
+    left_out: tuple[str, ...] = ()
 
     @property
     def merged(self) -> bool:
@@ -111,6 +119,7 @@ def merge_back(
         )
     if _is_ancestor(checkout, tip, head):
         return MergeResult(mode, branch, into, tip, head, head, ())
+    parents: list[str] | None = None  # of the commit made here, if one is
     if _is_ancestor(checkout, head, tip) and mode is not MergeMode.SQUASH:
         target = tip  # a fast-forward
     elif mode is MergeMode.REBASE:
@@ -121,11 +130,42 @@ def merge_back(
             return MergeResult(mode, branch, into, tip, head, head, ())  # e.g. squashed before
         parents = [head, tip] if mode is MergeMode.MERGE else [head]
         target = _commit(checkout, tree, parents, message)
+    target, left_out = _without_records(checkout, branch, head, target, parents, message)
+    if target == head:
+        return MergeResult(mode, branch, into, tip, head, head, (), left_out)
     files = _applicable(checkout, head, target, branch)
     if verify is not None:
         verify(target)
     _apply(checkout, into, head, target, branch)
-    return MergeResult(mode, branch, into, tip, head, target, files)
+    return MergeResult(mode, branch, into, tip, head, target, files, left_out)
+
+
+def _without_records(
+    repo: Repository,
+    branch: str,
+    head: str,
+    target: str,
+    parents: list[str] | None,
+    message: str,
+) -> tuple[str, tuple[str, ...]]:
+    """``target`` with autopilot's records (``workspace.records``) as ``head`` has them,
+    and the records that differed: a merge or squash commit made here is made again
+    without them, a commit of the branch (a fast-forward, a rebase) gets one on top
+    that puts them back. ``head`` itself when the branch changed nothing else."""
+    changes = record_changes(repo, target, head)
+    if not changes:
+        return target, ()
+    left_out = tuple(change.path for change in changes)
+    tree = with_records(repo, target, changes)
+    if tree == repo.text("rev-parse", f"{head}^{{tree}}"):
+        return head, left_out
+    if parents is not None:
+        return _commit(repo, tree, parents, message), left_out
+    note = (
+        f"Leave out autopilot's records of {branch}\n\n"
+        f"{', '.join(left_out)}: the run's, not its work (they stay on {branch}).\n"
+    )
+    return _commit(repo, tree, [target], note), left_out
 
 
 @contextlib.contextmanager
@@ -178,6 +218,8 @@ def _is_ancestor(repo: Repository, older: str, newer: str) -> bool:
 def _merged_tree(repo: Repository, branch: str, head: str, tip: str) -> str:
     done = repo.run("merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", head, tip)
     items = split_z(done.stdout)
+    if done.returncode == 1 and items and all(is_record(path) for path in items[1:]):
+        return items[0]  # its records, conflicts and all, are replaced by the user's
     if done.returncode == 1 and items:
         raise _conflict(branch, repo.top, items[1:])
     if done.returncode != 0 or not items:
@@ -265,8 +307,10 @@ def _applicable(repo: Repository, head: str, target: str, branch: str) -> tuple[
     overlap = [path for path in files if path in dirty]
     if overlap:
         raise RepositoryError(
-            f"uncommitted changes in {repo.top} to files {branch} changes ({_some(overlap)}); "
-            "commit or stash them first; nothing was changed"
+            f"cannot merge {branch}: it changes {_files(overlap)} that "
+            f"{'is' if len(overlap) == 1 else 'are'} modified or untracked in {repo.top} "
+            f"({_some(overlap)}); commit, stash or move "
+            f"{'it' if len(overlap) == 1 else 'them'} away first; nothing was changed"
         )
     blocked = in_the_way(repo.top, changes)
     if blocked:
@@ -275,6 +319,10 @@ def _applicable(repo: Repository, head: str, target: str, branch: str) -> tuple[
             f"files ({_some(blocked)}); move them away first; nothing was changed"
         )
     return files
+
+
+def _files(paths: list[str]) -> str:
+    return "a file" if len(paths) == 1 else f"{len(paths)} files"
 
 
 def _some(paths: list[str], limit: int = 10) -> str:
