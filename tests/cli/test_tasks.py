@@ -345,6 +345,19 @@ def test_report_is_recorded_for_the_driver(run: str, capsys: pytest.CaptureFixtu
     assert claim_reports(run_dir(runs_root(), run)) == []
 
 
+def test_long_evidence_is_cut_where_it_enters(run: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = autopilot(
+        capsys, "report", "retry_same_unit", "--item", "unit-1", "--evidence", "y" * 13_000
+    )
+    assert (code, err) == (0, "")
+    assert "(its --evidence was cut to fit the item's record)" in out
+    claimed = claim_reports(run_dir(runs_root(), run))
+    assert claimed[0].report is not None
+    (evidence,) = claimed[0].report.evidence
+    assert evidence.startswith("yyy") and evidence.endswith(" bytes]") and "… [cut: " in evidence
+    assert len(evidence.encode()) <= 2048
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
