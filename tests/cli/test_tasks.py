@@ -15,8 +15,10 @@ from autopilot.cli import main as cli_main
 from autopilot.config import RunConfig
 from autopilot.core.vocabulary import RunStatus
 from autopilot.loop.arming import PromptSource, arm_run
+from autopilot.loop.backlog import BacklogShell
 from autopilot.loop.clock import SystemClock
 from autopilot.loop.identity import process_identity
+from autopilot.store.backlog import Backlog
 from autopilot.store.paths import run_dir, runs_root
 from autopilot.store.reports import claim_reports
 from autopilot.store.run_state import RunState
@@ -345,6 +347,19 @@ def test_report_is_recorded_for_the_driver(run: str, capsys: pytest.CaptureFixtu
     assert claim_reports(run_dir(runs_root(), run)) == []
 
 
+def test_long_evidence_is_cut_where_it_enters(run: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = autopilot(
+        capsys, "report", "retry_same_unit", "--item", "unit-1", "--evidence", "y" * 13_000
+    )
+    assert (code, err) == (0, "")
+    assert "(its --evidence was cut to fit the item's record)" in out
+    claimed = claim_reports(run_dir(runs_root(), run))
+    assert claimed[0].report is not None
+    (evidence,) = claimed[0].report.evidence
+    assert evidence.startswith("yyy") and evidence.endswith(" bytes]") and "… [cut: " in evidence
+    assert len(evidence.encode()) <= 2048
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -546,6 +561,47 @@ def test_a_work_item_change_during_an_iteration_is_refused_not_undone_later(
     store.update(lambda s: setattr(s, "iteration_open", False))  # between iterations
     assert autopilot(capsys, "tasks", "block", "a", "--reason", "later")[0] == 0
     assert _lines(project)[0]["status"] == "blocked"
+
+
+def test_a_change_is_refused_from_the_moment_the_run_took_its_copy_of_the_items(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run marks its turn under the backlog's lock as it takes its copy, before the
+    agent starts and before state.json says the iteration is open."""
+    (project / ".autopilot").mkdir()
+    (project / TASKS).write_text(json.dumps({"id": "a", "status": "ready", "prompt": "p"}) + "\n")
+    run_id = arm_run(
+        runs_root(),
+        RunConfig(agent="demo"),
+        PromptSource(text="x"),
+        project,
+        SystemClock(),
+        mode="backlog",
+    )
+    folder = run_dir(runs_root(), run_id)
+    store = StateStore(folder / "state.json")
+    me = process_identity(os.getpid())
+    assert me is not None
+
+    def driver(state: RunState) -> None:  # this process stands for its driver
+        state.pid, state.pid_start_time, state.pid_command = os.getpid(), me.start_time, me.command
+
+    store.update(driver)
+    shell = BacklogShell(Backlog(project, runs_root() / ".locks"), run_id, folder, _no_event)
+    assert shell.begin(4).item is not None
+    assert not store.read().iteration_open
+    before = (project / TASKS).read_text()
+    code, out, err = autopilot(capsys, "tasks", "edit", "a", "--prompt", "q")
+    assert code == 2 and out == ""
+    assert f"run {run_id} is in iteration 4, and a work item changed now" in err
+    assert (project / TASKS).read_text() == before
+    shell.end(4, folder / "iter-4", [], project)  # no report: a stays running
+    assert autopilot(capsys, "tasks", "edit", "a", "--prompt", "q")[0] == 0
+    assert _lines(project)[0]["prompt"] == "q"
+
+
+def _no_event(event_type: str, **fields: Any) -> None:
+    return None
 
 
 def test_edit_with_no_options_and_no_terminal_says_which_options_edit(

@@ -218,3 +218,21 @@ def test_arm_takes_the_attempt_limit_as_run_does(project: Path, how: str) -> Non
     refused = run_cli([*args[:4], "--max-item-attempts", "-1"], cwd=project)
     assert refused.returncode == 2
     assert "--max-item-attempts must be a whole number" in refused.stderr
+
+
+def test_a_persons_change_during_the_sessions_turn_is_refused_not_undone(
+    tmp_path: Path, project: Path
+) -> None:
+    clock, run_id, session = _armed(tmp_path, project)
+    blocks(session.stop(clock, last="armed"))  # the turn on a begins
+    before = (project / ".autopilot" / "tasks.jsonl").read_text()
+    for args in (["block", "b", "--reason", "x"], ["edit", "b", "--prompt", "other"]):
+        refused = run_cli(["tasks", *args], cwd=project)
+        assert refused.returncode == 2, refused.stderr
+        assert f"run {run_id} is in iteration 1 of its session" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+    assert (project / ".autopilot" / "tasks.jsonl").read_text() == before
+    _report(run_id, "a", "stop")
+    session.stop(clock, active=True, last="stopping")  # the turn ends, the run stops
+    assert run_cli(["tasks", "block", "b", "--reason", "x"], cwd=project).returncode == 0
+    assert _tasks(project)["b"]["status"] == "blocked"

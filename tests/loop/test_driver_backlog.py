@@ -503,3 +503,22 @@ def test_the_attempt_limit_is_the_armed_one_not_one_written_into_state_json(
     assert driver.run().reason == "user_stopped"
     assert len(runner.requests) == 1
     assert _tasks(rig) == {"gamma": "blocked"}
+
+
+def test_the_run_marks_its_turn_while_the_agent_works_and_clears_it_after(
+    tmp_path: Path,
+) -> None:
+    """A person's change is refused while the mark is there (``cli.tasks_guard``)."""
+    from autopilot.store.backlog_turn import turn_of
+
+    rig = arm_backlog(tmp_path, [ITEMS[2]], max_iterations=3)
+    seen: list[Any] = []
+
+    def decide(item: str, attempt: int, cwd: Path) -> Any:
+        seen.append(turn_of(rig.folder))
+        return "continue_next", {}, ("wrote it",)
+
+    driver, _ = rig.driver([agent(rig, decide)])
+    assert driver.run().reason == "backlog_done"
+    assert seen == [(1, "gamma")]
+    assert turn_of(rig.folder) is None

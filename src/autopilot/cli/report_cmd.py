@@ -4,6 +4,7 @@ The agent runs it through its shell tool inside an iteration; it finds its run f
 ``AUTOPILOT_RUN_ID`` (set in every agent's environment), ``--run``, or in hook mode
 the run armed for the session it runs inside (``CLAUDE_CODE_SESSION_ID``,
 ``CODEX_THREAD_ID``). The report is
+cut to the sizes an item record holds (``core.item_bounds``; a cut leaves a marker),
 checked at once against the backlog, and anything wrong is printed with how to fix
 it (exit 2), so the agent can correct itself in the same turn. An accepted report
 waits in the run's folder for the driver, which applies it when the iteration ends.
@@ -18,6 +19,7 @@ from pathlib import Path
 import click
 
 from autopilot.cli.echo import say
+from autopilot.core.item_bounds import bound_report
 from autopilot.core.item_report import ItemDecision, ItemReport, validate_report
 from autopilot.errors import UsageError
 from autopilot.store.backlog import Backlog
@@ -101,7 +103,8 @@ def report(
     worktree = RunWorktree.from_json(state.extra.get("worktree"))
     project = project_home(Path(state.cwd or "."), worktree)
     items = Backlog(project, root / ".locks").read().items
-    claimed = ItemReport(item_id, chosen, _criteria(criteria), tuple(evidence))
+    given = ItemReport(item_id, chosen, _criteria(criteria), tuple(evidence))
+    claimed = bound_report(given)
     problems = validate_report(items, claimed)
     if problems:
         raise UsageError("report not recorded: " + "; ".join(problems))
@@ -114,4 +117,5 @@ def report(
         ItemDecision.ASK_USER_META: "the run waits for the user's answer after this iteration",
         ItemDecision.STOP: "the run stops when this iteration ends",
     }.get(chosen, "it is applied when this iteration ends")
-    say(f"autopilot: recorded {chosen.value} for {item_id}: {what}")
+    cut = " (its --evidence was cut to fit the item's record)" if claimed != given else ""
+    say(f"autopilot: recorded {chosen.value} for {item_id}{cut}: {what}")

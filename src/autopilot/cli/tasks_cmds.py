@@ -166,44 +166,14 @@ def show(item_id: str) -> None:
         say(line)
 
 
-def _refuse_during_an_iteration(project: Path) -> None:
-    """Refuse to change a work item while a backlog run of ``project`` is in an
-    iteration: at its end the run takes every change to an item made meanwhile for the
-    agent's and undoes it (``core.backlog_step.reconcile``), so the change would not
-    hold. Between iterations the run takes a person's change in.
-
-    Raises:
-        BacklogError: a backlog run of this project is in an iteration.
-    """
-    from autopilot.runtime.liveness import driver_running
-    from autopilot.store.paths import list_run_ids
-    from autopilot.store.rundir import RunDir
-    from autopilot.store.state import read_state_quietly
-
-    root = runs_root(create=False)
-    if not root.is_dir():
-        return
-    for run_id in list_run_ids(root):
-        folder = root / run_id
-        state = read_state_quietly(RunDir(folder).state)
-        if state is None or state.terminated or state.mode != "backlog":
-            continue
-        if not state.iteration_open or state.cwd is None or Path(state.cwd) != project:
-            continue
-        if driver_running(folder, state) is False:
-            continue  # its driver died: the next one takes a person's change in
-        raise BacklogError(
-            f"run {run_id} is in iteration {state.iteration}, and a work item changed now "
-            f"would be undone at its end: change it between iterations (autopilot pause "
-            f"{run_id} holds the run at the next one)"
-        )
-
-
 def _change_item(item_id: str, change: Any) -> WorkItem:
-    _refuse_during_an_iteration(Path.cwd().resolve())
+    from autopilot.cli.tasks_guard import refuse_during_an_iteration
+
+    project = Path.cwd().resolve()
     changed: list[WorkItem] = []
 
     def apply(current: BacklogFile) -> BacklogFile:
+        refuse_during_an_iteration(project)  # under the lock the run marks its turn in
         item = change(_find(current, item_id))
         changed.append(item)
         return current.replace_item(item)

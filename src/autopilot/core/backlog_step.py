@@ -27,6 +27,7 @@ from autopilot.core.decisions import (
     missing_report,
     start_item,
 )
+from autopilot.core.item_bounds import bound_report, fit_item
 from autopilot.core.item_report import CheckOutcome, ItemDecision, ItemReport, validate_report
 from autopilot.core.ready_queue import backlog_problems, next_item, open_items
 from autopilot.core.workitem_events import (
@@ -163,6 +164,8 @@ def choose_report(
 ) -> tuple[ItemReport | None, list[str]]:
     """The newest valid report about the running item, and why the others were refused.
 
+    Each report is cut to the sizes an item record holds first (``item_bounds.bound_report``).
+
     Returns:
         ``(report or None, problems)``, one problem line per refused report.
     """
@@ -172,11 +175,12 @@ def choose_report(
         if report.item_id != item_id:
             problems.append(f"a report about {report.item_id!r} was ignored: {item_id} was running")
             continue
-        found = validate_report(items, report)
+        bounded = bound_report(report)
+        found = validate_report(items, bounded)
         if found:
             problems.append(f"a {report.decision.value} report was refused: {'; '.join(found)}")
         else:
-            chosen = report
+            chosen = bounded
     return chosen, problems
 
 
@@ -228,6 +232,9 @@ def conclude_item(
             without counting toward ``MISSING_REPORTS_BEFORE_ASKING``, but after
             ``max_attempts`` such iterations in a row it is blocked
             (``decisions.cut_short_item``), with no question.
+
+    The item after it is cut to its line cap (``item_bounds.fit_item``), so the
+    decision is written and counted whatever the agent said.
     """
     if report is not None:
         after = limit_attempts(apply_report(item, report, checks), max_attempts)
@@ -235,6 +242,7 @@ def conclude_item(
         after = cut_short_item(item, max_attempts)
     else:
         after = missing_report(item)
+    after = fit_item(after)
     decision = report.decision if report is not None else None
     # The agent's question, or missing decisions, ask a person; an attempt limit does not.
     asked = after.status is ItemStatus.BLOCKED and (

@@ -1,7 +1,8 @@
 """A backlog run's work at the iteration boundary: the thin shell over ``core.backlog_step``.
 
 ``begin`` (before the agent): read ``tasks.jsonl`` afresh, take in a person's edits,
-choose and start the item, write the file, and hand back the prompt — or say that
+choose and start the item, mark the run's turn (``store.backlog_turn``), write the
+file, and hand back the prompt — or say that
 the backlog is done, that a person is needed, or that the file cannot be read (the
 run holds, nothing is rewritten). ``end`` (after the agent): claim the agent's
 reports and decision file, undo what the agent changed in ``tasks.jsonl``, reopen the
@@ -45,6 +46,7 @@ from autopilot.loop.backlog_marks import Tree
 from autopilot.loop.checks import DEFAULT_CHECK_TIMEOUT_SECONDS
 from autopilot.loop.claims import Lanes, claim_next, held_elsewhere
 from autopilot.store.backlog import Backlog, BacklogFile
+from autopilot.store.backlog_turn import clear_turn, mark_turn
 
 Emit = Callable[..., Any]
 """``emit(event_type, **fields)``: append one event to the run's log."""
@@ -223,6 +225,9 @@ class BacklogShell:
                 self._write(plan.items)
             self.ours = tuple(plan.items)
             return Begun(done=plan.done, question=plan.question)
+        # Marked in the same hold of the lock as the copy is taken: a person's change
+        # made from now on is refused, not undone at the iteration's end.
+        mark_turn(self.run_folder, iteration, plan.item.id)
         self._write(plan.items)
         self.emit_all(plan.events, iteration)
         self.running = plan.item
@@ -288,7 +293,9 @@ class BacklogShell:
         if item is None:
             return None
         self.running = None
-        return end_item(self, item, iteration, iteration_folder, changed_paths, cwd, relaunch)
+        ended = end_item(self, item, iteration, iteration_folder, changed_paths, cwd, relaunch)
+        clear_turn(self.run_folder)  # the file holds the conclusion: a person may change it
+        return ended
 
     def done(self) -> bool:
         """No item is open and every completed item passed its checks."""

@@ -28,6 +28,7 @@ from autopilot.core.backlog_step import (
 )
 from autopilot.core.boundary import surface_violations
 from autopilot.core.decisions import limit_attempts, reopen_for_conflict, reopen_for_violation
+from autopilot.core.item_bounds import fit_item
 from autopilot.core.item_report import CheckOutcome, ItemDecision, ItemReport
 from autopilot.core.workitem_events import (
     backlog_snapshot_fields,
@@ -272,8 +273,8 @@ def _land(
     if item.status is ItemStatus.COMPLETED:
         landed = shell.lanes.land(item)
         if landed.conflicts:
-            reopened = limit_attempts(
-                reopen_for_conflict(item, landed.conflicts), shell.max_item_attempts
+            reopened = fit_item(
+                limit_attempts(reopen_for_conflict(item, landed.conflicts), shell.max_item_attempts)
             )
             shell.emit(
                 "merge_conflict",
@@ -305,8 +306,8 @@ def _violation(
     violations: Sequence[str],
     report: ItemReport | None,
 ) -> Ended:
-    reopened = limit_attempts(
-        reopen_for_violation(item, violations, report), shell.max_item_attempts
+    reopened = fit_item(
+        limit_attempts(reopen_for_violation(item, violations, report), shell.max_item_attempts)
     )
     shell.emit(
         "surface_violation",

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autopilot.core.digest import sha256_hex
+from autopilot.core.item_bounds import MAX_ITEM_LINE_BYTES
 from autopilot.core.ready_queue import backlog_problems
 from autopilot.core.workitems import ItemFormatError, WorkItem, item_from_json
 from autopilot.errors import BacklogError, BacklogWriteError
@@ -30,9 +31,6 @@ from autopilot.store.flock import FileLock
 
 TASKS_FILE = Path(".autopilot") / "tasks.jsonl"
 """The backlog's place in a project."""
-
-MAX_ITEM_LINE_BYTES = 12 * 1024
-"""A longer line is malformed: every item must fit in one event of the run's log."""
 
 MAX_TASKS_FILE_BYTES = 8 * 1024 * 1024
 """A larger file is refused as a whole (one line error)."""

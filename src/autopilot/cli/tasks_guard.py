@@ -1,0 +1,64 @@
+"""A person's change to a work item, refused while a backlog run's agent works on it
+(``autopilot tasks block``/``unblock``/``reopen``/``edit``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autopilot.core.vocabulary import HOOK_MODE
+from autopilot.errors import BacklogError
+from autopilot.runtime.liveness import driver_running
+from autopilot.store.backlog_turn import turn_of
+from autopilot.store.hook_registry import load_armings
+from autopilot.store.paths import list_run_ids, runs_root
+from autopilot.store.rundir import RunDir
+from autopilot.store.state import read_state_quietly
+
+
+def refuse_during_an_iteration(project: Path) -> None:
+    """Refuse to change a work item while a backlog run of ``project`` is in an
+    iteration: at its end the run takes every change to an item made meanwhile for the
+    agent's and undoes it (``core.backlog_step.reconcile``), so the change would not
+    hold. Between iterations the run takes a person's change in.
+
+    Called under the backlog's lock: the run marks its turn (``store.backlog_turn``)
+    under the same lock as it takes its copy of the items, so a change either comes
+    before the copy (and is taken in) or sees the mark (and is refused). A driver run
+    whose driver died is not waited for (the next driver takes the change in); a hook
+    run counts while it is armed (its turn lasts from the Stop that continues the
+    session to the next one).
+
+    Raises:
+        BacklogError: a backlog run of this project is in an iteration.
+    """
+    root = runs_root(create=False)
+    if not root.is_dir():
+        return
+    hooked: set[str] | None = None
+    for run_id in list_run_ids(root):
+        folder = root / run_id
+        state = read_state_quietly(RunDir(folder).state)
+        if state is None or state.terminated or state.mode not in ("backlog", HOOK_MODE):
+            continue
+        if state.cwd is None or Path(state.cwd) != project:
+            continue
+        turn = turn_of(folder)
+        # A hook run's iteration over a prompt has no items: only a marked turn counts.
+        if turn is None and (state.mode == HOOK_MODE or not state.iteration_open):
+            continue
+        if hooked is None:
+            hooked = {a.run_id for a in load_armings(root)[0]}
+        if run_id in hooked:
+            raise BacklogError(
+                f"run {run_id} is in iteration {state.iteration} of its session, and a work "
+                f"item changed now would be undone at the session's next stop: change it "
+                f"once the session has stopped (autopilot pause {run_id} lets it stop there)"
+            )
+        if driver_running(folder, state) is False:
+            continue  # its driver died: the next one takes a person's change in
+        number = turn[0] if turn is not None else state.iteration
+        raise BacklogError(
+            f"run {run_id} is in iteration {number}, and a work item changed now "
+            f"would be undone at its end: change it between iterations (autopilot pause "
+            f"{run_id} holds the run at the next one)"
+        )
