@@ -33,9 +33,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 REBUILT_MARK = "rebuiltFromLog"
-"""``state.json``'s field (kept in ``RunState.extra``) on a state ``autopilot doctor
---repair`` rebuilt from the run's event log (``manage.repair``) when that log does not
-record what the run was armed with: it cannot be started again."""
+"""``state.json``'s field (in ``RunState.extra``) on a state ``doctor --repair`` rebuilt
+from a log that does not record what the run was armed with: it cannot start again."""
 
 NODE_AGENT = "copilot"
 """The agent of a run written by the Node implementation (it drives Copilot CLI)."""
