@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -133,10 +132,16 @@ def with_autopilot_on_path(environ: Mapping[str, str], scripts_dir: Path) -> dic
     """
     found = dict(environ)
     path = found.get("PATH", os.defpath)
-    if shutil.which("autopilot", path=path) is not None:
+    on_path = (Path(folder or ".") for folder in path.split(os.pathsep))
+    if any(_runnable(folder / "autopilot") for folder in on_path):
         return found
-    own = scripts_dir / "autopilot"
-    if not (own.is_file() and os.access(own, os.X_OK)):
+    if not _runnable(scripts_dir / "autopilot"):
         return found
     found["PATH"] = f"{path}{os.pathsep}{scripts_dir}" if path else str(scripts_dir)
     return found
+
+
+def _runnable(path: Path) -> bool:
+    """A file this user may execute (what ``shutil.which`` looks for; ``shutil`` is
+    not loaded for it: it brings its archive modules to every driver)."""
+    return path.is_file() and os.access(path, os.X_OK)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,6 +99,8 @@ def with_records(
     )
     with contextlib.ExitStack() as stack:
         if index is None:
+            import tempfile  # only a restore or merge that keeps records loads it
+
             folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="autopilot-"))
             index = Path(folder) / "index"
         else:
