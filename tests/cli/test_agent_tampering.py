@@ -63,7 +63,7 @@ def test_limits_raised_in_state_json_before_a_kill_are_put_back_from_the_armed_e
     state = read_state_json(folder / "state.json")
     assert (state["max"], state["config"]["max_iterations"]) == (3, 3)
     notes = [str(e.get("note")) for e in read_events(folder / "events.jsonl")]
-    assert any("put back: max_iterations 8 -> 3" in note for note in notes), notes
+    assert any("max_iterations 3 (state.json 8, armed event 3)" in note for note in notes), notes
     aborts = [e for e in read_events(folder / "events.jsonl") if e["type"] == "abort"]
     assert [e["reason"] for e in aborts] == ["max_iterations"]
 

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from autopilot.config import RunConfig
-from autopilot.loop.armed_limits import changed_limits, limits_of, logged_limits
+from autopilot.loop.armed_limits import (
+    LIMIT_FIELDS,
+    changed_limits,
+    limits_of,
+    logged_limits,
+    stricter_limits,
+)
 
 RUN = "run-1"
 
@@ -64,3 +71,55 @@ def test_a_log_that_is_empty_or_begins_otherwise_cannot_tell_the_limits() -> Non
     for first in (other, start):
         found = logged_limits([first, _armed(RunConfig())], RUN, RunConfig())
         assert found == "the event log does not begin with the run's armed event"
+
+
+# Each limit: (looser, stricter), where looser may be "no limit" (None, or 0 where 0 is off).
+LOOSER_STRICTER: dict[str, tuple[Any, Any]] = {
+    "max_iterations": (0, 3),
+    "max_cost_usd": (None, 1.5),
+    "max_tokens": (None, 1000),
+    "max_duration_seconds": (None, 60.0),
+    "stagnation_limit": (0, 2),
+    "max_item_attempts": (0, 2),
+    "adaptive_extension": (5, 0),
+    "adaptive_max_total": (50, 6),
+    "iteration_timeout_seconds": (None, 120.0),
+    "idle_timeout_seconds": (None, 30.0),
+    "check_timeout_seconds": (600.0, 5.0),
+}
+
+
+def test_every_limit_keeps_the_stricter_of_state_json_and_the_armed_event() -> None:
+    assert set(LOOSER_STRICTER) | {"min_iterations"} == set(LIMIT_FIELDS)
+    for name, (looser, stricter) in LOOSER_STRICTER.items():
+        for logged, on_disk in ((looser, stricter), (stricter, looser)):
+            armed = replace(RunConfig(), **{name: logged})
+            found = logged_limits([_armed(armed)], RUN, replace(RunConfig(), **{name: on_disk}))
+            assert isinstance(found, RunConfig)
+            held = stricter_limits(replace(RunConfig(), **{name: on_disk}), found)
+            assert getattr(held, name) == stricter, (name, logged, on_disk)
+
+
+def test_a_positive_limit_is_stricter_than_a_smaller_one_only_when_it_is_smaller() -> None:
+    held = stricter_limits(
+        RunConfig(max_iterations=50, max_cost_usd=2.0, max_item_attempts=1),
+        RunConfig(max_iterations=3, max_cost_usd=5.0, max_item_attempts=4),
+    )
+    assert (held.max_iterations, held.max_cost_usd, held.max_item_attempts) == (3, 2.0, 1)
+
+
+def test_the_minimum_iterations_are_the_armed_events_either_way() -> None:
+    for on_disk in (1, 9):
+        held = stricter_limits(RunConfig(min_iterations=on_disk), RunConfig(min_iterations=4))
+        assert held.min_iterations == 4
+
+
+def test_a_log_armed_before_the_timeouts_were_recorded_keeps_state_jsons() -> None:
+    old = _armed(RunConfig())
+    for name in ("iteration_timeout_seconds", "idle_timeout_seconds", "check_timeout_seconds"):
+        del old["limits"][name]
+    on_disk = RunConfig(iteration_timeout_seconds=None, check_timeout_seconds=7.0)
+    found = logged_limits([old], RUN, on_disk)
+    assert isinstance(found, RunConfig)
+    held = stricter_limits(on_disk, found)
+    assert (held.iteration_timeout_seconds, held.check_timeout_seconds) == (None, 7.0)

@@ -30,7 +30,7 @@ from autopilot.core.attempt import Attempt
 from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.loop.backlog import BacklogShell
 from autopilot.loop.backlog_marks import note_started
-from autopilot.loop.backlog_run import backlog_boundary, item_attempt_limit, with_item_facts
+from autopilot.loop.backlog_run import backlog_boundary, held_run_limits, with_item_facts
 from autopilot.loop.descendants import RUN_ID_ENV
 from autopilot.loop.record import RunRecord
 from autopilot.store.backlog import Backlog
@@ -68,7 +68,7 @@ class HookBacklog:
         locks.mkdir(mode=0o700, exist_ok=True)
         self.project = project
         self.run_folder = run_folder
-        events = RunDir(run_folder).events
+        limits = held_run_limits(RunDir(run_folder).events, run_id, state)
         self.shell = BacklogShell(
             Backlog(project, locks),
             run_id,
@@ -78,7 +78,8 @@ class HookBacklog:
             # The checks carry the run's id: what a Stop cut short left running is
             # found by it (``hook.cut_short``).
             environ={**os.environ, RUN_ID_ENV: run_id},
-            max_item_attempts=item_attempt_limit(events, run_id, state.config),
+            check_timeout_seconds=limits.check_timeout_seconds,
+            max_item_attempts=limits.max_item_attempts,
             tree=_Tree(project, lambda note: emit(EventType.WARNING, note=note)),
         )
 

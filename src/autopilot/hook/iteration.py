@@ -38,11 +38,12 @@ from autopilot.hook.decide import LetStopReason, StopAction, StopDecision
 from autopilot.hook.inputs import keep_going, let_stop
 from autopilot.hook.transcript import TokenTotals, TurnView, read_turn
 from autopilot.hook.tree_mark import changed_since, mark_now, write_tree_mark
+from autopilot.loop.armed_limits import held_config, logged_limits, put_back_limits
 from autopilot.loop.briefing import Briefing
 from autopilot.loop.clock import Clock
 from autopilot.loop.prompt import PromptReader
 from autopilot.loop.record import RunRecord, loop_state
-from autopilot.store.events import EventLog
+from autopilot.store.events import EventLog, read_events
 from autopilot.store.hook_registry import Arming
 from autopilot.store.private import make_private_dir, write_private
 from autopilot.store.run_state import RunState
@@ -106,7 +107,9 @@ class HookStop:
         self.record = RunRecord(state_store(self.folder.state), self.log)
         state = self.record.state
         self.cwd = Path(state.cwd or arming.project)
-        self.policy = state.config.policy()
+        # Each limit is the stricter of state.json's and the armed event's (``armed_limits``).
+        self.logged = logged_limits(read_events(self.folder.events), arming.run_id, state.config)
+        self.policy = held_config(state, self.logged).policy()
         self.briefing = Briefing(self.folder, self.record, self.cwd, clock, self.policy)
         self.backlog = (
             HookBacklog(root, arming.run_id, self.cwd, self.folder.path, self.record.emit, state)
@@ -133,6 +136,11 @@ class HookStop:
             return HookOutcome(
                 let_stop(f"autopilot: run {self.arming.run_id} ended: {ended}"), None
             )
+        if isinstance(self.logged, str):
+            why = f"{self.logged}, so the run's budgets cannot be checked"
+            self.record.finish(EventType.ABORT, Reason.TAMPERED, why)
+            return HookOutcome(let_stop(f"autopilot: run {self.arming.run_id} ended: {why}"), None)
+        put_back_limits(self.record, self.logged)
         state = self.record.state
         if state.iteration_open:
             final = decision.final_message if decision.action is StopAction.ITERATE else None

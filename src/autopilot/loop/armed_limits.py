@@ -1,24 +1,26 @@
-"""The budgets a run was armed with, held against a ``state.json`` someone else rewrote.
+"""The budgets a run was armed with, held against a ``state.json`` or an event log
+someone else rewrote.
 
-The agent can write into its run folder. A driver therefore takes a run's limits
-(``LIMIT_FIELDS``) from the run's ``armed`` event — written when the run was armed,
-before any agent ran — raised only by the ``budget_extended`` events a self-improve
-run earns, never from ``state.json`` alone (``docs/formats.md``, "Crash recovery").
-A log that is missing, or does not begin with the run's ``armed`` event, leaves the
+The agent can write into its run folder: both ``state.json`` and the ``armed`` event
+(line 1 of ``events.jsonl``, written when the run was armed, before any agent ran;
+raised only by the ``budget_extended`` events a self-improve run earns). Where the
+two disagree, a driver and the Stop hook hold the run to the stricter of each limit
+(``LIMIT_FIELDS``; ``stricter_limits``), so a limit an agent lowered costs nothing and
+one it raised in either file is refused (``docs/formats.md``, "Who writes what"). A
+log that is missing, or does not begin with the run's ``armed`` event, leaves the
 budgets unknown: the run ends (reason ``tampered``) rather than spend on.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from autopilot.config import RunConfig
 from autopilot.core.vocabulary import EventType
 from autopilot.loop.record import RunRecord
-from autopilot.store.events import read_events
 from autopilot.store.run_state import RunState
 
 LIMIT_FIELDS = (
@@ -31,8 +33,44 @@ LIMIT_FIELDS = (
     "max_item_attempts",
     "adaptive_extension",
     "adaptive_max_total",
+    "iteration_timeout_seconds",
+    "idle_timeout_seconds",
+    "check_timeout_seconds",
 )
 """The ``RunConfig`` fields that bound a run's spend, recorded in its ``armed`` event."""
+
+_OPTIONAL = frozenset(
+    {
+        "max_cost_usd",
+        "max_tokens",
+        "max_duration_seconds",
+        "iteration_timeout_seconds",
+        "idle_timeout_seconds",
+    }
+)
+"""Limits that may be ``None``: off, the loosest value."""
+
+_WHOLE = frozenset(
+    {
+        "max_iterations",
+        "min_iterations",
+        "max_tokens",
+        "stagnation_limit",
+        "max_item_attempts",
+        "adaptive_extension",
+        "adaptive_max_total",
+    }
+)
+"""Limits that are whole numbers."""
+
+_ZERO_IS_OFF = frozenset(
+    {"max_iterations", "max_duration_seconds", "stagnation_limit", "max_item_attempts"}
+)
+"""Limits whose 0 is off (no limit), the loosest value."""
+
+_ARMED_STANDS = frozenset({"min_iterations"})
+"""Limits that are no budget: a lower ``min_iterations`` honours a promise sooner, a
+higher one spends more, so either change would serve an agent; the armed value stands."""
 
 SELF_IMPROVE_MODE = "self-improve"
 """The only mode whose iteration budget the driver extends (``core.adaptive``)."""
@@ -48,12 +86,12 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _valid(name: str, value: Any, default: Any) -> bool:
+def _valid(name: str, value: Any) -> bool:
     if value is None:
-        return default is None or name in ("max_cost_usd", "max_tokens", "max_duration_seconds")
+        return name in _OPTIONAL
     if not _number(value) or value < 0:
         return False
-    return isinstance(value, int) or not isinstance(default, int)
+    return isinstance(value, int) or name not in _WHOLE
 
 
 def logged_limits(
@@ -89,11 +127,10 @@ def logged_limits(
     if not values:
         values = {"max_iterations": armed.get("maxIterations")}
         values["min_iterations"] = armed.get("minIterations")
-    defaults = RunConfig()
     held = {
         name: value
         for name, value in values.items()
-        if name in LIMIT_FIELDS and _valid(name, value, getattr(defaults, name))
+        if name in LIMIT_FIELDS and _valid(name, value)
     }
     limited = replace(config, **held)
     if (
@@ -107,9 +144,47 @@ def logged_limits(
     return limited
 
 
-def held_limits(events_path: Path, run_id: str, config: RunConfig) -> RunConfig | str:
-    """``logged_limits`` of the log at ``events_path`` (read in one pass)."""
-    return logged_limits(read_events(events_path), run_id, config)
+def _looseness(name: str, value: Any) -> float:
+    """Orders one limit's values, strictest first (off: infinity)."""
+    if value is None or (value == 0 and name in _ZERO_IS_OFF):
+        return math.inf
+    return float(value)
+
+
+def stricter_limits(on_disk: RunConfig, logged: RunConfig) -> RunConfig:
+    """``on_disk`` with each of its ``LIMIT_FIELDS`` the stricter of its own and
+    ``logged``'s (pure): the lower number, ``None`` or an off 0 the loosest; on a tie,
+    ``logged``'s. ``min_iterations`` is ``logged``'s either way (``_ARMED_STANDS``).
+
+    Args:
+        on_disk: The run's ``state.json`` config (``on_disk_limits``).
+        logged: The limits its ``armed`` event holds (``logged_limits``).
+    """
+    held = {}
+    for name in LIMIT_FIELDS:
+        mine, armed = getattr(on_disk, name), getattr(logged, name)
+        stricter = name not in _ARMED_STANDS and _looseness(name, mine) < _looseness(name, armed)
+        held[name] = mine if stricter else armed
+    return replace(on_disk, **held)
+
+
+def on_disk_limits(state: RunState) -> RunConfig:
+    """``state.json``'s config, its ``max_iterations`` the stricter of its own and the
+    file's top-level ``max`` (either can be written by someone else)."""
+    config = state.config
+    if _looseness("max_iterations", state.max_iterations) < _looseness(
+        "max_iterations", config.max_iterations
+    ):
+        config = replace(config, max_iterations=state.max_iterations)
+    return config
+
+
+def held_config(state: RunState, logged: RunConfig | str) -> RunConfig:
+    """The config a run is held to: ``stricter_limits`` of ``state.json``'s
+    (``on_disk_limits``) and ``logged``; ``state.json``'s when ``logged`` says why the
+    log cannot tell the limits (the run then ends, ``tampered``)."""
+    on_disk = on_disk_limits(state)
+    return on_disk if isinstance(logged, str) else stricter_limits(on_disk, logged)
 
 
 def changed_limits(on_disk: RunConfig, held: RunConfig) -> list[str]:
@@ -117,27 +192,47 @@ def changed_limits(on_disk: RunConfig, held: RunConfig) -> list[str]:
     return [name for name in LIMIT_FIELDS if getattr(on_disk, name) != getattr(held, name)]
 
 
-def put_back_limits(record: RunRecord, held: RunConfig) -> None:
-    """Write ``held``'s limits back into ``state.json`` where it differs (its
-    ``config`` and ``max``), saying which were put back in a ``warning``."""
+def _shown(name: str, value: Any) -> str:
+    if value is None:
+        return "none: no limit"
+    return f"{value}: no limit" if value == 0 and name in _ZERO_IS_OFF else str(value)
+
+
+def put_back_limits(record: RunRecord, logged: RunConfig) -> RunConfig:
+    """Hold the run to the stricter of each limit of ``state.json`` and ``logged``
+    (``stricter_limits``): write them into ``state.json`` where it differs (its
+    ``config``, ``max`` and ``min``) and, where the two disagreed, say which was kept
+    in a ``warning`` (``max_iterations 3 (state.json 3, armed event 50)``).
+
+    Returns:
+        The limits held (``state.json``'s config as it now is).
+    """
     state = record.state
-    changed = changed_limits(state.config, held)
-    if state.max_iterations != held.max_iterations and "max_iterations" not in changed:
-        changed.insert(0, "max_iterations")
-    if not changed:
-        return
-    found = {**{name: getattr(state.config, name) for name in LIMIT_FIELDS}}
-    if state.max_iterations != held.max_iterations:
-        found["max_iterations"] = state.max_iterations
-    shown = ", ".join(f"{name} {found[name]} -> {getattr(held, name)}" for name in changed)
+    on_disk = on_disk_limits(state)
+    held = stricter_limits(on_disk, logged)
+    disagree = changed_limits(on_disk, logged)
+    if (
+        changed_limits(state.config, held)
+        or state.max_iterations != held.max_iterations
+        or state.min_iterations != held.min_iterations
+    ):
 
-    def put_back(s: RunState) -> None:
-        s.config = replace(s.config, **{name: getattr(held, name) for name in LIMIT_FIELDS})
-        s.max_iterations = held.max_iterations
-        s.min_iterations = held.min_iterations
+        def put_back(s: RunState) -> None:
+            s.config = replace(s.config, **{name: getattr(held, name) for name in LIMIT_FIELDS})
+            s.max_iterations = held.max_iterations
+            s.min_iterations = held.min_iterations
 
-    record.update(put_back)
-    record.emit(
-        EventType.WARNING,
-        note=f"state.json's limits differ from the run's armed event; put back: {shown}",
-    )
+        record.update(put_back)
+    if disagree:
+        shown = ", ".join(
+            f"{name} {_shown(name, getattr(held, name))} (state.json "
+            f"{_shown(name, getattr(on_disk, name))}, armed event "
+            f"{_shown(name, getattr(logged, name))})"
+            for name in disagree
+        )
+        record.emit(
+            EventType.WARNING,
+            note="state.json's limits differ from the run's armed event; "
+            f"the run keeps the stricter of each: {shown}",
+        )
+    return record.state.config

@@ -19,13 +19,14 @@ from autopilot.core.continuation import reopened_notice
 from autopilot.core.digest import sha256_hex
 from autopilot.core.vocabulary import EventType, Progress, RunStatus
 from autopilot.loop.approved import ApprovedRun
-from autopilot.loop.armed_limits import held_limits
+from autopilot.loop.armed_limits import held_config, logged_limits, on_disk_limits
 from autopilot.loop.backlog import BacklogShell, Begun
 from autopilot.loop.backlog_end import Ended
 from autopilot.loop.claims import Lanes
 from autopilot.store.backlog import Backlog
 from autopilot.store.events import read_events
 from autopilot.store.lanes import LaneOf
+from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.workspace.worktrees import RunWorktree, project_home
 
@@ -155,6 +156,7 @@ def backlog_shell(
     environ: Mapping[str, str],
     lanes: Lanes | None = None,
     should_stop: Callable[[], bool] = lambda: False,
+    limits: RunConfig | None = None,
 ) -> BacklogShell | None:
     """The backlog shell of a run armed with ``mode: "backlog"``, else None.
 
@@ -162,7 +164,7 @@ def backlog_shell(
     (``workspace.worktrees.project_home``: the user's checkout for a ``--worktree``
     run); the checks run in the run's own work tree, each for at most the run's
     ``check_timeout_seconds``; an item is blocked after the run's
-    ``max_item_attempts`` (``item_attempt_limit``).
+    ``max_item_attempts`` (both ``held_run_limits``).
 
     Args:
         record: The driver's ``RunRecord`` (its state and its event writes).
@@ -171,6 +173,7 @@ def backlog_shell(
         environ: The environment check commands run with.
         lanes: For a lane of a parallel run, its siblings and run branch.
         should_stop: Polled while checks run (``stop --now`` ends them).
+        limits: The run's limits as held (``held_run_limits``, read when None).
     """
     state = record.state
     if state.mode != "backlog" or state.cwd is None:
@@ -182,6 +185,8 @@ def backlog_shell(
     def warn(note: str) -> None:
         record.emit(EventType.WARNING, note=note)
 
+    if limits is None:
+        limits = held_run_limits(RunDir(folder).events, run_id, state)
     return BacklogShell(
         Backlog(home, root / ".locks"),
         run_id,
@@ -197,14 +202,14 @@ def backlog_shell(
         ),
         lanes=lanes,
         should_stop=should_stop,
-        check_timeout_seconds=state.config.check_timeout_seconds,
-        max_item_attempts=item_attempt_limit(RunDir(folder).events, run_id, state.config),
+        check_timeout_seconds=limits.check_timeout_seconds,
+        max_item_attempts=limits.max_item_attempts,
     )
 
 
-def item_attempt_limit(events: Path, run_id: str, config: RunConfig) -> int:
-    """The run's ``max_item_attempts`` as its ``armed`` event holds it
-    (``loop.armed_limits``: never ``state.json``'s alone, which an agent can write);
-    ``config``'s when the log cannot tell it (a driver then ends the run, tampered)."""
-    held = held_limits(events, run_id, config)
-    return (held if isinstance(held, RunConfig) else config).max_item_attempts
+def held_run_limits(events: Path, run_id: str, state: RunState) -> RunConfig:
+    """The run's config, each limit the stricter of ``state.json``'s and its ``armed``
+    event's (``loop.armed_limits``: never ``state.json``'s alone, which an agent can
+    write); ``state.json``'s when the log cannot tell them (a driver then ends the
+    run, tampered)."""
+    return held_config(state, logged_limits(read_events(events), run_id, on_disk_limits(state)))

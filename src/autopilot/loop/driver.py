@@ -152,8 +152,9 @@ class Driver:
         return RunResult(self.run_id, ending.event, ending.reason, ending.note, ending.exit_code)
 
     def _relaunch_repairs(self) -> RunResult | None:
-        """The limits are the armed event's (put back where state.json differs; a
-        log that cannot tell them ends the run, ``tampered``). The attempt a dead
+        """Each limit is the stricter of state.json's and the armed event's (put
+        back into state.json where it was looser; a log that cannot tell them ends
+        the run, ``tampered``). The attempt a dead
         driver left open is concluded and applied like any other
         (``relaunch.crashed_attempt``: charged once, spend restored)."""
         p = self.parts

@@ -23,7 +23,7 @@ from autopilot.core.ending import RunResult, error_ending
 from autopilot.core.policy import PolicyConfig
 from autopilot.core.vocabulary import PARALLEL_MODE, EventType
 from autopilot.errors import BacklogWriteError, StateFileError, UsageError
-from autopilot.loop.armed_limits import held_limits
+from autopilot.loop.armed_limits import held_config, logged_limits, on_disk_limits
 from autopilot.loop.backlog import BacklogShell
 from autopilot.loop.backlog_run import backlog_shell
 from autopilot.loop.briefing import Briefing
@@ -37,7 +37,7 @@ from autopilot.loop.record import RunRecord, loop_state
 from autopilot.loop.runner import AgentRunner, SubprocessRunner
 from autopilot.loop.signals import Interrupts
 from autopilot.loop.waits import Waits
-from autopilot.store.events import EventLog
+from autopilot.store.events import EventLog, read_events
 from autopilot.store.paths import run_dir
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
@@ -61,9 +61,11 @@ class RunParts:
         adapter: The agent adapter, guarded: an adapter that raises on damaged
             output is a warning, never the end of the run.
         cwd: The work tree.
-        held: The limits the run was armed with (``armed_limits.held_limits``), or
-            why its log cannot tell them (the driver then ends the run, ``tampered``).
-        config: The run's configuration, its limits ``held`` (``state.json``'s when
+        held: The limits the run's ``armed`` event holds
+            (``armed_limits.logged_limits``), or why its log cannot tell them (the
+            driver then ends the run, ``tampered``).
+        config: The run's configuration, each limit the stricter of ``state.json``'s
+            and ``held``'s (``armed_limits.stricter_limits``; ``state.json``'s when
             ``held`` is a note); a budget extension replaces it.
         policy: The policy of the run's mode under ``config``.
         notifier: Notifies the run's end and its warnings, if configured.
@@ -232,9 +234,9 @@ def assemble(
     if state.mode == PARALLEL_MODE:
         raise UsageError(f"run {run_id} is a parallel run: its agents' runs are driven")
     cwd = Path(state.cwd)
-    # The limits are the armed event's, never state.json's alone (``armed_limits``).
-    held = held_limits(folder.events, run_id, state.config)
-    config = held if not isinstance(held, str) else state.config
+    # Each limit is the stricter of state.json's and the armed event's (``armed_limits``).
+    held = logged_limits(read_events(folder.events), run_id, on_disk_limits(state))
+    config = held_config(state, held)
     policy = config.policy(state.mode)
     notifier = RunNotifier(config.notify, run_id) if config.notify else None
     record.notify = notifier
@@ -256,7 +258,9 @@ def assemble(
     place = RunWorktree.from_json(state.extra.get("worktree"))
     branch = place.branch if place else None
     workspace = seams.get("workspace") or GitWorkspace(cwd, folder.path, branch=branch)
-    backlog = backlog_shell(record, root, run_id, command_env, lanes, waits.kill_requested)
+    backlog = backlog_shell(
+        record, root, run_id, command_env, lanes, waits.kill_requested, limits=config
+    )
     if backlog is not None:  # an item's surface is checked against its start
         backlog.tree = workspace
     return RunParts(
