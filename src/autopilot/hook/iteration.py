@@ -20,8 +20,7 @@ from autopilot.core.attempt import Attempt
 from autopilot.core.change import LoopState
 from autopilot.core.delivery import MessageKind
 from autopilot.core.ending import describe_ending
-from autopilot.core.policy import budget_note, budget_reached
-from autopilot.core.step import Step, conclude, spend_counters
+from autopilot.core.step import Step, budget_ending, conclude
 from autopilot.core.vocabulary import Action, EndedBy, EventType, Progress, Reason, RunStatus
 from autopilot.hook.backlog import HookBacklog
 from autopilot.hook.cut_short import (
@@ -319,17 +318,14 @@ class HookStop:
             self.briefing.undelivered()
             result = self.record.finish(EventType.ABORT, Reason.USER_STOPPED, self._stop_note())
             return HookOutcome(let_stop(f"autopilot: run {result.run_id} stopped"), None)
-        reached = budget_reached(spend_counters(state.spend), self.policy, iterations=True)
+        reached = budget_ending(
+            state.spend, self.policy, iteration_open=False, lanes=False, restored=False
+        )
         if reached is not None:
-            reason, budget = reached
+            reason, note = reached
             self.briefing.undelivered()
-            self.record.finish(EventType.ABORT, reason, budget_note(reason, budget))
-            return HookOutcome(
-                let_stop(
-                    f"autopilot: run {self.arming.run_id} ended: {budget_note(reason, budget)}"
-                ),
-                None,
-            )
+            self.record.finish(EventType.ABORT, reason, note)
+            return HookOutcome(let_stop(f"autopilot: run {self.arming.run_id} ended: {note}"), None)
         number = state.iteration + 1
         if number == 1:
             self.briefing.start()  # the memory file, as the driver makes it
