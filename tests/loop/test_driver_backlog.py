@@ -15,6 +15,7 @@ from autopilot.core.item_report import ItemDecision, ItemReport
 from autopilot.loop.arming import PromptSource, arm_run
 from autopilot.loop.runner import RunRequest
 from autopilot.store.reports import write_report
+from autopilot.store.run_state import RunState
 from autopilot.store.state import StateStore, read_state
 from tests.conftest import read_jsonl
 from tests.fakes import FakeClock, FakeWorkspace, Rig, Scripted, claude_lines
@@ -46,6 +47,24 @@ def arm_backlog(tmp_path: Path, items: list[dict[str, Any]] = ITEMS, **config: A
         root, RunConfig(**config), PromptSource(text="backlog"), cwd, clock, mode="backlog"
     )
     return Rig(root, run_id, clock, FakeWorkspace())
+
+
+def at_first_gate(rig: Rig, act: Callable[[RunState], None]) -> list[str]:
+    """Make the rig's sleeper act as a person at the run's first gate: note its question
+    and change the state with ``act`` (an answer, a stop). Returns the questions noted."""
+    store = StateStore(rig.folder / "state.json")
+    plain_sleep = rig.clock.sleep
+    asked: list[str] = []
+
+    def sleep(seconds: float) -> None:
+        plain_sleep(seconds)
+        state = store.read()
+        if state.gate and not asked:
+            asked.append(state.gate)
+            store.update(act)
+
+    rig.clock.sleep = sleep  # type: ignore[method-assign]
+    return asked
 
 
 def _item_of(request: RunRequest) -> str:
@@ -245,18 +264,7 @@ def test_a_backlog_already_done_completes_at_once(tmp_path: Path) -> None:
 def test_a_backlog_held_back_by_a_person_waits_for_an_answer(tmp_path: Path) -> None:
     blocked = {**ITEMS[2], "status": "blocked", "blocked_reason": "waiting for the API key"}
     rig = arm_backlog(tmp_path, [blocked])
-    store = StateStore(rig.folder / "state.json")
-    plain_sleep = rig.clock.sleep
-    asked: list[str] = []
-
-    def sleep(seconds: float) -> None:
-        plain_sleep(seconds)
-        state = store.read()
-        if state.gate and not asked:
-            asked.append(state.gate)
-            store.update(lambda s: setattr(s, "gate_answer", "the key is in .env"))
-
-    rig.clock.sleep = sleep  # type: ignore[method-assign]
+    asked = at_first_gate(rig, lambda s: setattr(s, "gate_answer", "the key is in .env"))
     driver, runner = rig.driver([agent(rig, lambda i, n, c: ("continue_next", {}, ("ok",)))])
     assert driver.run().reason == "backlog_done"
     assert asked == ["no work item can start: gamma is blocked: waiting for the API key"]
@@ -340,18 +348,7 @@ def test_an_item_whose_checks_keep_failing_is_blocked_and_the_run_moves_on(
         (cwd / "junk.txt").write_text(f"{item} {attempt}\n")
         return "continue_next", ({"ac1": True} if item == "alpha" else {}), ("all good",)
 
-    store = StateStore(rig.folder / "state.json")
-    plain_sleep = rig.clock.sleep
-    asked: list[str] = []
-
-    def sleep(seconds: float) -> None:
-        plain_sleep(seconds)
-        state = store.read()
-        if state.gate and not asked:
-            asked.append(state.gate)
-            store.update(lambda s: setattr(s, "gate_answer", "alpha.txt goes in the root"))
-
-    rig.clock.sleep = sleep  # type: ignore[method-assign]
+    asked = at_first_gate(rig, lambda s: setattr(s, "gate_answer", "alpha.txt goes in the root"))
     driver, runner = rig.driver([agent(rig, lie)])
     result = driver.run()
     assert result.reason == "max_iterations"
@@ -439,18 +436,7 @@ def test_a_change_left_outside_the_surface_reopens_every_attempt_until_the_item_
             rig.workspace.touched.add(f"stray-{attempt}.txt")
         return _work_through(item, attempt, cwd)
 
-    store = StateStore(rig.folder / "state.json")
-    plain_sleep = rig.clock.sleep
-    asked: list[str] = []
-
-    def sleep(seconds: float) -> None:
-        plain_sleep(seconds)
-        state = store.read()
-        if state.gate and not asked:
-            asked.append(state.gate)
-            store.update(lambda s: setattr(s, "stop_requested", True))
-
-    rig.clock.sleep = sleep  # type: ignore[method-assign]
+    asked = at_first_gate(rig, lambda s: setattr(s, "stop_requested", True))
     driver, runner = rig.driver([agent(rig, stray)])
     result = driver.run()
     assert result.reason == "user_stopped"

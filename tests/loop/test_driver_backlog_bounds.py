@@ -11,8 +11,7 @@ import pytest
 
 from autopilot.store.backlog import MAX_ITEM_LINE_BYTES
 from autopilot.store.event_format import MAX_EVENT_LINE_BYTES
-from autopilot.store.state import StateStore
-from tests.loop.test_driver_backlog import _events, _item_of, agent, arm_backlog
+from tests.loop.test_driver_backlog import _events, _item_of, agent, arm_backlog, at_first_gate
 
 FAILING = [
     {
@@ -30,18 +29,7 @@ def test_long_evidence_is_cut_and_every_attempt_counts(tmp_path: Path, size: int
     attempt counts, the item is blocked after two, the next item starts, and no line of
     tasks.jsonl or the log is over its cap."""
     rig = arm_backlog(tmp_path, FAILING, max_iterations=4, max_item_attempts=2)
-    store = StateStore(rig.folder / "state.json")
-    plain_sleep = rig.clock.sleep
-    asked: list[str] = []
-
-    def sleep(seconds: float) -> None:
-        plain_sleep(seconds)
-        state = store.read()
-        if state.gate and not asked:
-            asked.append(state.gate)
-            store.update(lambda s: setattr(s, "gate_answer", "try once more"))
-
-    rig.clock.sleep = sleep  # type: ignore[method-assign]
+    asked = at_first_gate(rig, lambda s: setattr(s, "gate_answer", "try once more"))
 
     def long_report(item: str, attempt: int, cwd: Path) -> Any:
         (cwd / f"{item}-{attempt}.txt").write_text("touched\n")
