@@ -35,6 +35,20 @@ def _tamper_then_kill(edit: str, *, scratch: Path) -> str:
     )
 
 
+def _killed_run(
+    edit: str, tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> tuple[Path, dict[str, str]]:
+    """Run ``-p x --max-iterations 3`` whose agent, in its first iteration, applies
+    ``edit`` (``_tamper_then_kill``) and kills the driver; returns the run folder and
+    the agent's environment, for a ``start`` after it."""
+    step = {"shell": _tamper_then_kill(edit, scratch=tmp_path)}
+    env = fake_agent([[step, {"result": f"step {n}"}] for n in range(10)])
+    args = ["run", "-p", "x", "--max-iterations", "3", "--stagnation-limit", "0", "--plain"]
+    killed = run_cli(args, cwd=repo, env=env)
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    return _run_dir(tmp_path), env
+
+
 def _iterations(folder: Path) -> list[int]:
     return sorted(
         {
@@ -50,12 +64,7 @@ def test_limits_raised_in_state_json_before_a_kill_are_put_back_from_the_armed_e
 ) -> None:
     calls = tmp_path / "calls"
     edit = "state['max'] = 8; state['config']['max_iterations'] = 8"
-    step = {"shell": _tamper_then_kill(edit, scratch=tmp_path)}
-    env = fake_agent([[step, {"result": f"step {n}"}] for n in range(10)])
-    args = ["run", "-p", "x", "--max-iterations", "3", "--stagnation-limit", "0", "--plain"]
-    killed = run_cli(args, cwd=repo, env=env)
-    assert killed.returncode == -9, killed.stdout + killed.stderr
-    folder = _run_dir(tmp_path)
+    folder, env = _killed_run(edit, tmp_path, repo, fake_agent)
     done = run_cli(["start", folder.name, "--plain"], cwd=repo, env=env)
     assert done.returncode == 3, done.stdout + done.stderr
     assert _iterations(folder) == [1, 2, 3]
@@ -76,12 +85,7 @@ def test_a_log_deleted_with_the_spend_before_a_kill_ends_the_run_without_spendin
         "state['iter'] = 0; state['spend']['iterations'] = 0; "
         "os.remove(os.path.join(folder, 'events.jsonl'))"
     )
-    step = {"shell": _tamper_then_kill(edit, scratch=tmp_path)}
-    env = fake_agent([[step, {"result": f"step {n}"}] for n in range(10)])
-    args = ["run", "-p", "x", "--max-iterations", "3", "--stagnation-limit", "0", "--plain"]
-    killed = run_cli(args, cwd=repo, env=env)
-    assert killed.returncode == -9, killed.stdout + killed.stderr
-    folder = _run_dir(tmp_path)
+    folder, env = _killed_run(edit, tmp_path, repo, fake_agent)
     done = run_cli(["start", folder.name, "--plain"], cwd=repo, env=env)
     assert done.returncode == 1, done.stdout + done.stderr
     assert len(calls.read_text().split()) == 1  # no agent ran again
@@ -101,12 +105,7 @@ def test_a_complete_the_agent_appends_before_a_kill_completes_nothing(
         "'reason': 'completion_promise', 'note': 'the agent said COMPLETE', 'iteration': 1}\n"
         "open(os.path.join(folder, 'events.jsonl'), 'a').write(json.dumps(line) + '\\n')"
     )
-    step = {"shell": _tamper_then_kill(edit, scratch=tmp_path)}
-    env = fake_agent([[step, {"result": f"step {n}"}] for n in range(10)])
-    args = ["run", "-p", "x", "--max-iterations", "3", "--stagnation-limit", "0", "--plain"]
-    killed = run_cli(args, cwd=repo, env=env)
-    assert killed.returncode == -9, killed.stdout + killed.stderr
-    folder = _run_dir(tmp_path)
+    folder, env = _killed_run(edit, tmp_path, repo, fake_agent)
     for command in (["status", folder.name], ["list"]):
         shown = run_cli(command, cwd=repo)
         assert "completed" not in shown.stdout, shown.stdout
