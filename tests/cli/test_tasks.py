@@ -531,12 +531,11 @@ def test_a_duplicate_id_is_never_next_and_a_backlog_run_refuses_to_start(
     ]
 
 
-def test_a_work_item_change_during_an_iteration_is_refused_not_undone_later(
-    project: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _armed_backlog_of_one(project: Path) -> str:
+    """Arm a backlog run over one ready item ``a``; returns its id."""
     (project / ".autopilot").mkdir()
     (project / TASKS).write_text(json.dumps({"id": "a", "status": "ready", "prompt": "p"}) + "\n")
-    run_id = arm_run(
+    return arm_run(
         runs_root(),
         RunConfig(agent="demo"),
         PromptSource(text="x"),
@@ -544,6 +543,12 @@ def test_a_work_item_change_during_an_iteration_is_refused_not_undone_later(
         SystemClock(),
         mode="backlog",
     )
+
+
+def test_a_work_item_change_during_an_iteration_is_refused_not_undone_later(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = _armed_backlog_of_one(project)
     store = StateStore(run_dir(runs_root(), run_id) / "state.json")
     me = process_identity(os.getpid())
     assert me is not None
@@ -568,16 +573,7 @@ def test_a_change_is_refused_from_the_moment_the_run_took_its_copy_of_the_items(
 ) -> None:
     """The run marks its turn under the backlog's lock as it takes its copy, before the
     agent starts and before state.json says the iteration is open."""
-    (project / ".autopilot").mkdir()
-    (project / TASKS).write_text(json.dumps({"id": "a", "status": "ready", "prompt": "p"}) + "\n")
-    run_id = arm_run(
-        runs_root(),
-        RunConfig(agent="demo"),
-        PromptSource(text="x"),
-        project,
-        SystemClock(),
-        mode="backlog",
-    )
+    run_id = _armed_backlog_of_one(project)
     folder = run_dir(runs_root(), run_id)
     store = StateStore(folder / "state.json")
     me = process_identity(os.getpid())
