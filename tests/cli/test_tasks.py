@@ -656,3 +656,28 @@ def test_unblock_gives_an_item_its_attempts_again(
         3,
         3,
     )
+
+
+def test_an_answer_names_the_items_that_get_more_attempts(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / ".autopilot").mkdir()
+    spent = "3 attempts did not complete it (the limit is 3); autopilot tasks unblock {} gives it 3 more"
+    items = [
+        {"id": "a", "status": "blocked", "attempt": 3, "blocked_reason": spent.format("a")},
+        {"id": "b", "status": "blocked", "blocked_reason": "waiting for the vendor"},
+        {"id": "c", "status": "blocked", "attempt": 3, "blocked_reason": spent.format("c")},
+    ]
+    (project / TASKS).write_text("".join(json.dumps(i) + "\n" for i in items))
+    run_id = arm_run(
+        runs_root(),
+        RunConfig(agent="demo"),
+        PromptSource(text="x"),
+        project,
+        SystemClock(),
+        mode="backlog",
+    )
+    store = StateStore(run_dir(runs_root(), run_id) / "state.json")
+    store.update(lambda s: setattr(s, "gate", "no work item can start: a is blocked: …"))
+    code, out, _ = autopilot(capsys, "answer", run_id, "the API is back")
+    assert code == 0 and "(a, c get more attempts); no daemon is running it" in out

@@ -220,8 +220,8 @@ def test_ask_user_meta_then_an_answer(work: Path) -> None:
     ended = shell.end(1, work.parent, [], work)
     assert ended is not None and ended.question == "Which db?"
     assert shell.begin(2).item is not None  # c has no dependency on a
-    answered = shell.answer("sqlite")
-    assert answered is not None and answered.status is ItemStatus.READY
+    (answered,) = shell.answer("sqlite", "Which db?")
+    assert answered.status is ItemStatus.READY
     assert answered.completion.feedback == "question: Which db?\nanswer: sqlite"
 
 

@@ -508,3 +508,23 @@ def test_the_run_marks_its_turn_while_the_agent_works_and_clears_it_after(
     assert driver.run().reason == "backlog_done"
     assert seen == [(1, "gamma")]
     assert turn_of(rig.folder) is None
+
+
+def test_an_answer_where_no_item_can_start_gives_every_spent_item_more_attempts(
+    tmp_path: Path,
+) -> None:
+    """Two items blocked for their attempts: the answer at the gate goes to both (the
+    gate's answered event names them), and an item blocked again names its attempts."""
+    failing = {"acceptance_criteria": [{"id": "ac1", "text": "x", "check": "false"}]}
+    items = [{"id": "alpha", "prompt": "a", **failing}, {"id": "beta", "prompt": "b", **failing}]
+    rig = arm_backlog(tmp_path, items, max_iterations=4, max_item_attempts=1)
+    asked = at_first_gate(rig, lambda s: setattr(s, "gate_answer", "try once more"))
+    driver, runner = rig.driver([agent(rig, lambda *_: ("continue_next", {"ac1": True}, ("ok",)))])
+    assert driver.run().reason == "max_iterations"
+    assert asked and asked[0].startswith("no work item can start: alpha is blocked: ")
+    assert [_item_of(r) for r in runner.requests] == ["alpha", "beta", "alpha", "beta"]
+    (answered,) = [e for e in _events(rig) if e["type"] == "gate" and e["state"] == "answered"]
+    assert answered["itemIds"] == ["alpha", "beta"]
+    path = rig.root.parent / "work" / ".autopilot" / "tasks.jsonl"
+    reasons = [json.loads(line)["blocked_reason"] for line in path.read_text().splitlines()]
+    assert [r.split(" (")[0] for r in reasons] == ["attempt 2 did not complete it"] * 2

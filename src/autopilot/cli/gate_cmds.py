@@ -88,8 +88,30 @@ def answer(words: tuple[str, ...]) -> int:
     run_ref, text = (words[0], words[1]) if len(words) == 2 else (None, words[0])
     folder = _folder(run_ref)
     state = give_answer(folder, text)
-    say(f"autopilot: {folder.name}: answered {state.gate!r}; {what_follows(state)}")
+    note = answered_items(state)
+    said = f" ({note})" if note else ""
+    say(f"autopilot: {folder.name}: answered {state.gate!r}{said}; {what_follows(state)}")
     return 0
+
+
+def answered_items(state: RunState) -> str:
+    """Which work items of ``state``'s backlog run the answer goes to
+    (``core.gate_answer``), as the project's ``tasks.jsonl`` has them now: ``alpha,
+    beta get more attempts``, ``for alpha``, or ``""`` (none, not a backlog run, or
+    the file cannot be read)."""
+    if state.mode != "backlog" or state.cwd is None:
+        return ""
+    from autopilot.core.gate_answer import answer_targets, answered_note
+    from autopilot.errors import AutopilotError
+    from autopilot.store.backlog import Backlog
+    from autopilot.workspace.worktrees import RunWorktree, project_home
+
+    try:
+        home = project_home(Path(state.cwd), RunWorktree.from_json(state.extra.get("worktree")))
+        items = Backlog(home, runs_root(create=False) / ".locks").read().items
+    except (AutopilotError, OSError, ValueError):
+        return ""
+    return answered_note(answer_targets(items, state.gate))
 
 
 @click.command(context_settings=_CTX)
@@ -98,5 +120,7 @@ def approve(run_ref: str | None) -> int:
     """Approve what RUN waits on (status awaiting_user), and let it go on."""
     folder = _folder(run_ref)
     state = give_answer(folder, "approved")
-    say(f"autopilot: {folder.name}: approved {state.gate!r}; {what_follows(state)}")
+    note = answered_items(state)
+    said = f" ({note})" if note else ""
+    say(f"autopilot: {folder.name}: approved {state.gate!r}{said}; {what_follows(state)}")
     return 0

@@ -27,6 +27,7 @@ from autopilot.core.decisions import (
     missing_report,
     start_item,
 )
+from autopilot.core.gate_answer import NO_ITEM_CAN_START
 from autopilot.core.item_bounds import bound_report, fit_item
 from autopilot.core.item_report import CheckOutcome, ItemDecision, ItemReport, validate_report
 from autopilot.core.ready_queue import backlog_problems, next_item, open_items
@@ -156,7 +157,7 @@ def _no_item(items: tuple[WorkItem, ...]) -> IterationPlan:
     waiting = [i.id for i in still_open if i.status is not ItemStatus.BLOCKED]
     if waiting and not held:
         held.append(f"{', '.join(waiting)} wait for dependencies that cannot complete")
-    return IterationPlan(items, question="no work item can start: " + "; ".join(held))
+    return IterationPlan(items, question=NO_ITEM_CAN_START + "; ".join(held))
 
 
 def choose_report(

@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from autopilot.core.gate_answer import attempts_note
 from autopilot.core.item_report import (
     CheckOutcome,
     ItemDecision,
@@ -218,8 +219,8 @@ def cut_short_item(item: WorkItem, max_attempts: int) -> WorkItem:
         extra=extra,
         blocked_reason=(
             f"{count} iterations in a row were cut short by a crash of autopilot's process "
-            f"before a decision about {item.id} (the limit is {max_attempts}); autopilot "
-            f"tasks unblock {item.id} gives it {max_attempts} more"
+            f"before a decision about {item.id} (the limit is {max_attempts}); "
+            f"{attempts_note(item.id, max_attempts)}"
         ),
     )
 
@@ -262,6 +263,11 @@ def limit_attempts(item: WorkItem, max_attempts: int) -> WorkItem:
     used = attempts_used(item)
     if used < max_attempts:
         return item
+    first = item.attempt - used + 1
+    if first == 1:
+        counted = f"{used} attempts"
+    else:  # a person gave it more: the attempts since, by number
+        counted = f"attempt {first}" if used == 1 else f"attempts {first}-{item.attempt}"
     verdict = item.completion.verdict.value if item.completion.verdict else "none"
     last = next(
         (ln.strip() for ln in (item.completion.feedback or "").splitlines() if ln.strip()), ""
@@ -270,9 +276,8 @@ def limit_attempts(item: WorkItem, max_attempts: int) -> WorkItem:
     return item.with_status(
         ItemStatus.BLOCKED,
         blocked_reason=(
-            f"{used} attempts did not complete it (the limit is {max_attempts}); last "
-            f"verdict {verdict}{failing}; autopilot tasks unblock {item.id} gives it "
-            f"{max_attempts} more"
+            f"{counted} did not complete it (the limit is {max_attempts}); last "
+            f"verdict {verdict}{failing}; {attempts_note(item.id, max_attempts)}"
         ),
     )
 

@@ -32,6 +32,7 @@ from autopilot.core.decisions import (
     DEFAULT_MAX_ITEM_ATTEMPTS,
     answer_item,
 )
+from autopilot.core.gate_answer import answer_targets
 from autopilot.core.ready_queue import backlog_problems, open_items
 from autopilot.core.workitem_events import (
     backlog_snapshot_fields,
@@ -312,22 +313,22 @@ class BacklogShell:
         """``backlog_snapshot`` fields for the items autopilot knows now."""
         return backlog_snapshot_fields(self.known_items())
 
-    def answer(self, text: str) -> WorkItem | None:
-        """Deliver a person's answer to the blocked item with a question; None if none."""
+    def answer(self, text: str, question: str | None = None) -> list[WorkItem]:
+        """Deliver a person's answer to ``question`` (the run's gate) to the blocked
+        items it is for (``core.gate_answer.answer_targets``: the item it asked about,
+        or at a gate where no item can start every item blocked for its attempts);
+        returns them as answered (empty: no item was blocked with a reason)."""
         answered: list[WorkItem] = []
 
         def change(found: BacklogFile) -> BacklogFile:
-            item = next(
-                (i for i in found.items if i.status is ItemStatus.BLOCKED and i.blocked_reason),
-                None,
-            )
-            if item is None:
+            answered.clear()
+            targets = answer_targets(found.items, question)
+            if not targets:
                 return found
-            after = answer_item(item, text)
-            answered.append(after)
-            return found.replace_item(after)
+            answered.extend(answer_item(item, text) for item in targets)
+            return found.with_items(answered)
 
         self.backlog.update(change)
-        if answered:
-            self.emit("workitem_recorded", **workitem_recorded_fields(answered[0]))
-        return answered[0] if answered else None
+        for item in answered:
+            self.emit("workitem_recorded", **workitem_recorded_fields(item))
+        return answered

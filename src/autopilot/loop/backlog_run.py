@@ -76,10 +76,17 @@ def backlog_boundary(shell: BacklogShell, state: Any, waits: Gates) -> Boundary:
     """
     record = waits.record
     if state.gate is not None:
+        question = state.gate
         answer = waits.await_answer()
         if answer is not None:
-            item = shell.answer(answer)
-            shell.emit("gate", state="answered", answer=answer, itemId=item.id if item else None)
+            items = shell.answer(answer, question)
+            shell.emit(
+                "gate",
+                state="answered",
+                answer=answer,
+                itemId=items[0].id if items else None,
+                itemIds=[item.id for item in items],
+            )
         return Boundary(again=True)
     approved = shell.approved
     if approved is not None:
