@@ -610,7 +610,8 @@ def test_edit_with_no_options_and_no_terminal_says_which_options_edit(
     assert code == 2
     assert err.strip().splitlines() == [
         "autopilot: error: no terminal to edit the item in (and no $EDITOR): change it with "
-        "--prompt TEXT, --title TEXT, --criterion TEXT[ :: CHECK] or --status STATUS"
+        "--prompt TEXT, --title TEXT, --criterion TEXT[ :: CHECK], --surface PATH, "
+        "--depends-on ID or --status STATUS"
     ]
     assert _lines(project)[0]["prompt"] == "x"
 
@@ -681,3 +682,132 @@ def test_an_answer_names_the_items_that_get_more_attempts(
     store.update(lambda s: setattr(s, "gate", "no work item can start: a is blocked: …"))
     code, out, _ = autopilot(capsys, "answer", run_id, "the API is back")
     assert code == 0 and "(a, c get more attempts); no daemon is running it" in out
+
+
+# -- tasks edit --surface/--depends-on, tasks remove, the editor without the lock ---------
+
+
+def test_edit_replaces_surfaces_and_dependencies_and_checks_them(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for item_id in ("a", "b", "c"):
+        autopilot(capsys, "tasks", "add", item_id, "--id", item_id)
+    code, out, _ = autopilot(
+        capsys,
+        "tasks",
+        "edit",
+        "c",
+        "--surface",
+        "src/",
+        "--surface",
+        "docs/*.md",
+        "--depends-on",
+        "a",
+    )
+    assert code == 0 and out.strip() == "autopilot: c changed"
+    line = _lines(project)[2]
+    assert (line["allowed_surface"], line["depends_on"]) == (["src/", "docs/*.md"], ["a"])
+    code, out, _ = autopilot(capsys, "tasks", "edit", "c", "--depends-on", "b")
+    assert code == 0 and _lines(project)[2]["depends_on"] == ["b"]
+    code, out, _ = autopilot(capsys, "tasks", "edit", "c", "--depends-on", "b")
+    assert code == 0 and out.strip() == "autopilot: c unchanged"
+    autopilot(capsys, "tasks", "edit", "a", "--depends-on", "c")
+    before = (project / TASKS).read_bytes()
+    for args, message in [
+        (["b", "--depends-on", "a"], "not changed: b would close a dependency cycle: "),
+        (["b", "--depends-on", "nope"], "--depends-on names no other work item: nope"),
+        (["b", "--depends-on", "b"], "--depends-on names no other work item: b"),
+        (["b", "--surface", "/etc/passwd"], "'/etc/passwd' is not relative to the project"),
+        (["b", "--surface", "src/../../x"], "'src/../../x' leaves the project (..)"),
+    ]:
+        code, _, err = autopilot(capsys, "tasks", "edit", *args)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
+    assert (project / TASKS).read_bytes() == before
+    code, _, _ = autopilot(capsys, "tasks", "edit", "c", "--surface", "", "--depends-on", "")
+    assert code == 0 and (
+        _lines(project)[2]["allowed_surface"],
+        _lines(project)[2]["depends_on"],
+    ) == ([], [])
+
+
+def test_remove_refuses_a_running_item_and_one_others_depend_on_unless_forced(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for item_id in ("a", "b", "c"):
+        autopilot(capsys, "tasks", "add", item_id, "--id", item_id)
+    autopilot(capsys, "tasks", "edit", "c", "--depends-on", "a", "--depends-on", "b")
+    autopilot(capsys, "tasks", "edit", "b", "--status", "running")
+    code, _, err = autopilot(capsys, "tasks", "remove", "a")
+    assert code == 2 and "c depends on a; change that first" in err
+    code, _, err = autopilot(capsys, "tasks", "remove", "b")
+    assert code == 2 and "b is running; stop its run first, or add --force" in err
+    code, _, err = autopilot(capsys, "tasks", "remove", "zz")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "no work item 'zz'" in err
+    assert [line["id"] for line in _lines(project)] == ["a", "b", "c"]
+    code, out, _ = autopilot(capsys, "tasks", "remove", "a", "--force")
+    assert code == 0 and out.strip() == "autopilot: a removed (c no longer depend on it)"
+    assert [(x["id"], x["depends_on"]) for x in _lines(project)] == [("b", []), ("c", ["b"])]
+
+
+def test_the_editor_runs_without_the_backlog_lock_and_a_change_meanwhile_is_not_overwritten(
+    project: Path,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from autopilot.core.digest import sha256_hex
+
+    autopilot(capsys, "tasks", "add", "x", "--id", "a")
+    autopilot(capsys, "tasks", "add", "y", "--id", "b")
+    lock = runs_root() / ".locks" / f"tasks-{sha256_hex(str(project.resolve()).encode())[:16]}.lock"
+    assert lock.exists()
+    seen = tmp_path / "seen"
+    editor = tmp_path / "editor.sh"
+    editor.write_text(
+        "#!/bin/sh\n"
+        f"flock -n {lock} true && echo free > {seen} || echo held > {seen}\n"
+        'sed -i \'s/"prompt": "x"/"prompt": "better"/\' "$1"\n'
+    )
+    editor.chmod(0o755)
+    monkeypatch.setenv("EDITOR", str(editor))
+    code, out, _ = autopilot(capsys, "tasks", "edit", "a")
+    assert code == 0 and out.strip() == "autopilot: a changed"
+    assert seen.read_text() == "free\n" and _lines(project)[0]["prompt"] == "better"
+    # Someone changes the item while the editor is open: the edit is not saved.
+    editor.write_text(
+        "#!/bin/sh\n"
+        f'sed -i \'s/"better"/"theirs"/\' {project / TASKS}\n'
+        'sed -i \'s/"prompt": "better"/"prompt": "mine"/\' "$1"\n'
+    )
+    code, _, err = autopilot(capsys, "tasks", "edit", "a")
+    assert code == 2 and "not saved: a changed in the file while it was being edited" in err
+    assert _lines(project)[0]["prompt"] == "theirs"
+    editor.write_text("#!/bin/sh\ntrue\n")
+    code, out, _ = autopilot(capsys, "tasks", "edit", "a")
+    assert code == 0 and out.strip() == "autopilot: a unchanged"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["x", "--surface", "/etc/passwd"], "allowed_surface: '/etc/passwd' is not relative"),
+        (["x", "--surface", "../x"], "allowed_surface: '../x' leaves the project (..)"),
+        (["x", "--surface", "~/x"], "allowed_surface: '~/x' is not relative"),
+        (["fix \udcff it"], "prompt has a lone surrogate (U+DCFF) at character 5"),
+        (["x", "--title", "\udcff"], "title has a lone surrogate (U+DCFF)"),
+    ],
+)
+def test_add_refuses_a_surface_outside_the_project_and_text_that_is_not_unicode(
+    project: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    code, _, err = autopilot(capsys, "tasks", "add", *args)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
+    assert not (project / TASKS).exists()
+
+
+def test_import_refuses_a_lone_surrogate(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "prd.json").write_text('{"userStories": [{"id": "s1", "title": "fix \\ud800"}]}')
+    code, _, err = autopilot(capsys, "tasks", "import", "prd.json")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "work item 's1': prompt has a lone surrogate (U+D800)" in err
+    assert not (project / TASKS).exists()

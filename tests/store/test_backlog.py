@@ -188,3 +188,31 @@ def test_a_change_rewrites_only_the_line_it_meant(tmp_path: Path) -> None:
     written = backlog.path.read_bytes().split(b"\n")
     assert written[:2] == lines[:2]
     assert json.loads(written[2])["status"] == "blocked"
+
+
+def test_a_hand_written_surface_outside_the_project_or_a_lone_surrogate_is_a_malformed_line() -> (
+    None
+):
+    data = b"\n".join(
+        [
+            GOOD,
+            b'{"id":"b","allowed_surface":["src/", "/etc/passwd"]}',
+            b'{"id":"c","allowed_surface":["../x"]}',
+            b'{"id":"d","prompt":"fix \\ud800 it"}',
+            b'{"id":"e","acceptance_criteria":[{"id":"ac1","text":"t","check":"\\udcff"}]}',
+            b'{"id":"f","allowed_surface":["src/...", "docs/*.md", "./tests/"]}',
+        ]
+    )
+    backlog = parse_backlog(data + b"\n")
+    assert [i.id for i in backlog.items] == ["a", "f"]
+    assert [m.describe() for m in backlog.malformed] == [
+        ".autopilot/tasks.jsonl line 2: allowed_surface: '/etc/passwd' is not relative to the "
+        "project; a surface is a path or glob relative to the project root",
+        ".autopilot/tasks.jsonl line 3: allowed_surface: '../x' leaves the project (..); a "
+        "surface is a path or glob relative to the project root",
+        ".autopilot/tasks.jsonl line 4: prompt has a lone surrogate (U+D800) at character 5, "
+        "which is not text",
+        ".autopilot/tasks.jsonl line 5: acceptance_criteria[0].check has a lone surrogate "
+        "(U+DCFF) at character 1, which is not text",
+    ]
+    assert backlog.hold()[0].startswith(".autopilot/tasks.jsonl line 2: ")

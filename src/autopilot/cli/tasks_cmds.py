@@ -2,72 +2,37 @@
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import click
 
 from autopilot.cli.echo import say, say_json
+from autopilot.cli.tasks_common import (
+    change_item,
+    checked_item,
+    find_item,
+    parse_criteria,
+    project_backlog,
+    read_backlog,
+)
+from autopilot.cli.tasks_edit import edit, remove
 from autopilot.cli.tasks_view import item_details, item_rows
 from autopilot.core.decisions import fresh_attempts
 from autopilot.core.workitems import (
-    Completion,
     CompletionState,
-    Criterion,
     FocusLayer,
     ItemFormatError,
     ItemStatus,
     WorkItem,
     check_id,
-    item_from_json,
 )
 from autopilot.errors import BacklogError, UsageError
-from autopilot.store.backlog import Backlog, BacklogFile, read_bounded_regular_file
+from autopilot.store.backlog import BacklogFile, read_bounded_regular_file
 from autopilot.store.backlog_import import Imported, free_id, parse_import, unchecked
-from autopilot.store.paths import runs_root
 
 _HELP = {"help_option_names": ["-h", "--help"]}
 MAX_IMPORT_BYTES = 8 * 1024 * 1024
-CHECK_SEPARATOR = " :: "
-
-
-def project_backlog(project: Path | None = None) -> Backlog:
-    """The backlog of ``project`` (default: the current directory)."""
-    return Backlog((project or Path.cwd()).resolve(), runs_root() / ".locks")
-
-
-def _read(backlog: Backlog) -> BacklogFile:
-    current = backlog.read()
-    for problem in current.problems():
-        say(f"autopilot: warning: {problem}", err=True)
-    return current
-
-
-def _find(current: BacklogFile, item_id: str) -> WorkItem:
-    item = current.item(item_id)
-    if item is None:
-        known = ", ".join(i.id for i in current.items[:10]) or "none"
-        raise BacklogError(
-            f"no work item {item_id!r} in {Path('.autopilot/tasks.jsonl')} (items: {known})"
-        )
-    return item
-
-
-def _criteria(texts: tuple[str, ...]) -> tuple[Criterion, ...]:
-    criteria = []
-    for number, text in enumerate(texts, start=1):
-        words, _, check = text.partition(CHECK_SEPARATOR)
-        if not words.strip():
-            raise UsageError(f"--criterion {text!r} has no text")
-        if check.strip():
-            criteria.append(Criterion(f"ac{number}", words.strip(), check.strip()))
-        else:
-            criteria.append(Criterion(f"ac{number}", words.strip(), plain=True))
-    return tuple(criteria)
 
 
 @click.group(context_settings=_HELP)
@@ -113,7 +78,7 @@ def add(
             check_id(dep, "--depends-on")
     except ItemFormatError as error:
         raise UsageError(str(error)) from None
-    built = _criteria(criteria)
+    built = parse_criteria(criteria)
     added: list[WorkItem] = []
 
     def change(current: BacklogFile) -> BacklogFile:
@@ -135,6 +100,7 @@ def add(
             allowed_surface=surface,
             focus_layer=FocusLayer(focus_layer),
         )
+        item = checked_item(item)
         added.append(item)
         return current.append([item])
 
@@ -146,7 +112,7 @@ def add(
 @click.option("--json", "as_json", is_flag=True, help="The items as a JSON array.")
 def list_tasks(as_json: bool) -> None:
     """List the work items (the next one marked with >)."""
-    current = _read(project_backlog())
+    current = read_backlog(project_backlog())
     if as_json:
         say_json([item.to_json() for item in current.items])
         return
@@ -161,25 +127,9 @@ def list_tasks(as_json: bool) -> None:
 @click.argument("item_id", metavar="ID")
 def show(item_id: str) -> None:
     """Show one work item in full."""
-    current = _read(project_backlog())
-    for line in item_details(_find(current, item_id), current.items):
+    current = read_backlog(project_backlog())
+    for line in item_details(find_item(current, item_id), current.items):
         say(line)
-
-
-def _change_item(item_id: str, change: Any) -> WorkItem:
-    from autopilot.cli.tasks_guard import refuse_during_an_iteration
-
-    project = Path.cwd().resolve()
-    changed: list[WorkItem] = []
-
-    def apply(current: BacklogFile) -> BacklogFile:
-        refuse_during_an_iteration(project)  # under the lock the run marks its turn in
-        item = change(_find(current, item_id))
-        changed.append(item)
-        return current.replace_item(item)
-
-    project_backlog().update(apply)
-    return changed[0]
 
 
 @tasks.command(context_settings=_HELP)
@@ -195,7 +145,7 @@ def block(item_id: str, reason: str) -> None:
             raise BacklogError(f"{item.id} is {item.status.value}; reopen it first")
         return item.with_status(ItemStatus.BLOCKED, blocked_reason=reason)
 
-    _change_item(item_id, change)
+    change_item(item_id, change)
     say(f"autopilot: {item_id} is blocked: {reason}")
 
 
@@ -213,7 +163,7 @@ def unblock(item_id: str) -> None:
             completion = replace(completion, state=CompletionState.IN_PROGRESS)
         return fresh_attempts(item).with_status(status, blocked_reason=None, completion=completion)
 
-    item = _change_item(item_id, change)
+    item, _ = change_item(item_id, change)
     say(f"autopilot: {item_id} is {item.status.value}")
 
 
@@ -235,88 +185,8 @@ def reopen(item_id: str) -> None:
             ItemStatus.REOPENED, blocked_reason=None, completion=completion
         )
 
-    _change_item(item_id, change)
+    change_item(item_id, change)
     say(f"autopilot: {item_id} is reopened")
-
-
-@tasks.command(context_settings=_HELP)
-@click.argument("item_id", metavar="ID")
-@click.option("--prompt", metavar="TEXT", help="A new prompt.")
-@click.option("--title", metavar="TEXT", help="A new title.")
-@click.option(
-    "--criterion",
-    "criteria",
-    multiple=True,
-    metavar="TEXT[ :: CHECK]",
-    help="Replace the acceptance criteria (repeat for each).",
-)
-@click.option("--status", type=click.Choice([s.value for s in ItemStatus]), help="A new status.")
-def edit(
-    item_id: str,
-    prompt: str | None,
-    title: str | None,
-    criteria: tuple[str, ...],
-    status: str | None,
-) -> None:
-    """Change a work item: with options, or else in $EDITOR as JSON."""
-    built = _criteria(criteria) if criteria else None
-    if prompt is None and title is None and built is None and status is None:
-        _refuse_without_an_editor()
-
-    def change(item: WorkItem) -> WorkItem:
-        if prompt is None and title is None and built is None and status is None:
-            return _edit_in_editor(item)
-        changes: dict[str, Any] = {}
-        if prompt is not None:
-            changes["prompt"] = prompt
-        if title is not None:
-            changes["title"] = title or None
-        if built is not None:
-            changes["acceptance_criteria"] = built
-        if status is not None:
-            changes["status"] = ItemStatus(status)
-            if status == "not_applicable":
-                changes["completion"] = Completion(extra=item.completion.extra)
-        return replace(item, **changes)
-
-    _change_item(item_id, change)
-    say(f"autopilot: {item_id} changed")
-
-
-_EDIT_OPTIONS = "--prompt TEXT, --title TEXT, --criterion TEXT[ :: CHECK] or --status STATUS"
-
-
-def _refuse_without_an_editor() -> None:
-    """Refuse to open an editor when none can be used: no $VISUAL or $EDITOR named
-    and no terminal for the system's default one.
-
-    Raises:
-        UsageError: no editor can be opened here.
-    """
-    named = os.environ.get("VISUAL") or os.environ.get("EDITOR")
-    if not named and not (sys.stdin.isatty() and sys.stdout.isatty()):
-        raise UsageError(
-            f"no terminal to edit the item in (and no $EDITOR): change it with {_EDIT_OPTIONS}"
-        )
-
-
-def _edit_in_editor(item: WorkItem) -> WorkItem:
-    text = json.dumps(item.to_json(), indent=2, ensure_ascii=False) + "\n"
-    try:
-        edited = click.edit(text, extension=".json")
-    except click.ClickException as error:
-        raise UsageError(
-            f"{error.format_message()}; change the item with {_EDIT_OPTIONS}"
-        ) from None
-    if edited is None or edited == text:
-        return item
-    try:
-        changed = item_from_json(json.loads(edited))
-    except (ValueError, ItemFormatError) as error:
-        raise BacklogError(f"not saved: {error}") from None
-    if changed.id != item.id:
-        raise BacklogError("not saved: the id cannot be changed")
-    return changed
 
 
 @tasks.command(name="import", context_settings=_HELP)
@@ -334,6 +204,8 @@ def import_tasks(path: str) -> None:
 
     def change(current: BacklogFile) -> BacklogFile:
         found = parse_import(data, source.name, current.items)
+        for item in found.items:
+            checked_item(item, BacklogError)
         imported.append(found)
         return current.append(found.items) if found.items else current
 
@@ -352,3 +224,7 @@ def import_tasks(path: str) -> None:
             "criteria with no check: they complete on the agent's report; add checks with "
             f"`autopilot tasks edit {on_word[0]} --criterion 'TEXT :: CHECK'`"
         )
+
+
+tasks.add_command(edit)
+tasks.add_command(remove)

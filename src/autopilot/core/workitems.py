@@ -25,6 +25,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from autopilot.core.item_text import surface_problem, text_problem
+
 
 class ItemStatus(StrEnum):
     """A work item's status (``docs/backlog.md``); the value is the JSON ``status``."""
@@ -272,14 +274,19 @@ def _text(value: Any, where: str, *, optional: bool = False) -> str | None:
         return None
     if not isinstance(value, str):
         raise ItemFormatError(f"{where} must be a string")
+    if (problem := text_problem(value)) is not None:
+        raise ItemFormatError(f"{where} has {problem}")
     return value
 
 
-def _text_list(value: Any, where: str) -> tuple[str, ...]:
+def _text_list(value: Any, where: str, check: Any = text_problem) -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ItemFormatError(f"{where} must be a list of strings")
+    for text in value:
+        if (problem := check(text)) is not None:
+            raise ItemFormatError(f"{where}: {problem}")
     return tuple(value)
 
 
@@ -381,7 +388,7 @@ def item_from_json(data: Any) -> WorkItem:
             for dep in _text_list(data.get("depends_on"), "depends_on")
         ),
         acceptance_criteria=_criteria(data.get("acceptance_criteria")),
-        allowed_surface=_text_list(data.get("allowed_surface"), "allowed_surface"),
+        allowed_surface=_text_list(data.get("allowed_surface"), "allowed_surface", surface_problem),
         focus_layer=_choice(data.get("focus_layer", "micro"), FocusLayer, "focus_layer"),
         completion=_completion(data.get("completion")),
         attempt=attempt,

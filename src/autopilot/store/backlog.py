@@ -156,6 +156,21 @@ class BacklogFile:
         lines.extend(None for _ in added)
         return BacklogFile(tuple(entries), exists=True, lines=tuple(lines))
 
+    def without(self, item_id: str) -> BacklogFile:
+        """A copy without the first item of this id; every other line kept."""
+        index = next(
+            (n for n, e in enumerate(self.entries) if isinstance(e, WorkItem) and e.id == item_id),
+            None,
+        )
+        if index is None:
+            return self
+        keep = [n for n in range(len(self.entries)) if n != index]
+        return BacklogFile(
+            tuple(self.entries[n] for n in keep),
+            exists=True,
+            lines=tuple(self.line(n) for n in keep),
+        )
+
     def append(self, items: Sequence[WorkItem]) -> BacklogFile:
         """A copy with ``items`` added at the end."""
         return BacklogFile(
