@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from autopilot.core.workitems import Criterion, ItemStatus, WorkItem
-from autopilot.store.backlog_import import parse_markdown_checklist, unchecked
+from autopilot.errors import BacklogError
+from autopilot.store.backlog_import import parse_import, parse_markdown_checklist, unchecked
 
 CHECKLIST = """\
 # Plan
@@ -53,3 +58,24 @@ def test_unchecked_names_the_open_items_that_complete_on_the_agents_word() -> No
     bare = WorkItem(id="c", prompt="p")
     done = WorkItem(id="d", prompt="p", status=ItemStatus.COMPLETED)
     assert unchecked([checked, half, bare, done]) == ["b", "c"]
+
+
+def test_prd_json_depends_on_is_imported_as_the_items_ids() -> None:
+    stories = [
+        {"id": "US 3", "title": "Third", "priority": 1, "dependsOn": ["US-1", "US 2"]},
+        {"id": "US-1", "title": "First", "priority": 2},
+        {"id": "US 2", "title": "Second", "priority": 3, "dependsOn": ["US-0"]},
+    ]
+    existing = [WorkItem(id="done-0", prompt="Zeroth"), WorkItem(id="US-1", prompt="other")]
+    stories.append({"id": "US-0", "title": "Zeroth", "priority": 0})  # already in the backlog
+    data = json.dumps({"userStories": stories}).encode()
+    found = parse_import(data, "prd.json", existing)
+    assert found.skipped == 1
+    assert [(i.id, i.depends_on) for i in found.items] == [
+        ("US-3", ("task-1", "US-2")),
+        ("task-1", ()),
+        ("US-2", ("done-0",)),
+    ]
+    stories[1]["dependsOn"] = ["US-9"]
+    with pytest.raises(BacklogError, match="story task-1 depends on 'US-9', which is neither"):
+        parse_import(json.dumps({"userStories": stories}).encode(), "prd.json", existing)

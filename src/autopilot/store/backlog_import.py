@@ -3,7 +3,8 @@
 * ``prd.json`` as snarktank/ralph and ralph-tui write it
   (https://github.com/snarktank/ralph, ``prd.json.example``): ``userStories``, each
   with ``id``, ``title``, ``description``, ``acceptanceCriteria`` (strings),
-  ``priority`` (lower first) and ``passes`` (true: already done).
+  ``priority`` (lower first), ``passes`` (true: already done) and ``dependsOn``
+  (story ids, or ids of the backlog's items: ``depends_on``).
 * A Markdown checklist: every ``- [ ] text`` (or ``*``/``+``) is an open item,
   ``- [x] text`` a completed one, in the order they appear; a checklist line indented
   under an item's line is an acceptance criterion of that item, not an item.
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -84,10 +85,12 @@ def parse_prd_json(
         data: The file's bytes.
         source: The file's name, for messages and evidence.
         taken: Ids already in the backlog (a story with such an id gets a new one).
-        known: Prompts already in the backlog (a story with such a prompt is skipped).
+        known: Prompts already in the backlog (a story with such a prompt is skipped);
+            a mapping to their items' ids lets a ``dependsOn`` name a skipped story.
 
     Raises:
-        BacklogError: not JSON, or no ``userStories`` list of objects.
+        BacklogError: not JSON, no ``userStories`` list of objects, or a
+            ``dependsOn`` that names no story of the file nor item of the backlog.
     """
     try:
         value = json.loads(data.decode("utf-8"))
@@ -104,6 +107,8 @@ def parse_prd_json(
     used = set(taken)
     items: list[WorkItem] = []
     skipped = 0
+    story_ids: dict[str, str] = {}  # a story's id -> its item's id (in the backlog or new)
+    wanted: dict[str, list[str]] = {}  # an item's id -> the story ids it depends on
     for _, story in ordered:
         title = _str(story.get("title"))
         description = _str(story.get("description"))
@@ -111,11 +116,18 @@ def parse_prd_json(
         notes = _str(story.get("notes"))
         if notes:
             prompt += f"\n\nNotes: {notes}"
+        story_id = _str(story.get("id"))
         if prompt in known:
             skipped += 1
+            existing = known.get(prompt) if isinstance(known, Mapping) else None
+            if story_id and isinstance(existing, str):
+                story_ids.setdefault(story_id, existing)
             continue
-        item_id = _slug_id(_str(story.get("id")) or title or "", used)
+        item_id = _slug_id(story_id or title or "", used)
         used.add(item_id)
+        if story_id:
+            story_ids.setdefault(story_id, item_id)
+        wanted[item_id] = _story_ids(story.get("dependsOn"), source, story_id or item_id)
         criteria = story.get("acceptanceCriteria")
         texts = [c for c in criteria if isinstance(c, str)] if isinstance(criteria, list) else []
         items.append(
@@ -130,7 +142,44 @@ def parse_prd_json(
                 completion=_done(source) if story.get("passes") is True else Completion(),
             )
         )
-    return Imported(items, skipped)
+    return Imported(_with_dependencies(items, wanted, story_ids, taken, source), skipped)
+
+
+def _story_ids(value: Any, source: str, story: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise BacklogError(f"{source}: story {story}: dependsOn must be a list of story ids")
+    return [v.strip() for v in value if v.strip()]
+
+
+def _with_dependencies(
+    items: list[WorkItem],
+    wanted: Mapping[str, list[str]],
+    story_ids: Mapping[str, str],
+    taken: Collection[str],
+    source: str,
+) -> list[WorkItem]:
+    """``items`` with each story's ``dependsOn`` as ``depends_on``: a story id of the
+    file (as the id its item got), or an id the backlog already has.
+
+    Raises:
+        BacklogError: a ``dependsOn`` names neither.
+    """
+    done: list[WorkItem] = []
+    for item in items:
+        deps: list[str] = []
+        for name in wanted.get(item.id, []):
+            dep = story_ids.get(name) or (name if name in taken else None)
+            if dep is None:
+                raise BacklogError(
+                    f"{source}: story {item.id} depends on {name!r}, which is neither a story "
+                    "of the file nor a work item of the backlog; nothing was imported"
+                )
+            if dep not in deps and dep != item.id:
+                deps.append(dep)
+        done.append(replace(item, depends_on=tuple(deps)) if deps else item)
+    return done
 
 
 def _priority(story: dict[str, Any]) -> float:
@@ -225,7 +274,7 @@ def parse_import(data: bytes, source: str, existing: Sequence[WorkItem]) -> Impo
             not UTF-8.
     """
     taken = [item.id for item in existing]
-    known = {item.prompt for item in existing if item.prompt}
+    known = {item.prompt: item.id for item in reversed(existing) if item.prompt}
     if source.lower().endswith(".json") or data.lstrip().startswith((b"{", b"[")):
         return parse_prd_json(data, source, taken, known)
     try:
