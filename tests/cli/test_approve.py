@@ -94,3 +94,15 @@ def _iteration_started(tmp_path: Path) -> bool:
         if (folder / "events.jsonl").exists()
         for e in read_jsonl(folder / "events.jsonl")
     )
+
+
+def test_a_surface_outside_the_project_is_refused_in_one_line(repo: Path) -> None:
+    _backlog(repo)
+    args = ["run", "--backlog", "--agent", "demo", "--approve", "--surface", "/etc/passwd"]
+    done = run_cli(args, cwd=repo)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "autopilot: error: --surface: '/etc/passwd' is not relative to the project; a surface "
+        "is a path or glob relative to the project root"
+    ]
+    assert not (repo / ".autopilot" / "approved-run.json").exists()

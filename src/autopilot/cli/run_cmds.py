@@ -17,6 +17,7 @@ from autopilot.cli.run_limits import LIMIT_OPTIONS, limit_options, print_limits
 from autopilot.cli.run_sources import approve_boundary, run_source, with_baked_defaults
 from autopilot.config_sources import build_config
 from autopilot.core.ending import RunResult
+from autopilot.core.item_text import surface_problem
 from autopilot.errors import UsageError
 from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
@@ -192,6 +193,9 @@ def run(
         raise UsageError("--approve and --surface are for backlog runs (--backlog)")
     if surfaces and not approve:
         raise UsageError("--surface goes with --approve")
+    for surface in surfaces:
+        if (problem := surface_problem(surface)) is not None:
+            raise UsageError(f"--surface: {problem}")
     lanes = lanes_wanted(parallel, backlog=backlog, worktree=worktree)
     cwd = Path.cwd().resolve()
     chosen = run_source(

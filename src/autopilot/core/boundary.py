@@ -26,6 +26,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
+from autopilot.core.item_text import surface_problem
+
 SCHEMA_VERSION = "autopilot-run.v1"
 OWN_FILES_PREFIX = ".autopilot/"
 
@@ -89,6 +91,11 @@ def parse_boundary(data: Any) -> tuple[Boundary | None, list[str]]:
     surfaces = _strings(data.get("allowed_surfaces"))
     if not surfaces:
         problems.append("allowed_surfaces is empty")
+    problems.extend(
+        f"allowed_surfaces: {problem}"
+        for problem in map(surface_problem, surfaces)
+        if problem is not None
+    )
     conditions = _strings(data.get("stop_conditions"))
     if not conditions:
         problems.append("stop_conditions is empty")
