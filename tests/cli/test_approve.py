@@ -106,3 +106,14 @@ def test_a_surface_outside_the_project_is_refused_in_one_line(repo: Path) -> Non
         "is a path or glob relative to the project root"
     ]
     assert not (repo / ".autopilot" / "approved-run.json").exists()
+
+
+def test_a_backlog_run_says_its_item_attempts_and_check_timeout_at_the_start(repo: Path) -> None:
+    _backlog(repo)
+    args = ["run", "--backlog", "--agent", "demo", "--plain", "--max-iterations", "1"]
+    limits = ["--max-item-attempts", "2", "--check-timeout", "90s"]
+    done = run_cli([*args, *limits], cwd=repo, env={"AUTOPILOT_DEMO_DELAY": "0"})
+    assert (
+        "autopilot: work items: 2 attempts each (max-item-attempts), check timeout 1.5m "
+        "(check-timeout)\n" in done.stdout
+    ), done.stdout + done.stderr

@@ -269,7 +269,9 @@ def run(
                 extra_args=agent_args,
                 command=command,
                 detach=detach,
-                show_limits=lambda run_id: print_limits(run_id, config, run_dir(root, run_id)),
+                show_limits=lambda run_id: print_limits(
+                    run_id, config, run_dir(root, run_id), backlog=True
+                ),
             )
         arm = functools.partial(
             arm_run,
@@ -295,7 +297,7 @@ def run(
             project_lock.acquire(run_id=run_id)
         else:
             run_id = arm()
-        print_limits(run_id, config, run_dir(root, run_id))
+        print_limits(run_id, config, run_dir(root, run_id), backlog=chosen.mode == BACKLOG_MODE)
         if not detach:
             launch_lock.release()
             return drive(root, run_id, adapter, plain=plain, project_lock=project_lock)

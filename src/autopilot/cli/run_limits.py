@@ -96,7 +96,9 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds / 60:g}m" if seconds >= 60 else f"{seconds:g}s"
 
 
-def print_limits(run_id: str, config: RunConfig, folder: Path) -> None:
+def print_limits(run_id: str, config: RunConfig, folder: Path, *, backlog: bool = False) -> None:
+    """Say the run's limits at its start (a backlog run's also its work items': the
+    attempts each may use and the timeout of each check)."""
     maximum = str(config.max_iterations) if config.max_iterations else "unlimited"
     model = f", model {config.model}" if config.model else ""
     cost = f"${config.max_cost_usd:g}" if config.max_cost_usd is not None else "none"
@@ -114,6 +116,14 @@ def print_limits(run_id: str, config: RunConfig, folder: Path) -> None:
         f"({config.completion_match}){abort}, "
         f"stagnation limit {config.stagnation_limit or 'off'}, context {config.context}"
     )
+    attempts = config.max_item_attempts or "unlimited"
+    if backlog:
+        say(
+            f"autopilot: work items: {attempts} attempts each (max-item-attempts), check "
+            f"timeout {_duration(config.check_timeout_seconds)} (check-timeout)"
+        )
+    elif config.verify:
+        say(f"autopilot: check timeout {_duration(config.check_timeout_seconds)} (check-timeout)")
     if config.env_exclude:
         say(
             "autopilot: agent environment without "
