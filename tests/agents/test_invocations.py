@@ -15,7 +15,7 @@ import pytest
 
 from autopilot.agents.base import AgentAdapter, InvocationRequest
 from autopilot.agents.registry import AGENT_NAMES, make_adapter
-from autopilot.errors import AgentNotFoundError
+from autopilot.errors import AgentNotFoundError, UsageError
 
 PROMPT = (
     "Skill('devkit:git:code-review') 1) check 2) fix 3) done; Bob's \"quoted\" code\n"
@@ -146,3 +146,14 @@ def test_every_adapter_names_its_verified_version() -> None:
         "opencode": "1.18.33",
         "aider": "0.86.2",
     }
+
+
+def test_a_command_agent_refuses_an_argument_over_the_os_limit(tmp_path: Path) -> None:
+    adapter = make_adapter("command", command=("true",), prompt_via="arg")
+    fits = InvocationRequest("x" * 131_071, tmp_path / "p.md", tmp_path)
+    assert adapter.build_invocation(fits).argv[-1] == fits.prompt
+    over = InvocationRequest("é" * 70_000, tmp_path / "p.md", tmp_path)
+    with pytest.raises(UsageError, match="the prompt is 140000 bytes, over the 131071 bytes"):
+        adapter.build_invocation(over)
+    stdin = make_adapter("command", command=("true",), prompt_via="stdin")
+    assert stdin.build_invocation(over).stdin == over.prompt.encode()

@@ -387,3 +387,20 @@ def test_a_closed_stdout_does_not_end_a_foreground_run(tmp_path: Path, repo: Pat
     assert (done.returncode, done.stderr) == (0, "")
     state = _state(tmp_path)
     assert (state["status"], state["terminationReason"]) == ("completed", "completion_promise")
+
+
+def test_a_prompt_too_long_for_one_argument_is_refused_at_start(tmp_path: Path, repo: Path) -> None:
+    (repo / "big.md").write_text("x" * 200_000)
+    args = ["run", "-f", "big.md", "--agent", "command", "--prompt-via", "arg", "--", "true"]
+    done = run_cli(args, cwd=repo)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "autopilot: error: the prompt is 200000 bytes, over the 131071 bytes the OS allows "
+        "one argument (Linux's MAX_ARG_STRLEN): pass it with --prompt-via stdin or "
+        "--prompt-via file"
+    ]
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").glob("*-*"))
+    ok = run_cli(
+        [*args[:5], "--prompt-via", "stdin", "--max-iterations", "1", "--", "true"], cwd=repo
+    )
+    assert ok.returncode != 2, ok.stderr

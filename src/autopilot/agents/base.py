@@ -306,6 +306,19 @@ def argv_bytes(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
+def argument_problem(prompt: str) -> str | None:
+    """Why ``prompt`` cannot be passed as one argv element (over ``MAX_ARG_BYTES``),
+    naming the OS limit and the way around it; None if it can."""
+    size = argv_bytes(prompt)
+    if size <= MAX_ARG_BYTES:
+        return None
+    return (
+        f"the prompt is {size} bytes, over the {MAX_ARG_BYTES} bytes the OS allows one "
+        "argument (Linux's MAX_ARG_STRLEN): pass it with --prompt-via stdin or "
+        "--prompt-via file"
+    )
+
+
 def find_executable(program: str, install_hint: str) -> str:
     """Resolve ``program`` on PATH (or as a path).
 

@@ -20,6 +20,7 @@ from autopilot.agents.base import (
     Invocation,
     InvocationRequest,
     IterationReport,
+    argument_problem,
     find_executable,
     shorten,
 )
@@ -131,6 +132,8 @@ class CommandAdapter:
         argv = [find_executable(self.argv[0], "check the program after '--'"), *self.argv[1:]]
         argv += list(request.extra_args)
         if self.prompt_via is PromptVia.ARG:
+            if (problem := self.prompt_problem(request.prompt)) is not None:
+                raise UsageError(problem)
             return Invocation(argv=[*argv, request.prompt])
         if self.prompt_via is PromptVia.FILE:
             path = str(request.prompt_path)
@@ -138,6 +141,11 @@ class CommandAdapter:
                 return Invocation(argv=[path if a == "{prompt_file}" else a for a in argv])
             return Invocation(argv=[*argv, path])
         return Invocation(argv=argv, stdin=request.prompt.encode("utf-8"))
+
+    def prompt_problem(self, prompt: str) -> str | None:
+        """Why ``prompt`` cannot be passed the way asked (``--prompt-via arg`` over
+        the OS's limit on one argument), or None."""
+        return argument_problem(prompt) if self.prompt_via is PromptVia.ARG else None
 
     def new_parser(self) -> PlainTextParser:
         """A parser for plain-text output."""

@@ -14,7 +14,12 @@ from autopilot.cli.detached import launch_detached
 from autopilot.cli.echo import say
 from autopilot.cli.parallel_cmd import lanes_wanted, run_parallel
 from autopilot.cli.run_limits import LIMIT_OPTIONS, limit_options, print_limits
-from autopilot.cli.run_sources import approve_boundary, run_source, with_baked_defaults
+from autopilot.cli.run_sources import (
+    approve_boundary,
+    check_prompt_passable,
+    run_source,
+    with_baked_defaults,
+)
 from autopilot.config_sources import build_config
 from autopilot.core.ending import RunResult
 from autopilot.core.item_text import surface_problem
@@ -225,6 +230,7 @@ def run(
     agent_args = () if config.agent == "command" else extra
     adapter = make_adapter(config.agent, command=command, prompt_via=config.prompt_via)
     adapter.check_installed()
+    check_prompt_passable(adapter, chosen.source)
     if config.context == "continue" and not adapter.supports_sessions:
         raise UsageError(f"--continue needs an agent with sessions; {config.agent} has none")
     root = runs_root()

@@ -134,3 +134,25 @@ def approve_boundary(cwd: Path, *, approve: bool, steps: int, surfaces: tuple[st
             f"autopilot: approved run boundary: {boundary.remaining_steps} steps, "
             f"allowed surfaces {', '.join(boundary.allowed_surfaces)}"
         )
+
+
+def check_prompt_passable(adapter: object, source: PromptSource) -> None:
+    """Refuse at start a prompt the agent cannot be handed the way asked (an adapter's
+    ``prompt_problem``: ``--prompt-via arg`` over the OS's limit on one argument),
+    rather than fail at launch every iteration. A ``-f`` file is read as it is now.
+
+    Raises:
+        UsageError: the adapter's reason, in one line.
+    """
+    problem_of = getattr(adapter, "prompt_problem", None)
+    if problem_of is None:
+        return
+    prompt = source.text
+    if prompt is None and source.path is not None:
+        try:
+            prompt = source.path.read_bytes().decode("utf-8", "replace")
+        except OSError:
+            return  # prompt_source read it a moment ago: the driver says what is wrong
+    problem = problem_of(prompt) if prompt is not None else None
+    if problem is not None:
+        raise UsageError(problem)
