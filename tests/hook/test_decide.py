@@ -63,6 +63,16 @@ UNCLAIMED = Arming("hook-1800000000001", HookAgent.CLAUDE, PROJECT, claim_until_
         pytest.param(replace(HOOK, agent=HookAgent.CODEX), [UNCLAIMED], None, id="other-agent"),
         pytest.param(HOOK, [UNCLAIMED, OWNED], (OWNED.run_id, False), id="owned-before-claimable"),
         pytest.param(HOOK, [], None, id="nothing-armed"),
+        pytest.param(
+            replace(HOOK, cwd="/home/dev/other"), [OWNED], None, id="owned-from-another-project"
+        ),
+        pytest.param(replace(HOOK, cwd=""), [OWNED], None, id="owned-without-a-cwd"),
+        pytest.param(
+            replace(HOOK, cwd=PROJECT + "/src/deep"),
+            [OWNED],
+            (OWNED.run_id, False),
+            id="owned-from-a-project-subfolder",
+        ),
     ],
 )
 def test_a_stop_matches_only_its_own_sessions_run(

@@ -1,9 +1,9 @@
 """Which armed run a Stop belongs to, and what the hook does with it (pure).
 
-``match_arming`` finds the run armed for the stopping session: its owner is the
-session (an empty owner never matches: a run is scoped to its session,
-https://github.com/anthropics/claude-code/issues/26514), or it is still unclaimed,
-armed for the same agent in the same project, and inside its claim window.
+``match_arming`` finds the run armed for the stopping session in the Stop's project:
+its owner is the session (an empty owner never matches: a run is scoped to its
+session, https://github.com/anthropics/claude-code/issues/26514), or it is still
+unclaimed, armed for the same agent, and inside its claim window.
 ``decide_stop`` then lets the stop through (with the reason), asks the shell to read
 the transcript again after a short wait (the flush race), or says that this stop is
 an iteration whose final message the run's ``conclude`` step judges.
@@ -49,13 +49,16 @@ def match_arming(hook: HookInput, armings: Sequence[Arming], now_ms: int) -> Mat
     """The arming ``hook``'s session owns, else the oldest one it may claim.
 
     A session id that is empty never matches and never claims; an arming owned by
-    another session is never taken.
+    another session is never taken, nor one of this session armed for another project:
+    the Stop's ``cwd`` must be the run's project or a folder inside it (so also when
+    the project is the cwd's git toplevel), whichever way it matches — a session
+    resumed in another project does not continue the run.
     """
     if not hook.session_id:
         return None
     for arming in armings:
         if arming.session_id and arming.session_id == hook.session_id:
-            return Match(arming, claims=False)
+            return Match(arming, claims=False) if _inside(hook.cwd, arming.project) else None
     for arming in armings:
         if (
             not arming.session_id
