@@ -162,3 +162,21 @@ def test_user_shell(shell: str, expected: str) -> None:
     if expected != "/bin/sh" and not os.access(expected, os.X_OK):
         pytest.skip("no bash here")
     assert user_shell({"SHELL": shell}) == expected
+
+
+@pytest.mark.parametrize(
+    ("after", "timed_out"), [("sleep 300", True), ("echo done", False)], ids=["hangs", "exits"]
+)
+def test_a_setsid_child_of_a_check_is_ended_with_it(
+    tmp_path: Path, after: str, timed_out: bool
+) -> None:
+    """A child that left the check's session and process group (``setsid``) is ended
+    too, before ``run_checks`` returns, whether the check timed out or exited."""
+    spawn = "setsid sh -c 'echo $$ > child.pid; exec sleep 300' > /dev/null 2>&1 < /dev/null &"
+    check = f"{spawn} while [ ! -s child.pid ]; do sleep 0.05; done; {after}"
+    run = run_checks(
+        (Criterion("ac1", "x", check),), cwd=tmp_path, folder=tmp_path, timeout_seconds=2
+    )
+    assert run.results[0].timed_out is timed_out
+    child = int((tmp_path / "child.pid").read_text())
+    assert not _alive(child)

@@ -4,8 +4,10 @@ A criterion's ``check`` is the user's own command from ``tasks.jsonl``, so it ru
 through the user's shell (``$SHELL -c CHECK``, else ``/bin/sh``) in the work tree —
 the one place autopilot uses a shell. Each check gets its own process group, stdin
 ``/dev/null``, a timeout, and when it ends (or times out, or the caller stops it, or
-an error ends the wait) its whole group is ended, so a check that leaves a child
-behind or hangs cannot hold the run; its shell also gets a parent-death signal, so it
+an error ends the wait) its whole group is ended, and then every process it started
+that is still alive (autopilot is a child subreaper where Linux allows, so a ``setsid``
+child stays in its tree: ``loop.descendants``), so a check that leaves a child
+behind or hangs cannot hold the run nor outlive it; its shell also gets a parent-death signal, so it
 does not outlive a caller killed outright. What it printed (stdout and stderr
 together) is saved in the iteration's folder as ``check-<criterion>.log`` (the first
 ``MAX_SAVED_OUTPUT_BYTES``; mode 0600, like the run's other files), and all of it goes
@@ -29,6 +31,8 @@ from autopilot.core.digest import Hash, sha256
 from autopilot.core.item_report import CheckOutcome
 from autopilot.core.workitems import Criterion
 from autopilot.loop.agent_group import child_setup
+from autopilot.loop.descendants import end_all, reap_adopted, start_ticks, started_processes
+from autopilot.loop.subreaper import become_subreaper
 from autopilot.store.private import create_private, write_private
 
 DEFAULT_CHECK_TIMEOUT_SECONDS = 600.0
@@ -181,6 +185,7 @@ def _run_one(
 ) -> CheckResult:
     command = criterion.check or ""
     started = time.monotonic()
+    become_subreaper()  # what the check orphans (setsid, double fork) stays in sight
     read_fd, write_fd = os.pipe()
     try:
         process = subprocess.Popen(
@@ -202,6 +207,7 @@ def _run_one(
             criterion.id, command, None, False, "", log_path, 0, error.strerror or str(error)
         )
     os.close(write_fd)
+    since = start_ticks(process.pid)  # read while the shell cannot have been reaped
     deadline = started + timeout_seconds
     tail = b""
     saved = 0
@@ -235,7 +241,7 @@ def _run_one(
                     saved += len(chunk)
                 tail = (tail + chunk)[-OUTPUT_TAIL_BYTES:]
     finally:
-        _end_group(process)
+        _end_group(process, since)
     exit_code = None if timed_out or stopped else process.returncode
     return CheckResult(
         criterion.id,
@@ -249,8 +255,11 @@ def _run_one(
     )
 
 
-def _end_group(process: subprocess.Popen[bytes]) -> None:
-    """TERM the check's process group, then KILL what is left after a grace period."""
+def _end_group(process: subprocess.Popen[bytes], since: int | None) -> None:
+    """TERM the check's process group, then KILL what is left after a grace period;
+    then end every process the check started that is still alive, in its group or
+    not (``descendants.started_processes``: a ``setsid`` child too), and collect the
+    orphans this process adopted."""
     pgid = process.pid
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGTERM)
@@ -262,3 +271,6 @@ def _end_group(process: subprocess.Popen[bytes]) -> None:
         os.killpg(pgid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=_END_GRACE_SECONDS)
+    if since is not None:
+        end_all(lambda: started_processes(pgid, since), grace_seconds=_END_GRACE_SECONDS)
+    reap_adopted()

@@ -132,6 +132,32 @@ def agent_processes(leader_pid: int, cgroup: AgentCgroup | None) -> Found:
     return found
 
 
+def start_ticks(pid: int) -> int | None:
+    """When ``pid`` started, in the process table's clock ticks (None: not found)."""
+    row = _process_table().get(pid)
+    return row.started if row is not None else None
+
+
+def started_processes(leader_pid: int, since_ticks: int) -> Found:
+    """What a child of this process that leads a session of its own started (a check
+    command, whatever ``setsid`` or double forks it did): its process group and this
+    process's tree outside this process's session started no earlier than
+    ``since_ticks`` (``start_ticks`` of the leader, read while it ran). An orphan is
+    in this tree only while this process is a subreaper (``loop.subreaper``)."""
+    own_pid, own_session = os.getpid(), os.getsid(0)
+    table = _process_table()
+    found: Found = {}
+    for pid, row in table.items():
+        if row.zombie or row.started < since_ticks or pid == own_pid:
+            continue
+        if row.pgid == leader_pid or (
+            row.sid != own_session and _descends_from(pid, own_pid, table)
+        ):
+            with contextlib.suppress(psutil.Error):
+                found[pid] = psutil.Process(pid)
+    return found
+
+
 def _descends_from(pid: int, ancestor: int, table: Mapping[int, _Row]) -> bool:
     for _ in range(len(table)):
         row = table.get(pid)
