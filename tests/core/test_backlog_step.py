@@ -181,6 +181,11 @@ def test_a_running_item_nobody_holds_is_resumed_by_a_lane() -> None:
     assert plan.item is not None and plan.item.id == "a"
     assert plan.item.extra == {"claimed_by": "lane-1"}
     assert plan.prompt is not None and "pending-decision: missing" in plan.prompt
+    # Taken over from a lane that ended: a new attempt counts toward the limit.
+    assert (plan.item.status, plan.item.attempt) == (ItemStatus.RUNNING, 2)
+    own = orphan.with_status(ItemStatus.RUNNING, extra={"claimed_by": "lane-1", "cut_short": 1})
+    resumed = plan_iteration("lane-1", [own, C], 3, taken=set(), claim=True).item
+    assert resumed is not None and resumed.attempt == 1  # its own lane resumes it
 
 
 def test_a_repeated_id_is_never_next_and_its_later_line_is_never_compared() -> None:

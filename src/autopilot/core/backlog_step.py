@@ -108,7 +108,9 @@ def plan_iteration(
         run_surface: The run's allowed surfaces, for items that name none.
         taken: Ids of running items other lanes hold: never chosen, and their
             dependents wait for them.
-        claim: Record ``run_id`` in the started item's ``claimed_by`` (a lane).
+        claim: Record ``run_id`` in the started item's ``claimed_by`` (a lane). A
+            running item another lane claimed (that lane ended) is taken over as a
+            new attempt (``attempt`` + 1), not resumed as the same one.
     """
     free = [item for item in items if item.id not in taken] if taken else items
     chosen = next_item(free)
@@ -120,7 +122,9 @@ def plan_iteration(
             )
         return _no_item(tuple(items))
     resumed = chosen.status is ItemStatus.RUNNING
-    started = start_item(chosen)
+    # A lane that takes over another's running item (its lane died) starts an attempt.
+    taken_over = claim and resumed and chosen.extra.get(CLAIM_FIELD) != run_id
+    started = start_item(chosen.with_status(ItemStatus.READY) if taken_over else chosen)
     if claim:
         started = replace(started, extra={**started.extra, CLAIM_FIELD: run_id})
     prompt = continuation_message(run_id, started, pending_missing=resumed, run_surface=run_surface)
