@@ -404,3 +404,13 @@ def test_a_prompt_too_long_for_one_argument_is_refused_at_start(tmp_path: Path, 
         [*args[:5], "--prompt-via", "stdin", "--max-iterations", "1", "--", "true"], cwd=repo
     )
     assert ok.returncode != 2, ok.stderr
+
+
+def test_a_prompt_argument_that_is_not_utf8_is_refused_at_start(tmp_path: Path, repo: Path) -> None:
+    done = run_cli(["run", "-p", os.fsdecode(b"fix \xff it"), "--agent", "demo"], cwd=repo)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "autopilot: error: the prompt has a lone surrogate (U+DCFF) at character 5, which is "
+        "not text (an argument that is not UTF-8)"
+    ]
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").glob("*-*"))

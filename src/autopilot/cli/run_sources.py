@@ -9,6 +9,7 @@ from pathlib import Path
 
 from autopilot.cli.echo import say
 from autopilot.config import RunConfig
+from autopilot.core.item_text import text_problem
 from autopilot.errors import UsageError
 from autopilot.loop.approved import prepare_boundary
 from autopilot.prompts import BakedMode, BakedPrompt, load_baked_prompt
@@ -66,7 +67,8 @@ def prompt_source(cwd: Path, *, prompt_text: str | None, prompt_file: str | None
     (``run`` and ``arm``).
 
     Raises:
-        UsageError: an empty prompt, a prompt file that cannot be read or is empty.
+        UsageError: an empty prompt, one that is not Unicode text (it could not be
+            handed to the agent), a prompt file that cannot be read or is empty.
     """
     if prompt_file is not None:
         given_path = Path(prompt_file).expanduser()
@@ -85,6 +87,8 @@ def prompt_source(cwd: Path, *, prompt_text: str | None, prompt_file: str | None
     assert prompt_text is not None
     if not prompt_text.strip():
         raise UsageError("the prompt is empty")
+    if (problem := text_problem(prompt_text)) is not None:
+        raise UsageError(f"the prompt has {problem} (an argument that is not UTF-8)")
     return PromptSource(text=prompt_text)
 
 
