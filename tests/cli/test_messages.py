@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from autopilot.config import RunConfig
@@ -47,6 +48,7 @@ def test_send_usage_errors_are_one_line_with_exit_2(repo: Path) -> None:
         ["send", "--file", "missing.txt"],
         ["send", folder.name, "x", "--file", "y"],
         ["send", "nosuchrun", "text"],
+        ["send", os.fsdecode(b"fix \xff it")],  # not UTF-8: it could not reach the agent
     ):
         done = run_cli(args, cwd=repo)
         assert done.returncode == 2, (args, done.stdout, done.stderr)

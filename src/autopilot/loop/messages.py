@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from autopilot.core.delivery import MAX_MESSAGE_CHARS, Message, MessageKind, MessageSource
+from autopilot.core.item_text import text_problem
 from autopilot.errors import UsageError
 from autopilot.loop.clock import Clock
 from autopilot.store.events import EventLog, EventType, excerpt, read_events
@@ -48,12 +49,15 @@ def check_text(text: str) -> str:
     """A message's text, checked.
 
     Raises:
-        UsageError: empty, or longer than ``MAX_MESSAGE_CHARS`` characters.
+        UsageError: empty, longer than ``MAX_MESSAGE_CHARS`` characters, or not
+            Unicode text (a lone surrogate: it could not be handed to the agent).
     """
     if not text.strip():
         raise UsageError("the message is empty")
     if len(text) > MAX_MESSAGE_CHARS:
         raise UsageError(f"the message is {len(text)} characters long; at most {MAX_MESSAGE_CHARS}")
+    if (problem := text_problem(text)) is not None:
+        raise UsageError(f"the message has {problem} (an argument that is not UTF-8)")
     return text
 
 
