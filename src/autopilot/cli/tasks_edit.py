@@ -143,7 +143,11 @@ def _edit_in_editor(item_id: str) -> None:
         BacklogError: not JSON, not a work item, its id changed, or the item changed
             in the file while it was being edited (nothing is saved).
     """
-    before = find_item(project_backlog().read(), item_id)
+    from autopilot.cli.tasks_guard import refuse_during_an_iteration
+
+    backlog = project_backlog()
+    refuse_during_an_iteration(backlog.project)  # asked again under the lock at the save
+    before = find_item(backlog.read(), item_id)
     text = json.dumps(before.to_json(), indent=2, ensure_ascii=False) + "\n"
     try:
         edited = click.edit(text, extension=".json")
