@@ -81,6 +81,7 @@ class HookBacklog:
             check_timeout_seconds=limits.check_timeout_seconds,
             max_item_attempts=limits.max_item_attempts,
             tree=_Tree(project, lambda note: emit(EventType.WARNING, note=note)),
+            work_tree=project,
         )
 
     def boundary(self, record: RunRecord) -> HookBoundary:
@@ -132,8 +133,9 @@ class HookBacklog:
         return with_item_facts(self.shell, attempt, folder, changed_paths, self.project)
 
 
-_MAX_PASSES = 4
-"""Boundary passes per Stop: an answer taken, a question set, then the item."""
+_MAX_PASSES = 5
+"""Boundary passes per Stop: an answer taken, a question set, an item the final
+evidence gate reopened, then the item."""
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,10 @@ class ItemShell(Protocol):
         """Write the items back; a file that cannot be written is a warning."""
         ...
 
+    def at_least_known(self, found: Sequence[WorkItem]) -> tuple[WorkItem, ...]:
+        """``found`` with no attempt count lower than autopilot's record of it."""
+        ...
+
     def read(self) -> tuple[BacklogFile | None, str | None]:
         """The file as it is now, or why it cannot be used."""
         ...
