@@ -43,7 +43,7 @@ from autopilot.core.workitems import ItemFormatError, ItemStatus, Verdict, WorkI
 from autopilot.errors import BacklogError
 from autopilot.loop.approved import ApprovedRun
 from autopilot.loop.backlog_end import Ended, end_item
-from autopilot.loop.backlog_marks import Tree
+from autopilot.loop.backlog_marks import MarkBook, Tree
 from autopilot.loop.checks import DEFAULT_CHECK_TIMEOUT_SECONDS
 from autopilot.loop.claims import Lanes, claim_next, held_elsewhere
 from autopilot.store.backlog import Backlog, BacklogFile
@@ -118,6 +118,10 @@ class BacklogShell:
     running: WorkItem | None = field(default=None, init=False)
     _problems_told: tuple[str, ...] = field(default=(), init=False)
     _lowered_told: set[tuple[tuple[str, int, int], str]] = field(default_factory=set, init=False)
+    marks: MarkBook = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.marks = MarkBook(self.run_folder, self.log_events, self.emit)
 
     def emit_all(self, events: Iterable[Mapping[str, Any]], iteration: int | None) -> None:
         for event in events:

@@ -57,17 +57,23 @@ class StartedItem:
     mark: TreeMark | None = None
 
 
-def record_started(folder: Path, item: WorkItem, iteration: int, mark: TreeMark) -> None:
+def record_started(
+    folder: Path, item: WorkItem, iteration: int, mark: TreeMark, shell: BacklogShell | None = None
+) -> None:
     """Write ``workitem.json`` into the attempt's ``folder`` (before the agent starts),
     and note the iteration's start in the item's marks in the run's folder, the
-    attempt folder's parent (``loop.backlog_marks``).
+    attempt folder's parent (``loop.backlog_marks``), and in the run's log through
+    ``shell`` (``MarkBook.started``; None: the file alone).
 
     Raises:
         OSError: they cannot be written.
     """
     data = {"itemId": item.id, "iteration": iteration, "mark": mark.to_json()}
     write_private(folder / WORK_ITEM_FILE, json.dumps(data).encode("utf-8"))
-    note_started(folder.parent, item.id, mark)
+    if shell is not None:
+        shell.marks.started(item.id, iteration, mark)
+    else:
+        note_started(folder.parent, item.id, mark)
 
 
 def read_started(folder: Path) -> StartedItem | None:
