@@ -62,6 +62,7 @@ def test_a_completion_forged_in_tasks_jsonl_and_the_log_is_checked_before_the_ru
     assert "ended: completed (backlog_done)" in ended["systemMessage"]
     verified = [e for e in events_of(run_id) if e["type"] == "backlog_verified"]
     assert [e["passed"] for e in verified] == [False, True]
+    assert not [n for n in _notes(run_id) if "item-marks" in n]
 
 
 def test_an_attempt_count_forged_lower_in_the_log_and_tasks_jsonl_is_not_taken(
@@ -96,6 +97,7 @@ def test_an_items_marks_rewritten_in_the_run_folder_do_not_hide_a_surface_violat
     (project / "secrets.txt").write_text("x\n")
     _report(run_id, "a", "continue_next", ac1=True)
     assert "work-item: a" in blocks(session.stop(clock, active=True, last="a done"))
+    assert not [n for n in _notes(run_id) if "item-marks" in n]
     # The agent rewrites its item's marks, and its iteration's, as if it had started now.
     now = mark_now(project, lambda _: None)
     folder = runs_root() / run_id

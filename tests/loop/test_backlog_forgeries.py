@@ -117,6 +117,7 @@ def test_a_later_item_that_breaks_an_earlier_one_reopens_it_before_the_run_ends(
     ]
     assert verified == [(False, ["alpha"]), (True, [])]
     assert _items(rig)["alpha"]["attempt"] == 2
+    assert not [n for n in _notes(rig) if "item-marks" in n or "lower than" in n]
 
 
 def test_an_attempt_count_forged_lower_does_not_give_the_item_attempts_back(

@@ -27,7 +27,8 @@ change it left outside its surface still counts.
 **First record wins.** An agent can rewrite the file (it is in the run's folder), so
 each iteration's start on an item is also logged, in a ``workitem_mark`` event
 (``mark_fields``: the item's ``start`` and ``since``, each as its digest and, when it
-fits in a log line, its content). ``checked_mark`` holds the file to the log
+fits in a log line, its content). ``MarkBook`` holds the file to the process's own
+copy of the marks, and a process that has none ``checked_mark`` holds it to the log
 (``logged_marks``): the start is the first one logged since the item was last closed,
 ``since`` the first logged since its last conclusion, and ``outside`` takes in every
 path a ``surface_violation`` of it named since it was last closed. A file that differs
@@ -321,6 +322,13 @@ def checked_mark(
     return ItemMark(item_id, start, since, outside[:MAX_OUTSIDE_PATHS]), notes
 
 
+def _same(one: ItemMark | None, other: ItemMark | None) -> bool:
+    """The two marks are written alike (a mark read back has no branch tips)."""
+    if one is None or other is None:
+        return one is other
+    return one.to_json() == other.to_json()
+
+
 @dataclass
 class MarkBook:
     """The items' marks as one process of the run keeps them, held to the run's log.
@@ -337,12 +345,20 @@ class MarkBook:
     _seen: dict[str, ItemMark | None] = field(default_factory=dict)
 
     def read(self, item_id: str, iteration: int) -> ItemMark | None:
-        """The item's marks: the file as this process last wrote it, else held to the
-        log (``checked_mark``; each mismatch a ``warning``, and the file put right)."""
+        """The item's marks: as this process last wrote or read them (its own copy), else
+        the file held to the log (``checked_mark``); a file that differs is a
+        ``warning``, and is put right."""
         on_file = read_item_mark(self.run_folder, item_id)
-        if item_id in self._seen and self._seen[item_id] == on_file:
-            return on_file
-        mark, notes = checked_mark(on_file, logged_marks(self.log_events(), item_id), item_id)
+        if item_id in self._seen:
+            mark, notes = self._seen[item_id], []
+            if not _same(mark, on_file):
+                notes = [
+                    f"item-marks/{item_id}.json in the run's folder is not as the run wrote "
+                    f"it; the run's own copy of work item {item_id}'s marks is used"
+                ]
+        else:
+            logged = logged_marks(self.log_events(), item_id)
+            mark, notes = checked_mark(on_file, logged, item_id)
         for note in notes:
             self.emit("warning", iteration=iteration, itemId=item_id, note=note)
         if notes and mark is not None:
