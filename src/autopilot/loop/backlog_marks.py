@@ -28,7 +28,7 @@ change it left outside its surface still counts.
 each iteration's start on an item is also logged, in a ``workitem_mark`` event
 (``mark_fields``: the item's ``start`` and ``since``, each as its digest and, when it
 fits in a log line, its content). ``MarkBook`` holds the file to the process's own
-copy of the marks, and a process that has none ``checked_mark`` holds it to the log
+copy of the marks and, in a process that has none, ``checked_mark`` holds it to the log
 (``logged_marks``): the start is the first one logged since the item was last closed,
 ``since`` the first logged since its last conclusion, and ``outside`` takes in every
 path a ``surface_violation`` of it named since it was last closed. A file that differs
