@@ -7,8 +7,12 @@ from pathlib import Path
 
 from autopilot.loop.backlog_marks import (
     ItemMark,
+    checked_mark,
     concluded,
     forget_item_mark,
+    logged_marks,
+    mark_digest,
+    mark_fields,
     note_started,
     read_item_mark,
     started,
@@ -84,3 +88,42 @@ def test_the_marks_are_kept_in_the_run_folder_and_dropped(tmp_path: Path) -> Non
     forget_item_mark(tmp_path, "a")
     forget_item_mark(tmp_path, "a")
     assert read_item_mark(tmp_path, "a") is None
+
+
+def test_the_marks_file_is_held_to_the_first_start_the_log_recorded() -> None:
+    first, later = TreeMark("h", {"a": "1"}), TreeMark("h", {"a": "1", "b": "2"})
+    opened = ItemMark("a", first, first)
+    log = [
+        {"type": "workitem_mark", "itemId": "a", **mark_fields(opened, 1, new=True)},
+        {"type": "surface_violation", "itemId": "a", "paths": ["b"]},
+        {"type": "workitem_end", "itemId": "a", "status": "reopened"},
+        {
+            "type": "workitem_mark",
+            "itemId": "a",
+            **mark_fields(ItemMark("a", later, later), 2, new=True),
+        },
+    ]
+    logged = logged_marks(log, "a")
+    assert (logged.start, logged.since, logged.outside) == (first, later, frozenset({"b"}))
+    forged = ItemMark("a", later, later, ())
+    held, notes = checked_mark(forged, logged, "a")
+    assert held == ItemMark("a", first, later, ("b",))
+    assert len(notes) == 1 and "item-marks/a.json" in notes[0]
+    assert checked_mark(ItemMark("a", first, later, ("b",)), logged, "a") == (
+        ItemMark("a", first, later, ("b",)),
+        [],
+    )
+    # A closing end starts the item afresh: nothing logged since to hold the file to.
+    closed = [*log, {"type": "workitem_end", "itemId": "a", "status": "completed"}]
+    assert checked_mark(forged, logged_marks(closed, "a"), "a") == (forged, [])
+
+
+def test_a_start_logged_as_its_digest_alone_leaves_a_forged_file_unused() -> None:
+    big = TreeMark("h", {f"path-{n:05d}": "x" * 40 for n in range(400)})
+    fields = mark_fields(ItemMark("a", big, big), 1, new=True)
+    assert fields["start"] is None and fields["startDigest"] == mark_digest(big)
+    logged = logged_marks([{"type": "workitem_mark", "itemId": "a", **fields}], "a")
+    small = TreeMark("h", {})
+    held, notes = checked_mark(ItemMark("a", small, small), logged, "a")
+    assert held is None and "holds only its digest" in notes[0]
+    assert checked_mark(ItemMark("a", big, big), logged, "a") == (ItemMark("a", big, big), [])

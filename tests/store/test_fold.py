@@ -100,6 +100,8 @@ def test_our_own_event_types_leave_the_seed_fields_alone() -> None:
         ev("message_queued", 1003, text="hi"),
         ev("checkpoint", 1004, ref="refs/autopilot/x/1"),
         ev("warning", 1005, message="x"),
+        ev("backlog_verified", 1006, iteration=1, passed=False, items=[], reopened=["a"]),
+        ev("workitem_mark", 1007, itemId="a", iteration=1, sinceDigest="sha256:00", since=None),
     ]
     assert fold(base + ours).seed_fields() == fold(base).seed_fields()
 

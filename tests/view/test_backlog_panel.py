@@ -103,3 +103,6 @@ def test_a_parallel_runs_events_read_as_one_line() -> None:
     assert describe_event(merged) == "b merged into autopilot/r-1"
     conflict = {"type": "merge_conflict", "itemId": "b", "runBranch": "autopilot/r", "files": ["x"]}
     assert describe_event(conflict) == "b conflicts with autopilot/r in x"
+    verified = {"type": "backlog_verified", "passed": False, "items": [], "reopened": ["a"]}
+    assert describe_event(verified) == "checks failed: reopened a"
+    assert describe_event({**verified, "reopened": []}) == "completed items' checks pass"

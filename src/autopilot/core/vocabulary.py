@@ -247,6 +247,8 @@ class EventType(StrEnum):
     LANE = "lane"
     LANE_MERGED = "lane_merged"
     MERGE_CONFLICT = "merge_conflict"
+    BACKLOG_VERIFIED = "backlog_verified"
+    WORKITEM_MARK = "workitem_mark"
 
 
 class MatchMode(StrEnum):

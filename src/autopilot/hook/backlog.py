@@ -29,7 +29,6 @@ from typing import Any
 from autopilot.core.attempt import Attempt
 from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.loop.backlog import BacklogShell
-from autopilot.loop.backlog_marks import note_started
 from autopilot.loop.backlog_run import backlog_boundary, held_run_limits, with_item_facts
 from autopilot.loop.descendants import RUN_ID_ENV
 from autopilot.loop.record import RunRecord
@@ -81,6 +80,7 @@ class HookBacklog:
             check_timeout_seconds=limits.check_timeout_seconds,
             max_item_attempts=limits.max_item_attempts,
             tree=_Tree(project, lambda note: emit(EventType.WARNING, note=note)),
+            work_tree=project,
         )
 
     def boundary(self, record: RunRecord) -> HookBoundary:
@@ -106,17 +106,17 @@ class HookBacklog:
                 return HookBoundary(prompt=found.begun.prompt)
         return HookBoundary(held="has no work item that can start")
 
-    def started(self, mark: TreeMark) -> None:
+    def started(self, mark: TreeMark, iteration: int) -> None:
         """Note that the iteration on the item ``boundary`` started begins with the work
-        tree at ``mark`` (``loop.backlog_marks.note_started``); nothing when no item was
-        started.
+        tree at ``mark``, in its marks and the run's log (``loop.backlog_marks.MarkBook``);
+        nothing when no item was started.
 
         Raises:
             OSError: the item's marks cannot be written.
         """
         item = self.shell.running
         if item is not None:
-            note_started(self.run_folder, item.id, mark)
+            self.shell.marks.started(item.id, iteration, mark)
 
     def with_item(self, attempt: Attempt, folder: Path, changed_paths: Sequence[str]) -> Attempt:
         """``attempt`` with what the agent did about the running item (its report,
@@ -132,8 +132,9 @@ class HookBacklog:
         return with_item_facts(self.shell, attempt, folder, changed_paths, self.project)
 
 
-_MAX_PASSES = 4
-"""Boundary passes per Stop: an answer taken, a question set, then the item."""
+_MAX_PASSES = 5
+"""Boundary passes per Stop: an answer taken, a question set, an item the final
+evidence gate reopened, then the item."""
 
 
 @dataclass(frozen=True)

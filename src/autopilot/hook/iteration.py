@@ -353,7 +353,7 @@ class HookStop:
         mark = mark_now(self.cwd, self._warn)
         write_tree_mark(attempt.path, mark)
         if self.backlog is not None:
-            self.backlog.started(mark)
+            self.backlog.started(mark, number)
         now_ms = self.clock.now_ms()
         if not start_logged(self.folder.events, number):  # else logged by a Stop that failed
             self.record.emit(EventType.ITERATION_START, iteration=number)

@@ -28,6 +28,7 @@ from autopilot.core.backlog_step import (
     plan_iteration,
     reconcile,
 )
+from autopilot.core.backlog_verify import highest_attempts, lowered_note, raise_attempts
 from autopilot.core.decisions import (
     DEFAULT_MAX_ITEM_ATTEMPTS,
     answer_item,
@@ -43,7 +44,7 @@ from autopilot.core.workitems import ItemFormatError, ItemStatus, Verdict, WorkI
 from autopilot.errors import BacklogError
 from autopilot.loop.approved import ApprovedRun
 from autopilot.loop.backlog_end import Ended, end_item
-from autopilot.loop.backlog_marks import Tree
+from autopilot.loop.backlog_marks import MarkBook, Tree
 from autopilot.loop.checks import DEFAULT_CHECK_TIMEOUT_SECONDS
 from autopilot.loop.claims import Lanes, claim_next, held_elsewhere
 from autopilot.store.backlog import Backlog, BacklogFile
@@ -96,6 +97,8 @@ class BacklogShell:
             Ctrl-C) ends them, and the item stays running, undecided.
         tree: The work tree, whose marks the surface check compares
             (``loop.backlog_marks``); None: each iteration's changed paths alone.
+        work_tree: Where the checks run at a boundary (the final evidence gate,
+            ``loop.backlog_verify``); None: the run's ``cwd``.
     """
 
     backlog: Backlog
@@ -111,9 +114,15 @@ class BacklogShell:
     lanes: Lanes | None = None
     should_stop: Callable[[], bool] = lambda: False
     tree: Tree | None = None
+    work_tree: Path | None = None
     ours: tuple[WorkItem, ...] | None = field(default=None, init=False)
     running: WorkItem | None = field(default=None, init=False)
     _problems_told: tuple[str, ...] = field(default=(), init=False)
+    _lowered_told: set[tuple[tuple[str, int, int], str]] = field(default_factory=set, init=False)
+    marks: MarkBook = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.marks = MarkBook(self.run_folder, self.log_events, self.emit)
 
     def emit_all(self, events: Iterable[Mapping[str, Any]], iteration: int | None) -> None:
         for event in events:
@@ -123,16 +132,36 @@ class BacklogShell:
             self.emit(str(event["type"]), **fields)
 
     def known_items(self) -> tuple[WorkItem, ...]:
-        """What autopilot last knew: its own copy, else the run's log."""
+        """What autopilot last knew: its own copy, else the run's log — each item's
+        attempt count the highest any line of the log holds (``core.backlog_verify``:
+        a lower one appended last is a ``warning``, and never taken)."""
         if self.ours is not None:
             return self.ours
+        events = list(self.log_events())
         rebuilt: list[WorkItem] = []
-        for data in rebuild_items(self.log_events()):
+        for data in rebuild_items(events):
             try:
                 rebuilt.append(item_from_json(data))
             except ItemFormatError:
                 continue
-        return tuple(rebuilt)
+        raised = raise_attempts(rebuilt, highest_attempts(events))
+        self._tell_lowered(raised.lowered, "the run's log")
+        return raised.items
+
+    def _tell_lowered(self, lowered: Iterable[tuple[str, int, int]], where: str) -> None:
+        """Warn once per process of each attempt count lower than the run's record."""
+        for low in lowered:
+            if (low, where) not in self._lowered_told:
+                self._lowered_told.add((low, where))
+                self.emit("warning", itemId=low[0], note=lowered_note(low, where))
+
+    def at_least_known(self, found: Sequence[WorkItem]) -> tuple[WorkItem, ...]:
+        """``found`` (the items of ``tasks.jsonl``) with no attempt count lower than the
+        one autopilot knows of the item (``known_items``); a lower one is a warning."""
+        floor = {item.id: item.attempt for item in self.known_items()}
+        raised = raise_attempts(found, floor)
+        self._tell_lowered(raised.lowered, "tasks.jsonl")
+        return raised.items
 
     def _write(self, items: Sequence[WorkItem], item: WorkItem | None = None) -> None:
         """Write ``items`` in place of the file's items of their ids; every other line
@@ -211,9 +240,9 @@ class BacklogShell:
                 self.emit("warning", iteration=iteration, note=note)
             items: Sequence[WorkItem] = reconciled.items
         else:
-            reconciled = reconcile(known, found.items, agent_worked=False)
+            items = self.at_least_known(found.items)
+            reconciled = reconcile(known, items, agent_worked=False)
             self.emit_all(reconciled.events, iteration)
-            items = found.items
         problems = tuple(p.message for p in backlog_problems(items))
         if problems and problems != self._problems_told:
             # Said once per change: the items they hold back never start.

@@ -39,12 +39,10 @@ from autopilot.core.workitems import ItemStatus, WorkItem
 from autopilot.errors import BacklogError
 from autopilot.loop.backlog_marks import (
     ItemMark,
+    MarkBook,
     Tree,
     concluded,
-    forget_item_mark,
-    read_item_mark,
     touched_paths,
-    write_item_mark,
 )
 from autopilot.loop.checks import run_checks
 from autopilot.loop.claims import Lanes
@@ -65,6 +63,7 @@ class ItemShell(Protocol):
     environ: Mapping[str, str] | None
     lanes: Lanes | None
     tree: Tree | None
+    marks: MarkBook
 
     def emit(self, event_type: str, **fields: Any) -> Any:
         """Append one event to the run's log."""
@@ -86,6 +85,10 @@ class ItemShell(Protocol):
         self, items: Sequence[WorkItem], iteration: int, item: WorkItem | None = None
     ) -> None:
         """Write the items back; a file that cannot be written is a warning."""
+        ...
+
+    def at_least_known(self, found: Sequence[WorkItem]) -> tuple[WorkItem, ...]:
+        """``found`` with no attempt count lower than autopilot's record of it."""
         ...
 
     def read(self) -> tuple[BacklogFile | None, str | None]:
@@ -141,7 +144,7 @@ def end_item(
         problems.extend(f"consistency-decision.json refused: {p}" for p in refused)
     report, refused = choose_report(ours, item.id, reports)
     problems.extend(refused)
-    known = read_item_mark(shell.run_folder, item.id)
+    known = shell.marks.read(item.id, iteration)
     paths, _ = touched_paths(known, changed_paths, shell.tree)
     violations = surface_violations(paths, item.allowed_surface, shell.run_surface)
     checks = None
@@ -339,13 +342,11 @@ def _settle_mark(
 ) -> None:
     """Keep the item's marks as its iteration was concluded (``outside``: the paths
     outside its surface), or drop them once the item is no longer open."""
-    if not item.is_open:
-        forget_item_mark(shell.run_folder, item.id)
-        return
-    if known is None:
-        return
     try:
-        write_item_mark(shell.run_folder, concluded(known, outside))
+        if not item.is_open:
+            shell.marks.keep(item.id, None)
+        elif known is not None:
+            shell.marks.keep(item.id, concluded(known, outside))
     except OSError as error:
         shell.emit(
             "warning",

@@ -23,17 +23,29 @@ relaunch after a crash and a hook run, whose every Stop is a new process, find t
 marks"). The file goes once a conclusion leaves the item completed or stopped; a person
 who reopens it then starts it afresh. An item a person unblocks keeps its start: a
 change it left outside its surface still counts.
+
+**First record wins.** An agent can rewrite the file (it is in the run's folder), so
+each iteration's start on an item is also logged, in a ``workitem_mark`` event
+(``mark_fields``: the item's ``start`` and ``since``, each as its digest and, when it
+fits in a log line, its content). ``MarkBook`` holds the file to the process's own
+copy of the marks and, in a process that has none, ``checked_mark`` holds it to the log
+(``logged_marks``): the start is the first one logged since the item was last closed,
+``since`` the first logged since its last conclusion, and ``outside`` takes in every
+path a ``surface_violation`` of it named since it was last closed. A file that differs
+is a ``warning`` and the log's values are used (when the log holds only a digest, the
+start is unknown and the iteration's own changes are checked).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
+from autopilot.core.digest import sha256_hex
 from autopilot.store.private import make_private_dir, write_private
 from autopilot.store.rundir import RunDir
 from autopilot.workspace.git import TreeMark
@@ -187,3 +199,198 @@ def concluded(known: ItemMark, outside: Sequence[str]) -> ItemMark:
     """The item's marks after an iteration of it was concluded with ``outside`` the
     paths outside its surface."""
     return replace(known, since=None, outside=tuple(outside[:MAX_OUTSIDE_PATHS]))
+
+
+MAX_LOGGED_MARK_BYTES = 6 * 1024
+"""A mark larger than this (as JSON) is logged as its digest alone."""
+
+_CLOSED = ("completed", "stopped", "not_applicable")
+
+
+def _mark_json(mark: TreeMark) -> str:
+    return json.dumps(mark.to_json(), sort_keys=True, separators=(",", ":"))
+
+
+def mark_digest(mark: TreeMark) -> str:
+    """``sha256:<hex>`` of the mark's JSON (keys sorted, no spaces)."""
+    return "sha256:" + sha256_hex(_mark_json(mark).encode("utf-8", "surrogateescape"))
+
+
+def mark_fields(mark: ItemMark, iteration: int, *, new: bool) -> dict[str, Any]:
+    """``workitem_mark``'s fields as an iteration on the item starts: ``itemId``,
+    ``iteration``, ``sinceDigest`` and ``since`` (the content, or None when it is over
+    ``MAX_LOGGED_MARK_BYTES``); and ``startDigest``/``start`` alike when the item starts
+    afresh (``new``)."""
+    fields: dict[str, Any] = {"itemId": mark.item_id, "iteration": iteration}
+    for name, value in (("start", mark.start), ("since", mark.since)):
+        if value is None or (name == "start" and not new):
+            continue
+        text = _mark_json(value)
+        fields[f"{name}Digest"] = mark_digest(value)
+        fields[name] = value.to_json() if len(text) <= MAX_LOGGED_MARK_BYTES else None
+    return fields
+
+
+@dataclass(frozen=True)
+class LoggedMarks:
+    """An item's marks as the run's log first recorded them (``logged_marks``).
+
+    Attributes:
+        start_digest: The item's start since it was last closed (None: none logged).
+        start: Its content (None: only the digest was logged).
+        since_digest: The first iteration's start since its last conclusion (None:
+            none logged since).
+        since: Its content.
+        outside: Every path a ``surface_violation`` of it named since it was last closed.
+    """
+
+    start_digest: str | None = None
+    start: TreeMark | None = None
+    since_digest: str | None = None
+    since: TreeMark | None = None
+    outside: frozenset[str] = frozenset()
+
+
+def logged_marks(events: Iterable[Mapping[str, Any]], item_id: str) -> LoggedMarks:
+    """What the run's log first recorded of ``item_id``'s marks (see the module
+    docstring): each ``workitem_end`` of it ends what came before (a closing one, the
+    start and the paths outside too)."""
+    found = LoggedMarks()
+    for event in events:
+        if event.get("itemId") != item_id:
+            continue
+        kind = event.get("type")
+        if kind == "workitem_end":
+            closed = event.get("status") in _CLOSED
+            found = LoggedMarks() if closed else replace(found, since_digest=None, since=None)
+        elif kind == "surface_violation" and isinstance(event.get("paths"), list):
+            paths = {p for p in event["paths"] if isinstance(p, str)}
+            found = replace(found, outside=found.outside | paths)
+        elif kind == "workitem_mark":
+            if found.start_digest is None and isinstance(event.get("startDigest"), str):
+                start = TreeMark.from_json(event.get("start"))
+                found = replace(found, start_digest=event["startDigest"], start=start)
+            if found.since_digest is None and isinstance(event.get("sinceDigest"), str):
+                since = TreeMark.from_json(event.get("since"))
+                found = replace(found, since_digest=event["sinceDigest"], since=since)
+    return found
+
+
+def _held(on_file: TreeMark | None, digest: str | None, logged: TreeMark | None) -> TreeMark | None:
+    """The mark to use: the file's if it matches the log's ``digest``, else the log's
+    content (None: only its digest is known, or it does not match it either)."""
+    if on_file is not None and mark_digest(on_file) == digest:
+        return on_file
+    if logged is not None and mark_digest(logged) == digest:
+        return logged
+    return None
+
+
+def checked_mark(
+    on_file: ItemMark | None, logged: LoggedMarks, item_id: str
+) -> tuple[ItemMark | None, list[str]]:
+    """The item's marks held to what the log first recorded of them (see the module
+    docstring), and a warning line for each thing the file did not hold."""
+    if logged.start_digest is None:
+        return on_file, []
+    where = f"item-marks/{item_id}.json in the run's folder"
+    notes: list[str] = []
+    file_start = on_file.start if on_file is not None else None
+    start = _held(file_start, logged.start_digest, logged.start)
+    if start is None or start.entries is None:
+        notes.append(
+            f"{where} does not hold the start of work item {item_id} the run logged, and the "
+            "log holds only its digest; its surface is checked against its iterations' changes"
+        )
+        return None, notes
+    if file_start is None or mark_digest(file_start) != logged.start_digest:
+        notes.append(
+            f"{where} does not hold the start of work item {item_id} the run logged first; "
+            "the logged one is used"
+        )
+    since: TreeMark | None = None
+    if logged.since_digest is not None:
+        file_since = on_file.since if on_file is not None else None
+        since = _held(file_since, logged.since_digest, logged.since)
+        if since is None or file_since is None or mark_digest(file_since) != logged.since_digest:
+            notes.append(
+                f"{where} does not hold the start of the iteration on work item {item_id} the "
+                "run logged; the logged one is used"
+            )
+    outside = tuple(on_file.outside) if on_file is not None else ()
+    outside = (*outside, *sorted(logged.outside.difference(outside)))
+    return ItemMark(item_id, start, since, outside[:MAX_OUTSIDE_PATHS]), notes
+
+
+def _same(one: ItemMark | None, other: ItemMark | None) -> bool:
+    """The two marks are written alike (a mark read back has no branch tips)."""
+    if one is None or other is None:
+        return one is other
+    return one.to_json() == other.to_json()
+
+
+@dataclass
+class MarkBook:
+    """The items' marks as one process of the run keeps them, held to the run's log.
+
+    Args:
+        run_folder: The run's folder (``item-marks/`` is in it).
+        log_events: The run's events, oldest first.
+        emit: Appends one event to the run's log (``emit(event_type, **fields)``).
+    """
+
+    run_folder: Path
+    log_events: Callable[[], Iterable[Mapping[str, Any]]]
+    emit: Callable[..., Any]
+    _seen: dict[str, ItemMark | None] = field(default_factory=dict)
+
+    def read(self, item_id: str, iteration: int) -> ItemMark | None:
+        """The item's marks: as this process last wrote or read them (its own copy), else
+        the file held to the log (``checked_mark``); a file that differs is a
+        ``warning``, and is put right."""
+        on_file = read_item_mark(self.run_folder, item_id)
+        if item_id in self._seen:
+            mark, notes = self._seen[item_id], []
+            if not _same(mark, on_file):
+                notes = [
+                    f"item-marks/{item_id}.json in the run's folder is not as the run wrote "
+                    f"it; the run's own copy of work item {item_id}'s marks is used"
+                ]
+        else:
+            logged = logged_marks(self.log_events(), item_id)
+            mark, notes = checked_mark(on_file, logged, item_id)
+        for note in notes:
+            self.emit("warning", iteration=iteration, itemId=item_id, note=note)
+        if notes and mark is not None:
+            with contextlib.suppress(OSError):
+                write_item_mark(self.run_folder, mark)
+        self._seen[item_id] = mark
+        return mark
+
+    def started(self, item_id: str, iteration: int, mark: TreeMark) -> None:
+        """Note that iteration ``iteration`` on ``item_id`` starts with the work tree at
+        ``mark`` (``started``), in the file and in a ``workitem_mark`` event.
+
+        Raises:
+            OSError: the file cannot be written.
+        """
+        known = self.read(item_id, iteration)
+        noted = started(known, item_id, mark)
+        if noted is None:
+            return
+        if noted != known:
+            write_item_mark(self.run_folder, noted)
+        self._seen[item_id] = noted
+        self.emit("workitem_mark", **mark_fields(noted, iteration, new=known is None))
+
+    def keep(self, item_id: str, mark: ItemMark | None) -> None:
+        """Write ``mark`` as the item's marks, or drop them (None).
+
+        Raises:
+            OSError: they cannot be written.
+        """
+        if mark is None:
+            forget_item_mark(self.run_folder, item_id)
+        else:
+            write_item_mark(self.run_folder, mark)
+        self._seen[item_id] = mark

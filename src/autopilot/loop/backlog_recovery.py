@@ -57,17 +57,23 @@ class StartedItem:
     mark: TreeMark | None = None
 
 
-def record_started(folder: Path, item: WorkItem, iteration: int, mark: TreeMark) -> None:
+def record_started(
+    folder: Path, item: WorkItem, iteration: int, mark: TreeMark, shell: BacklogShell | None = None
+) -> None:
     """Write ``workitem.json`` into the attempt's ``folder`` (before the agent starts),
     and note the iteration's start in the item's marks in the run's folder, the
-    attempt folder's parent (``loop.backlog_marks``).
+    attempt folder's parent (``loop.backlog_marks``), and in the run's log through
+    ``shell`` (``MarkBook.started``; None: the file alone).
 
     Raises:
         OSError: they cannot be written.
     """
     data = {"itemId": item.id, "iteration": iteration, "mark": mark.to_json()}
     write_private(folder / WORK_ITEM_FILE, json.dumps(data).encode("utf-8"))
-    note_started(folder.parent, item.id, mark)
+    if shell is not None:
+        shell.marks.started(item.id, iteration, mark)
+    else:
+        note_started(folder.parent, item.id, mark)
 
 
 def read_started(folder: Path) -> StartedItem | None:
@@ -156,7 +162,7 @@ def concluded_after_crash(
         items = _on_file(shell)
         on_file = next((i for i in items or () if i.id == item.id), None)
         if items is None or on_file is None or on_file.status is not ItemStatus.RUNNING:
-            return attempt_with(shell, attempt, _ended_before(item, logged_end))
+            return attempt_with(shell, attempt, _ended_before(item, logged_end), folder, cwd)
         shell.emit(
             "warning",
             iteration=attempt.number,
@@ -164,7 +170,9 @@ def concluded_after_crash(
             note=f"the logged end of work item {item.id} is not the driver's: tasks.jsonl "
             "still has it running; it is concluded again, its checks run",
         )
-        shell.ours, item = items, on_file  # not the items the log's forged lines rebuild
+        # Not the items the log's forged lines rebuild; no attempt count lower than them.
+        shell.ours = shell.at_least_known(items)
+        item = next(i for i in shell.ours if i.id == item.id)
     if item.status is not ItemStatus.RUNNING:
         return attempt  # a person changed it while no driver ran; taken in at the boundary
     approved = shell.approved
@@ -186,7 +194,7 @@ def concluded_after_crash(
     # The reports claimed before the crash wait again, and are claimed with the rest.
     put_back_claimed(run_folder, attempt.number)
     ended = shell.end(attempt.number, folder, paths, cwd, relaunch=True)
-    return attempt_with(shell, attempt, ended)
+    return attempt_with(shell, attempt, ended, folder, cwd)
 
 
 def _on_file(shell: BacklogShell) -> tuple[WorkItem, ...] | None:

@@ -22,6 +22,7 @@ from autopilot.loop.approved import ApprovedRun
 from autopilot.loop.armed_limits import held_config, logged_limits, on_disk_limits
 from autopilot.loop.backlog import BacklogShell, Begun
 from autopilot.loop.backlog_end import Ended
+from autopilot.loop.backlog_verify import verify_completed
 from autopilot.loop.claims import Lanes
 from autopilot.store.backlog import Backlog
 from autopilot.store.events import read_events
@@ -112,8 +113,13 @@ def backlog_boundary(shell: BacklogShell, state: Any, waits: Gates) -> Boundary:
         seen = shell.waiting_on()
         waits.hold_until(begun.wait, lambda: shell.waiting_on() != seen, status=RunStatus.WAITING)
         return Boundary(again=True)
-    if begun.done:
-        return Boundary(done="every work item is done")
+    if begun.done:  # never on the records alone: the completed items' checks run again
+        number = state.iteration + (0 if state.iteration_open else 1)
+        folder = shell.run_folder / "verified" / f"before-{number:04d}"
+        cwd = shell.work_tree if shell.work_tree is not None else Path(state.cwd)
+        if verify_completed(shell, number, folder, cwd).passed:
+            return Boundary(done="every work item is done and its checks pass")
+        return Boundary(again=True)  # the item a failing check reopened starts next
     if begun.question is not None:
         question = begun.question
 
@@ -132,21 +138,27 @@ def with_item_facts(
     """``end`` the attempt's item and add what it did to the attempt's facts."""
     if shell.approved is not None:
         shell.approved.end()
-    return attempt_with(shell, attempt, shell.end(attempt.number, folder, changed_paths, cwd))
+    ended = shell.end(attempt.number, folder, changed_paths, cwd)
+    return attempt_with(shell, attempt, ended, folder, cwd)
 
 
-def attempt_with(shell: BacklogShell, attempt: Attempt, ended: Ended | None) -> Attempt:
+def attempt_with(
+    shell: BacklogShell, attempt: Attempt, ended: Ended | None, folder: Path, cwd: Path
+) -> Attempt:
     """``attempt`` with what ``ended`` did to its item as the facts ``conclude`` reads
     (a work item that moved on is progress, whatever the work tree shows); unchanged
-    when no item was concluded."""
+    when no item was concluded. When no item is left open, the backlog is done only if
+    the final evidence gate passes (``loop.backlog_verify``: the checks of every
+    completed item run again in ``cwd``, their output saved in ``folder``)."""
     if ended is None:
         return attempt
+    done = shell.done() and verify_completed(shell, attempt.number, folder, cwd).passed
     facts = BacklogFacts(
         item_id=ended.item.id,
         decision=ended.decision.value if ended.decision else None,
         stop=ended.stop,
         question=ended.question,
-        done=shell.done(),
+        done=done,
         open_items=shell.open_count(),
         item_closed=not ended.item.is_open or ended.question is not None,
         reopened_notice=reopened_notice(ended.item),
@@ -209,6 +221,7 @@ def backlog_shell(
         ),
         lanes=lanes,
         should_stop=should_stop,
+        work_tree=Path(state.cwd),
         check_timeout_seconds=limits.check_timeout_seconds,
         max_item_attempts=limits.max_item_attempts,
     )

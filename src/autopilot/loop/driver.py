@@ -237,7 +237,7 @@ class Driver:
         write_private(attempt.prompt, prompt.encode("utf-8", "replace"))
         before = p.workspace.mark()
         if begun is not None and begun.item is not None:
-            record_started(attempt.path, begun.item, number, before)
+            record_started(attempt.path, begun.item, number, before, p.backlog)
         started = p.clock.monotonic()
         head = {"head": before.head} if before.head else {}
         p.record.emit(EventType.ITERATION_START, iteration=number, **head)

@@ -97,6 +97,10 @@ def describe_event(event: Mapping[str, Any]) -> str:
         files = event.get("files")
         shown = ", ".join(map(str, files[:5])) if isinstance(files, list) else "files"
         return f"{event.get('itemId')} conflicts with {event.get('runBranch')} in {shown}"
+    if kind == "backlog_verified":
+        reopened = event.get("reopened")
+        shown = ", ".join(map(str, reopened[:5])) if isinstance(reopened, list) else ""
+        return "completed items' checks pass" if not shown else f"checks failed: reopened {shown}"
     if kind == "budget_extended":
         return str(event.get("note") or f"extended to {event.get('maxIterations')} iterations")
     if kind == "verify":
