@@ -171,3 +171,35 @@ def test_an_iteration_that_changes_nothing_is_its_two_marks(
     fifth = workspace.checkpoint(5)
     assert fifth is not None and (fifth.name, fifth.files) == ("iter-0005", ("M notes.txt",))
     assert _calls(git_calls)[1:] == ["add", "write-tree", "diff-tree", "commit-tree", "update-ref"]
+
+
+def test_a_run_asks_git_where_its_work_tree_is_once(
+    tmp_path: Path, repo: Path, git_calls: Path
+) -> None:
+    run_dir = tmp_path / "runs" / "repo-1"
+    run_dir.mkdir(parents=True)
+    _calls(git_calls)
+    workspace = GitWorkspace(repo, run_dir)
+    workspace.checkpoint(0)
+    workspace.mark()
+    (repo / "notes.txt").write_text("work\n")
+    workspace.mark()
+    workspace.checkpoint(1)
+    assert _calls(git_calls) == [
+        "rev-parse",  # the work tree's top and git directories, for the whole run
+        "config",  # the content filters trusted
+        "for-each-ref",  # a baseline already? (a relaunch keeps the first)
+        "add",
+        "write-tree",
+        "rev-parse",  # HEAD, the baseline's parent tree
+        "diff-tree",
+        "commit-tree",
+        "update-ref",
+        "status",
+        "status",
+        "add",
+        "write-tree",
+        "diff-tree",
+        "commit-tree",
+        "update-ref",
+    ]

@@ -72,10 +72,12 @@ class Checkpoints:
         self.index_path = index_path
         self.log = log
         self.prefix = f"{REF_ROOT}/{run_id}/"
-        # The newest checkpoint this object took: the next one's parent, without a
-        # ``for-each-ref``. A run's refs are written by its driver only (a restore is
-        # refused while it lives), so it cannot go stale while the driver holds it.
+        # The newest checkpoint this object took or listed: the next one's parent,
+        # without a ``for-each-ref``. A run's refs are written by its driver only (a
+        # restore is refused while it lives, and holds the run's lock), so it cannot
+        # go stale while the driver holds it.
         self._taken: Checkpoint | None = None
+        self._known = False  # whether ``_taken`` is known (listed or taken)
 
     # Reading -------------------------------------------------------------------------
 
@@ -100,7 +102,9 @@ class Checkpoints:
             checkpoint = checkpoint_of(name, fields[1], fields[2], fields[3], fields[4])
             if checkpoint is not None:
                 found.append(checkpoint)
-        return sorted(found, key=lambda c: (c.sequence, c.created_at_ms, c.name))
+        found.sort(key=lambda c: (c.sequence, c.created_at_ms, c.name))
+        self._taken, self._known = (found[-1] if found else None), True
+        return found
 
     def latest(self) -> Checkpoint | None:
         """The newest checkpoint, or None."""
@@ -233,6 +237,7 @@ class Checkpoints:
         if names:
             commands = "".join(f"delete {self.prefix}{name}\n" for name in names)
             self.repo.out("update-ref", "--stdin", input_bytes=commands.encode())
+        self._taken, self._known = None, False
         return len(names)
 
     # Inside --------------------------------------------------------------------------
@@ -284,10 +289,10 @@ class Checkpoints:
 
     def _take(self, name: str, head: str | None = None) -> Taken:
         tree, warning = self._snapshot_tree()
-        previous = self._taken or self.latest()
+        previous = self._taken if self._known else self.latest()
         if previous is None:
             head = head or self.repo.head()
-            base = self.repo.text("rev-parse", f"{head}^{{tree}}") if head else EMPTY_TREE
+            base = head or EMPTY_TREE  # diff-tree takes the commit for its tree
         else:
             base = previous.tree
         changes = self.changes(base, tree) if base != tree else ()
@@ -325,6 +330,7 @@ class Checkpoints:
         )
         created_at_ms = time.time_ns() // 1_000_000
         self._taken = Checkpoint(name, sha, tree, sequence, head, files_changed, created_at_ms)
+        self._known = True
         return self._taken
 
     def _keeping(self, target_tree: str, current_tree: str) -> tuple[str, tuple[str, ...]]:

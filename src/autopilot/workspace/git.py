@@ -30,7 +30,7 @@ from autopilot.core.digest import sha256, sha256_hex
 from autopilot.errors import AutopilotError
 from autopilot.workspace.filters import FilterGuard
 from autopilot.workspace.ref_files import read_tips
-from autopilot.workspace.repo import run_git
+from autopilot.workspace.repo import Repository, run_git
 
 OBSERVE_TIMEOUT_SECONDS = 30.0
 """The longest one observing git call may take."""
@@ -153,12 +153,13 @@ def work_tree_root(cwd: Path) -> Path:
 
 def is_repository(cwd: Path) -> bool:
     """True if ``cwd`` is inside a git work tree."""
-    return _git_dirs(cwd) is not None
+    return _work_tree(cwd) is not None
 
 
-def _git_dirs(cwd: Path) -> tuple[Path, Path] | None:
-    """The git directory and common git directory of the work tree holding ``cwd``
-    (absolute); None when ``cwd`` is not inside a work tree (or git cannot tell)."""
+def _work_tree(cwd: Path) -> Repository | None:
+    """The work tree holding ``cwd``: its top, git directory and common git directory
+    (absolute), from one git process; None when ``cwd`` is not inside a work tree (a
+    bare repository, a git directory) or git cannot tell."""
     if not could_be_repository(cwd):
         return None
     try:
@@ -169,13 +170,14 @@ def _git_dirs(cwd: Path) -> tuple[Path, Path] | None:
             "--path-format=absolute",
             "--git-dir",
             "--git-common-dir",
+            "--show-toplevel",
         )
     except AutopilotError:
         return None
     lines = done.stdout.decode("utf-8", "surrogateescape").splitlines()
-    if done.returncode != 0 or len(lines) < 3 or lines[0].strip() != "true":
+    if done.returncode != 0 or len(lines) < 4 or lines[0].strip() != "true" or not lines[3]:
         return None
-    return Path(lines[1]), Path(lines[2])
+    return Repository(Path(lines[3]), Path(lines[1]), Path(lines[2]))
 
 
 _FIELDS_BEFORE_PATH = {b"1": 8, b"2": 9, b"u": 10}
@@ -190,6 +192,11 @@ class GitObserver:
         timeout_seconds: The longest one call may take.
         filters_record: Where the run keeps the content filters it trusts
             (``workspace.filters.FilterGuard``), if it keeps them.
+
+    Attributes:
+        work_tree: The work tree's top and git directories (None: not a repository).
+        repository: Whether it is a repository.
+        filters: The content filters trusted (None outside a repository).
     """
 
     def __init__(
@@ -201,11 +208,13 @@ class GitObserver:
         self.cwd = cwd
         self.timeout_seconds = timeout_seconds
         self._warnings: list[str] = []
-        self._dirs = _git_dirs(cwd)
-        self.repository = self._dirs is not None
+        # The work tree's top and git directories cannot change while a run watches it:
+        # asked once, here.
+        self.work_tree = _work_tree(cwd)
+        self.repository = self.work_tree is not None
         # The content filters of the repository now, before the agent runs: one it
         # plants later never runs in these calls (``workspace.filters``).
-        self.filters = FilterGuard(cwd, filters_record) if self.repository else None
+        self.filters = FilterGuard(cwd, filters_record, self.work_tree) if self.work_tree else None
 
     def take_warnings(self) -> list[str]:
         """Warnings since the last call (a git call that timed out or could not run)."""
@@ -245,8 +254,8 @@ class GitObserver:
 
     def _tips(self, head: str | None) -> frozenset[str]:
         tips = {head} if head else set()
-        if self._dirs is not None:
-            read = read_tips(*self._dirs, _MAX_REFLOG_ENTRIES)
+        if self.work_tree is not None:
+            read = read_tips(self.work_tree.git_dir, self.work_tree.common_dir, _MAX_REFLOG_ENTRIES)
             if read is not None:
                 return frozenset(tips | read)
         refs = self._run("for-each-ref", "--format=%(objectname)", "refs/heads")

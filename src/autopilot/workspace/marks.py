@@ -150,7 +150,9 @@ class GitWorkspace:
             if not self.repository:
                 self._run_dir = None
                 return None
-            self._checkpointer = RunCheckpointer(self.cwd, self._run_dir, filters=self._git.filters)
+            self._checkpointer = RunCheckpointer(
+                self.cwd, self._run_dir, filters=self._git.filters, work_tree=self._git.work_tree
+            )
         if iteration == 0:
             return self._checkpointer.baseline()
         # The work tree as the mark just before saw it (the driver marks, then
@@ -184,7 +186,7 @@ class GitWorkspace:
     def _repository(self) -> Repository | None:
         if self._repo is None:
             try:
-                self._repo = open_repository(self.cwd)
+                self._repo = self._git.work_tree or open_repository(self.cwd)
             except AutopilotError:
                 return None
         return self._repo

@@ -24,7 +24,7 @@ from autopilot.errors import AutopilotError
 from autopilot.workspace.checkpoint_facts import Taken
 from autopilot.workspace.checkpoints import Checkpoints
 from autopilot.workspace.filters import FilterGuard
-from autopilot.workspace.repo import open_repository
+from autopilot.workspace.repo import Repository, open_repository
 from autopilot.workspace.run_workspace import CHECKPOINT_INDEX
 
 MAX_FILES_IN_EVENT = 50
@@ -88,6 +88,8 @@ class RunCheckpointer:
         enabled: False for ``--no-checkpoints``.
         filters: The content filters trusted (``workspace.filters``): one planted
             since never runs while a checkpoint is taken.
+        work_tree: The work tree, when the caller knows it already (no git call);
+            None: ``open_repository(cwd)``.
     """
 
     def __init__(
@@ -97,6 +99,7 @@ class RunCheckpointer:
         *,
         enabled: bool = True,
         filters: FilterGuard | None = None,
+        work_tree: Repository | None = None,
     ) -> None:
         self._store: Checkpoints | None = None
         # The newest checkpoint taken, and the tree key of the mark it was taken after
@@ -108,7 +111,7 @@ class RunCheckpointer:
         if not enabled:
             return
         try:
-            repo = open_repository(cwd)
+            repo = work_tree or open_repository(cwd)
         except AutopilotError as error:
             self._unsaid = f"no checkpoints: {error}"
             return
