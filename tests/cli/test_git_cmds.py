@@ -11,6 +11,7 @@ import psutil
 from autopilot.view.plain import format_moment
 from autopilot.workspace.repo import open_repository
 from autopilot.workspace.run_workspace import checkpoints_of
+from autopilot.workspace.taking import RunCheckpointer
 from autopilot.workspace.worktrees import create_worktree
 from tests.cli.test_tty import _run_in_pty
 from tests.conftest import read_jsonl, run_cli
@@ -364,3 +365,34 @@ def test_merge_verify_of_a_merge_commit_runs_in_a_temporary_tree_of_the_result(
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 2
     failing = run_cli(["merge", run_id, "--verify", "true", "--verify", " "], cwd=repo)
     assert failing.returncode == 2 and failing.stderr.endswith("--verify needs a command\n")
+
+
+def test_an_iteration_that_changed_nothing_is_found_through_the_log(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    root = tmp_path / "runs"
+    run_id = make_run(
+        root, "work", now_ms(), terminal=("complete", "max_iterations"), state={"cwd": str(repo)}
+    )
+    taker = RunCheckpointer(repo, root / run_id)
+    taken = [taker.baseline()]
+    (repo / "step.txt").write_text("1\n")
+    taken.append(taker.after_iteration(1, tree_key="after 1"))
+    taken.append(taker.after_iteration(2, tree_key="after 1"))  # changed nothing
+    with (root / run_id / "events.jsonl").open("a") as log:
+        for facts in taken:
+            assert facts is not None
+            event = {"type": "checkpoint", "ts": now_ms(), "runId": run_id}
+            log.write(json.dumps({**event, **facts.event_fields()}) + "\n")
+    nothing = run_cli(["diff", run_id, "--iteration", "2"], cwd=tmp_path)
+    assert (nothing.returncode, nothing.stdout) == (0, ""), nothing.stderr
+    assert "+1" in run_cli(["diff", run_id, "--iteration", "1"], cwd=tmp_path).stdout
+    (repo / "step.txt").write_text("later\n")
+    done = run_cli(["restore", run_id, "--iteration", "2"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[:2] == [
+        "iteration 2 changed nothing: it shares checkpoint iter-0001",
+        f"restored iter-0001 of run {run_id} in {repo}: 1 file (modified step.txt)",
+    ]
+    assert (repo / "step.txt").read_text() == "1\n"
+    missing = run_cli(["restore", run_id, "--iteration", "3"], cwd=tmp_path)
+    assert missing.returncode != 0 and "no checkpoint of iteration 3" in missing.stderr

@@ -215,3 +215,31 @@ def test_git_never_prompts_and_takes_no_optional_locks(repo: Path) -> None:
     shown = run_git(repo, "-c", "alias.show-env=!env", "show-env").stdout.decode()
     env = dict(line.split("=", 1) for line in shown.splitlines() if "=" in line)
     assert (env["GIT_TERMINAL_PROMPT"], env["GIT_OPTIONAL_LOCKS"]) == ("0", "0")
+
+
+def test_the_tree_key_changes_with_what_a_checkpoint_would_take(repo: Path) -> None:
+    observer = GitObserver(repo)
+    (repo / ".gitignore").write_text("*.log\n")
+    git(repo, "add", ".gitignore")
+    _commit(repo, "ignore logs")
+    (repo / "tool.sh").write_text("echo one\n")
+    (repo / "README.md").write_text("changed\n")
+    first = observer.mark()
+    keys = [first.tree_key]
+    (repo / "run.log").write_text("ignored, as by a checkpoint\n")
+    assert observer.mark().tree_key == first.tree_key
+    (repo / "tool.sh").chmod(0o755)  # same content: the entries cannot tell
+    executable = observer.mark()
+    assert executable.entries == first.entries
+    keys.append(executable.tree_key)
+    (repo / "tool.sh").write_text("echo two\n")  # same size
+    keys.append(observer.mark().tree_key)
+    git(repo, "add", "README.md")  # staged: its status record changes
+    keys.append(observer.mark().tree_key)
+    git(repo, "commit", "-q", "-m", "readme")
+    keys.append(observer.mark().tree_key)
+    assert None not in keys and len(set(keys)) == len(keys)
+    git(repo, "init", "-q", "nested")  # a nested repository: the checkpoint records its commit
+    nested = observer.mark()
+    assert nested.tree_key is None and nested.entries is not None
+    assert nested.entries["nested/"] == "??:dir"

@@ -11,6 +11,7 @@ import pytest
 
 from autopilot.workspace.checkpoints import Checkpoints
 from autopilot.workspace.git import GitObserver
+from autopilot.workspace.marks import GitWorkspace
 from autopilot.workspace.ref_files import read_tips
 from autopilot.workspace.repo import open_repository
 from tests.conftest import git
@@ -141,3 +142,64 @@ def test_an_unchanged_checkpoint_is_four_git_processes(
         ("iter-0002", 3, head),
     ]
     assert git(repo, "rev-parse", "refs/autopilot/run-1/iter-0002^").strip() == history[1].sha
+
+
+def test_an_iteration_that_changes_nothing_is_its_two_marks(
+    tmp_path: Path, repo: Path, git_calls: Path
+) -> None:
+    run_dir = tmp_path / "runs" / "repo-1"
+    run_dir.mkdir(parents=True)
+    workspace = GitWorkspace(repo, run_dir)
+    workspace.checkpoint(0)
+    workspace.mark()
+    (repo / "notes.txt").write_text("the first iteration's work\n")
+    workspace.mark()
+    first = workspace.checkpoint(1)
+    assert first is not None and first.name == "iter-0001"
+    for number in (2, 3):
+        _calls(git_calls)
+        workspace.mark()
+        workspace.mark()
+        shared = workspace.checkpoint(number)
+        assert _calls(git_calls) == ["status", "status"]
+        assert shared is not None
+        assert (shared.name, shared.sha, shared.files_changed) == ("iter-0001", first.sha, 0)
+    assert workspace.checkpoint(4) is not None  # no mark since the last checkpoint
+    assert "add" in _calls(git_calls)
+    (repo / "notes.txt").write_text("the fifth iteration's work\n")
+    workspace.mark()
+    fifth = workspace.checkpoint(5)
+    assert fifth is not None and (fifth.name, fifth.files) == ("iter-0005", ("M notes.txt",))
+    assert _calls(git_calls)[1:] == ["add", "write-tree", "diff-tree", "commit-tree", "update-ref"]
+
+
+def test_a_run_asks_git_where_its_work_tree_is_once(
+    tmp_path: Path, repo: Path, git_calls: Path
+) -> None:
+    run_dir = tmp_path / "runs" / "repo-1"
+    run_dir.mkdir(parents=True)
+    _calls(git_calls)
+    workspace = GitWorkspace(repo, run_dir)
+    workspace.checkpoint(0)
+    workspace.mark()
+    (repo / "notes.txt").write_text("work\n")
+    workspace.mark()
+    workspace.checkpoint(1)
+    assert _calls(git_calls) == [
+        "rev-parse",  # the work tree's top and git directories, for the whole run
+        "config",  # the content filters trusted
+        "for-each-ref",  # a baseline already? (a relaunch keeps the first)
+        "add",
+        "write-tree",
+        "rev-parse",  # HEAD, the baseline's parent tree
+        "diff-tree",
+        "commit-tree",
+        "update-ref",
+        "status",
+        "status",
+        "add",
+        "write-tree",
+        "diff-tree",
+        "commit-tree",
+        "update-ref",
+    ]

@@ -3,8 +3,13 @@ failure is a warning, never an error, and the next iteration tries again."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
+from autopilot.workspace.checkpoint_facts import Taken
+from autopilot.workspace.checkpoints import Checkpoints
 from autopilot.workspace.taking import RunCheckpointer
 from tests.workspace.gitstate import git, make_repo
 
@@ -61,3 +66,60 @@ def test_a_git_failure_is_said_once_and_retried(tmp_path: Path) -> None:
     recovered = taker.after_iteration(3)
     assert recovered is not None and recovered.files == ("A new.txt",)
     assert taker.warning() is None
+
+
+def test_an_unchanged_tree_shares_the_previous_checkpoint(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    run_dir = tmp_path / "runs" / "work-1796000000000"
+    taker = RunCheckpointer(repo, run_dir)
+    taker.baseline()
+    first = taker.after_iteration(1, tree_key="k1")
+    assert first is not None and first.name == "iter-0001"
+    shared = taker.after_iteration(2, tree_key="k1")
+    assert shared is not None
+    assert shared.event_fields() == {
+        "iteration": 2,
+        "name": "iter-0001",
+        "sha": first.sha,
+        "filesChanged": 0,
+        "files": [],
+    }
+    refs = git(repo, "for-each-ref", "--format=%(refname:lstrip=3)", "refs/autopilot/")
+    assert refs.split() == ["baseline", "iter-0001"]  # no commit of the same tree
+    (repo / "new.txt").write_text("new\n")
+    third = taker.after_iteration(3, tree_key="k3")
+    assert third is not None and (third.name, third.files) == ("iter-0003", ("A new.txt",))
+    unknown = taker.after_iteration(4, tree_key=None)  # a mark that cannot vouch
+    assert unknown is not None and unknown.name == "iter-0004"
+    fifth = taker.after_iteration(5, tree_key=None)
+    assert fifth is not None and fifth.name == "iter-0005"
+    # A relaunched driver takes its first checkpoint whatever the key.
+    again = RunCheckpointer(repo, run_dir).after_iteration(6, tree_key="k3")
+    assert again is not None and again.name == "iter-0006"
+
+
+def test_a_checkpoint_that_left_files_out_or_failed_is_not_shared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    run_dir = tmp_path / "run"
+    taker = RunCheckpointer(repo, run_dir)
+    taker.baseline()
+    taking = Checkpoints.take_iteration
+
+    def leaving_one_out(store: Checkpoints, iteration: int, head: str | None = None) -> Taken:
+        return replace(taking(store, iteration, head), warning="could not open 'secret.txt'")
+
+    monkeypatch.setattr(Checkpoints, "take_iteration", leaving_one_out)
+    left_out = taker.after_iteration(1, tree_key="k")
+    assert left_out is not None and left_out.warning is not None
+    monkeypatch.undo()
+    again = taker.after_iteration(2, tree_key="k")
+    assert again is not None and again.name == "iter-0002"
+    lock = run_dir / "checkpoint.index.lock"
+    lock.write_text("")
+    assert taker.after_iteration(3, tree_key="k3") is None
+    lock.unlink()
+    assert taker.warning() is not None
+    retried = taker.after_iteration(4, tree_key="k3")
+    assert retried is not None and retried.name == "iter-0004"

@@ -143,7 +143,8 @@ def diff(iteration: str | None, stat: bool, run_ref: str | None) -> int:
     if iteration is not None:
         number = parse_int(iteration, name="--iteration", minimum=1)
         new = workspace.checkpoints.find_iteration(number)
-        old = workspace.checkpoints.before(new)
+        # An iteration that changed nothing shares an earlier one's checkpoint.
+        old = workspace.checkpoints.before(new) if new.iteration == number else new
     else:
         old, new = history[0], history[-1]
     patch = workspace.checkpoints.diff(old, new, stat=stat)
@@ -184,8 +185,9 @@ def restore(iteration: str | None, name: str | None, run_ref: str | None) -> int
     folder, state, workspace = open_run(run_ref)
     if not workspace.checkpoints.history():
         raise _none_yet(workspace.run_id)
-    if iteration is not None:
-        target = workspace.checkpoints.find_iteration(parse_int(iteration, name="--iteration"))
+    number = None if iteration is None else parse_int(iteration, name="--iteration")
+    if number is not None:
+        target = workspace.checkpoints.find_iteration(number)
     else:
         target = workspace.checkpoints.find(str(name))
     lock = hold_run(folder, state)
@@ -195,6 +197,8 @@ def restore(iteration: str | None, name: str | None, run_ref: str | None) -> int
     finally:
         lock.release()
     where = workspace.repo.top
+    if number is not None and target.iteration != number:
+        say(f"iteration {number} changed nothing: it shares checkpoint {target.name}")
     if result.changes:
         say(
             f"restored {target.name} of run {workspace.run_id} in {where}: "

@@ -8,7 +8,10 @@ run. The run's index starts as a copy of the user's, so a checkpoint of a large 
 with one changed file only hashes that file; later ones reuse its stat information.
 
 Each checkpoint's parent is the run's previous checkpoint, and its message carries
-``Autopilot-*`` trailers (run, name, sequence, HEAD, files changed). Restoring brings
+``Autopilot-*`` trailers (run, name, sequence, HEAD, files changed). An iteration that
+changed nothing has no checkpoint of its own: it shares the one before
+(``workspace.taking``), which its ``checkpoint`` event in the run's log names, so
+``find_iteration`` looks there when it has no ref by the iteration's name. Restoring brings
 the working tree to a checkpoint after a safety checkpoint of the tree as it is (so a
 restore can be undone) and never rewinds autopilot's records in ``.autopilot/`` (the
 memory file, the pause file, the backlog, its approved boundary, a decision file:
@@ -55,19 +58,26 @@ class Checkpoints:
         run_id: The run (its refs are ``refs/autopilot/<run_id>/…``).
         index_path: The run's own index file (created on first use, outside the
             work tree, e.g. in the run's folder).
+        log: The run's event log, where an iteration that shared an earlier
+            checkpoint names it (None: only refs are looked at).
     """
 
-    def __init__(self, repo: Repository, run_id: str, index_path: Path) -> None:
+    def __init__(
+        self, repo: Repository, run_id: str, index_path: Path, log: Path | None = None
+    ) -> None:
         if not run_id or "/" in run_id or ".." in run_id:
             raise UsageError(f"invalid run id {run_id!r}")
         self.repo = repo
         self.run_id = run_id
         self.index_path = index_path
+        self.log = log
         self.prefix = f"{REF_ROOT}/{run_id}/"
-        # The newest checkpoint this object took: the next one's parent, without a
-        # ``for-each-ref``. A run's refs are written by its driver only (a restore is
-        # refused while it lives), so it cannot go stale while the driver holds it.
+        # The newest checkpoint this object took or listed: the next one's parent,
+        # without a ``for-each-ref``. A run's refs are written by its driver only (a
+        # restore is refused while it lives, and holds the run's lock), so it cannot
+        # go stale while the driver holds it.
         self._taken: Checkpoint | None = None
+        self._known = False  # whether ``_taken`` is known (listed or taken)
 
     # Reading -------------------------------------------------------------------------
 
@@ -92,7 +102,9 @@ class Checkpoints:
             checkpoint = checkpoint_of(name, fields[1], fields[2], fields[3], fields[4])
             if checkpoint is not None:
                 found.append(checkpoint)
-        return sorted(found, key=lambda c: (c.sequence, c.created_at_ms, c.name))
+        found.sort(key=lambda c: (c.sequence, c.created_at_ms, c.name))
+        self._taken, self._known = (found[-1] if found else None), True
+        return found
 
     def latest(self) -> Checkpoint | None:
         """The newest checkpoint, or None."""
@@ -113,15 +125,23 @@ class Checkpoints:
         )
 
     def find_iteration(self, iteration: int) -> Checkpoint:
-        """The checkpoint taken after ``iteration`` (0: the baseline).
+        """The checkpoint of the tree after ``iteration`` (0: the baseline): its own,
+        or the earlier one it shared when it changed nothing (its ``iteration`` is
+        then that earlier iteration's).
 
         Raises:
             UsageError: there is none.
         """
-        name = iteration_name(iteration)
-        for checkpoint in self.history():
-            if checkpoint.name == name:
-                return checkpoint
+        history = self.history()
+        names = [iteration_name(iteration)]
+        if self.log is not None and iteration > 0:
+            shared = _shared_name(self.log, iteration)
+            if shared is not None:
+                names.append(shared)
+        for name in names:
+            for checkpoint in history:
+                if checkpoint.name == name:
+                    return checkpoint
         what = "baseline checkpoint" if iteration == 0 else f"checkpoint of iteration {iteration}"
         raise UsageError(f"run {self.run_id} has no {what} (see autopilot checkpoints)")
 
@@ -217,6 +237,7 @@ class Checkpoints:
         if names:
             commands = "".join(f"delete {self.prefix}{name}\n" for name in names)
             self.repo.out("update-ref", "--stdin", input_bytes=commands.encode())
+        self._taken, self._known = None, False
         return len(names)
 
     # Inside --------------------------------------------------------------------------
@@ -268,10 +289,10 @@ class Checkpoints:
 
     def _take(self, name: str, head: str | None = None) -> Taken:
         tree, warning = self._snapshot_tree()
-        previous = self._taken or self.latest()
+        previous = self._taken if self._known else self.latest()
         if previous is None:
             head = head or self.repo.head()
-            base = self.repo.text("rev-parse", f"{head}^{{tree}}") if head else EMPTY_TREE
+            base = head or EMPTY_TREE  # diff-tree takes the commit for its tree
         else:
             base = previous.tree
         changes = self.changes(base, tree) if base != tree else ()
@@ -309,6 +330,7 @@ class Checkpoints:
         )
         created_at_ms = time.time_ns() // 1_000_000
         self._taken = Checkpoint(name, sha, tree, sequence, head, files_changed, created_at_ms)
+        self._known = True
         return self._taken
 
     def _keeping(self, target_tree: str, current_tree: str) -> tuple[str, tuple[str, ...]]:
@@ -320,6 +342,30 @@ class Checkpoints:
         scratch = self.index_path.with_name(self.index_path.name + ".restore")
         tree = with_records(self.repo, target_tree, differing, scratch)
         return tree, tuple(change.path for change in differing)
+
+
+def _shared_name(log: Path, iteration: int) -> str | None:
+    """The checkpoint the ``checkpoint`` event of ``iteration`` names in the run's log
+    (the last such event), or None."""
+    from autopilot.store.event_stream import iter_event_lines
+    from autopilot.store.records import decode_event_line
+
+    found = None
+    try:
+        stream = log.open("rb")
+    except OSError:
+        return None
+    with stream:
+        for line in iter_event_lines(stream):
+            if b'"checkpoint"' not in line:
+                continue
+            event = decode_event_line(line)
+            if event is None or event.get("type") != "checkpoint":
+                continue
+            name = event.get("name")
+            if event.get("iteration") == iteration and isinstance(name, str) and name:
+                found = name
+    return found
 
 
 def _keep_private(index: Path) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from autopilot.errors import AutopilotError
 from autopilot.store.private import write_private
-from autopilot.workspace.repo import run_git
+from autopilot.workspace.repo import Repository, run_git
 
 CONTENT_COMMANDS = frozenset(
     {"status", "add", "diff", "update-index", "write-tree", "read-tree", "checkout-index"}
@@ -90,15 +90,19 @@ class FilterGuard:
     extra git process.
 
     Args:
-        cwd: A folder of the repository's work tree; its filters are read now (two
-            git calls), before the agent runs.
+        cwd: A folder of the repository's work tree; its filters are read now (one
+            git call, two without ``work_tree``), before the agent runs.
         record: Where the run keeps the filters it trusts (``RunDir.git_filters``):
             read when there, so a driver relaunched after a crash trusts what the
             first one found, not what the agent planted meanwhile; else written.
+        work_tree: The work tree's git directories, when the caller knows them
+            already (one git call fewer); None: asked of git.
     """
 
-    def __init__(self, cwd: Path, record: Path | None = None) -> None:
-        self._files = _config_files(cwd)
+    def __init__(
+        self, cwd: Path, record: Path | None = None, work_tree: Repository | None = None
+    ) -> None:
+        self._files = _config_files(cwd, work_tree)
         remembered = _read_record(record) if record is not None else None
         found = filter_config(cwd) if remembered is None else None
         self.trusted = remembered if remembered is not None else found or {}
@@ -159,16 +163,23 @@ def _read_record(path: Path) -> dict[str, str] | None:
     return {str(k): v for k, v in data.items() if isinstance(v, str) and _FILTER_KEY.fullmatch(k)}
 
 
-def _config_files(cwd: Path) -> tuple[Path, ...]:
+def _config_files(cwd: Path, work_tree: Repository | None = None) -> tuple[Path, ...]:
     """The files git reads config from for ``cwd``: system, global, the repository's
-    and its worktree's (``git config --help``, FILES); empty when git cannot tell."""
-    try:
-        done = run_git(cwd, "rev-parse", "--path-format=absolute", "--git-common-dir", "--git-dir")
-    except AutopilotError:
-        return ()
-    lines = done.stdout.decode("utf-8", "surrogateescape").splitlines()
-    if done.returncode != 0 or len(lines) < 2:
-        return ()
+    and its worktree's (``git config --help``, FILES); empty when git cannot tell.
+    ``work_tree``: its git directories, known already."""
+    if work_tree is not None:
+        common, own = work_tree.common_dir, work_tree.git_dir
+    else:
+        try:
+            done = run_git(
+                cwd, "rev-parse", "--path-format=absolute", "--git-common-dir", "--git-dir"
+            )
+        except AutopilotError:
+            return ()
+        lines = done.stdout.decode("utf-8", "surrogateescape").splitlines()
+        if done.returncode != 0 or len(lines) < 2:
+            return ()
+        common, own = Path(lines[0]), Path(lines[1])
     home = Path(os.environ.get("HOME") or "~").expanduser()
     xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
     system = os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"
@@ -177,4 +188,4 @@ def _config_files(cwd: Path) -> tuple[Path, ...]:
         Path(system),
         *((Path(global_),) if global_ else (home / ".gitconfig", xdg / "git/config")),
     ]
-    return (*files, Path(lines[0]) / "config", Path(lines[1]) / "config.worktree")
+    return (*files, common / "config", own / "config.worktree")

@@ -30,7 +30,7 @@ from autopilot.core.digest import sha256, sha256_hex
 from autopilot.errors import AutopilotError
 from autopilot.workspace.filters import FilterGuard
 from autopilot.workspace.ref_files import read_tips
-from autopilot.workspace.repo import run_git
+from autopilot.workspace.repo import Repository, run_git
 
 OBSERVE_TIMEOUT_SECONDS = 30.0
 """The longest one observing git call may take."""
@@ -50,12 +50,20 @@ class TreeMark:
         branch: The checked-out branch's short name (None: detached, or unknown).
         tips: The commits at the tips of local branches, HEAD and HEAD's latest
             1,000 reflog entries.
+        tree_key: One digest of everything a checkpoint of the work tree is made
+            from, as ``git status`` sees it: HEAD, each listed path's status record
+            (its modes and index blob), content digest and executable bit. Two marks
+            with the same key hold the same tree; None when the mark cannot vouch for
+            it (outside a repository, or a listed path that is a folder, such as a
+            submodule, a special file or an unreadable one). Not part of ``to_json``
+            nor of equality.
     """
 
     head: str | None
     entries: dict[str, str] | None
     branch: str | None = None
     tips: frozenset[str] = field(default_factory=frozenset)
+    tree_key: str | None = field(default=None, compare=False)
 
     @property
     def fingerprint(self) -> str | None:
@@ -145,12 +153,13 @@ def work_tree_root(cwd: Path) -> Path:
 
 def is_repository(cwd: Path) -> bool:
     """True if ``cwd`` is inside a git work tree."""
-    return _git_dirs(cwd) is not None
+    return _work_tree(cwd) is not None
 
 
-def _git_dirs(cwd: Path) -> tuple[Path, Path] | None:
-    """The git directory and common git directory of the work tree holding ``cwd``
-    (absolute); None when ``cwd`` is not inside a work tree (or git cannot tell)."""
+def _work_tree(cwd: Path) -> Repository | None:
+    """The work tree holding ``cwd``: its top, git directory and common git directory
+    (absolute), from one git process; None when ``cwd`` is not inside a work tree (a
+    bare repository, a git directory) or git cannot tell."""
     if not could_be_repository(cwd):
         return None
     try:
@@ -161,13 +170,14 @@ def _git_dirs(cwd: Path) -> tuple[Path, Path] | None:
             "--path-format=absolute",
             "--git-dir",
             "--git-common-dir",
+            "--show-toplevel",
         )
     except AutopilotError:
         return None
     lines = done.stdout.decode("utf-8", "surrogateescape").splitlines()
-    if done.returncode != 0 or len(lines) < 3 or lines[0].strip() != "true":
+    if done.returncode != 0 or len(lines) < 4 or lines[0].strip() != "true" or not lines[3]:
         return None
-    return Path(lines[1]), Path(lines[2])
+    return Repository(Path(lines[3]), Path(lines[1]), Path(lines[2]))
 
 
 _FIELDS_BEFORE_PATH = {b"1": 8, b"2": 9, b"u": 10}
@@ -182,6 +192,11 @@ class GitObserver:
         timeout_seconds: The longest one call may take.
         filters_record: Where the run keeps the content filters it trusts
             (``workspace.filters.FilterGuard``), if it keeps them.
+
+    Attributes:
+        work_tree: The work tree's top and git directories (None: not a repository).
+        repository: Whether it is a repository.
+        filters: The content filters trusted (None outside a repository).
     """
 
     def __init__(
@@ -193,11 +208,13 @@ class GitObserver:
         self.cwd = cwd
         self.timeout_seconds = timeout_seconds
         self._warnings: list[str] = []
-        self._dirs = _git_dirs(cwd)
-        self.repository = self._dirs is not None
+        # The work tree's top and git directories cannot change while a run watches it:
+        # asked once, here.
+        self.work_tree = _work_tree(cwd)
+        self.repository = self.work_tree is not None
         # The content filters of the repository now, before the agent runs: one it
         # plants later never runs in these calls (``workspace.filters``).
-        self.filters = FilterGuard(cwd, filters_record) if self.repository else None
+        self.filters = FilterGuard(cwd, filters_record, self.work_tree) if self.work_tree else None
 
     def take_warnings(self) -> list[str]:
         """Warnings since the last call (a git call that timed out or could not run)."""
@@ -232,13 +249,13 @@ class GitObserver:
         status = self._run("status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all")
         if status is None:
             return UNKNOWN
-        head, branch, entries = _parse_status(self.cwd, status)
-        return TreeMark(head, entries, branch, self._tips(head))
+        head, branch, entries, key = _parse_status(self.cwd, status)
+        return TreeMark(head, entries, branch, self._tips(head), key)
 
     def _tips(self, head: str | None) -> frozenset[str]:
         tips = {head} if head else set()
-        if self._dirs is not None:
-            read = read_tips(*self._dirs, _MAX_REFLOG_ENTRIES)
+        if self.work_tree is not None:
+            read = read_tips(self.work_tree.git_dir, self.work_tree.common_dir, _MAX_REFLOG_ENTRIES)
             if read is not None:
                 return frozenset(tips | read)
         refs = self._run("for-each-ref", "--format=%(objectname)", "refs/heads")
@@ -295,10 +312,16 @@ class GitObserver:
         return commits
 
 
-def _parse_status(cwd: Path, output: bytes) -> tuple[str | None, str | None, dict[str, str]]:
+def _parse_status(
+    cwd: Path, output: bytes
+) -> tuple[str | None, str | None, dict[str, str], str | None]:
+    """HEAD, the branch, each listed path → ``code:digest``, and the tree key (see
+    ``TreeMark.tree_key``) from ``git status --porcelain=v2 -z --branch`` output."""
     head: str | None = None
     branch: str | None = None
     entries: dict[str, str] = {}
+    key = sha256()
+    vouched = True
     records = iter(output.split(b"\0"))
     for record in records:
         kind = record[:1]
@@ -318,36 +341,48 @@ def _parse_status(cwd: Path, output: bytes) -> tuple[str | None, str | None, dic
                 continue
             code, raw_path = parts[1].decode("ascii", "replace"), parts[-1]
             if kind == b"2":
-                next(records, None)  # the rename's source path
+                key.update(next(records, b"") + b"\0")  # the rename's source path
         else:
             continue
         path = raw_path.decode("utf-8", "surrogateescape")
-        entries[path] = f"{code}:{_file_digest(cwd / path)}"
-    return head, branch, entries
+        digest, executable = _file_facts(cwd / path)
+        entries[path] = f"{code}:{digest}"
+        vouched = vouched and executable is not None
+        key.update(b"%s\0%s\0%r\0" % (record, digest.encode("ascii"), executable))
+    key.update(f"head\0{head or ''}".encode("ascii", "replace"))
+    return head, branch, entries, key.hexdigest() if vouched else None
 
 
-def _file_digest(path: Path) -> str:
-    """A digest of a changed path's content, never blocking or leaving the tree: a
-    symlink is named by its target, a FIFO or device is not opened for reading."""
+def _file_facts(path: Path) -> tuple[str, bool | None]:
+    """A digest of a changed path's content, never blocking or leaving the tree (a
+    symlink is named by its target, a FIFO or device is not opened for reading), and
+    whether it is an executable regular file: None when the digest does not tell
+    what a checkpoint would take (a folder listed: a submodule or a nested repository,
+    whose commit it records; a FIFO or device; a file that exists but cannot be read)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as error:
+        if error.errno in (errno.ENOENT, errno.ENOTDIR):
+            return "missing", False
         if error.errno != errno.ELOOP:
-            return "missing"
+            return "missing", None
         try:
-            return "link:" + sha256_hex(os.fsencode(os.readlink(path)))
+            return "link:" + sha256_hex(os.fsencode(os.readlink(path))), False
         except OSError:
-            return "missing"
-    with os.fdopen(fd, "rb") as handle:
+            return "missing", None
+    try:
         mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            return "dir"
-        if not stat.S_ISREG(mode):
-            return "special"
+    except OSError:
+        os.close(fd)
+        return "unreadable", None
+    if not stat.S_ISREG(mode):  # a folder cannot be opened as a file object
+        os.close(fd)
+        return ("dir" if stat.S_ISDIR(mode) else "special"), None
+    with os.fdopen(fd, "rb") as handle:
         digest = sha256()
         try:
             while chunk := handle.read(1024 * 1024):
                 digest.update(chunk)
         except OSError:
-            return "unreadable"
-    return digest.hexdigest()
+            return "unreadable", None
+    return digest.hexdigest(), bool(mode & stat.S_IXUSR)

@@ -105,12 +105,12 @@ class GitWorkspace:
         self._run_dir = run_dir
         self._checkpointer: RunCheckpointer | None = None
         self._repo: Repository | None = None
-        self._last_head: str | None = None
+        self._last: TreeMark | None = None
 
     def mark(self) -> TreeMark:
         """See ``Workspace.mark``."""
         mark = self._git.mark()
-        self._last_head = mark.head
+        self._last = mark
         return mark
 
     def new_commits(self, before: TreeMark, after: TreeMark) -> list[Commit]:
@@ -150,11 +150,16 @@ class GitWorkspace:
             if not self.repository:
                 self._run_dir = None
                 return None
-            self._checkpointer = RunCheckpointer(self.cwd, self._run_dir, filters=self._git.filters)
+            self._checkpointer = RunCheckpointer(
+                self.cwd, self._run_dir, filters=self._git.filters, work_tree=self._git.work_tree
+            )
         if iteration == 0:
             return self._checkpointer.baseline()
-        # HEAD as the mark just before saw it (the driver marks, then checkpoints).
-        return self._checkpointer.after_iteration(iteration, self._last_head)
+        # The work tree as the mark just before saw it (the driver marks, then
+        # checkpoints): its HEAD, and its tree key, which lets an unchanged tree share
+        # the previous checkpoint without a git process. A mark serves one checkpoint.
+        last, self._last = self._last or git.UNKNOWN, None
+        return self._checkpointer.after_iteration(iteration, last.head, last.tree_key)
 
     def problem(self) -> str | None:
         """See ``Workspace.problem``."""
@@ -181,7 +186,7 @@ class GitWorkspace:
     def _repository(self) -> Repository | None:
         if self._repo is None:
             try:
-                self._repo = open_repository(self.cwd)
+                self._repo = self._git.work_tree or open_repository(self.cwd)
             except AutopilotError:
                 return None
         return self._repo

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from autopilot.errors import RepositoryError
+from autopilot.store.rundir import RunDir
 from autopilot.workspace.checkpoints import Checkpoints
 from autopilot.workspace.repo import Repository, open_repository
 from autopilot.workspace.worktrees import RunWorktree
@@ -24,8 +25,9 @@ CHECKPOINT_INDEX = "checkpoint.index"
 
 
 def checkpoints_of(run_dir: Path, repo: Repository) -> Checkpoints:
-    """The checkpoints of the run in ``run_dir``, in ``repo``."""
-    return Checkpoints(repo, run_dir.name, run_dir / CHECKPOINT_INDEX)
+    """The checkpoints of the run in ``run_dir``, in ``repo`` (an iteration that shared
+    an earlier checkpoint found through the run's log)."""
+    return Checkpoints(repo, run_dir.name, run_dir / CHECKPOINT_INDEX, RunDir(run_dir).events)
 
 
 @dataclass(frozen=True)

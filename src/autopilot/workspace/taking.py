@@ -5,6 +5,13 @@ iteration, off outside a git repository, and never an error that ends a run.
 work tree is a repository (outside one there are none, said once), turns a git failure
 into a warning (said once per distinct failure; the next iteration tries again), and
 gives each checkpoint as ``CheckpointFacts``, the fields of a ``checkpoint`` event.
+
+An iteration that left the work tree as the previous checkpoint found it (the mark
+taken just before says so: ``TreeMark.tree_key``) shares that checkpoint: its event
+names it, with no file changed, and no git process runs (``git add``, ``write-tree``,
+``commit-tree`` and ``update-ref`` would only make a commit of the same tree). Only a
+checkpoint this driver took with a mark can be shared, so the first one after a
+(re)launch is always taken.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from autopilot.errors import AutopilotError
 from autopilot.workspace.checkpoint_facts import Taken
 from autopilot.workspace.checkpoints import Checkpoints
 from autopilot.workspace.filters import FilterGuard
-from autopilot.workspace.repo import open_repository
+from autopilot.workspace.repo import Repository, open_repository
 from autopilot.workspace.run_workspace import CHECKPOINT_INDEX
 
 MAX_FILES_IN_EVENT = 50
@@ -36,6 +43,10 @@ class CheckpointFacts:
         files: The first ``MAX_FILES_IN_EVENT`` of them, each ``A``/``M``/``D``/``T``
             and the path (``"M src/a.py"``).
         warning: git's words when some files could not be read.
+
+    An iteration that changed nothing shares the previous checkpoint: ``name`` and
+    ``sha`` are that checkpoint's (``iter-NNNN`` of an earlier iteration), with no
+    file changed.
     """
 
     name: str
@@ -77,6 +88,8 @@ class RunCheckpointer:
         enabled: False for ``--no-checkpoints``.
         filters: The content filters trusted (``workspace.filters``): one planted
             since never runs while a checkpoint is taken.
+        work_tree: The work tree, when the caller knows it already (no git call);
+            None: ``open_repository(cwd)``.
     """
 
     def __init__(
@@ -86,14 +99,19 @@ class RunCheckpointer:
         *,
         enabled: bool = True,
         filters: FilterGuard | None = None,
+        work_tree: Repository | None = None,
     ) -> None:
         self._store: Checkpoints | None = None
+        # The newest checkpoint taken, and the tree key of the mark it was taken after
+        # (None: it cannot be shared).
+        self._latest: CheckpointFacts | None = None
+        self._latest_key: str | None = None
         self._said: str | None = None
         self._unsaid: str | None = None
         if not enabled:
             return
         try:
-            repo = open_repository(cwd)
+            repo = work_tree or open_repository(cwd)
         except AutopilotError as error:
             self._unsaid = f"no checkpoints: {error}"
             return
@@ -120,22 +138,43 @@ class RunCheckpointer:
         try:
             if any(c.name == "baseline" for c in store.history()):
                 return None
-            return CheckpointFacts.of(store.take_baseline(), 0)
+            return self._taken(CheckpointFacts.of(store.take_baseline(), 0), None)
         except AutopilotError as error:
             self._fail(error)
             return None
 
-    def after_iteration(self, iteration: int, head: str | None = None) -> CheckpointFacts | None:
-        """The working tree after ``iteration`` (``head``: HEAD as just seen, None:
-        asked of git). None when off or git failed."""
+    def after_iteration(
+        self, iteration: int, head: str | None = None, tree_key: str | None = None
+    ) -> CheckpointFacts | None:
+        """The working tree after ``iteration``. None when off or git failed.
+
+        Args:
+            iteration: The iteration just ended (1-based).
+            head: HEAD as just seen (None: asked of git).
+            tree_key: The tree key of the mark just taken (``TreeMark.tree_key``):
+                the same as the previous checkpoint's, that checkpoint is shared and
+                no git process runs. None: the checkpoint is taken.
+        """
         store = self._store
         if store is None:
             return None
+        latest = self._latest
+        if tree_key is not None and tree_key == self._latest_key and latest is not None:
+            return CheckpointFacts(latest.name, iteration, latest.sha, 0, ())
         try:
-            return CheckpointFacts.of(store.take_iteration(iteration, head), iteration)
+            taken = CheckpointFacts.of(store.take_iteration(iteration, head), iteration)
         except AutopilotError as error:
+            self._latest_key = None
             self._fail(error)
             return None
+        return self._taken(taken, tree_key)
+
+    def _taken(self, facts: CheckpointFacts, tree_key: str | None) -> CheckpointFacts:
+        """Remember the checkpoint just taken; one that left files out (``warning``)
+        is never shared."""
+        self._latest = facts
+        self._latest_key = None if facts.warning else tree_key
+        return facts
 
     def _fail(self, error: AutopilotError) -> None:
         """Remember the failure for ``warning`` unless it was said already."""
