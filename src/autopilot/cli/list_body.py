@@ -112,8 +112,9 @@ def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> d
     (its status in words) and ``worktree`` (a ``--worktree`` run's, else None); an
     ended run's from ``finished.json`` when it is current."""
 
-    key = file_key(f"{root}/{run_id}")
-    cached = finished.get(run_id, "list", key, lambda driver: still_gone(root / run_id, driver))
+    where = f"{root}/{run_id}"
+    key = file_key(where)
+    cached = finished.get(run_id, "list", key, lambda driver: still_gone(where, driver))
     if isinstance(cached, list) and len(cached) == len(_LIST_FIELDS):
         return dict(zip(_LIST_FIELDS, cached, strict=True))
     folder = root / run_id

@@ -178,9 +178,10 @@ def _summary(root: Path, row: Mapping[str, Any], finished: FinishedRuns) -> RunS
     run_id = str(row["runId"])
     if not is_valid_run_id(run_id):
         return summarize_run(root, row)
-    key = file_key(f"{root}/{run_id}")
+    where = f"{root}/{run_id}"
+    key = file_key(where)
     given = [row.get("label"), row.get("agent")]  # what it takes from the index row
-    cached = finished.get(run_id, "stats", key, lambda driver: still_gone(root / run_id, driver))
+    cached = finished.get(run_id, "stats", key, lambda driver: still_gone(where, driver))
     if isinstance(cached, list) and cached[:2] == given:
         with contextlib.suppress(TypeError):
             return RunSummary(*cached[2:])
