@@ -12,6 +12,7 @@ from autopilot.cli.echo import say, say_json
 from autopilot.config_values import parse_int
 from autopilot.manage.activity import Activity, run_activity, settled_state
 from autopilot.runtime.liveness import driver_record, still_gone
+from autopilot.store.bulk import CollectorOff
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
 from autopilot.store.paths import runs_root
@@ -23,6 +24,11 @@ from autopilot.view.safe import shown
 
 def list_runs(as_json: bool, limit: str | None) -> int:
     """``autopilot list [--json] [--limit N]``; its exit code."""
+    with CollectorOff():
+        return _list_runs(as_json, limit)
+
+
+def _list_runs(as_json: bool, limit: str | None) -> int:
     count = parse_int(limit, name="--limit", minimum=1) if limit is not None else None
     root = runs_root(create=False)
     rows = list(read_index(root))[::-1]
