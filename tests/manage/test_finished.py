@@ -165,3 +165,28 @@ def test_a_log_edited_by_hand_is_read_afresh(tmp_path: Path) -> None:
     totals = aggregate(collect(root))
     assert "abort:max_iterations" not in totals["byOutcome"]
     assert totals["byOutcome"]["abort:stagnation"] == 1
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        b"",  # every line one object: decoded in one call
+        b'{"type":"armed","runId":"two-1"} {"type":"armed","runId":"two-2"}\n',
+        b'{"type":"armed",\n"runId":"split-1"}\n1 2\n',  # one value on two lines, two on one
+    ],
+)
+def test_a_long_index_decoded_at_once_gives_the_rows_of_one_line_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, odd: bytes
+) -> None:
+    """msgspec decodes a long index in one call only where each line is exactly one
+    object; a line holding two values, or a value over two lines, is decided line by
+    line, as ``json`` decides a short index."""
+    from autopilot.store import index
+
+    root, ids = _root(tmp_path)
+    with (root / index.INDEX_FILE).open("ab") as rows:
+        rows.write(odd)
+    short = list(index.read_index(root))
+    assert [r["runId"] for r in short] == ids
+    monkeypatch.setattr(index, "PLAIN_INDEX_BYTES", 0)
+    assert list(index.read_index(root)) == short
