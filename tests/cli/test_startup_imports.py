@@ -133,6 +133,8 @@ def test_everyday_commands_import_no_view_driver_or_adapter(
         assert "typing" not in modules  # annotations only, under TYPE_CHECKING
     if args[0] in ("list", "send", "--version"):
         assert "autopilot.control" not in modules
+    # The log's decision records are read only where a decision is looked for.
+    assert "autopilot.core.change" not in modules
 
 
 def test_the_probe_sees_what_a_command_imports(tmp_path: Path) -> None:
