@@ -86,8 +86,8 @@ def _decode_all(lines: list[bytes]) -> list[Any] | None:
         return None
     try:
         values: list[Any] = msgspec.json.Decoder().decode_lines(b"\n".join(lines))
-    except ValueError:  # one line msgspec refuses (NaN, a huge int): json decides it
-        return None
+    except (ValueError, RecursionError):  # a line msgspec refuses (NaN, a huge int,
+        return None  # nesting too deep): each line is decided by itself
     return values if len(values) == len(lines) else None
 
 
