@@ -190,3 +190,22 @@ def test_a_long_index_decoded_at_once_gives_the_rows_of_one_line_at_a_time(
     assert [r["runId"] for r in short] == ids
     monkeypatch.setattr(index, "PLAIN_INDEX_BYTES", 0)
     assert list(index.read_index(root)) == short
+
+
+def test_a_worktree_runs_branch_is_listed_fresh_and_from_the_cache(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    record = {"path": "/w/x", "branch": "autopilot/x-1", "base": "abc", "origin": "main"}
+    run_id = make_run(
+        root,
+        "x",
+        now_ms() - 10_000,
+        terminal=("complete", "completion_promise"),
+        iterations=2,
+        state={"worktree": record},
+    )
+    fresh = next(line for line in _list(tmp_path).splitlines() if run_id in line)
+    assert fresh.endswith("completed (completion_promise)  (worktree, branch autopilot/x-1)")
+    assert run_id in json.loads((root / FINISHED_FILE).read_text())["runs"]
+    assert next(line for line in _list(tmp_path).splitlines() if run_id in line) == fresh
+    row = json.loads(_list(tmp_path, "--json").splitlines()[0])
+    assert row["worktree"] == record and row["iterations"] == 2
