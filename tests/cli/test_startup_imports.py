@@ -9,20 +9,22 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.manage.runs import alive_driver, make_run, now_ms
 
 _PROBE = """
-import json, sys
+import atexit, json, sys
 sys.argv = ["autopilot", *sys.argv[1:]]
 from autopilot.launch import main  # the console entry
 try:
     main()
 except SystemExit as done:
     code = done.code
-print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
+report = {"code": code, "modules": sorted(sys.modules), "atexit": atexit._ncallbacks()}
+print(json.dumps(report), file=sys.stderr)
 """
 
 _NOT_FOR_STATUS = (
@@ -59,6 +61,10 @@ _NOT_FOR_CONTROL = (
 
 
 def _imported(args: list[str], cwd: Path, runs: Path) -> set[str]:
+    return set(_probe(args, cwd, runs)["modules"])
+
+
+def _probe(args: list[str], cwd: Path, runs: Path) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPILOT_")}
     env["AUTOPILOT_RUNS_DIR"] = str(runs)
     done = subprocess.run(
@@ -70,9 +76,9 @@ def _imported(args: list[str], cwd: Path, runs: Path) -> set[str]:
         check=False,
         timeout=60,
     )
-    report = json.loads(done.stderr.strip().splitlines()[-1])
+    report: dict[str, Any] = json.loads(done.stderr.strip().splitlines()[-1])
     assert report["code"] in (0, None), done.stderr
-    return set(report["modules"])
+    return report
 
 
 def _forbidden(modules: set[str], banned: tuple[str, ...] = _NOT_FOR_STATUS) -> list[str]:
@@ -110,8 +116,12 @@ def test_everyday_commands_import_no_view_driver_or_adapter(
         state={**alive_driver(), "cwd": str(project.resolve())},
         age_files=False,
     )
-    modules = _imported(args, project, runs)
+    report = _probe(args, project, runs)
+    modules = set(report["modules"])
     assert _forbidden(modules) == []
+    # The only exit handler is the one that ends the process without tearing its
+    # modules down (``launch._end_without_teardown``): none is skipped by it.
+    assert report["atexit"] == 1
     # Their usual forms do not even load the command line's parser.
     assert "click" not in modules
     assert "autopilot.cli.main" not in modules
@@ -123,6 +133,8 @@ def test_everyday_commands_import_no_view_driver_or_adapter(
         assert "typing" not in modules  # annotations only, under TYPE_CHECKING
     if args[0] in ("list", "send", "--version"):
         assert "autopilot.control" not in modules
+    # The log's decision records are read only where a decision is looked for.
+    assert "autopilot.core.change" not in modules
 
 
 def test_the_probe_sees_what_a_command_imports(tmp_path: Path) -> None:

@@ -85,9 +85,9 @@ def test_a_removed_run_is_missing_and_leaves_the_cache(tmp_path: Path) -> None:
 def test_a_corrupt_cache_is_ignored_and_rewritten(tmp_path: Path) -> None:
     root, _ = _root(tmp_path)
     fresh = aggregate(collect(root))
-    (root / FINISHED_FILE).write_text('{"version": 2, "runs": {"x": [')
+    (root / FINISHED_FILE).write_text('{"version": 3, "runs": {"x": [')
     assert aggregate(collect(root)) == fresh
-    assert json.loads((root / FINISHED_FILE).read_text())["version"] == 2
+    assert json.loads((root / FINISHED_FILE).read_text())["version"] == 3
 
 
 def test_a_run_whose_driver_was_gone_is_read_afresh_once_a_driver_holds_it(
@@ -130,7 +130,7 @@ def test_a_cache_of_many_runs_is_read_and_written_by_msgspec_as_json_does(
     again.save()
     assert (root / FINISHED_FILE).read_bytes() == plain
     assert aggregate(collect(root)) == fresh
-    nan = plain.replace(b'"version":2', b'"version":2,"x":NaN')
+    nan = plain.replace(b'"version":3', b'"version":3,"x":NaN')
     for size in (0, len(nan)):
         monkeypatch.setattr(finished, "PLAIN_BYTES", size)
         (root / FINISHED_FILE).write_bytes(nan)
@@ -153,3 +153,59 @@ def test_a_long_index_is_read_as_a_short_one(
     assert [r["runId"] for r in short][-2:] == ["nan-1", "big-1"]
     monkeypatch.setattr(index, "PLAIN_INDEX_BYTES", 0)
     assert list(index.read_index(root)) == short
+
+
+def test_a_log_edited_by_hand_is_read_afresh(tmp_path: Path) -> None:
+    """The cache is keyed by the log's inode, size and mtime: a hand edit of an ended
+    run's events.jsonl (its terminal event's reason changed) is seen at once."""
+    root, ids = _root(tmp_path)
+    assert aggregate(collect(root))["byOutcome"]["abort:max_iterations"] == 1
+    log = root / ids[1] / "events.jsonl"
+    log.write_text(log.read_text().replace('"max_iterations"', '"stagnation"'))
+    totals = aggregate(collect(root))
+    assert "abort:max_iterations" not in totals["byOutcome"]
+    assert totals["byOutcome"]["abort:stagnation"] == 1
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        b"",  # every line one object: decoded in one call
+        b'{"type":"armed","runId":"two-1"} {"type":"armed","runId":"two-2"}\n',
+        b'{"type":"armed",\n"runId":"split-1"}\n1 2\n',  # one value on two lines, two on one
+    ],
+)
+def test_a_long_index_decoded_at_once_gives_the_rows_of_one_line_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, odd: bytes
+) -> None:
+    """msgspec decodes a long index in one call only where each line is exactly one
+    object; a line holding two values, or a value over two lines, is decided line by
+    line, as ``json`` decides a short index."""
+    from autopilot.store import index
+
+    root, ids = _root(tmp_path)
+    with (root / index.INDEX_FILE).open("ab") as rows:
+        rows.write(odd)
+    short = list(index.read_index(root))
+    assert [r["runId"] for r in short] == ids
+    monkeypatch.setattr(index, "PLAIN_INDEX_BYTES", 0)
+    assert list(index.read_index(root)) == short
+
+
+def test_a_worktree_runs_branch_is_listed_fresh_and_from_the_cache(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    record = {"path": "/w/x", "branch": "autopilot/x-1", "base": "abc", "origin": "main"}
+    run_id = make_run(
+        root,
+        "x",
+        now_ms() - 10_000,
+        terminal=("complete", "completion_promise"),
+        iterations=2,
+        state={"worktree": record},
+    )
+    fresh = next(line for line in _list(tmp_path).splitlines() if run_id in line)
+    assert fresh.endswith("completed (completion_promise)  (worktree, branch autopilot/x-1)")
+    assert run_id in json.loads((root / FINISHED_FILE).read_text())["runs"]
+    assert next(line for line in _list(tmp_path).splitlines() if run_id in line) == fresh
+    row = json.loads(_list(tmp_path, "--json").splitlines()[0])
+    assert row["worktree"] == record and row["iterations"] == 2

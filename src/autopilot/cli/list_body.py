@@ -12,6 +12,7 @@ from autopilot.cli.echo import say, say_json
 from autopilot.config_values import parse_int
 from autopilot.manage.activity import Activity, run_activity, settled_state
 from autopilot.runtime.liveness import driver_record, still_gone
+from autopilot.store.bulk import CollectorOff
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
 from autopilot.store.paths import runs_root
@@ -23,6 +24,11 @@ from autopilot.view.safe import shown
 
 def list_runs(as_json: bool, limit: str | None) -> int:
     """``autopilot list [--json] [--limit N]``; its exit code."""
+    with CollectorOff():
+        return _list_runs(as_json, limit)
+
+
+def _list_runs(as_json: bool, limit: str | None) -> int:
     count = parse_int(limit, name="--limit", minimum=1) if limit is not None else None
     root = runs_root(create=False)
     rows = list(read_index(root))[::-1]
@@ -37,25 +43,24 @@ def list_runs(as_json: bool, limit: str | None) -> int:
     minutes: dict[int, str] = {}
     for row in rows:
         run_id = str(row["runId"])
-        shown_row = _list_row(root, run_id, finished, now_ms)
-        if run_id in unclaimed and shown_row["reason"] is None:
+        status, reason, iterations, text, worktree = _list_row(root, run_id, finished, now_ms)
+        if run_id in unclaimed and reason is None:
             until = format_moment(unclaimed[run_id], day_of_ms=now_ms)
-            shown_row["text"] = f"armed, unclaimed until {until} (no session has stopped yet)"
+            text = f"armed, unclaimed until {until} (no session has stopped yet)"
         if as_json:
-            fields = ("status", "reason", "iterations", "worktree")
-            say_json(dict(row, **{k: shown_row[k] for k in fields}))
+            shown_row = {"status": status, "reason": reason, "iterations": iterations}
+            say_json(dict(row, **shown_row, worktree=worktree))
             continue
-        started = row.get("ts") if isinstance(row.get("ts"), int) else row.get("startedAt")
+        started = row.get("ts")
+        if not isinstance(started, int):
+            started = row.get("startedAt")
         when = _minute(started, minutes) if isinstance(started, int) else "????-??-?? ??:??"
-        iteration = shown_row["iterations"]
+        branch = worktree.get("branch") if isinstance(worktree, dict) else None
+        on_branch = f"  (worktree, branch {_one_line(branch)})" if isinstance(branch, str) else ""
         lines.append(
-            f"{when}  {_one_line(run_id):<40} iter {'?' if iteration is None else iteration}/"
-            f"{_one_line(str(row.get('maxIterations') or '∞')):<4} {_one_line(shown_row['text'])}"
-            + (
-                f"  (worktree, branch {_one_line(branch)})"
-                if (branch := _branch(shown_row))
-                else ""
-            )
+            f"{when}  {_one_line(run_id):<40} iter {'?' if iterations is None else iterations}/"
+            f"{_one_line(str(row.get('maxIterations') or '∞')):<4} {_one_line(text)}"
+            + (on_branch if branch else "")
         )
     if not as_json and lines:
         say("\n".join(lines))  # redacted and escaped as a whole
@@ -97,35 +102,24 @@ def _one_line(text: str) -> str:
     return text if text.isprintable() else shown(text)
 
 
-def _branch(shown_row: dict[str, Any]) -> str | None:
-    """A ``--worktree`` run's branch, from its ``list`` row."""
-    worktree = shown_row.get("worktree")
-    branch = worktree.get("branch") if isinstance(worktree, dict) else None
-    return branch if isinstance(branch, str) else None
-
-
 _LIST_FIELDS = ("status", "reason", "iterations", "text", "worktree")
 
 
-def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> dict[str, Any]:
-    """What ``list`` shows of a run: ``status``, ``reason``, ``iterations``, ``text``
-    (its status in words) and ``worktree`` (a ``--worktree`` run's, else None); an
-    ended run's from ``finished.json`` when it is current."""
+def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> list[Any]:
+    """What ``list`` shows of a run, as ``_LIST_FIELDS``: ``status``, ``reason``,
+    ``iterations``, ``text`` (its status in words) and ``worktree`` (a
+    ``--worktree`` run's, else None); an ended run's from ``finished.json`` when it
+    is current."""
 
-    key = file_key(f"{root}/{run_id}")
-    cached = finished.get(run_id, "list", key, lambda driver: still_gone(root / run_id, driver))
+    where = f"{root}/{run_id}"
+    key = file_key(where)
+    cached = finished.get(run_id, "list", key, lambda driver: still_gone(where, driver))
     if isinstance(cached, list) and len(cached) == len(_LIST_FIELDS):
-        return dict(zip(_LIST_FIELDS, cached, strict=True))
+        return cached
     folder = root / run_id
     state = read_state_quietly(RunDir(folder).state)
     if state is None:
-        return {
-            "status": None,
-            "reason": None,
-            "iterations": None,
-            "text": "missing",
-            "worktree": None,
-        }
+        return [None, None, None, "missing", None]
     state = settled_state(folder, state)  # the log's ending over a state.json left behind
     worktree = worktree_of(state)
     gone = not state.terminated and run_activity(folder, state) is Activity.GONE
@@ -133,14 +127,8 @@ def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> d
         text = f"driver gone (autopilot start {folder.name} relaunches it)"
     else:
         text = status_text(state, now_ms)
-    shown_row = {
-        "status": str(state.status),
-        "reason": state.termination_reason,
-        "iterations": state.iteration,
-        "text": text,
-        "worktree": worktree,
-    }
+    shown_row = [str(state.status), state.termination_reason, state.iteration, text, worktree]
     if state.terminated or gone:  # its files change no more (until a driver is back)
         driver = driver_record(state) if gone else None
-        finished.put(run_id, "list", key, [shown_row[name] for name in _LIST_FIELDS], driver)
+        finished.put(run_id, "list", key, shown_row, driver)
     return shown_row

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from autopilot.cli.echo import say, say_json
+from autopilot.store.bulk import CollectorOff
 from autopilot.store.paths import runs_root
 from autopilot.view.stats import aggregate, collect, format_stats
 
@@ -11,7 +12,8 @@ from autopilot.view.stats import aggregate, collect, format_stats
 def stats(as_json: bool) -> int:
     """``autopilot stats [--json]``; its exit code."""
     root = runs_root(create=False)
-    totals = aggregate(collect(root))
+    with CollectorOff():
+        totals = aggregate(collect(root))
     if as_json:
         say_json(totals)
     else:

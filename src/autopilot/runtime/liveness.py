@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from autopilot.store.run_state import RunState
-from autopilot.store.rundir import RunDir
+from autopilot.store.rundir import DRIVER_LOCK_FILE, RunDir
 
 
 def process_alive(
@@ -47,6 +47,12 @@ def process_alive(
         return None
     if host and host != gethostname():
         return True  # another machine's process cannot be checked from here
+    try:
+        os.kill(pid, 0)  # one system call: no process has the pid at all
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):  # someone else's (EPERM), or no pid at all
+        pass
     from autopilot.loop.identity import is_same_process  # only where a pid is recorded
 
     same = is_same_process(pid, start_time, command)
@@ -72,8 +78,13 @@ def driver_lock_held(run_dir: Path) -> bool | None:
     Returns:
         True if held, False if free or absent, None if it cannot be probed.
     """
+    return _lock_held(str(RunDir(run_dir).driver_lock))
+
+
+def _lock_held(path: str) -> bool | None:
+    """``driver_lock_held`` of the lock file at ``path``."""
     try:
-        fd = os.open(RunDir(run_dir).driver_lock, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return False
     except OSError:
@@ -146,11 +157,11 @@ def driver_record(state: RunState) -> list[Any]:
     return [state.pid, state.pid_start_time, state.pid_command, state.host]
 
 
-def still_gone(run_dir: Path, driver: list[Any]) -> bool:
+def still_gone(run_dir: Path | str, driver: list[Any]) -> bool:
     """Is the driver ``driver_record`` gave, found gone then, still gone: no process
-    with its pid and
-    identity, and no ``driver.lock`` held (a driver started again takes the lock
-    before it writes ``state.json``)? False when the record is not one."""
+    with its pid and identity, and no ``driver.lock`` held (a driver started again
+    takes the lock before it writes ``state.json``)? False when the record is not
+    one. ``run_dir`` may be a string (``list`` asks for thousands of runs)."""
     if len(driver) != 4:
         return False
     pid, start_time, command, host = driver
@@ -162,4 +173,4 @@ def still_gone(run_dir: Path, driver: list[Any]) -> bool:
         return False
     if process_alive(pid, start_time, command, host) is not False:
         return False
-    return driver_lock_held(run_dir) is False
+    return _lock_held(f"{run_dir}/{DRIVER_LOCK_FILE}") is False

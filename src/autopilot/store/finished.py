@@ -2,15 +2,20 @@
 kept in one file so that thousands of runs cost one read, not a ``state.json`` and a
 log each.
 
-``<runs-root>/finished.json`` (0600) is derived data: ``{"version": 2, "runs": {runId:
+``<runs-root>/finished.json`` (0600) is derived data: ``{"version": 3, "runs": {runId:
 {"files": [...], "driver": [...], <part>: {...}}}}``, where a part is what one command
 shows of the run (``list``, ``stats``). A run gets an entry once its ``state.json``
 says it ended, or once its driver is gone (no process with the recorded pid and
 identity, no ``driver.lock`` held): either way its files no longer change by
 themselves. Each entry holds the inode, size and modification time (ns) of the run's
-``state.json`` and ``events.jsonl``, taken **before** they were read; an entry is used
-only while both files still match, so a run folder that was changed, replaced or
-removed is read afresh and never shown from the cache. The entry of a run whose
+``events.jsonl`` (of its ``state.json`` when it has no log), taken **before** the run
+was read; an entry is used only while that file still matches, so a run whose log was
+appended to, edited, replaced or removed is read afresh and never shown from the
+cache. One ``stat`` per run is what keeps ``list`` of 10,000 runs quick; ``state.json``
+is not looked at: every change autopilot makes to an ended run's state that ``list``
+or ``stats`` shows comes with an event (a ``stop``, a relaunch's ``armed``), while a
+hand edit of ``state.json`` alone shows once the log changes (or once
+``finished.json`` is removed). The entry of a run whose
 driver was gone also holds that driver's record (``driver``: pid, start time, command,
 host) and is used only while the caller finds it still gone (a driver started again
 holds the lock before it writes a file). A missing, unreadable, corrupt or older cache
@@ -37,30 +42,29 @@ PLAIN_BYTES = 256 * 1024
 whose index is decoded by msgspec too: ``store.index``)."""
 PLAIN_RUNS = 1000
 """The most runs whose cache is written with ``json`` rather than msgspec."""
-_VERSION = 2
+_VERSION = 3
 _Files = list[int]
 
 
 def file_key(run_folder: str) -> _Files | None:
-    """Inode, size and mtime (ns) of ``state.json`` and ``events.jsonl`` (zeros for a
-    missing log); None when ``state.json`` cannot be looked at.
+    """Inode, size and mtime (ns) of the run's ``events.jsonl``, or of its
+    ``state.json`` (with a fourth item, 0) when it has no log; None when neither can
+    be looked at.
 
     Args:
         run_folder: The run's folder (a string: this runs for every run listed).
     """
-    key: _Files = []
-    for name in ("/state.json", "/events.jsonl"):
+    try:
+        found = os.stat(run_folder + "/events.jsonl")
+    except FileNotFoundError:
         try:
-            found = os.stat(run_folder + name)
-        except FileNotFoundError:
-            if name == "/state.json":
-                return None
-            key += [0, 0, 0]
-            continue
+            found = os.stat(run_folder + "/state.json")
         except OSError:
             return None
-        key += [found.st_ino, found.st_size, found.st_mtime_ns]
-    return key
+        return [found.st_ino, found.st_size, found.st_mtime_ns, 0]
+    except OSError:
+        return None
+    return [found.st_ino, found.st_size, found.st_mtime_ns]
 
 
 class FinishedRuns:

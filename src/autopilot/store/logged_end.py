@@ -26,11 +26,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-from autopilot.core.change import StateChange
-from autopilot.core.ending import status_for
 from autopilot.core.vocabulary import EventType
 from autopilot.store.events import read_events
 from autopilot.store.run_state import RunState
+
+# The change records (``core.change``) and the ending's vocabulary (``core.ending``)
+# are loaded where a decision or an ending is read from the log: ``status``, ``list``
+# and ``send`` of a run whose state is settled need neither.
+TYPE_CHECKING = False  # as typing's
+if TYPE_CHECKING:
+    from autopilot.core.change import StateChange
 
 TAIL_BYTES = 64 * 1024
 """How much of a log's end is searched for its terminal event: the terminal event is
@@ -82,6 +87,8 @@ def is_drivers(event: dict[str, Any], state: RunState) -> bool:
 def ended_as_logged(state: RunState, event: dict[str, Any]) -> RunState:
     """A copy of ``state`` ended as the terminal ``event`` says (``terminated``, its
     reason and note, the status it leaves); ``state`` itself is not changed."""
+    from autopilot.core.ending import status_for
+
     reason = event.get("reason")
     note = event.get("note")
     ended = copy.deepcopy(state)
@@ -98,6 +105,8 @@ def logged_decision(events: Path, attempt: str) -> StateChange | None:
     """The change of the last ``decision_applied`` event the log ``events`` holds for
     ``attempt`` (an iteration folder's name, ``iter-0003``), or None (none, or none
     that reads as a change)."""
+    from autopilot.core.change import StateChange
+
     found: StateChange | None = None
     for event in read_events(events):
         if event.get("type") == EventType.DECISION_APPLIED and event.get("attempt") == attempt:
