@@ -202,6 +202,29 @@ def _feed_stdin(proc: subprocess.Popen[bytes], data: bytes) -> None:
         proc.stdin.close()
 
 
+def _start_feeding(proc: subprocess.Popen[bytes], data: bytes) -> None:
+    """Write ``data`` to the agent's stdin and close it. What the pipe takes at once
+    (a prompt of up to 64 KiB, usually) is written here; only the rest is left to a
+    thread, which blocks until the agent reads it."""
+    assert proc.stdin is not None
+    fd = proc.stdin.fileno()
+    written = 0
+    try:
+        os.set_blocking(fd, False)
+        written = os.write(fd, data)
+    except BlockingIOError:
+        pass
+    except OSError:  # the agent is gone already (EPIPE)
+        written = len(data)
+    with contextlib.suppress(OSError):
+        os.set_blocking(fd, True)
+    if written < len(data):
+        threading.Thread(target=_feed_stdin, args=(proc, data[written:]), daemon=True).start()
+        return
+    with contextlib.suppress(OSError):
+        proc.stdin.close()
+
+
 def _supervise(
     agent: AgentGroup,
     stdin_data: bytes | None,
@@ -216,7 +239,7 @@ def _supervise(
     proc = agent.proc
     assert proc.stdout is not None and proc.stderr is not None
     if stdin_data is not None:
-        threading.Thread(target=_feed_stdin, args=(proc, stdin_data), daemon=True).start()
+        _start_feeding(proc, stdin_data)
     splitter = LineSplitter(limits.max_line_bytes)
     sinks = {
         proc.stdout.fileno(): _Sink(stdout_file, limits.max_raw_bytes),
