@@ -142,7 +142,7 @@ class Driver:
         spend_before = p.state.spend
         if step.ending is not None:
             p.briefing.undelivered()
-        p.record.apply(step)
+        p.record.apply(step, hold=p.backlog is None and p.lanes is None)
         if step.change.max_iterations is not None:  # the budget was extended
             p.take_config()
         p.briefing.after(spend_before, ended=step.ending is not None)

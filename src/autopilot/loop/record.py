@@ -10,7 +10,11 @@ a budget; the change is logged as a ``warning`` event.
 A step is applied log first: its events are appended in one write and fsynced, then
 the state is written. A crash between the two leaves the step's ``decision_applied`` record in the
 log, which recovery applies (``recovery.logged_change``); a crash before leaves an
-open attempt, which recovery concludes from its saved output.
+open attempt, which recovery concludes from its saved output. A step that only goes
+on to the next attempt may be *held* (``RunRecord.apply``): its events are appended,
+and the log's fsync and the state write are made by the write that opens the next
+attempt, so an iteration costs one state write, not two (``docs/architecture.md``,
+"One state write per iteration").
 """
 
 from __future__ import annotations
@@ -138,6 +142,8 @@ class RunRecord:
         self.on_event = on_event
         self.notify = notify
         self.state = store.read()
+        # While a step is held (``apply``): the state as state.json holds it.
+        self._held: RunState | None = None
 
     def emit(self, event_type: EventType, **fields: Any) -> dict[str, Any] | None:
         """Append one event and show it; returns it (None: the log refused it)."""
@@ -159,6 +165,9 @@ class RunRecord:
     def update(self, change: Callable[[RunState], None], *, sync_dir: bool = True) -> RunState:
         """Apply ``change`` to the driver's copy, with the file's control fields.
 
+        A held step (``apply``) is written with it: the log is fsynced first, and the
+        folder too after the rename.
+
         Args:
             change: Changes the state in place.
             sync_dir: False for a write whose rename need not survive a power cut on
@@ -177,7 +186,11 @@ class RunRecord:
             mine.version = on_disk.version
             on_disk.__dict__.update(mine.__dict__)
 
-        self.state = self.store.update(merge, fallback=self.state, sync_dir=sync_dir)
+        held = self._held is not None
+        if held:
+            self.log.sync()  # the held step's events, before the state that absorbs them
+        self.state = self.store.update(merge, fallback=self.state, sync_dir=sync_dir or held)
+        self._held = None
         return self.state
 
     def refresh(self) -> RunState:
@@ -195,18 +208,37 @@ class RunRecord:
             setattr(self.state, name, getattr(on_disk, name))
         return self.state
 
-    def apply(self, step: Step) -> RunState:
+    def apply(self, step: Step, *, hold: bool = False) -> RunState:
         """Apply a step durably: its events appended in one write and fsynced (a crash
         leaves all of them or none), then the state. A completion is first recorded
-        as the driver's intent (``intend_completion``)."""
+        as the driver's intent (``intend_completion``).
+
+        ``hold``: the caller goes straight on to the next attempt. A step that only
+        goes on (no ending, no gate, every event on the log, no message to retire) is
+        then absorbed into the driver's copy alone; the next write (the one that
+        opens the next attempt, or any other: ``update``) fsyncs the log and writes
+        it. Until then ``state.json`` holds the attempt open, and a crash leaves the
+        step's ``decision_applied`` on the log for recovery to apply, as a crash
+        between the log and the state does.
+        """
         if step.ending is not None and step.ending.event is EventType.COMPLETE:
             self.intend_completion(step.ending.reason)
         written = self.log.emit_all([(event.type, event.fields) for event in step.events])
-        self.log.sync()
+        held = hold and step.ending is None and step.change.gate is None
+        if not (held and all(event is not None for event in written)):
+            self.log.sync()
+            held = False
         for event in written:
             if event is not None:
                 self._show(event)
-        return self.update(lambda s: absorb(s, step.change))
+        if not held:
+            return self.update(lambda s: absorb(s, step.change))
+        if self._held is None:
+            self._held = copy.copy(self.state)  # what state.json holds
+        absorb(self.state, step.change)
+        if self.state.delivery.retired:  # their files move once the step is written
+            return self.update(lambda s: None)
+        return self.state
 
     def attach(self, *, agent: str, verified_version: str, agent_env: tuple[str, ...]) -> None:
         """Record this process as the run's driver (pid and identity) and say so.
@@ -272,9 +304,8 @@ class RunRecord:
             self.update(lambda s: setattr(s, "ending", reason))
 
     def _changed_outside(self, on_disk: RunState) -> list[str]:
-        return [
-            name for name in _OWNED_FIELDS if getattr(on_disk, name) != getattr(self.state, name)
-        ]
+        mine = self._held or self.state  # a held step is not on disk yet
+        return [name for name in _OWNED_FIELDS if getattr(on_disk, name) != getattr(mine, name)]
 
     def _report_outside_change(self, on_disk: RunState) -> None:
         changed = self._changed_outside(on_disk)
