@@ -34,6 +34,7 @@ from autopilot.core.step import Step
 from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.errors import StateFileError
 from autopilot.loop.identity import process_identity
+from autopilot.store.atomic import fsync_folder_soon
 from autopilot.store.events import EventLog
 from autopilot.store.run_state import RunState
 from autopilot.store.state import StateStore
@@ -144,6 +145,8 @@ class RunRecord:
         self.state = store.read()
         # While a step is held (``apply``): the state as state.json holds it.
         self._held: RunState | None = None
+        # The folder fsync of the write that took a held step, still under way.
+        self._synced_later: Callable[[], None] | None = None
 
     def emit(self, event_type: EventType, **fields: Any) -> dict[str, Any] | None:
         """Append one event and show it; returns it (None: the log refused it)."""
@@ -166,7 +169,10 @@ class RunRecord:
         """Apply ``change`` to the driver's copy, with the file's control fields.
 
         A held step (``apply``) is written with it: the log is fsynced first, and the
-        folder too after the rename.
+        folder after the rename — on a thread of its own when ``sync_dir`` is False
+        (the write that opens an attempt, whose agent starts meanwhile); the next
+        step or end waits for it (``_settle``), so ``state.json`` on disk is never
+        more than one step behind the log.
 
         Args:
             change: Changes the state in place.
@@ -189,9 +195,18 @@ class RunRecord:
         held = self._held is not None
         if held:
             self.log.sync()  # the held step's events, before the state that absorbs them
-        self.state = self.store.update(merge, fallback=self.state, sync_dir=sync_dir or held)
+        self.state = self.store.update(merge, fallback=self.state, sync_dir=sync_dir)
+        if held and not sync_dir:
+            self._synced_later = fsync_folder_soon(self.store.path.parent)
         self._held = None
         return self.state
+
+    def _settle(self) -> None:
+        """Wait for the folder fsync of the last write that took a held step: its
+        rename is durable before the log gets the next step or the run's end."""
+        wait, self._synced_later = self._synced_later, None
+        if wait is not None:
+            wait()
 
     def refresh(self) -> RunState:
         """Take the file's control fields; a corrupt file is rewritten from memory, and
@@ -221,6 +236,7 @@ class RunRecord:
         step's ``decision_applied`` on the log for recovery to apply, as a crash
         between the log and the state does.
         """
+        self._settle()
         if step.ending is not None and step.ending.event is EventType.COMPLETE:
             self.intend_completion(step.ending.reason)
         written = self.log.emit_all([(event.type, event.fields) for event in step.events])
@@ -269,6 +285,7 @@ class RunRecord:
         """End the run outside a step (at a boundary, or after an error): the terminal
         event first (fsynced), then ``terminated`` in the state. A completion is
         first recorded as the driver's intent (``intend_completion``)."""
+        self._settle()
         if terminal is EventType.COMPLETE:
             self.intend_completion(reason)
         spend = self.state.spend
