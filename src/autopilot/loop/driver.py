@@ -108,10 +108,7 @@ class Driver:
                 p.end_after(error)
                 raise
         finally:
-            if p.notifier is not None:
-                p.notifier.close()
-                p.report_notify_failures()
-            p.log.close()
+            p.close()
             self._locks.release()
 
     def _run(self) -> RunResult:

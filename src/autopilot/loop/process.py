@@ -119,6 +119,7 @@ def run_agent_process(
     limits: ProcessLimits,
     on_start: Callable[[int], None] | None = None,
     cgroup: AgentCgroup | None = None,
+    keep_cgroup: bool = False,
 ) -> ProcessResult:
     """Run ``argv`` to its end under ``limits``; never raises for the agent's sake.
 
@@ -136,6 +137,9 @@ def run_agent_process(
         on_start: Called with the child's pid once it runs.
         cgroup: The run's cgroup, for the agent and all it starts (see
             ``AgentCgroup.for_run``); emptied and removed at the end.
+        keep_cgroup: Empty the cgroup at the end but leave it for the next agent
+            (removing and making a cgroup costs milliseconds); its owner removes
+            it (``SubprocessRunner.close``).
 
     Returns:
         A ``ProcessResult``; the agent and every process it started (whatever it
@@ -165,12 +169,12 @@ def run_agent_process(
         except OSError as error:
             message = f"cannot start {argv[0]}: {error.strerror or error}"
             stderr_file.write(message.encode() + b"\n")
-            if cgroup is not None:
+            if cgroup is not None and not keep_cgroup:
                 cgroup.remove()
             return ProcessResult(
                 EndedBy.LAUNCH_FAILED, None, message, message, 0, 0, time.monotonic() - started
             )
-        agent = AgentGroup(proc, cgroup)
+        agent = AgentGroup(proc, cgroup, keep_cgroup=keep_cgroup)
         try:
             if on_start is not None:
                 on_start(proc.pid)
