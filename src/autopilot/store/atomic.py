@@ -68,7 +68,8 @@ def fsync_folder(folder: Path) -> None:
 
 def fsync_folder_soon(folder: Path) -> Callable[[], None]:
     """Start ``fsync_folder(folder)`` on a thread of its own; returns the call that
-    waits for it to be done. The caller goes on meanwhile (an agent starting)."""
+    waits for it to be done. The caller goes on meanwhile (an agent starting). Where
+    no thread can be started, the fsync is done here and now."""
     done = _thread.allocate_lock()
     done.acquire()
 
@@ -78,7 +79,10 @@ def fsync_folder_soon(folder: Path) -> Callable[[], None]:
         finally:
             done.release()
 
-    _thread.start_new_thread(sync, ())
+    try:
+        _thread.start_new_thread(sync, ())
+    except RuntimeError:  # can't start new thread
+        sync()
 
     def wait() -> None:
         with done:
