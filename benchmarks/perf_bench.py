@@ -245,8 +245,25 @@ def _git_subcommand(line: str) -> str:
     return words[index] if index < len(words) else ""
 
 
-def bench_loop(tmp: Path, iterations: int, rounds: int) -> list[Row]:
-    """``autopilot run`` over N iterations of a trivial agent against a bash loop."""
+def _export(tmp: Path, rev: str) -> Path:
+    """The ``src`` folder of commit ``rev``, exported under ``tmp``."""
+    export = tmp / f"against-{len(list(tmp.glob('against-*')))}"
+    export.mkdir()
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", rev, "src"],
+        cwd=BENCH_DIR.parent,
+        capture_output=True,
+        check=False,
+    )
+    if archive.returncode != 0:
+        raise SystemExit(f"perf_bench: cannot export {rev}: {archive.stderr.decode().strip()}")
+    subprocess.run(["tar", "-x", "-C", str(export)], input=archive.stdout, check=True)
+    return export / "src"
+
+
+def bench_loop(tmp: Path, iterations: int, rounds: int, against: str | None = None) -> list[Row]:
+    """``autopilot run`` over N iterations of a trivial agent against a bash loop; with
+    ``against``, that commit's ``autopilot run`` too, in the same interleaved rounds."""
     env = _env(tmp, "loop-state")
     launcher = _launcher(tmp)
     agent = tmp / "agent.sh"
@@ -261,16 +278,32 @@ def bench_loop(tmp: Path, iterations: int, rounds: int) -> list[Row]:
     argv += ["--stagnation-limit", "0", "--completion-promise", "NEVERSAID", "-p", "x"]
     argv += ["--", str(agent)]
     counter, calls = _git_counter(tmp)
+    old_env = None
+    if against is not None:
+        old_src = _export(tmp, against)
+        old_env = dict(env, PYTHONPATH=os.pathsep.join([str(old_src), env.get("PYTHONPATH", "")]))
     rows = []
     for title, cwd in (("outside a git repository", plain), ("in a git repository", repo)):
-        bare, driven = _medians(
-            rounds,
-            [
-                lambda cwd=cwd: core_bench._bash_loop(iterations, [str(agent)], cwd),
-                lambda cwd=cwd: _run(argv, cwd=cwd, env=env, ok=(3,)),
-            ],
-        )
+        runs: list[Callable[[], object]] = [
+            lambda cwd=cwd: core_bench._bash_loop(iterations, [str(agent)], cwd),
+            lambda cwd=cwd: _run(argv, cwd=cwd, env=env, ok=(3,)),
+        ]
+        if old_env is not None:
+            runs.append(lambda cwd=cwd: _run(argv, cwd=cwd, env=old_env, ok=(3,)))
+        bare, driven, *old = _medians(rounds, runs)
         core_bench._check_loop_runs(runs_root, iterations)
+        for took in old:
+            rows.append(
+                _row(
+                    f"loop: {iterations} iterations, {title}, at {against}",
+                    f"{took:.2f} s ({took / iterations * 1000:.1f} ms/it)",
+                    f"bash loop {bare:.3f} s ({bare / iterations * 1000:.2f} ms/it)",
+                    took / bare,
+                    "(before)",
+                    None,
+                    {"autopilot_s": took, "bash_s": bare, "iterations": iterations},
+                )
+            )
         rows.append(
             _row(
                 f"loop: {iterations} iterations, {title}",
@@ -562,6 +595,11 @@ def main() -> int:
     parser.add_argument("--json", metavar="FILE", help="also write the raw results here")
     parser.add_argument("--keep", action="store_true", help="keep the temp directory")
     parser.add_argument("--rev", help="measure this commit instead of the work tree")
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        help="loop: also time this commit's run in the same rounds (a before/after table)",
+    )
     args = parser.parse_args()
     quick = args.quick
     rounds = args.rounds or (3 if quick else 11)
@@ -573,7 +611,12 @@ def main() -> int:
         code = core_bench._use_code(tmp, args.rev)
         sections: list[tuple[str, Callable[[], list[Row]]]] = [
             ("startup", lambda: bench_startup(tmp, rounds)),
-            ("loop", lambda: bench_loop(tmp, 30 if quick else 100, max(3, rounds // 2))),
+            (
+                "loop",
+                lambda: bench_loop(
+                    tmp, 30 if quick else 100, max(3, rounds // 2), against=args.against
+                ),
+            ),
             ("fold", lambda: bench_fold(tmp, 100_000 if quick else 1_000_000, 3)),
             (
                 "many",

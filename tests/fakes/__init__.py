@@ -241,6 +241,26 @@ class CrashingStore(StateStore):
         return super().update(checked, **kwargs)
 
 
+def crash_once_logged(monkeypatch: Any, steps: int) -> None:
+    """The driver dies as soon as its ``steps``-th step's events (``decision_applied``
+    with them) are on the log, before anything else is written: the step's state
+    write never happens, held (``RunRecord.apply``) or not."""
+    from autopilot.store.events import EventLog
+
+    append = EventLog.emit_all
+    logged = [0]
+
+    def emit_all(self: EventLog, events: Any) -> Any:
+        written = append(self, events)
+        if any(str(kind) == "decision_applied" for kind, _ in events):
+            logged[0] += 1
+            if logged[0] == steps:
+                raise SimulatedCrash
+        return written
+
+    monkeypatch.setattr(EventLog, "emit_all", emit_all)
+
+
 class NoLocks:
     """Locks for a driver alone in its test."""
 

@@ -18,7 +18,16 @@ from autopilot.config import RunConfig
 from autopilot.loop.runner import RunRequest
 from autopilot.store.run_state import RunState
 from autopilot.store.state import read_state
-from tests.fakes import NO_SUCH_PID, CrashingStore, Rig, Scripted, SimulatedCrash, arm, claude_lines
+from tests.fakes import (
+    NO_SUCH_PID,
+    CrashingStore,
+    Rig,
+    Scripted,
+    SimulatedCrash,
+    arm,
+    claude_lines,
+    crash_once_logged,
+)
 from tests.loop.test_driver import _of, _terminal, working
 
 
@@ -111,12 +120,14 @@ def test_a_crash_between_the_log_and_the_state_loses_no_decision(
     )
 
 
-def test_a_crash_after_logging_a_continue_replays_its_counters(tmp_path: Path) -> None:
+def test_a_crash_after_logging_a_continue_replays_its_counters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rig = arm(tmp_path, RunConfig(max_iterations=20))
     same = Scripted(claude_lines("no progress", tools=0))
     # Die before the second step's state write: its stagnation streak is only logged.
-    store = CrashingStore(rig.folder / "state.json", lambda s: s.spend.iterations == 2)
-    driver, _ = rig.driver([same], store=store)
+    crash_once_logged(monkeypatch, 2)
+    driver, _ = rig.driver([same])
     with pytest.raises(SimulatedCrash):
         driver.run()
     assert _state(rig).loop.stagnation_streak < 2
@@ -125,6 +136,38 @@ def test_a_crash_after_logging_a_continue_replays_its_counters(tmp_path: Path) -
     # Three identical answers in all halt the run: the logged streak counted.
     assert result.reason == "stagnation" and len(runner.requests) == 1
     assert _state(rig).spend.iterations == 3
+
+
+def test_a_crash_in_the_write_that_opens_the_next_attempt_loses_neither_attempt(
+    tmp_path: Path,
+) -> None:
+    rig = arm(tmp_path, RunConfig(max_iterations=4))
+    # The second step is held and written with the opening of the third attempt,
+    # whose agent has started: the driver dies in that write.
+    store = CrashingStore(rig.folder / "state.json", lambda s: s.spend.iterations == 2)
+    driver, _ = rig.driver([working(rig, "step", cost_usd=0.1)], store=store)
+    with pytest.raises(SimulatedCrash):
+        driver.run()
+    crashed = _state(rig)
+    assert (crashed.iteration, crashed.iteration_open, crashed.spend.iterations) == (2, True, 1)
+    assert [e["iteration"] for e in _of(rig, "decision_applied")] == [1, 2]
+    assert [e["iteration"] for e in _of(rig, "iteration_start")] == [1, 2, 3]
+    relaunched, runner = rig.driver([working(rig, "step", cost_usd=0.1)])
+    assert relaunched.run().reason == "max_iterations"
+    assert len(runner.requests) == 1
+    ends = _of(rig, "iteration_end")
+    # The held step applied from the log; the third attempt charged from its output.
+    assert [(e["iteration"], e["endedBy"]) for e in ends] == [
+        (1, "exit"),
+        (2, "exit"),
+        (3, "driver_died"),
+        (4, "exit"),
+    ]
+    state = _state(rig)
+    assert (state.spend.iterations, state.iteration, state.iteration_open) == (4, 4, False)
+    # The cut-short attempt had printed nothing yet: the three others are charged.
+    charged = [e.get("iterationCostUsd", 0) for e in ends]
+    assert state.spend.cost_usd == pytest.approx(sum(charged)) == pytest.approx(0.3)
 
 
 def test_an_agent_rewriting_spend_in_state_json_cannot_reset_the_budget(

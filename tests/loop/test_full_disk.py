@@ -22,7 +22,7 @@ from autopilot.store.events import read_events
 from autopilot.store.run_state import RunState
 from autopilot.store.state import StateStore, read_state
 from tests.conftest import assert_one_end_per_attempt
-from tests.fakes import NO_SUCH_PID, CrashingStore, Rig, SimulatedCrash, arm
+from tests.fakes import NO_SUCH_PID, Rig, SimulatedCrash, arm, crash_once_logged
 from tests.loop.test_driver import working
 from tests.loop.test_driver_backlog import agent, arm_backlog
 
@@ -125,11 +125,13 @@ def _tear_last_decision(rig: Rig) -> None:
 
 
 @pytest.mark.parametrize("how", ["stop", "relaunch"])
-def test_a_step_torn_on_the_log_is_told_and_charged_once(tmp_path: Path, how: str) -> None:
+def test_a_step_torn_on_the_log_is_told_and_charged_once(
+    tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rig = arm(tmp_path, RunConfig(max_iterations=3))
     # The second step reaches the log; its state write never happens.
-    store = CrashingStore(rig.folder / "state.json", lambda s: s.spend.iterations == 2)
-    driver, _ = rig.driver([working(rig), working(rig)], store=store)
+    crash_once_logged(monkeypatch, 2)
+    driver, _ = rig.driver([working(rig), working(rig)])
     with pytest.raises(SimulatedCrash):
         driver.run()
     _tear_last_decision(rig)

@@ -140,8 +140,9 @@ def test_stdin_is_dev_null_when_no_prompt_goes_there(tmp_path: Path, fake_agent:
     assert report.last_root_text == ""
 
 
-def test_prompt_on_stdin_arrives_whole(tmp_path: Path, fake_agent: FakeAgent) -> None:
-    prompt = 'fix #3639 $(hostname) `id` Bob\'s "code"; rm -rf * [x]\n- [ ] *.ts\n' * 20_000
+@pytest.mark.parametrize("copies", [1, 20_000])  # written at once; mostly by a thread
+def test_prompt_on_stdin_arrives_whole(tmp_path: Path, fake_agent: FakeAgent, copies: int) -> None:
+    prompt = 'fix #3639 $(hostname) `id` Bob\'s "code"; rm -rf * [x]\n- [ ] *.ts\n' * copies
     env = fake_agent([[{"echo_prompt": True}, {"result": "ok"}]])
     _, report, _, _ = _run(tmp_path, env, ProcessLimits(), stdin=prompt.encode())
     assert report.last_root_text == prompt

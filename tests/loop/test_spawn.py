@@ -170,3 +170,34 @@ def test_the_agent_runs_in_the_runs_cgroup(tmp_path: Path) -> None:
         assert done.stderr == ""
     finally:
         cgroup.remove()
+
+
+def test_a_runner_keeps_the_runs_cgroup_between_agents_and_removes_it_on_close(
+    tmp_path: Path,
+) -> None:
+    from autopilot.loop.process import ProcessLimits
+    from autopilot.loop.runner import AgentWatch, RunRequest, SubprocessRunner
+    from autopilot.store.rundir import AttemptDir
+
+    run_id = f"runner-test-{time.time_ns()}"
+    probe = AgentCgroup.for_run(run_id, {})
+    if probe is None:
+        pytest.skip("this machine gives this user no cgroup v2")
+    runner = SubprocessRunner()
+    try:
+        for number in (1, 2):
+            attempt = AttemptDir(tmp_path / f"iter-{number}")
+            attempt.path.mkdir()
+            lines: list[str] = []
+            watch = AgentWatch(lines.append, lambda: False, lambda: False, lambda _: None)
+            argv = ["cat", "/proc/self/cgroup"]
+            limits = ProcessLimits()
+            request = RunRequest(argv, dict(os.environ), None, tmp_path, attempt, limits, run_id)
+            runner.run(request, watch)
+            # The agent ran in the run's cgroup, which is empty now and kept.
+            assert any(line.endswith("/" + probe.path.name) for line in lines)
+            assert probe.path.is_dir() and probe.pids() == []
+        runner.close()
+        assert not probe.path.exists()
+    finally:
+        probe.remove()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
+from autopilot.store import atomic
 from autopilot.store.atomic import write_atomically, write_json_atomically
 
 
@@ -35,3 +37,27 @@ def test_a_failed_write_leaves_what_was_there_and_no_temp(tmp_path: Path) -> Non
         write_atomically(path, b"new")
     assert (path / "kept").read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
+
+
+@pytest.mark.parametrize("thread", [True, False], ids=["on-a-thread", "no-thread-to-be-had"])
+def test_a_folder_fsync_started_soon_is_done_once_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, thread: bool
+) -> None:
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(atomic.os, "fsync", fsync)
+    if not thread:
+
+        def refuse(*_: object) -> None:
+            raise RuntimeError("can't start new thread")
+
+        monkeypatch.setattr(atomic._thread, "start_new_thread", refuse)
+    wait = atomic.fsync_folder_soon(tmp_path)
+    wait()
+    assert len(synced) == 1
+    wait()  # waiting again returns at once

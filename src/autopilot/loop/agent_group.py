@@ -52,9 +52,16 @@ class AgentGroup:
     group members by that id is safe.
     """
 
-    def __init__(self, proc: subprocess.Popen[bytes], cgroup: AgentCgroup | None) -> None:
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        cgroup: AgentCgroup | None,
+        *,
+        keep_cgroup: bool = False,
+    ) -> None:
         self.proc = proc
         self.cgroup = cgroup
+        self.keep_cgroup = keep_cgroup  # emptied at the end, not removed
         self.ended = False
 
     def exited(self) -> bool:
@@ -85,7 +92,7 @@ class AgentGroup:
                 self.proc.kill()
             self.proc.wait()
         reap_adopted()
-        if self.cgroup is not None:
+        if self.cgroup is not None and not self.keep_cgroup:
             self.cgroup.remove()
 
 

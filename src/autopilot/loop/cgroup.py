@@ -10,6 +10,7 @@ all mean no cgroup, and the other means in ``loop.descendants`` work alone.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 from collections.abc import Mapping
@@ -40,7 +41,10 @@ def _unescape(field: str) -> str:
     return field.encode().decode("unicode_escape") if "\\" in field else field
 
 
+@functools.cache
 def _own_cgroup_dir() -> Path | None:
+    """This process's cgroup v2 directory, looked up once (a driver stays where it
+    was started; its agents' cgroups are made below it, one per iteration)."""
     mount = _cgroup2_mount()
     if mount is None:
         return None

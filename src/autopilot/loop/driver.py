@@ -108,10 +108,7 @@ class Driver:
                 p.end_after(error)
                 raise
         finally:
-            if p.notifier is not None:
-                p.notifier.close()
-                p.report_notify_failures()
-            p.log.close()
+            p.close()
             self._locks.release()
 
     def _run(self) -> RunResult:
@@ -142,7 +139,7 @@ class Driver:
         spend_before = p.state.spend
         if step.ending is not None:
             p.briefing.undelivered()
-        p.record.apply(step)
+        p.record.apply(step, hold=p.backlog is None and p.lanes is None)
         if step.change.max_iterations is not None:  # the budget was extended
             p.take_config()
         p.briefing.after(spend_before, ended=step.ending is not None)

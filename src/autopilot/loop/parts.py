@@ -116,6 +116,17 @@ class RunParts:
             for failure in self.notifier.drain_failures():
                 self.warn(failure)
 
+    def close(self) -> None:
+        """After the drive: the notifications sent (what failed logged), the cgroup
+        the agents ran in removed (``SubprocessRunner.close``), the log closed."""
+        if self.notifier is not None:
+            self.notifier.close()
+            self.report_notify_failures()
+        close = getattr(self.launcher.runner, "close", None)  # an injected one may have none
+        if close is not None:
+            close()
+        self.log.close()
+
     def take_config(self) -> None:
         """Use the configuration ``state.json`` holds now (a budget was extended)."""
         self.config = self.state.config

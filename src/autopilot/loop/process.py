@@ -119,6 +119,7 @@ def run_agent_process(
     limits: ProcessLimits,
     on_start: Callable[[int], None] | None = None,
     cgroup: AgentCgroup | None = None,
+    keep_cgroup: bool = False,
 ) -> ProcessResult:
     """Run ``argv`` to its end under ``limits``; never raises for the agent's sake.
 
@@ -136,6 +137,9 @@ def run_agent_process(
         on_start: Called with the child's pid once it runs.
         cgroup: The run's cgroup, for the agent and all it starts (see
             ``AgentCgroup.for_run``); emptied and removed at the end.
+        keep_cgroup: Empty the cgroup at the end but leave it for the next agent
+            (removing and making a cgroup costs milliseconds); its owner removes
+            it (``SubprocessRunner.close``).
 
     Returns:
         A ``ProcessResult``; the agent and every process it started (whatever it
@@ -165,12 +169,12 @@ def run_agent_process(
         except OSError as error:
             message = f"cannot start {argv[0]}: {error.strerror or error}"
             stderr_file.write(message.encode() + b"\n")
-            if cgroup is not None:
+            if cgroup is not None and not keep_cgroup:
                 cgroup.remove()
             return ProcessResult(
                 EndedBy.LAUNCH_FAILED, None, message, message, 0, 0, time.monotonic() - started
             )
-        agent = AgentGroup(proc, cgroup)
+        agent = AgentGroup(proc, cgroup, keep_cgroup=keep_cgroup)
         try:
             if on_start is not None:
                 on_start(proc.pid)
@@ -202,6 +206,29 @@ def _feed_stdin(proc: subprocess.Popen[bytes], data: bytes) -> None:
         proc.stdin.close()
 
 
+def _start_feeding(proc: subprocess.Popen[bytes], data: bytes) -> None:
+    """Write ``data`` to the agent's stdin and close it. What the pipe takes at once
+    (a prompt of up to 64 KiB, usually) is written here; only the rest is left to a
+    thread, which blocks until the agent reads it."""
+    assert proc.stdin is not None
+    fd = proc.stdin.fileno()
+    written = 0
+    try:
+        os.set_blocking(fd, False)
+        written = os.write(fd, data)
+    except BlockingIOError:
+        pass
+    except OSError:  # the agent is gone already (EPIPE)
+        written = len(data)
+    with contextlib.suppress(OSError):
+        os.set_blocking(fd, True)
+    if written < len(data):
+        threading.Thread(target=_feed_stdin, args=(proc, data[written:]), daemon=True).start()
+        return
+    with contextlib.suppress(OSError):
+        proc.stdin.close()
+
+
 def _supervise(
     agent: AgentGroup,
     stdin_data: bytes | None,
@@ -216,7 +243,7 @@ def _supervise(
     proc = agent.proc
     assert proc.stdout is not None and proc.stderr is not None
     if stdin_data is not None:
-        threading.Thread(target=_feed_stdin, args=(proc, stdin_data), daemon=True).start()
+        _start_feeding(proc, stdin_data)
     splitter = LineSplitter(limits.max_line_bytes)
     sinks = {
         proc.stdout.fileno(): _Sink(stdout_file, limits.max_raw_bytes),

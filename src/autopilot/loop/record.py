@@ -10,7 +10,11 @@ a budget; the change is logged as a ``warning`` event.
 A step is applied log first: its events are appended in one write and fsynced, then
 the state is written. A crash between the two leaves the step's ``decision_applied`` record in the
 log, which recovery applies (``recovery.logged_change``); a crash before leaves an
-open attempt, which recovery concludes from its saved output.
+open attempt, which recovery concludes from its saved output. A step that only goes
+on to the next attempt may be *held* (``RunRecord.apply``): its events are appended,
+and the log's fsync and the state write are made by the write that opens the next
+attempt, so an iteration costs one state write, not two (``docs/architecture.md``,
+"One state write per iteration").
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from autopilot.core.step import Step
 from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.errors import StateFileError
 from autopilot.loop.identity import process_identity
+from autopilot.store.atomic import fsync_folder_soon
 from autopilot.store.events import EventLog
 from autopilot.store.run_state import RunState
 from autopilot.store.state import StateStore
@@ -138,6 +143,10 @@ class RunRecord:
         self.on_event = on_event
         self.notify = notify
         self.state = store.read()
+        # While a step is held (``apply``): the state as state.json holds it.
+        self._held: RunState | None = None
+        # The folder fsync of the write that took a held step, still under way.
+        self._synced_later: Callable[[], None] | None = None
 
     def emit(self, event_type: EventType, **fields: Any) -> dict[str, Any] | None:
         """Append one event and show it; returns it (None: the log refused it)."""
@@ -159,6 +168,12 @@ class RunRecord:
     def update(self, change: Callable[[RunState], None], *, sync_dir: bool = True) -> RunState:
         """Apply ``change`` to the driver's copy, with the file's control fields.
 
+        A held step (``apply``) is written with it: the log is fsynced first, and the
+        folder after the rename — on a thread of its own when ``sync_dir`` is False
+        (the write that opens an attempt, whose agent starts meanwhile); the next
+        step or end waits for it (``_settle``), so ``state.json`` on disk is never
+        more than one step behind the log.
+
         Args:
             change: Changes the state in place.
             sync_dir: False for a write whose rename need not survive a power cut on
@@ -177,8 +192,21 @@ class RunRecord:
             mine.version = on_disk.version
             on_disk.__dict__.update(mine.__dict__)
 
+        held = self._held is not None
+        if held:
+            self.log.sync()  # the held step's events, before the state that absorbs them
         self.state = self.store.update(merge, fallback=self.state, sync_dir=sync_dir)
+        if held and not sync_dir:
+            self._synced_later = fsync_folder_soon(self.store.path.parent)
+        self._held = None
         return self.state
+
+    def _settle(self) -> None:
+        """Wait for the folder fsync of the last write that took a held step: its
+        rename is durable before the log gets the next step or the run's end."""
+        wait, self._synced_later = self._synced_later, None
+        if wait is not None:
+            wait()
 
     def refresh(self) -> RunState:
         """Take the file's control fields; a corrupt file is rewritten from memory, and
@@ -195,18 +223,38 @@ class RunRecord:
             setattr(self.state, name, getattr(on_disk, name))
         return self.state
 
-    def apply(self, step: Step) -> RunState:
+    def apply(self, step: Step, *, hold: bool = False) -> RunState:
         """Apply a step durably: its events appended in one write and fsynced (a crash
         leaves all of them or none), then the state. A completion is first recorded
-        as the driver's intent (``intend_completion``)."""
+        as the driver's intent (``intend_completion``).
+
+        ``hold``: the caller goes straight on to the next attempt. A step that only
+        goes on (no ending, no gate, every event on the log, no message to retire) is
+        then absorbed into the driver's copy alone; the next write (the one that
+        opens the next attempt, or any other: ``update``) fsyncs the log and writes
+        it. Until then ``state.json`` holds the attempt open, and a crash leaves the
+        step's ``decision_applied`` on the log for recovery to apply, as a crash
+        between the log and the state does.
+        """
+        self._settle()
         if step.ending is not None and step.ending.event is EventType.COMPLETE:
             self.intend_completion(step.ending.reason)
         written = self.log.emit_all([(event.type, event.fields) for event in step.events])
-        self.log.sync()
+        held = hold and step.ending is None and step.change.gate is None
+        if not (held and all(event is not None for event in written)):
+            self.log.sync()
+            held = False
         for event in written:
             if event is not None:
                 self._show(event)
-        return self.update(lambda s: absorb(s, step.change))
+        if not held:
+            return self.update(lambda s: absorb(s, step.change))
+        if self._held is None:
+            self._held = copy.copy(self.state)  # what state.json holds
+        absorb(self.state, step.change)
+        if self.state.delivery.retired:  # their files move once the step is written
+            return self.update(lambda s: None)
+        return self.state
 
     def attach(self, *, agent: str, verified_version: str, agent_env: tuple[str, ...]) -> None:
         """Record this process as the run's driver (pid and identity) and say so.
@@ -237,6 +285,7 @@ class RunRecord:
         """End the run outside a step (at a boundary, or after an error): the terminal
         event first (fsynced), then ``terminated`` in the state. A completion is
         first recorded as the driver's intent (``intend_completion``)."""
+        self._settle()
         if terminal is EventType.COMPLETE:
             self.intend_completion(reason)
         spend = self.state.spend
@@ -272,9 +321,8 @@ class RunRecord:
             self.update(lambda s: setattr(s, "ending", reason))
 
     def _changed_outside(self, on_disk: RunState) -> list[str]:
-        return [
-            name for name in _OWNED_FIELDS if getattr(on_disk, name) != getattr(self.state, name)
-        ]
+        mine = self._held or self.state  # a held step is not on disk yet
+        return [name for name in _OWNED_FIELDS if getattr(on_disk, name) != getattr(mine, name)]
 
     def _report_outside_change(self, on_disk: RunState) -> None:
         changed = self._changed_outside(on_disk)

@@ -71,10 +71,19 @@ class AgentRunner(Protocol):
 
 class SubprocessRunner:
     """Runs the agent as a real process (``loop.process.run_agent_process``), in the
-    run's cgroup where the machine gives one (``AUTOPILOT_CGROUP=off``: never)."""
+    run's cgroup where the machine gives one (``AUTOPILOT_CGROUP=off``: never). The
+    cgroup is emptied after each agent and kept for the next one; ``close`` removes
+    it (a driver that died leaves it to its relaunch: ``descendants.end_leftovers``).
+    """
+
+    def __init__(self) -> None:
+        self._cgroups: dict[str, AgentCgroup] = {}
 
     def run(self, request: RunRequest, watch: AgentWatch) -> ProcessResult:
         """See ``AgentRunner.run``."""
+        cgroup = AgentCgroup.for_run(request.run_id, os.environ) if request.run_id else None
+        if cgroup is not None:
+            self._cgroups[request.run_id] = cgroup
         return run_agent_process(
             request.argv,
             cwd=request.cwd,
@@ -87,8 +96,15 @@ class SubprocessRunner:
             should_kill=watch.should_kill,
             limits=request.limits,
             on_start=watch.on_start,
-            cgroup=AgentCgroup.for_run(request.run_id, os.environ) if request.run_id else None,
+            cgroup=cgroup,
+            keep_cgroup=True,
         )
+
+    def close(self) -> None:
+        """Remove the cgroups its agents ran in (each emptied when its agent ended)."""
+        for cgroup in self._cgroups.values():
+            cgroup.remove()
+        self._cgroups.clear()
 
 
 class DriverLocks(Protocol):

@@ -16,6 +16,7 @@ from autopilot.store.private import open_private
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 
@@ -46,10 +47,15 @@ def write_atomically(path: Path, data: bytes, *, mode: int = 0o600, sync_dir: bo
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    if not sync_dir:
-        return
+    if sync_dir:
+        fsync_folder(path.parent)
+
+
+def fsync_folder(folder: Path) -> None:
+    """fsync ``folder``, so the renames made in it survive a power cut (best effort:
+    a folder that cannot be opened or synced is left as it is)."""
     try:
-        dir_fd = os.open(path.parent, os.O_RDONLY)
+        dir_fd = os.open(folder, os.O_RDONLY)
     except OSError:
         return
     try:
@@ -58,6 +64,31 @@ def write_atomically(path: Path, data: bytes, *, mode: int = 0o600, sync_dir: bo
         pass
     finally:
         os.close(dir_fd)
+
+
+def fsync_folder_soon(folder: Path) -> Callable[[], None]:
+    """Start ``fsync_folder(folder)`` on a thread of its own; returns the call that
+    waits for it to be done. The caller goes on meanwhile (an agent starting). Where
+    no thread can be started, the fsync is done here and now."""
+    done = _thread.allocate_lock()
+    done.acquire()
+
+    def sync() -> None:
+        try:
+            fsync_folder(folder)
+        finally:
+            done.release()
+
+    try:
+        _thread.start_new_thread(sync, ())
+    except RuntimeError:  # can't start new thread
+        sync()
+
+    def wait() -> None:
+        with done:
+            pass
+
+    return wait
 
 
 def write_json_atomically(path: Path, value: Any, *, mode: int = 0o600) -> None:
