@@ -63,6 +63,7 @@ class Briefing:
             off_folders=run_projects(str(cwd), worktree if isinstance(worktree, dict) else None),
         )
         self._handoff: Handoff | None = None
+        self.tree_writes = 0  # files put back into the work tree by ``keep_memory``
 
     def _warn(self, note: str, **fields: object) -> None:
         self.record.emit(EventType.WARNING, note=note, **fields)
@@ -109,9 +110,10 @@ class Briefing:
         run's worktree, ``.autopilot/.gitignore`` keeps it and autopilot's other records
         out of the agent's commits (``workspace.records.hide_records``; put back too)."""
         try:
-            if self.in_worktree:
-                hide_records(self.cwd)
+            if self.in_worktree and hide_records(self.cwd):
+                self.tree_writes += 1
             if memory.restore_if_missing(self.cwd, self.folder.path):
+                self.tree_writes += 1
                 self.record.emit(
                     EventType.MEMORY_RESTORED,
                     note=f"{memory_path(self.cwd)} was gone; restored from the run's copy",

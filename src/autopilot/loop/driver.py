@@ -232,7 +232,7 @@ class Driver:
         prompt = p.briefing.prompt(base, number)
         attempt = p.run_dir.new_attempt(number)
         write_private(attempt.prompt, prompt.encode("utf-8", "replace"))
-        before = p.workspace.mark()
+        before = p.marks.start()  # the last end mark, when it may serve
         if begun is not None and begun.item is not None:
             record_started(attempt.path, begun.item, number, before, p.backlog)
         started = p.clock.monotonic()
@@ -241,13 +241,14 @@ class Driver:
         resume = p.launcher.resume_session()  # agent
         texts: list[str] = []
         result, parser = p.launcher.run(number, prompt, attempt, resume, texts)
-        after = p.workspace.mark()  # checkpoint
+        after = p.marks.end()  # checkpoint
         moved = p.workspace.head_move(before, after)
         if moved is not None:
             p.record.emit(EventType.HEAD_MOVED, iteration=number, **moved.event_fields())
         kept = p.workspace.keep_branch()  # before its work is checkpointed or landed
         if kept is not None:
             p.warn(kept, iteration=number)
+            p.marks.forget()
         p.checkpoint(number)
         facts = attempt_of(  # conclude
             adapter=p.adapter,
@@ -283,6 +284,7 @@ class Driver:
             env=p.command_env,
             should_stop=p.waits.kill_requested,
         )
+        p.marks.forget()  # the verify command ran in the work tree
         facts = replace(facts, verification=verification)
         step = conclude(p.loop_state(), facts, p.policy, p.clock.now_ms())
         if step.ending is None and verification.failure:

@@ -36,6 +36,7 @@ from autopilot.loop.prompt import PromptReader
 from autopilot.loop.record import RunRecord, loop_state
 from autopilot.loop.runner import AgentRunner, SubprocessRunner
 from autopilot.loop.signals import Interrupts
+from autopilot.loop.tree_marks import IterationMarks
 from autopilot.loop.waits import Waits
 from autopilot.store.events import EventLog, read_events
 from autopilot.store.paths import run_dir
@@ -71,6 +72,7 @@ class RunParts:
         notifier: Notifies the run's end and its warnings, if configured.
         prompts: Reads the run's prompt for each iteration.
         workspace: Marks and checkpoints the work tree.
+        marks: The start and end marks of each iteration (``loop.tree_marks``).
         waits: Stop, pause and usage-limit waits.
         briefing: What the agent is told beyond its prompt.
         launcher: Starts the agent and reads its output.
@@ -94,6 +96,7 @@ class RunParts:
     notifier: RunNotifier | None
     prompts: PromptReader
     workspace: Workspace
+    marks: IterationMarks
     waits: Waits
     briefing: Briefing
     launcher: Launcher
@@ -289,6 +292,12 @@ def assemble(
         notifier=notifier,
         prompts=PromptReader(state.prompt, cwd, warn),
         workspace=workspace,
+        marks=IterationMarks(
+            workspace,
+            clock,
+            lambda: (waits.holds, briefing.tree_writes),
+            reuse=backlog is None and lanes is None,
+        ),
         waits=waits,
         briefing=briefing,
         launcher=launcher,

@@ -48,6 +48,7 @@ class Waits:
         self.cwd = cwd
         self._last_state_read = 0.0
         self._off_seen: Path | None = None  # the OFF file last seen holding the run
+        self.holds = 0  # how many times the run has been held here (any wait)
 
     def off(self) -> bool:
         """The project's OFF switch (``.autopilot/OFF``) is set: in the work tree, or
@@ -97,6 +98,7 @@ class Waits:
 
     def hold_paused(self, why: str | None) -> None:
         """Pause at the boundary until resumed (or stopped), writing ``pause``/``resume``."""
+        self.holds += 1
         paused_at = self.clock.now_ms()
 
         def mark(s: RunState) -> None:
@@ -131,6 +133,7 @@ class Waits:
         ``ready()`` or a stop. Paused (a file to fix), it is a ``pause`` event, then a
         ``resume``; ``waiting`` (a lane with no work item for it yet) writes no event:
         the run is not paused, only idle until work frees up."""
+        self.holds += 1
         paused = status is RunStatus.PAUSED
 
         def hold(s: RunState) -> None:
@@ -154,6 +157,7 @@ class Waits:
     def wait(self, decision: Decision) -> None:
         """Wait until ``decision.wait_until_ms``: a usage limit (``WAIT``, status
         ``rate_limited``) or a backoff after a quick failure (``BACKOFF``)."""
+        self.holds += 1
         until = int(decision.wait_until_ms or 0)
         limited = decision.action is Action.WAIT
         waiting_status = RunStatus.RATE_LIMITED if limited else RunStatus.WAITING
@@ -195,6 +199,7 @@ class Waits:
         answer``/``approve``) or the run is stopped; returns the answer (None: stopped).
 
         The answer is taken from ``state.json`` and the gate cleared."""
+        self.holds += 1
         self.record.update(lambda s: setattr(s, "status", RunStatus.AWAITING_USER))
         while True:
             state = self.record.refresh()
