@@ -163,10 +163,9 @@ _NOT_FOR_A_DRIVER = (
 )
 
 
-def test_a_driver_run_imports_only_what_it_uses(tmp_path: Path) -> None:
-    """A run of the command agent in a plain directory loads no OpenSSL, no mail or
-    time-zone parser, no config reader without a config file and no other adapter:
-    each is memory every driver on the machine would hold."""
+def _driven(tmp_path: Path) -> set[str]:
+    """The modules a run of the command agent in a plain directory loads (two
+    iterations, driven in the foreground)."""
     project = tmp_path / "project"
     project.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPILOT_")}
@@ -187,11 +186,44 @@ def test_a_driver_run_imports_only_what_it_uses(tmp_path: Path) -> None:
     modules = set(report["modules"])
     assert "autopilot.agents.command" in modules
     assert "autopilot.loop.driver" in modules
-    banned = sorted(
-        name
-        for name in modules
-        if any(name == b or name.startswith(b + ".") for b in _NOT_FOR_A_DRIVER)
-    )
-    assert banned == []
+    return modules
+
+
+def test_a_driver_run_imports_only_what_it_uses(tmp_path: Path) -> None:
+    """A run of the command agent in a plain directory loads no OpenSSL, no mail or
+    time-zone parser, no config reader without a config file and no other adapter:
+    each is memory every driver on the machine would hold."""
+    modules = _driven(tmp_path)
+    assert _forbidden(modules, _NOT_FOR_A_DRIVER) == []
     if sys.platform.startswith("linux"):  # the XDG rule, without platformdirs
         assert "platformdirs" not in modules
+
+
+_NOT_FOR_A_PLAIN_RUN = (
+    "autopilot.loop.backlog",  # and every loop.backlog_* module
+    "autopilot.loop.backlog_end",
+    "autopilot.loop.backlog_marks",
+    "autopilot.loop.backlog_recovery",
+    "autopilot.loop.backlog_run",
+    "autopilot.loop.backlog_verify",
+    "autopilot.loop.claims",
+    "autopilot.loop.checks",  # a --verify command's or a work item's checks
+    "autopilot.loop.verify",
+    "autopilot.loop.lanes",
+    "autopilot.loop.approved",
+    "autopilot.store.backlog",
+    "autopilot.store.backlog_intake",
+    "autopilot.store.reports",
+    "autopilot.core.backlog_step",
+    "autopilot.core.backlog_verify",
+    "autopilot.core.workitems",
+    "autopilot.core.ready_queue",
+    "autopilot.core.decisions",
+    "autopilot.cli.detached",  # a run driven in the foreground is not detached
+)
+
+
+def test_a_plain_run_loads_no_backlog_module(tmp_path: Path) -> None:
+    """A prompt run (no backlog, no lanes, no --verify) loads none of the modules of
+    work items, their checks and their marks: memory every such driver would hold."""
+    assert _forbidden(_driven(tmp_path), _NOT_FOR_A_PLAIN_RUN) == []

@@ -9,10 +9,8 @@ from pathlib import Path
 
 from autopilot.cli.echo import say
 from autopilot.config import RunConfig
-from autopilot.core.ready_queue import ready_queue
 from autopilot.errors import AutopilotError, UsageError
 from autopilot.loop.clock import SystemClock
-from autopilot.store.backlog import Backlog
 from autopilot.store.paths import run_dir
 from autopilot.store.run_state import PromptSource
 
@@ -45,6 +43,9 @@ def lanes_to_start(cwd: Path, root: Path, lanes: int) -> int:
     Raises:
         UsageError: no work item is ready to start.
     """
+    from autopilot.core.ready_queue import ready_queue  # not for a run without lanes
+    from autopilot.store.backlog import Backlog
+
     ready = len(ready_queue(Backlog(cwd, root / ".locks").read().items))
     if ready == 0:
         raise UsageError(

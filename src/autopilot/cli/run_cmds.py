@@ -10,7 +10,6 @@ import click
 
 from autopilot.agents.base import AgentAdapter
 from autopilot.agents.registry import AGENT_NAMES, make_adapter
-from autopilot.cli.detached import launch_detached
 from autopilot.cli.echo import say
 from autopilot.cli.parallel_cmd import lanes_wanted, run_parallel
 from autopilot.cli.run_limits import LIMIT_OPTIONS, limit_options, print_limits
@@ -313,6 +312,8 @@ def run(
     finally:
         project_lock.release()
         claim.release()
+    from autopilot.cli.detached import launch_detached  # a run driven here needs none
+
     try:
         return launch_detached(root, run_id, launch_lock=launch_lock if in_checkout else None)
     finally:

@@ -11,9 +11,7 @@ from autopilot.cli.echo import say
 from autopilot.config import RunConfig
 from autopilot.core.item_text import text_problem
 from autopilot.errors import UsageError
-from autopilot.loop.approved import prepare_boundary
 from autopilot.prompts import BakedMode, BakedPrompt, load_baked_prompt
-from autopilot.store.backlog import Backlog
 from autopilot.store.files import read_prompt_file
 from autopilot.store.paths import runs_root
 from autopilot.store.run_state import PromptSource
@@ -100,6 +98,8 @@ def backlog_prompt_source(cwd: Path) -> str:
         UsageError: no ``.autopilot/tasks.jsonl``, no work item in it, a line that
             is not one (named with its number), or an id used twice.
     """
+    from autopilot.store.backlog import Backlog  # a prompt run loads no backlog module
+
     backlog = Backlog(cwd, runs_root() / ".locks").read()
     if not backlog.exists or not backlog.entries:
         raise UsageError(
@@ -128,6 +128,9 @@ def with_baked_defaults(config: RunConfig, baked: BakedPrompt) -> RunConfig:
 
 def approve_boundary(cwd: Path, *, approve: bool, steps: int, surfaces: tuple[str, ...]) -> None:
     """Check (or with ``approve`` write) the project's approved run boundary."""
+    from autopilot.loop.approved import prepare_boundary
+    from autopilot.store.backlog import Backlog
+
     items = Backlog(cwd, runs_root() / ".locks").read().items
     item_surfaces = [path for item in items for path in item.allowed_surface]
     boundary = prepare_boundary(

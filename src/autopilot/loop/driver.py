@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Unpack
+from typing import TYPE_CHECKING, Unpack
 
 from autopilot.agents.base import AgentAdapter
 from autopilot.core.delivery import MessageKind
@@ -31,9 +31,6 @@ from autopilot.core.verification import verify_notice
 from autopilot.core.vocabulary import Action, EventType, Reason
 from autopilot.errors import UsageError
 from autopilot.loop.armed_limits import put_back_limits
-from autopilot.loop.backlog import Begun
-from autopilot.loop.backlog_recovery import record_started
-from autopilot.loop.backlog_run import backlog_boundary, with_item_facts
 from autopilot.loop.clock import Clock
 from autopilot.loop.observe import attempt_of
 from autopilot.loop.parts import RunParts, Seams, assemble
@@ -42,8 +39,10 @@ from autopilot.loop.relaunch import crashed_attempt
 from autopilot.loop.runner import DriverLocks
 from autopilot.loop.signals import Interrupts
 from autopilot.loop.torn import without_logged
-from autopilot.loop.verify import run_verify
 from autopilot.store.private import write_private
+
+if TYPE_CHECKING:  # a plain run loads no backlog module (tests/cli/test_startup_imports.py)
+    from autopilot.loop.backlog import Begun
 
 
 class Driver:
@@ -209,6 +208,8 @@ class Driver:
             if until is None or until <= p.clock.now_ms():
                 if p.backlog is None:
                     return None
+                from autopilot.loop.backlog_run import backlog_boundary
+
                 found = backlog_boundary(p.backlog, state, p.waits)
                 if found.done:
                     return p.finish(EventType.COMPLETE, Reason.BACKLOG_DONE, found.done)
@@ -234,6 +235,8 @@ class Driver:
         write_private(attempt.prompt, prompt.encode("utf-8", "replace"))
         before = p.marks.start()  # the last end mark, when it may serve
         if begun is not None and begun.item is not None:
+            from autopilot.loop.backlog_recovery import record_started
+
             record_started(attempt.path, begun.item, number, before, p.backlog)
         started = p.clock.monotonic()
         head = {"head": before.head} if before.head else {}
@@ -268,6 +271,8 @@ class Driver:
             last_root_text=texts[-1] if texts else None,
         )
         if p.backlog and begun and begun.item and not facts.usage_limited:
+            from autopilot.loop.backlog_run import with_item_facts
+
             paths = p.workspace.changed_paths(before, p.workspace.mark()) or []
             facts = with_item_facts(p.backlog, facts, attempt.path, paths, p.cwd)
             p.briefing.reopened(facts)
@@ -276,6 +281,8 @@ class Driver:
         step = conclude(p.loop_state(), facts, p.policy, p.clock.now_ms())
         if not step.awaits_verification:
             return step
+        from autopilot.loop.verify import run_verify  # its checks load psutil
+
         verification = run_verify(
             p.config.verify,
             cwd=p.cwd,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from autopilot.agents.base import AgentAdapter
 from autopilot.agents.environment import env_matches
@@ -24,12 +24,9 @@ from autopilot.core.policy import PolicyConfig
 from autopilot.core.vocabulary import PARALLEL_MODE, EventType
 from autopilot.errors import BacklogWriteError, StateFileError, UsageError
 from autopilot.loop.armed_limits import held_config, logged_limits, on_disk_limits
-from autopilot.loop.backlog import BacklogShell
-from autopilot.loop.backlog_run import backlog_shell
 from autopilot.loop.briefing import Briefing
 from autopilot.loop.clock import Clock
 from autopilot.loop.descendants import RUN_ID_ENV
-from autopilot.loop.lanes import RunLanes, run_lanes
 from autopilot.loop.launch import Launcher
 from autopilot.loop.notify import RunNotifier
 from autopilot.loop.prompt import PromptReader
@@ -45,6 +42,10 @@ from autopilot.store.rundir import RunDir
 from autopilot.store.state import StateStore
 from autopilot.workspace.marks import GitWorkspace, Workspace
 from autopilot.workspace.worktrees import RunWorktree
+
+if TYPE_CHECKING:  # only a backlog run or a lane loads them (``assemble``)
+    from autopilot.loop.backlog import BacklogShell
+    from autopilot.loop.lanes import RunLanes
 
 
 @dataclass
@@ -268,13 +269,21 @@ def assemble(
         handoff=briefing,
     )
     command_env = {**launcher.base_env, RUN_ID_ENV: run_id}
-    lanes = run_lanes(root, run_id, state)
+    lanes: RunLanes | None = None
+    if state.extra.get("lane") is not None:
+        from autopilot.loop.lanes import run_lanes
+
+        lanes = run_lanes(root, run_id, state)
     place = RunWorktree.from_json(state.extra.get("worktree"))
     branch = place.branch if place else None
     workspace = seams.get("workspace") or GitWorkspace(cwd, folder.path, branch=branch)
-    backlog = backlog_shell(
-        record, root, run_id, command_env, lanes, waits.kill_requested, limits=config
-    )
+    backlog: BacklogShell | None = None
+    if state.mode == "backlog":
+        from autopilot.loop.backlog_run import backlog_shell
+
+        backlog = backlog_shell(
+            record, root, run_id, command_env, lanes, waits.kill_requested, limits=config
+        )
     if backlog is not None:  # an item's surface is checked against its start
         backlog.tree = workspace
     return RunParts(

@@ -16,17 +16,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autopilot.agents.base import AgentAdapter
 from autopilot.core.attempt import Attempt
-from autopilot.loop.backlog import BacklogShell
-from autopilot.loop.backlog_recovery import concluded_after_crash
 from autopilot.loop.cut_short import with_commits_since_start
 from autopilot.loop.record import RunRecord
 from autopilot.loop.recovery import attempt_left, restore_spend
 from autopilot.loop.torn import torn_step
 from autopilot.store.rundir import RunDir
 from autopilot.workspace.marks import Workspace
+
+if TYPE_CHECKING:
+    from autopilot.loop.backlog import BacklogShell
 
 
 @dataclass(frozen=True)
@@ -80,5 +82,7 @@ def crashed_attempt(
     if attempt is not None:
         attempt = with_commits_since_start(attempt, folder.events, workspace)
         if backlog is not None:
+            from autopilot.loop.backlog_recovery import concluded_after_crash
+
             attempt = concluded_after_crash(backlog, attempt, folder.path, workspace, cwd)
     return Crashed(attempt, torn)
