@@ -227,3 +227,17 @@ def test_a_plain_run_loads_no_backlog_module(tmp_path: Path) -> None:
     """A prompt run (no backlog, no lanes, no --verify) loads none of the modules of
     work items, their checks and their marks: memory every such driver would hold."""
     assert _forbidden(_driven(tmp_path), _NOT_FOR_A_PLAIN_RUN) == []
+
+
+_NOT_FOR_A_NEW_RUN = (
+    "msgspec",
+    "autopilot.store.records",
+    "autopilot.store.reader",
+    "autopilot.store.fold",
+)
+
+
+def test_a_new_run_reads_its_short_log_without_msgspec(tmp_path: Path) -> None:
+    """A new run's driver does not fold the log it just created for a relaunch's
+    repairs, and reads its short log (the armed limits) with json."""
+    assert _forbidden(_driven(tmp_path), _NOT_FOR_A_NEW_RUN) == []

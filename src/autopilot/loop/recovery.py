@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 from pathlib import Path
@@ -61,9 +62,11 @@ def reconcile_terminal(folder: RunDir, store: StateStore, log: EventLog) -> RunS
     Raises:
         StateFileError: the state cannot be read or written.
     """
+    state = store.read()
+    if is_new_run(folder, state):
+        return state  # nothing on either record to reconcile
     from autopilot.store.reader import read_snapshot  # msgspec: only for a relaunch
 
-    state = store.read()
     log.end_torn_line()
     snapshot = read_snapshot(folder.events)
     if snapshot.terminal and not state.terminated:
@@ -96,6 +99,37 @@ def reconcile_terminal(folder: RunDir, store: StateStore, log: EventLog) -> RunS
         )
         log.sync()
     return state
+
+
+_NEW_LOG_BYTES = 64 * 1024
+"""The most a new run's log (its ``armed`` event) is read for, in bytes."""
+
+
+def is_new_run(folder: RunDir, state: RunState) -> bool:
+    """Whether no driver has driven the run yet: ``state.json`` records no driver, no
+    iteration and no ending, and the log holds only the ``armed`` event, its line
+    whole (read with ``json``: it is short). Such a run has nothing a relaunch
+    repairs (no attempt left, no spend or ending on one record only), so the driver
+    that starts it reads its log no further (``reconcile_terminal``,
+    ``relaunch.crashed_attempt``). A log that cannot be read, is longer or holds
+    anything else is not a new run's.
+    """
+    if state.terminated or state.pid is not None or state.agent_pid is not None:
+        return False
+    if state.iteration or state.iteration_open or state.spend.iterations:
+        return False
+    try:
+        with open(folder.events, "rb") as handle:
+            data = handle.read(_NEW_LOG_BYTES + 1)
+    except OSError:
+        return False
+    if len(data) > _NEW_LOG_BYTES or not data.endswith(b"\n"):
+        return False
+    try:
+        events = [json.loads(line) for line in data.splitlines()]
+    except (ValueError, RecursionError):
+        return False
+    return all(isinstance(e, dict) and e.get("type") == EventType.ARMED.value for e in events)
 
 
 def _drivers_ending(snapshot: Any, state: RunState, log: EventLog) -> bool:

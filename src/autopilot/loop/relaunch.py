@@ -22,7 +22,7 @@ from autopilot.agents.base import AgentAdapter
 from autopilot.core.attempt import Attempt
 from autopilot.loop.cut_short import with_commits_since_start
 from autopilot.loop.record import RunRecord
-from autopilot.loop.recovery import attempt_left, restore_spend
+from autopilot.loop.recovery import attempt_left, is_new_run, restore_spend
 from autopilot.loop.torn import torn_step
 from autopilot.store.rundir import RunDir
 from autopilot.workspace.marks import Workspace
@@ -75,6 +75,8 @@ def crashed_attempt(
         StateFileError: the state cannot be written.
         BacklogError: ``tasks.jsonl`` could not be written.
     """
+    if is_new_run(folder, record.state):  # no driver ran it: nothing left to repair
+        return Crashed(None, frozenset())
     torn = torn_step(folder, record.state)
     if not torn:
         restore_spend(record, folder)

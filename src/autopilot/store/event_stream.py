@@ -1,20 +1,25 @@
 """A log's lines as they are read: bytes to lines in bounded memory, lines to events.
 
 ``read_events`` decodes each line to a dict by the rules of
-``event_format.parse_event_line`` (through msgspec, ``store.records``); the typed fold
-of a whole log is ``store.reader``'s.
+``event_format.parse_event_line`` (through msgspec, ``store.records``, except in a short
+log); the typed fold of a whole log is ``store.reader``'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from autopilot.store.event_format import MAX_READ_LINE_BYTES
+from autopilot.store.event_format import MAX_READ_LINE_BYTES, parse_event_line
 from autopilot.store.lines import iter_lines
 
 _READ_CHUNK_BYTES = 1024 * 1024
+
+PLAIN_LOG_BYTES = 64 * 1024
+"""A log up to this size (a new run's, a few iterations') is decoded with ``json``
+alone: loading msgspec (about 10 ms) would cost more than it saves."""
 
 
 def iter_event_lines(
@@ -45,16 +50,21 @@ def read_events(path: Path) -> Iterator[dict[str, Any]]:
 
     A missing file yields nothing. The final line is held back unless it ends with a
     newline, since a writer may be mid-append. Lines over ``MAX_READ_LINE_BYTES`` are
-    skipped.
+    skipped. Each line is decoded by ``parse_event_line``'s rules either way: with
+    ``json`` in a log of up to ``PLAIN_LOG_BYTES`` when opened, else through msgspec.
     """
     try:
         stream = path.open("rb")
     except FileNotFoundError:
         return
-    from autopilot.store.records import decode_event_line  # msgspec: only where logs are read
+    decode: Callable[[bytes], dict[str, Any] | None] = parse_event_line
+    if os.fstat(stream.fileno()).st_size > PLAIN_LOG_BYTES:
+        from autopilot.store.records import decode_event_line  # msgspec: only for a long log
+
+        decode = decode_event_line
 
     with stream:
         for raw in iter_event_lines(stream):
-            event = decode_event_line(raw)
+            event = decode(raw)
             if event is not None:
                 yield event
