@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from autopilot.cli.control_body import status_text, worktree_of
 from autopilot.cli.echo import say, say_json
@@ -20,6 +19,10 @@ from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly
 from autopilot.view.plain import format_moment
 from autopilot.view.safe import shown
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def list_runs(as_json: bool, limit: str | None) -> int:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 from autopilot.core.delivery import MAX_MESSAGE_CHARS, Message, MessageKind, MessageSource
 from autopilot.core.item_text import text_problem
@@ -22,6 +21,10 @@ from autopilot.store.inbox import Inbox, new_message_id
 from autopilot.store.project_files import run_off_switch
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def queued_event_fields(message: Message, *, autopilot_on: bool) -> dict[str, Any]:

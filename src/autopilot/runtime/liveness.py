@@ -19,10 +19,13 @@ import fcntl
 import os
 from _socket import gethostname  # socket.gethostname itself, without socket's imports
 from pathlib import Path
-from typing import Any
 
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import DRIVER_LOCK_FILE, RunDir
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def process_alive(

@@ -15,11 +15,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any, TypeGuard
 
 from autopilot.core.redact import redact_value
 from autopilot.core.text import cut_units, repair_surrogates
 from autopilot.core.vocabulary import EventType
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any, TypeGuard
 
 MAX_EVENT_LINE_BYTES = 16 * 1024
 """A serialized event line (without its newline) may be at most this long."""

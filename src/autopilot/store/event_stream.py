@@ -10,10 +10,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
 
 from autopilot.store.event_format import MAX_READ_LINE_BYTES, parse_event_line
 from autopilot.store.lines import iter_lines
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 _READ_CHUNK_BYTES = 1024 * 1024
 

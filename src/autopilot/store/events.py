@@ -12,7 +12,6 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from autopilot.core.text import MAX_EXCERPT_UTF16_UNITS, excerpt, utf16_units
 from autopilot.core.vocabulary import EventType
@@ -29,6 +28,10 @@ from autopilot.store.event_format import (
 )
 from autopilot.store.event_stream import iter_event_lines, read_events
 from autopilot.store.private import open_private
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "EVENT_TYPES",

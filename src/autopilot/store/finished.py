@@ -32,9 +32,12 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from autopilot.store.atomic import write_atomically
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 FINISHED_FILE = "finished.json"
 PLAIN_BYTES = 256 * 1024

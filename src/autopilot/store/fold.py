@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from autopilot.core.text import utf16_units
 from autopilot.core.vocabulary import SeedStatus
@@ -27,6 +26,8 @@ from autopilot.store.snapshot import MAX_SNAPSHOT_HISTORY, Snapshot
 
 TYPE_CHECKING = False  # as typing's; ``store.records`` (msgspec) loads on first use
 if TYPE_CHECKING:
+    from typing import Any
+
     from autopilot.store.records import Record
 
 __all__ = ["MAX_SNAPSHOT_HISTORY", "Snapshot", "fold", "fold_event", "fold_lines", "fold_record"]

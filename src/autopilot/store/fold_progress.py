@@ -5,10 +5,13 @@ by id; ``docs/formats.md``, "Folding"). ``store.fold`` folds the rest."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeGuard
 
 from autopilot.store.event_format import finite_number
 from autopilot.store.snapshot import MAX_SNAPSHOT_HISTORY, Snapshot
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any, TypeGuard
 
 WORKITEM_KINDS = frozenset({"issue", "pr", "red_ci"})
 TASK_OUTCOMES = frozenset({"ok", "fail", "skip"})

@@ -12,13 +12,16 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 from autopilot.errors import EnvironmentProblem
 from autopilot.store.event_format import serialize_event
 from autopilot.store.event_stream import iter_event_lines
 from autopilot.store.flock import FileLock
 from autopilot.store.private import open_private
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 INDEX_FILE = "index.jsonl"
 INDEX_LOCK = INDEX_FILE + ".lock"

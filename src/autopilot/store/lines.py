@@ -10,7 +10,10 @@ Every byte is looked at once, and at most ``max_line_bytes`` plus one chunk is h
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import IO
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import IO
 
 DEFAULT_CHUNK_BYTES = 1024 * 1024
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import copy
 import os
 from pathlib import Path
-from typing import Any
 
 from autopilot.core.vocabulary import EventType
 from autopilot.store.events import read_events
@@ -35,6 +34,8 @@ from autopilot.store.run_state import RunState
 # and ``send`` of a run whose state is settled need neither.
 TYPE_CHECKING = False  # as typing's
 if TYPE_CHECKING:
+    from typing import Any
+
     from autopilot.core.change import StateChange
 
 TAIL_BYTES = 64 * 1024

@@ -20,11 +20,14 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from autopilot.store.event_format import MAX_READ_LINE_BYTES, parse_event_line
 from autopilot.store.fold import Snapshot, fold_event, fold_lines
 from autopilot.store.lines import LineSplitter
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 FOLD_CHUNK_BYTES = 64 * 1024
 """Block size of the streaming fold. Larger blocks are slower (they leave the CPU's

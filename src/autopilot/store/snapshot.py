@@ -7,9 +7,12 @@ the live view's panels) does not load the log readers.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from autopilot.core.vocabulary import RunStatus, SeedStatus, status_of_seed_fold
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_SNAPSHOT_HISTORY = 256
 """History lists keep the newest 256 entries (seed ``MAX_SNAPSHOT_HISTORY``)."""

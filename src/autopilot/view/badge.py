@@ -6,12 +6,15 @@ detail. Pure, like ``present``: the same state, snapshot and now give the same b
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autopilot.core.vocabulary import RunStatus
 from autopilot.store.snapshot import Snapshot
 from autopilot.view.plain import format_time
-from autopilot.view.present import State, as_number, fmt_duration
+from autopilot.view.present import as_number, fmt_duration
+
+if TYPE_CHECKING:
+    from autopilot.view.present import State
 
 
 @dataclass(frozen=True)

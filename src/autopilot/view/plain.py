@@ -14,10 +14,13 @@ import json
 import re
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from autopilot.core.redact import redact, redact_value
 from autopilot.view.safe import escape_controls
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 # change: decision_applied's record; launch: armed's (store.launch_record)
 _SKIP_KEYS = frozenset({"type", "ts", "runId", "change", "launch"})

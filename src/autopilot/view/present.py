@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from autopilot.store.snapshot import Snapshot
 from autopilot.view.plain import format_time
 
-State = Mapping[str, Any]
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+    State = Mapping[str, Any]
+    """A run's ``state.json`` as read (a type for annotations only)."""
 
 
 def as_number(value: Any) -> float | None:
