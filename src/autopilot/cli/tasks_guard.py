@@ -12,6 +12,7 @@ from autopilot.errors import BacklogError
 from autopilot.runtime.liveness import driver_running
 from autopilot.store.backlog_turn import turn_of
 from autopilot.store.hook_registry import load_armings
+from autopilot.store.lanes import LaneOf
 from autopilot.store.paths import list_run_ids, runs_root
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly
@@ -61,10 +62,12 @@ def refuse_during_an_iteration(project: Path) -> None:
         if driver_running(folder, state) is False:
             continue  # its driver died: the next one takes a person's change in
         number = turn[0] if turn is not None else state.iteration
+        lane = LaneOf.from_json(state.extra.get("lane"))
+        held = lane.parent if lane is not None else run_id  # pausing it reaches every lane
         raise BacklogError(
             f"run {run_id} is in iteration {number}, and a work item changed now "
             f"would be undone at its end: change it between iterations (autopilot pause "
-            f"{run_id} holds the run at the next one)"
+            f"{held} holds the run at the next one)"
         )
 
 
