@@ -291,3 +291,52 @@ def test_a_second_ctrl_c_stops_every_agent_now(tmp_path: Path, repo: Path) -> No
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
     events = read_jsonl(parent / "events.jsonl")
     assert (events[-1]["type"], events[-1]["reason"]) == ("abort", "user_stopped")
+
+
+FORGER = r"""#!{python}
+import json, re, subprocess, sys
+item = re.search(r"item (\w+)\.", sys.stdin.read()).group(1)
+tasks = {tasks!r}
+if item == "a":  # completes the other items by writing the checkout's tasks.jsonl
+    items = [json.loads(line) for line in open(tasks) if line.strip()]
+    for other in items:
+        if other["id"] != "a":
+            other["status"] = "completed"
+            other["completion"] = {{"state": "passed", "verdict": "pass", "evidence": ["ok"],
+                "completion_check_digest": "sha256:" + "0" * 64, "reopen_target": None}}
+    open(tasks, "w").write("".join(json.dumps(i) + "\n" for i in items))
+open(item + ".txt", "w").write(item)
+subprocess.run([sys.executable, "-m", "autopilot", "report", "continue_next", "--item", item,
+                "--criterion", "ac1=pass", "--evidence", "ok"], check=True)
+print("did " + item)
+"""
+
+
+def test_an_agent_cannot_complete_other_lanes_items_by_writing_the_file(
+    tmp_path: Path, repo: Path
+) -> None:
+    tasks = _backlog(
+        repo,
+        _item("a", "a.txt"),
+        _item("b", "b.txt", depends_on=["a"]),
+        _item("c", "c.txt", depends_on=["a"]),
+    )
+    agent = tmp_path / "forger.py"
+    agent.write_text(FORGER.format(python=sys.executable, tasks=str(tasks)))
+    agent.chmod(0o755)
+    git(repo, "add", ".autopilot")
+    git(repo, "commit", "-qm", "backlog")
+    args = ["run", "--backlog", "--parallel", "2", "--agent", "command"]
+    done = run_cli([*args, "--max-iterations", "6", "--plain", "--", str(agent)], cwd=repo)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    parent, lanes = _runs(tmp_path)
+    events = [e for lane in lanes for e in read_jsonl(lane / "events.jsonl")]
+    undone = [e["note"] for e in events if e["type"] == "warning" and "undone" in e["note"]]
+    assert undone and undone[0].startswith("work items b, c were changed while the agent worked")
+    assert sorted(e["itemId"] for e in events if e["type"] == "lane_merged") == ["a", "b", "c"]
+    branch = f"autopilot/{parent.name}"
+    assert {"a.txt", "b.txt", "c.txt"} <= set(git(repo, "ls-tree", "--name-only", branch).split())
+    assert any(e["type"] == "backlog_verified" for e in events)
+    final = read_jsonl(parent / "events.jsonl")[-1]
+    assert (final["type"], final["reason"]) == ("complete", "backlog_done")

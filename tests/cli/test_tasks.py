@@ -23,6 +23,7 @@ from autopilot.store.paths import run_dir, runs_root
 from autopilot.store.reports import claim_reports
 from autopilot.store.run_state import RunState
 from autopilot.store.state import StateStore
+from autopilot.workspace.worktrees import RunWorktree
 
 TASKS = Path(".autopilot/tasks.jsonl")
 
@@ -566,6 +567,33 @@ def test_a_work_item_change_during_an_iteration_is_refused_not_undone_later(
     store.update(lambda s: setattr(s, "iteration_open", False))  # between iterations
     assert autopilot(capsys, "tasks", "block", "a", "--reason", "later")[0] == 0
     assert _lines(project)[0]["status"] == "blocked"
+
+
+def test_a_change_is_refused_while_a_lane_or_worktree_run_of_the_checkout_works(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Such a run works in a worktree of its own, but on the checkout's tasks.jsonl."""
+    run_id = _armed_backlog_of_one(project)
+    store = StateStore(run_dir(runs_root(), run_id) / "state.json")
+    me = process_identity(os.getpid())
+    assert me is not None
+    tree = tmp_path / "worktrees" / run_id
+    tree.mkdir(parents=True)
+    place = RunWorktree(tree, f"autopilot/{run_id}", "0" * 40, project)
+
+    def in_iteration(state: RunState) -> None:  # this process stands for its driver
+        lane = {"parent": "repo-parallel", "number": 1}
+        state.cwd = str(tree)
+        state.extra = {**state.extra, "worktree": place.to_json(), "lane": lane}
+        state.iteration, state.iteration_open = 2, True
+        state.pid, state.pid_start_time, state.pid_command = os.getpid(), me.start_time, me.command
+
+    store.update(in_iteration)
+    before = (project / TASKS).read_text()
+    code, _, err = autopilot(capsys, "tasks", "block", "a", "--reason", "later")
+    assert code == 2 and f"run {run_id} is in iteration 2" in err
+    assert "autopilot pause repo-parallel holds the run" in err  # the lane's parallel run
+    assert (project / TASKS).read_text() == before
 
 
 def test_a_change_is_refused_from_the_moment_the_run_took_its_copy_of_the_items(

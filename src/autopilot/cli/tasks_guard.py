@@ -3,21 +3,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from autopilot.core.vocabulary import HOOK_MODE
 from autopilot.errors import BacklogError
 from autopilot.runtime.liveness import driver_running
 from autopilot.store.backlog_turn import turn_of
 from autopilot.store.hook_registry import load_armings
+from autopilot.store.lanes import LaneOf
 from autopilot.store.paths import list_run_ids, runs_root
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly
+from autopilot.workspace.worktrees import RunWorktree, project_home
 
 
 def refuse_during_an_iteration(project: Path) -> None:
-    """Refuse to change a work item while a backlog run of ``project`` is in an
-    iteration: at its end the run takes every change to an item made meanwhile for the
+    """Refuse to change a work item while a backlog run of ``project`` (its own, a
+    ``--worktree`` run's or a parallel run's lanes': they use its ``tasks.jsonl``) is in
+    an iteration: at its end the run takes every change to an item made meanwhile for the
     agent's and undoes it (``core.backlog_step.reconcile``), so the change would not
     hold. Between iterations the run takes a person's change in.
 
@@ -40,8 +45,8 @@ def refuse_during_an_iteration(project: Path) -> None:
         state = read_state_quietly(RunDir(folder).state)
         if state is None or state.terminated or state.mode not in ("backlog", HOOK_MODE):
             continue
-        if state.cwd is None or Path(state.cwd) != project:
-            continue
+        if state.cwd is None or _home(state.cwd, state.extra) != _resolved(project):
+            continue  # a --worktree run and a lane share the user's checkout's file
         turn = turn_of(folder)
         # A hook run's iteration over a prompt has no items: only a marked turn counts.
         if turn is None and (state.mode == HOOK_MODE or not state.iteration_open):
@@ -57,8 +62,22 @@ def refuse_during_an_iteration(project: Path) -> None:
         if driver_running(folder, state) is False:
             continue  # its driver died: the next one takes a person's change in
         number = turn[0] if turn is not None else state.iteration
+        lane = LaneOf.from_json(state.extra.get("lane"))
+        held = lane.parent if lane is not None else run_id  # pausing it reaches every lane
         raise BacklogError(
             f"run {run_id} is in iteration {number}, and a work item changed now "
             f"would be undone at its end: change it between iterations (autopilot pause "
-            f"{run_id} holds the run at the next one)"
+            f"{held} holds the run at the next one)"
         )
+
+
+def _home(cwd: str, extra: Mapping[str, Any]) -> Path:
+    """Where a run's ``tasks.jsonl`` is (``project_home``), resolved."""
+    return _resolved(project_home(Path(cwd), RunWorktree.from_json(extra.get("worktree"))))
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return path

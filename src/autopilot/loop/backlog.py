@@ -49,6 +49,7 @@ from autopilot.loop.checks import DEFAULT_CHECK_TIMEOUT_SECONDS
 from autopilot.loop.claims import Lanes, claim_next, held_elsewhere
 from autopilot.store.backlog import Backlog, BacklogFile
 from autopilot.store.backlog_turn import clear_turn, mark_turn
+from autopilot.store.lane_ledger import LaneLedger
 
 Emit = Callable[..., Any]
 """``emit(event_type, **fields)``: append one event to the run's log."""
@@ -99,6 +100,10 @@ class BacklogShell:
             (``loop.backlog_marks``); None: each iteration's changed paths alone.
         work_tree: Where the checks run at a boundary (the final evidence gate,
             ``loop.backlog_verify``); None: the run's ``cwd``.
+        ledger: For a lane, what the lanes last wrote of each item
+            (``store.lane_ledger``): what its agent changed of other items is undone.
+        merged_tree: For a lane, the parallel run's worktree, where the lanes' items
+            are merged: the final evidence gate runs there (None: a lane skips it).
     """
 
     backlog: Backlog
@@ -115,6 +120,9 @@ class BacklogShell:
     should_stop: Callable[[], bool] = lambda: False
     tree: Tree | None = None
     work_tree: Path | None = None
+    ledger: LaneLedger | None = None
+    merged_tree: Path | None = None
+    claimed_at: int = field(default=0, init=False)
     ours: tuple[WorkItem, ...] | None = field(default=None, init=False)
     running: WorkItem | None = field(default=None, init=False)
     _problems_told: tuple[str, ...] = field(default=(), init=False)
@@ -176,6 +184,8 @@ class BacklogShell:
             found = self.backlog.read()
             mine = found.append([item]) if found.item(item.id) is None else found.replace_item(item)
             self.backlog.write_locked(mine)
+            if self.ledger is not None:
+                self.ledger.wrote([item])
             self.ours = tuple(mine.items)
             return
         try:
@@ -277,8 +287,21 @@ class BacklogShell:
         problem = self.read()[1]
         if problem is not None:
             return Begun(hold=problem)
+
+        def claimed(item: WorkItem) -> None:
+            # Under the lock, as in ``_begin``: a person's change is refused from now
+            # on, and a sibling's write to another item is told from the agent's.
+            mark_turn(self.run_folder, iteration, item.id)
+            if self.ledger is not None:
+                self.claimed_at = self.ledger.wrote([item])
+
         plan = claim_next(
-            self.backlog, self.run_id, iteration, self.lanes, run_surface=self.run_surface
+            self.backlog,
+            self.run_id,
+            iteration,
+            self.lanes,
+            run_surface=self.run_surface,
+            on_claim=claimed,
         )
         self.ours = tuple(plan.items)
         if plan.item is None:

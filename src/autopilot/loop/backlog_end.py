@@ -11,6 +11,9 @@ lane of a parallel run writes only its own item, and lands a completed one in th
 branch (``Lanes.land``) first; a conflict reopens it with the files named. A reopen of
 autopilot's own (a surface violation, a conflict) is an attempt like any other: at the
 run's ``max_item_attempts`` the item is blocked instead (``decisions.limit_attempts``).
+What a lane's agent changed of other items is undone too: an item stands as the lane
+found it when it claimed its own, or as a sibling lane wrote it since
+(``store.lane_ledger``).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from autopilot.loop.checks import run_checks
 from autopilot.loop.claims import Lanes
 from autopilot.store.backlog import Backlog, BacklogFile
 from autopilot.store.backlog_intake import REJECTED_FILE, invalid_additions, keep_aside, without
+from autopilot.store.lane_ledger import LaneLedger
 from autopilot.store.reports import claim_reports, take_decision_file
 
 
@@ -64,6 +68,9 @@ class ItemShell(Protocol):
     lanes: Lanes | None
     tree: Tree | None
     marks: MarkBook
+    ledger: LaneLedger | None
+    claimed_at: int
+    merged_tree: Path | None
 
     def emit(self, event_type: str, **fields: Any) -> Any:
         """Append one event to the run's log."""
@@ -204,10 +211,10 @@ def _reconciled(
     iteration: int,
     iteration_folder: Path,
 ) -> tuple[WorkItem, ...]:
-    """The file's items as they are now with the agent's edits undone (a lane guards
-    only its own ``item``: sibling lanes write theirs) and the lines it added that
-    autopilot cannot take kept aside (``store.backlog_intake``). The caller holds the
-    backlog's lock."""
+    """The file's items as they are now with the agent's edits undone (for a lane,
+    what its sibling lanes wrote since it claimed ``item`` stands: ``LaneLedger.accepted``)
+    and the lines it added that autopilot cannot take kept aside
+    (``store.backlog_intake``). The caller holds the backlog's lock."""
     found, problem = shell.read()
     # A lane's agent works in a worktree of its own; what its sibling lanes claimed in
     # the shared file meanwhile is theirs, not lines this agent added.
@@ -216,12 +223,18 @@ def _reconciled(
     found_items = found.items if found is not None and found.exists else None
     if shell.lanes is not None and found_items is not None:
         mine = next((i for i in ours if i.id == item.id), item)
-        if any(i.id == item.id for i in found_items):
-            ours = with_item_replaced(found_items, mine)
+        accepted = (
+            shell.ledger.accepted(ours, found_items, item.id, shell.claimed_at)
+            if shell.ledger is not None
+            else found_items
+        )
+        if any(i.id == item.id for i in accepted):
+            ours = with_item_replaced(accepted, mine)
         else:
-            ours = (*found_items, mine)
-        found_items = list(ours)
+            ours = (*accepted, mine)
     reconciled = reconcile(ours, found_items, agent_worked=True)
+    if shell.lanes is not None and found is not None and reconciled.rewrite:
+        _write_back(shell, found, reconciled.items, iteration)
     notes = reconciled.notes
     if found is None:  # replaced by what autopilot does not read: a link, a FIFO…
         notes = (f"{problem}; written again from the run's log",)
@@ -229,6 +242,18 @@ def _reconciled(
         shell.emit("warning", iteration=iteration, note=note)
     shell.emit_all(reconciled.events, iteration)
     return reconciled.items
+
+
+def _write_back(
+    shell: ItemShell, found: BacklogFile, items: Sequence[WorkItem], iteration: int
+) -> None:
+    """Write a lane's shared file with what its agent changed of the items undone
+    (every other line kept); one that cannot be written is a warning. The caller
+    holds the backlog's lock."""
+    try:
+        shell.backlog.write_locked(found.with_items(items))
+    except BacklogError as error:
+        shell.emit("warning", iteration=iteration, note=f"{error}; the agent's edits stay")
 
 
 def _take_out_invalid(

@@ -26,9 +26,12 @@ from autopilot.loop.backlog_verify import verify_completed
 from autopilot.loop.claims import Lanes
 from autopilot.store.backlog import Backlog
 from autopilot.store.events import read_events
+from autopilot.store.lane_ledger import LEDGER_FILE, LaneLedger
 from autopilot.store.lanes import LaneOf
+from autopilot.store.paths import run_dir
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
+from autopilot.store.state import read_state_quietly
 from autopilot.workspace.worktrees import RunWorktree, project_home
 
 
@@ -222,6 +225,8 @@ def backlog_shell(
         lanes=lanes,
         should_stop=should_stop,
         work_tree=Path(state.cwd),
+        ledger=LaneLedger(run_dir(root, lane.parent) / LEDGER_FILE) if lanes and lane else None,
+        merged_tree=_merged_tree(root, lane) if lanes and lane else None,
         check_timeout_seconds=limits.check_timeout_seconds,
         max_item_attempts=limits.max_item_attempts,
     )
@@ -233,3 +238,10 @@ def held_run_limits(events: Path, run_id: str, state: RunState) -> RunConfig:
     write); ``state.json``'s when the log cannot tell them (a driver then ends the
     run, tampered)."""
     return held_config(state, logged_limits(read_events(events), run_id, on_disk_limits(state)))
+
+
+def _merged_tree(root: Path, lane: LaneOf) -> Path | None:
+    """The worktree of a lane's parallel run (where the lanes' items are merged)."""
+    parent = read_state_quietly(RunDir(run_dir(root, lane.parent)).state)
+    place = RunWorktree.from_json(parent.extra.get("worktree")) if parent else None
+    return place.path if place else None

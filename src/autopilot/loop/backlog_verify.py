@@ -10,7 +10,10 @@ output saving and digest as an item's own checks). The output goes to
 counts toward the run's attempt limit) and the run goes on. A ``backlog_verified``
 event holds the per-item results, followed by the usual ``workitem_end`` (decision
 ``backlog_verified``), ``workitem_recorded`` and ``backlog_snapshot`` for each item it
-reopened. A lane of a parallel run does not run it (lanes write only their own item).
+reopened. A lane of a parallel run that finds no item open runs it in the parallel
+run's worktree, where the lanes' items were merged (``BacklogShell.merged_tree``), so a
+parallel run never ends ``backlog_done`` on the records alone either; the items it
+reopens are noted as the lane's writes (``store.lane_ledger``).
 """
 
 from __future__ import annotations
@@ -61,13 +64,15 @@ def verify_completed(shell: ItemShell, iteration: int, folder: Path, cwd: Path) 
         shell: The run's backlog (``loop.backlog.BacklogShell``; no item open).
         iteration: The iteration the events carry.
         folder: Where the checks' output is saved (a folder per item is made in it).
-        cwd: The work tree (the checks run there).
+        cwd: The work tree (the checks run there; a lane's is its ``merged_tree``).
 
     Raises:
         BacklogError: the file's lock could not be taken.
     """
     if shell.lanes is not None:
-        return Verified(True)
+        if shell.merged_tree is None:
+            return Verified(True)
+        cwd = shell.merged_tree  # where the lanes' items were merged
     results: list[tuple[WorkItem, CheckOutcome]] = []
     for item in to_verify(shell.known_items()):
         saved = folder / f"verified-{item.id}"
@@ -119,4 +124,6 @@ def _reopen(
             items = with_item_replaced(items, after)
             reopened.append(after)
         shell.write_or_warn(items, iteration)
+        if shell.ledger is not None and reopened:
+            shell.ledger.wrote(reopened)  # a sibling lane's iteration keeps the reopening
     return tuple(reopened)

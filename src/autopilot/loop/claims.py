@@ -9,7 +9,7 @@ lock is released, so no two lanes ever take the same item.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -62,8 +62,10 @@ def claim_next(
     lanes: Lanes,
     *,
     run_surface: Sequence[str] = (),
+    on_claim: Callable[[WorkItem], None] | None = None,
 ) -> IterationPlan:
-    """Choose and claim this lane's next item under the file's lock.
+    """Choose and claim this lane's next item under the file's lock; ``on_claim``
+    gets the item claimed while the lock is still held (before the file is written).
 
     Returns:
         The plan (``plan_iteration``) over the file as it was under the lock; its item,
@@ -84,7 +86,11 @@ def claim_next(
             claim=True,
         )
         plans.append(plan)
-        return found if plan.item is None else found.replace_item(plan.item)
+        if plan.item is None:
+            return found
+        if on_claim is not None:
+            on_claim(plan.item)
+        return found.replace_item(plan.item)
 
     backlog.update(claim)
     return plans[-1]
