@@ -811,3 +811,29 @@ def test_import_refuses_a_lone_surrogate(project: Path, capsys: pytest.CaptureFi
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "work item 's1': prompt has a lone surrogate (U+D800)" in err
     assert not (project / TASKS).exists()
+
+
+def test_a_subfolder_means_its_project_for_tasks_and_status(
+    run: str, project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sub = project / "src" / "deep"
+    sub.mkdir(parents=True)
+    monkeypatch.chdir(sub)
+    code, out, _ = autopilot(capsys, "tasks", "list")
+    assert code == 0 and "unit-1" in out and "unit-2" in out
+    assert autopilot(capsys, "tasks", "add", "Three", "--id", "unit-3")[0] == 0
+    assert [line["id"] for line in _lines(project)] == ["unit-1", "unit-2", "unit-3"]
+    assert not (sub / ".autopilot").exists() and not (project / "src" / ".autopilot").exists()
+    code, out, err = autopilot(capsys, "status")
+    assert code == 0 and run in out, err
+
+
+def test_in_a_repository_without_autopilot_files_a_subfolder_means_the_top(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (project / ".git").mkdir()
+    (project / "lib").mkdir()
+    monkeypatch.chdir(project / "lib")
+    assert autopilot(capsys, "tasks", "add", "One")[0] == 0
+    assert [line["id"] for line in _lines(project)] == ["task-1"]
+    assert not (project / "lib" / ".autopilot").exists()
