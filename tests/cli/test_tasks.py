@@ -837,3 +837,33 @@ def test_in_a_repository_without_autopilot_files_a_subfolder_means_the_top(
     assert autopilot(capsys, "tasks", "add", "One")[0] == 0
     assert [line["id"] for line in _lines(project)] == ["task-1"]
     assert not (project / "lib" / ".autopilot").exists()
+
+
+def test_unblock_says_a_run_waiting_at_a_backlog_gate_goes_on(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / ".autopilot").mkdir()
+    item = {"id": "alpha", "prompt": "a", "status": "blocked", "blocked_reason": "stuck"}
+    (project / TASKS).write_text(json.dumps(item) + "\n")
+    run_id = arm_run(
+        runs_root(),
+        RunConfig(agent="demo"),
+        PromptSource(text="x"),
+        project,
+        SystemClock(),
+        mode="backlog",
+    )
+    StateStore(run_dir(runs_root(), run_id) / "state.json").update(
+        lambda s: (
+            setattr(s, "gate", "no work item can start: alpha is blocked: stuck"),
+            setattr(s, "status", RunStatus.AWAITING_USER),
+        )
+    )
+    code, out, _ = autopilot(capsys, "tasks", "unblock", "alpha")
+    assert code == 0 and f"run {run_id}, waiting at its gate, goes on" in out
+    StateStore(run_dir(runs_root(), run_id) / "state.json").update(
+        lambda s: setattr(s, "gate", "Which format?")
+    )
+    assert autopilot(capsys, "tasks", "block", "alpha", "--reason", "x")[0] == 0
+    code, out, _ = autopilot(capsys, "tasks", "reopen", "alpha")
+    assert code == 0 and "goes on" not in out

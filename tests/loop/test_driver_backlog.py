@@ -528,3 +528,55 @@ def test_an_answer_where_no_item_can_start_gives_every_spent_item_more_attempts(
     path = rig.root.parent / "work" / ".autopilot" / "tasks.jsonl"
     reasons = [json.loads(line)["blocked_reason"] for line in path.read_text().splitlines()]
     assert [r.split(" (")[0] for r in reasons] == ["attempt 2 did not complete it"] * 2
+
+
+def test_a_backlog_gate_is_released_when_a_person_unblocks_the_item_in_the_file(
+    tmp_path: Path,
+) -> None:
+    """Doing what the gate says (``tasks unblock gamma``) is enough: no answer needed."""
+    blocked = {**ITEMS[2], "status": "blocked", "blocked_reason": "waiting for the API key"}
+    rig = arm_backlog(tmp_path, [blocked])
+    path = rig.root.parent / "work" / ".autopilot" / "tasks.jsonl"
+
+    def unblock(_: RunState) -> None:
+        path.write_text(json.dumps(ITEMS[2]) + "\n")
+
+    asked = at_first_gate(rig, unblock)
+    driver, runner = rig.driver([agent(rig, lambda i, n, c: ("continue_next", {}, ("ok",)))])
+    assert driver.run().reason == "backlog_done"
+    assert asked == ["no work item can start: gamma is blocked: waiting for the API key"]
+    assert [_item_of(r) for r in runner.requests] == ["gamma"]
+    gates = [e for e in _events(rig) if e["type"] == "gate"]
+    assert [g["state"] for g in gates] == ["waiting", "released"]
+    assert "released by the backlog change" in gates[1]["note"]
+    assert read_state(rig.folder / "state.json").gate is None
+
+
+def test_an_items_own_question_is_not_released_by_a_change_to_the_file(tmp_path: Path) -> None:
+    rig = arm_backlog(tmp_path, [ITEMS[2]], max_iterations=3)
+    path = rig.root.parent / "work" / ".autopilot" / "tasks.jsonl"
+    seen: list[str] = []
+    store = StateStore(rig.folder / "state.json")
+    plain_sleep = rig.clock.sleep
+
+    def sleep(seconds: float) -> None:
+        plain_sleep(seconds)
+        gate = store.read().gate
+        if gate and len(seen) < 3:
+            seen.append(gate)
+            path.write_text(path.read_text() + "")  # the same items, written again
+            if len(seen) == 3:
+                store.update(lambda s: setattr(s, "gate_answer", "markdown"))
+
+    rig.clock.sleep = sleep  # type: ignore[method-assign]
+
+    def ask(item: str, n: int, cwd: Path) -> tuple[str, dict[str, bool], tuple[str, ...]]:
+        if n == 1:
+            return "ask_user_meta", {}, ("Which format?",)
+        return "continue_next", {}, ("ok",)
+
+    driver, _ = rig.driver([agent(rig, ask)])
+    driver.run()
+    assert seen and all(g == seen[0] for g in seen) and len(seen) == 3
+    states = [e.get("state") for e in _events(rig) if e["type"] == "gate"]
+    assert "released" not in states and "answered" in states

@@ -14,6 +14,7 @@ from autopilot.cli.tasks_common import (
     find_item,
     parse_criteria,
     project_backlog,
+    project_here,
     read_backlog,
 )
 from autopilot.cli.tasks_edit import edit, remove
@@ -165,6 +166,7 @@ def unblock(item_id: str) -> None:
 
     item, _ = change_item(item_id, change)
     say(f"autopilot: {item_id} is {item.status.value}")
+    _say_waiting_runs_go_on()
 
 
 @tasks.command(context_settings=_HELP)
@@ -187,6 +189,18 @@ def reopen(item_id: str) -> None:
 
     change_item(item_id, change)
     say(f"autopilot: {item_id} is reopened")
+    _say_waiting_runs_go_on()
+
+
+def _say_waiting_runs_go_on() -> None:
+    """Name each run of this project that a change like this releases from its gate."""
+    from autopilot.cli.tasks_guard import runs_waiting_at_a_backlog_gate
+
+    for run_id in runs_waiting_at_a_backlog_gate(project_here()):
+        say(
+            f"autopilot: run {run_id}, waiting at its gate, goes on with this change "
+            "(no answer needed)"
+        )
 
 
 @tasks.command(name="import", context_settings=_HELP)

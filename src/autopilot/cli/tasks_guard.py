@@ -62,3 +62,25 @@ def refuse_during_an_iteration(project: Path) -> None:
             f"would be undone at its end: change it between iterations (autopilot pause "
             f"{run_id} holds the run at the next one)"
         )
+
+
+def runs_waiting_at_a_backlog_gate(project: Path) -> list[str]:
+    """The backlog runs of ``project`` (driver runs, not hook runs) waiting at a gate
+    autopilot derived from the backlog (``core.backlog_step.backlog_gate``): a change
+    that lets an item start releases it, and the run goes on by itself."""
+    from autopilot.core.backlog_step import backlog_gate
+    from autopilot.core.vocabulary import RunStatus
+
+    root = runs_root(create=False)
+    if not root.is_dir():
+        return []
+    waiting = []
+    for run_id in list_run_ids(root):
+        state = read_state_quietly(RunDir(root / run_id).state)
+        if state is None or state.terminated or state.mode != "backlog" or state.cwd is None:
+            continue
+        if Path(state.cwd) != project or state.status is not RunStatus.AWAITING_USER:
+            continue
+        if state.gate is not None and backlog_gate(state.gate):
+            waiting.append(run_id)
+    return waiting

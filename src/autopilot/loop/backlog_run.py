@@ -55,8 +55,8 @@ class Gates(Protocol):
 
     record: Any
 
-    def await_answer(self) -> str | None:
-        """Wait for an answer at the gate."""
+    def await_answer(self, released: Callable[[], bool] = ...) -> str | None:
+        """Wait for an answer at the gate (None: stopped, or ``released()``)."""
         ...
 
     def hold_until(
@@ -78,7 +78,15 @@ def backlog_boundary(shell: BacklogShell, state: Any, waits: Gates) -> Boundary:
     record = waits.record
     if state.gate is not None:
         question = state.gate
-        answer = waits.await_answer()
+        answer = waits.await_answer(lambda: shell.gate_released(question))
+        if answer is None and record.state.gate is None:  # not stopped: released
+            shell.emit(
+                "gate",
+                state="released",
+                question=question,
+                note="the gate was released by the backlog change: tasks.jsonl now "
+                "lets the run go on",
+            )
         if answer is not None:
             items = shell.answer(answer, question)
             shell.emit(
