@@ -273,8 +273,9 @@ def test_a_backlog_held_back_by_a_person_waits_for_an_answer(tmp_path: Path) -> 
 
 def test_a_lying_agent_in_a_backlog_run_halts_on_stagnation(tmp_path: Path) -> None:
     """It reports continue_next, prints COMPLETE and changes nothing: its checks fail,
-    the promise is refused, and the third identical answer halts the run."""
-    rig = arm_backlog(tmp_path, max_iterations=20)
+    the promise is refused, and the third identical answer halts the run (before the
+    item's attempts run out: those would block it and move on)."""
+    rig = arm_backlog(tmp_path, max_iterations=20, max_item_attempts=5)
     cwd = rig.root.parent / "work"
 
     def start(request: RunRequest) -> None:
@@ -580,3 +581,26 @@ def test_an_items_own_question_is_not_released_by_a_change_to_the_file(tmp_path:
     assert seen and all(g == seen[0] for g in seen) and len(seen) == 3
     states = [e.get("state") for e in _events(rig) if e["type"] == "gate"]
     assert "released" not in states and "answered" in states
+
+
+def test_an_item_blocked_for_its_attempts_ends_the_stagnation_streak_and_the_next_is_tried(
+    tmp_path: Path,
+) -> None:
+    """The liar again, at the default 3 attempts: the third blocks alpha (the backlog's
+    verdict, not the run's stagnation) and gamma is tried next."""
+    rig = arm_backlog(tmp_path, [ITEMS[0], ITEMS[2]], max_iterations=20)
+
+    def start(request: RunRequest) -> None:
+        report = ItemReport(_item_of(request), ItemDecision.CONTINUE_NEXT, {"ac1": True}, ())
+        write_report(rig.folder, report, ts_ms=rig.clock.now_ms(), iteration=None)
+
+    liar = Scripted(claude_lines("I did everything.\n\nCOMPLETE", tools=0), on_start=start)
+    asked = at_first_gate(rig, lambda s: setattr(s, "stop_requested", True))
+    driver, runner = rig.driver([liar])
+    result = driver.run()
+    assert result.reason != "stagnation"
+    assert [_item_of(r) for r in runner.requests][:4] == ["alpha", "alpha", "alpha", "gamma"]
+    ends = [(e["itemId"], e["status"]) for e in _events(rig) if e["type"] == "workitem_end"]
+    assert ("alpha", "blocked") in ends
+    streaks = [(e["iteration"], e["streak"]) for e in _events(rig) if e["type"] == "stagnation"]
+    assert (3, 3) not in streaks and asked

@@ -18,6 +18,7 @@ from autopilot.core.attempt import Attempt, BacklogFacts
 from autopilot.core.continuation import reopened_notice
 from autopilot.core.digest import sha256_hex
 from autopilot.core.vocabulary import EventType, Progress, RunStatus
+from autopilot.core.workitems import ItemStatus
 from autopilot.loop.approved import ApprovedRun
 from autopilot.loop.armed_limits import held_config, logged_limits, on_disk_limits
 from autopilot.loop.backlog import BacklogShell, Begun
@@ -168,7 +169,11 @@ def attempt_with(
         question=ended.question,
         done=done,
         open_items=shell.open_count(),
-        item_closed=not ended.item.is_open or ended.question is not None,
+        # Blocked (its attempts spent, say) is the backlog's verdict on the item, and
+        # the run moves on to the next one: never the run's stagnation.
+        item_closed=not ended.item.is_open
+        or ended.question is not None
+        or ended.item.status is ItemStatus.BLOCKED,
         reopened_notice=reopened_notice(ended.item),
     )
     if facts.item_closed:
