@@ -737,6 +737,14 @@ def test_remove_refuses_a_running_item_and_one_others_depend_on_unless_forced(
         autopilot(capsys, "tasks", "add", item_id, "--id", item_id)
     autopilot(capsys, "tasks", "edit", "c", "--depends-on", "a", "--depends-on", "b")
     autopilot(capsys, "tasks", "edit", "b", "--status", "running")
+    arm_run(  # a backlog run holds b (without one, b was interrupted: removable)
+        runs_root(),
+        RunConfig(agent="demo"),
+        PromptSource(text="x"),
+        project,
+        SystemClock(),
+        mode="backlog",
+    )
     code, _, err = autopilot(capsys, "tasks", "remove", "a")
     assert code == 2 and "c depends on a; change that first" in err
     code, _, err = autopilot(capsys, "tasks", "remove", "b")
@@ -867,3 +875,43 @@ def test_unblock_says_a_run_waiting_at_a_backlog_gate_goes_on(
     assert autopilot(capsys, "tasks", "block", "alpha", "--reason", "x")[0] == 0
     code, out, _ = autopilot(capsys, "tasks", "reopen", "alpha")
     assert code == 0 and "goes on" not in out
+
+
+def test_a_running_item_no_run_holds_is_interrupted_and_may_be_reopened_or_removed(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What `stop --now` leaves: the item `running` in the file, and no run on it."""
+    (project / ".autopilot").mkdir()
+    items = [
+        {"id": "one", "prompt": "1", "status": "running", "attempt": 1},
+        {"id": "two", "prompt": "2", "status": "running", "attempt": 1},
+    ]
+    (project / TASKS).write_text("".join(json.dumps(i) + "\n" for i in items))
+    code, out, _ = autopilot(capsys, "tasks", "list")
+    assert code == 0 and "interrupted" in out and "the next run resumes it" in out
+    assert "interrupted" in autopilot(capsys, "tasks", "show", "one")[1]
+    assert autopilot(capsys, "tasks", "reopen", "one")[0] == 0
+    assert autopilot(capsys, "tasks", "remove", "two")[0] == 0
+    assert [(line["id"], line["status"]) for line in _lines(project)] == [("one", "reopened")]
+
+
+def test_a_running_item_a_backlog_run_holds_stays_running(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / ".autopilot").mkdir()
+    item = {"id": "one", "prompt": "1", "status": "running", "attempt": 1}
+    (project / TASKS).write_text(json.dumps(item) + "\n")
+    arm_run(
+        runs_root(),
+        RunConfig(agent="demo"),
+        PromptSource(text="x"),
+        project,
+        SystemClock(),
+        mode="backlog",
+    )
+    code, out, _ = autopilot(capsys, "tasks", "list")
+    assert code == 0 and "interrupted" not in out and "running" in out
+    code, _, err = autopilot(capsys, "tasks", "remove", "one")
+    assert code != 0 and "stop its run first" in err
+    code, _, err = autopilot(capsys, "tasks", "reopen", "one")
+    assert code != 0 and "already open (running)" in err

@@ -120,7 +120,7 @@ def list_tasks(as_json: bool) -> None:
     if not current.items:
         say("no work items (autopilot tasks add PROMPT, or autopilot tasks import FILE)")
         return
-    for line in item_rows(current.items):
+    for line in item_rows(current.items, interrupted=_interrupted(current)):
         say(line)
 
 
@@ -129,8 +129,17 @@ def list_tasks(as_json: bool) -> None:
 def show(item_id: str) -> None:
     """Show one work item in full."""
     current = read_backlog(project_backlog())
-    for line in item_details(find_item(current, item_id), current.items):
+    item = find_item(current, item_id)
+    for line in item_details(item, current.items, interrupted=_interrupted(current)):
         say(line)
+
+
+def _interrupted(current: BacklogFile) -> bool:
+    """An item is running in the file and no run of the project holds it."""
+    from autopilot.cli.tasks_guard import a_run_holds_items
+
+    running = any(item.status is ItemStatus.RUNNING for item in current.items)
+    return running and not a_run_holds_items(project_here())
 
 
 @tasks.command(context_settings=_HELP)
@@ -174,8 +183,11 @@ def unblock(item_id: str) -> None:
 def reopen(item_id: str) -> None:
     """Open a completed, stopped, not-applicable or blocked work item again."""
 
+    from autopilot.cli.tasks_guard import a_run_holds_items
+
     def change(item: WorkItem) -> WorkItem:
-        if item.status in (ItemStatus.READY, ItemStatus.REOPENED, ItemStatus.RUNNING):
+        held = item.status is ItemStatus.RUNNING and a_run_holds_items(project_here())
+        if item.status in (ItemStatus.READY, ItemStatus.REOPENED) or held:
             raise BacklogError(f"{item.id} is already open ({item.status.value})")
         completion = replace(
             item.completion,
