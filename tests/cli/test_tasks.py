@@ -915,3 +915,24 @@ def test_a_running_item_a_backlog_run_holds_stays_running(
     assert code != 0 and "stop its run first" in err
     code, _, err = autopilot(capsys, "tasks", "reopen", "one")
     assert code != 0 and "already open (running)" in err
+
+
+def test_import_refuses_a_dependency_cycle_and_a_repeated_story_id(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stories = [
+        {"id": "A", "title": "a"},
+        {"id": "B", "title": "b", "dependsOn": ["C"]},
+        {"id": "C", "title": "c", "dependsOn": ["B"]},
+    ]
+    (project / "prd.json").write_text(json.dumps({"userStories": stories}))
+    code, _, err = autopilot(capsys, "tasks", "import", "prd.json")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "dependency cycle: B -> C -> B" in err and "nothing was imported" in err
+    assert not (project / TASKS).exists() or _lines(project) == []
+    twice = [{"id": "A", "title": "a"}, {"id": "A", "title": "other"}]
+    (project / "prd.json").write_text(json.dumps({"userStories": twice}))
+    code, _, err = autopilot(capsys, "tasks", "import", "prd.json")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "story id 'A' is used by more than one story" in err
+    assert not (project / TASKS).exists() or _lines(project) == []

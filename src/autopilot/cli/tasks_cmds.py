@@ -20,6 +20,7 @@ from autopilot.cli.tasks_common import (
 from autopilot.cli.tasks_edit import edit, remove
 from autopilot.cli.tasks_view import item_details, item_rows
 from autopilot.core.decisions import fresh_attempts
+from autopilot.core.ready_queue import backlog_problems
 from autopilot.core.workitems import (
     CompletionState,
     FocusLayer,
@@ -232,6 +233,10 @@ def import_tasks(path: str) -> None:
         found = parse_import(data, source.name, current.items)
         for item in found.items:
             checked_item(item, BacklogError)
+        new_ids = {item.id for item in found.items}
+        for problem in backlog_problems(current.append(found.items).items):
+            if problem.kind == "dependency_cycle" and new_ids & set(problem.ids):
+                raise BacklogError(f"{source.name}: {problem.message}; nothing was imported")
         imported.append(found)
         return current.append(found.items) if found.items else current
 
