@@ -604,3 +604,16 @@ def test_an_item_blocked_for_its_attempts_ends_the_stagnation_streak_and_the_nex
     assert ("alpha", "blocked") in ends
     streaks = [(e["iteration"], e["streak"]) for e in _events(rig) if e["type"] == "stagnation"]
     assert (3, 3) not in streaks and asked
+
+
+def test_the_agent_is_told_its_work_item_and_attempt_in_its_environment(tmp_path: Path) -> None:
+    failing = {"acceptance_criteria": [{"id": "ac1", "text": "x", "check": "false"}]}
+    items = [{"id": "alpha", "prompt": "a", **failing}, {"id": "gamma", "prompt": "g"}]
+    rig = arm_backlog(tmp_path, items, max_iterations=3, max_item_attempts=2)
+    driver, runner = rig.driver([agent(rig, lambda *_: ("continue_next", {"ac1": True}, ("ok",)))])
+    driver.run()
+    told = [
+        (r.env.get("AUTOPILOT_WORK_ITEM"), r.env.get("AUTOPILOT_ATTEMPT")) for r in runner.requests
+    ]
+    assert told == [("alpha", "1"), ("alpha", "2"), ("gamma", "1")]
+    assert all(r.env["AUTOPILOT_ITERATION"] == str(n) for n, r in enumerate(runner.requests, 1))
