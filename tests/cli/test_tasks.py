@@ -96,6 +96,8 @@ def test_add_list_show(project: Path, capsys: pytest.CaptureFixture[str]) -> Non
         (["tasks", "add", "x", "--depends-on", "nope"], "--depends-on names no work item: nope"),
         (["tasks", "add", "  "], "the prompt is empty"),
         (["tasks", "add", "x", "--criterion", " :: true"], "has no text"),
+        (["tasks", "add", "x", "--criterion", "text ::"], "has no check after '::'"),
+        (["tasks", "add", "x", "--criterion", "text ::  "], "has no check after '::'"),
         (["tasks", "show", "zz"], "no work item 'zz'"),
         (["tasks", "unblock", "zz"], "no work item 'zz'"),
         (["tasks", "block", "zz", "--reason", "  "], "--reason is empty"),

@@ -58,13 +58,18 @@ def parse_criteria(texts: Sequence[str]) -> tuple[Criterion, ...]:
     """``--criterion TEXT[ :: CHECK]`` values as criteria ``ac1``, ``ac2``…
 
     Raises:
-        UsageError: a criterion with no text.
+        UsageError: a criterion with no text, or with ``::`` and no check after it.
     """
     criteria = []
     for number, text in enumerate(texts, start=1):
-        words, _, check = text.partition(CHECK_SEPARATOR)
+        words, separator, check = text.partition(CHECK_SEPARATOR)
         if not words.strip():
             raise UsageError(f"--criterion {text!r} has no text")
+        if (separator and not check.strip()) or text.rstrip().endswith(" ::"):
+            raise UsageError(
+                f"--criterion {text!r} has no check after '::': give 'TEXT :: CHECK', "
+                "or the TEXT alone for a criterion the agent's report decides"
+            )
         if check.strip():
             criteria.append(Criterion(f"ac{number}", words.strip(), check.strip()))
         else:
