@@ -423,7 +423,7 @@ def test_answer_and_approve_a_gate(run: str, capsys: pytest.CaptureFixture[str])
     assert code == 2 and f"run {run} is not waiting for an answer" in err
     store.update(lambda s: setattr(s, "gate", "Which database?"))
     code, out, _ = autopilot(capsys, "answer", run, "sqlite, please")
-    assert code == 0 and "answered 'Which database?'" in out
+    assert code == 0 and "answered 'sqlite, please'" in out and "Which database" not in out
     assert store.read().gate_answer == "sqlite, please"
     code, _, err = autopilot(capsys, "approve")  # answered already: the first answer holds
     assert code == 2 and "'Which database?' was already answered ('sqlite, please')" in err
@@ -445,7 +445,7 @@ def test_an_answer_to_a_run_without_a_daemon_says_how_it_goes_on(
     code, out, _ = autopilot(capsys, "answer", run, "sqlite")
     assert code == 0
     assert out.strip() == (
-        f"autopilot: {run}: answered 'Which database?'; no daemon is running it: "
+        f"autopilot: {run}: answered 'sqlite'; no daemon is running it: "
         f"autopilot start {run} goes on with the answer"
     )
     store.update(lambda s: setattr(s, "gate_answer", None))
@@ -755,7 +755,7 @@ def test_remove_refuses_a_running_item_and_one_others_depend_on_unless_forced(
     assert code == 2 and len(err.strip().splitlines()) == 1 and "no work item 'zz'" in err
     assert [line["id"] for line in _lines(project)] == ["a", "b", "c"]
     code, out, _ = autopilot(capsys, "tasks", "remove", "a", "--force")
-    assert code == 0 and out.strip() == "autopilot: a removed (c no longer depend on it)"
+    assert code == 0 and out.strip() == "autopilot: a removed (c no longer depends on it)"
     assert [(x["id"], x["depends_on"]) for x in _lines(project)] == [("b", []), ("c", ["b"])]
 
 
@@ -938,3 +938,14 @@ def test_import_refuses_a_dependency_cycle_and_a_repeated_story_id(
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "story id 'A' is used by more than one story" in err
     assert not (project / TASKS).exists() or _lines(project) == []
+
+
+def test_an_answer_is_confirmed_shortened_on_one_line(
+    run: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    StateStore(run_dir(runs_root(), run) / "state.json").update(
+        lambda s: setattr(s, "gate", "Which database?")
+    )
+    code, out, _ = autopilot(capsys, "answer", run, "use sqlite\n" + "because " * 20)
+    assert code == 0 and len(out.strip().splitlines()) == 1
+    assert "answered 'use sqlite because because" in out and "…'" in out

@@ -217,5 +217,6 @@ def remove(item_id: str, force: bool) -> None:
         return current.without(item_id).with_items(loose)
 
     project.update(change)
-    after = f" ({', '.join(freed)} no longer depend on it)" if freed else ""
+    verb = "depends" if len(freed) == 1 else "depend"
+    after = f" ({', '.join(freed)} no longer {verb} on it)" if freed else ""
     say(f"autopilot: {item_id} removed{after}")
