@@ -226,7 +226,7 @@ def test_import_prd_json(project: Path, capsys: pytest.CaptureFixture[str]) -> N
     (project / "prd.json").write_text(json.dumps(prd))
     code, out, _ = autopilot(capsys, "tasks", "import", "prd.json")
     assert code == 0
-    assert "imported 1 work items from prd.json (1 open, 0 already done; 2 skipped" in out
+    assert "imported 1 work item from prd.json (1 open, 0 already done; 2 skipped" in out
     assert [x["id"] for x in _lines(project)] == ["US-001", "US-002", "US-003"]
 
 
@@ -249,7 +249,7 @@ def test_import_markdown_checklist(project: Path, capsys: pytest.CaptureFixture[
     with (project / "TODO.md").open("a") as todo:
         todo.write("- [ ] Write the printer\n")
     code, out, _ = autopilot(capsys, "tasks", "import", "TODO.md")
-    assert code == 0 and "imported 1 work items" in out and "2 skipped" in out
+    assert code == 0 and "imported 1 work item from" in out and "2 skipped" in out
     assert [(x["id"], x["prompt"]) for x in _lines(project)][2:] == [
         ("task-3", "Write the printer")
     ]

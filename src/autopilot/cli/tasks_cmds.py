@@ -245,7 +245,7 @@ def import_tasks(path: str) -> None:
     done = sum(1 for i in added if i.status is ItemStatus.COMPLETED)
     already = f"; {skipped} skipped, already in the backlog" if skipped else ""
     say(
-        f"autopilot: imported {len(added)} work items from {path} "
+        f"autopilot: imported {len(added)} work item{'' if len(added) == 1 else 's'} from {path} "
         f"({len(added) - done} open, {done} already done{already})"
     )
     on_word = unchecked(added)
