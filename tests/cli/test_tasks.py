@@ -97,6 +97,8 @@ def test_add_list_show(project: Path, capsys: pytest.CaptureFixture[str]) -> Non
         (["tasks", "add", "x", "--depends-on", "nope"], "--depends-on names no work item: nope"),
         (["tasks", "add", "  "], "the prompt is empty"),
         (["tasks", "add", "x", "--criterion", " :: true"], "has no text"),
+        (["tasks", "add", "x", "--criterion", "text ::"], "has no check after '::'"),
+        (["tasks", "add", "x", "--criterion", "text ::  "], "has no check after '::'"),
         (["tasks", "show", "zz"], "no work item 'zz'"),
         (["tasks", "unblock", "zz"], "no work item 'zz'"),
         (["tasks", "block", "zz", "--reason", "  "], "--reason is empty"),
@@ -225,7 +227,7 @@ def test_import_prd_json(project: Path, capsys: pytest.CaptureFixture[str]) -> N
     (project / "prd.json").write_text(json.dumps(prd))
     code, out, _ = autopilot(capsys, "tasks", "import", "prd.json")
     assert code == 0
-    assert "imported 1 work items from prd.json (1 open, 0 already done; 2 skipped" in out
+    assert "imported 1 work item from prd.json (1 open, 0 already done; 2 skipped" in out
     assert [x["id"] for x in _lines(project)] == ["US-001", "US-002", "US-003"]
 
 
@@ -248,7 +250,7 @@ def test_import_markdown_checklist(project: Path, capsys: pytest.CaptureFixture[
     with (project / "TODO.md").open("a") as todo:
         todo.write("- [ ] Write the printer\n")
     code, out, _ = autopilot(capsys, "tasks", "import", "TODO.md")
-    assert code == 0 and "imported 1 work items" in out and "2 skipped" in out
+    assert code == 0 and "imported 1 work item from" in out and "2 skipped" in out
     assert [(x["id"], x["prompt"]) for x in _lines(project)][2:] == [
         ("task-3", "Write the printer")
     ]
@@ -422,7 +424,7 @@ def test_answer_and_approve_a_gate(run: str, capsys: pytest.CaptureFixture[str])
     assert code == 2 and f"run {run} is not waiting for an answer" in err
     store.update(lambda s: setattr(s, "gate", "Which database?"))
     code, out, _ = autopilot(capsys, "answer", run, "sqlite, please")
-    assert code == 0 and "answered 'Which database?'" in out
+    assert code == 0 and "answered 'sqlite, please'" in out and "Which database" not in out
     assert store.read().gate_answer == "sqlite, please"
     code, _, err = autopilot(capsys, "approve")  # answered already: the first answer holds
     assert code == 2 and "'Which database?' was already answered ('sqlite, please')" in err
@@ -444,7 +446,7 @@ def test_an_answer_to_a_run_without_a_daemon_says_how_it_goes_on(
     code, out, _ = autopilot(capsys, "answer", run, "sqlite")
     assert code == 0
     assert out.strip() == (
-        f"autopilot: {run}: answered 'Which database?'; no daemon is running it: "
+        f"autopilot: {run}: answered 'sqlite'; no daemon is running it: "
         f"autopilot start {run} goes on with the answer"
     )
     store.update(lambda s: setattr(s, "gate_answer", None))
@@ -765,6 +767,14 @@ def test_remove_refuses_a_running_item_and_one_others_depend_on_unless_forced(
         autopilot(capsys, "tasks", "add", item_id, "--id", item_id)
     autopilot(capsys, "tasks", "edit", "c", "--depends-on", "a", "--depends-on", "b")
     autopilot(capsys, "tasks", "edit", "b", "--status", "running")
+    arm_run(  # a backlog run holds b (without one, b was interrupted: removable)
+        runs_root(),
+        RunConfig(agent="demo"),
+        PromptSource(text="x"),
+        project,
+        SystemClock(),
+        mode="backlog",
+    )
     code, _, err = autopilot(capsys, "tasks", "remove", "a")
     assert code == 2 and "c depends on a; change that first" in err
     code, _, err = autopilot(capsys, "tasks", "remove", "b")
@@ -773,7 +783,7 @@ def test_remove_refuses_a_running_item_and_one_others_depend_on_unless_forced(
     assert code == 2 and len(err.strip().splitlines()) == 1 and "no work item 'zz'" in err
     assert [line["id"] for line in _lines(project)] == ["a", "b", "c"]
     code, out, _ = autopilot(capsys, "tasks", "remove", "a", "--force")
-    assert code == 0 and out.strip() == "autopilot: a removed (c no longer depend on it)"
+    assert code == 0 and out.strip() == "autopilot: a removed (c no longer depends on it)"
     assert [(x["id"], x["depends_on"]) for x in _lines(project)] == [("b", []), ("c", ["b"])]
 
 
@@ -839,3 +849,131 @@ def test_import_refuses_a_lone_surrogate(project: Path, capsys: pytest.CaptureFi
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "work item 's1': prompt has a lone surrogate (U+D800)" in err
     assert not (project / TASKS).exists()
+
+
+def test_a_subfolder_means_its_project_for_tasks_and_status(
+    run: str, project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sub = project / "src" / "deep"
+    sub.mkdir(parents=True)
+    monkeypatch.chdir(sub)
+    code, out, _ = autopilot(capsys, "tasks", "list")
+    assert code == 0 and "unit-1" in out and "unit-2" in out
+    assert autopilot(capsys, "tasks", "add", "Three", "--id", "unit-3")[0] == 0
+    assert [line["id"] for line in _lines(project)] == ["unit-1", "unit-2", "unit-3"]
+    assert not (sub / ".autopilot").exists() and not (project / "src" / ".autopilot").exists()
+    code, out, err = autopilot(capsys, "status")
+    assert code == 0 and run in out, err
+
+
+def test_in_a_repository_without_autopilot_files_a_subfolder_means_the_top(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (project / ".git").mkdir()
+    (project / "lib").mkdir()
+    monkeypatch.chdir(project / "lib")
+    assert autopilot(capsys, "tasks", "add", "One")[0] == 0
+    assert [line["id"] for line in _lines(project)] == ["task-1"]
+    assert not (project / "lib" / ".autopilot").exists()
+
+
+def test_unblock_says_a_run_waiting_at_a_backlog_gate_goes_on(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / ".autopilot").mkdir()
+    item = {"id": "alpha", "prompt": "a", "status": "blocked", "blocked_reason": "stuck"}
+    (project / TASKS).write_text(json.dumps(item) + "\n")
+    run_id = arm_run(
+        runs_root(),
+        RunConfig(agent="demo"),
+        PromptSource(text="x"),
+        project,
+        SystemClock(),
+        mode="backlog",
+    )
+    StateStore(run_dir(runs_root(), run_id) / "state.json").update(
+        lambda s: (
+            setattr(s, "gate", "no work item can start: alpha is blocked: stuck"),
+            setattr(s, "status", RunStatus.AWAITING_USER),
+        )
+    )
+    code, out, _ = autopilot(capsys, "tasks", "unblock", "alpha")
+    assert code == 0 and f"run {run_id}, waiting at its gate, goes on" in out
+    StateStore(run_dir(runs_root(), run_id) / "state.json").update(
+        lambda s: setattr(s, "gate", "Which format?")
+    )
+    assert autopilot(capsys, "tasks", "block", "alpha", "--reason", "x")[0] == 0
+    code, out, _ = autopilot(capsys, "tasks", "reopen", "alpha")
+    assert code == 0 and "goes on" not in out
+
+
+def test_a_running_item_no_run_holds_is_interrupted_and_may_be_reopened_or_removed(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What `stop --now` leaves: the item `running` in the file, and no run on it."""
+    (project / ".autopilot").mkdir()
+    items = [
+        {"id": "one", "prompt": "1", "status": "running", "attempt": 1},
+        {"id": "two", "prompt": "2", "status": "running", "attempt": 1},
+    ]
+    (project / TASKS).write_text("".join(json.dumps(i) + "\n" for i in items))
+    code, out, _ = autopilot(capsys, "tasks", "list")
+    assert code == 0 and "interrupted" in out and "the next run resumes it" in out
+    assert "interrupted" in autopilot(capsys, "tasks", "show", "one")[1]
+    assert autopilot(capsys, "tasks", "reopen", "one")[0] == 0
+    assert autopilot(capsys, "tasks", "remove", "two")[0] == 0
+    assert [(line["id"], line["status"]) for line in _lines(project)] == [("one", "reopened")]
+
+
+def test_a_running_item_a_backlog_run_holds_stays_running(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / ".autopilot").mkdir()
+    item = {"id": "one", "prompt": "1", "status": "running", "attempt": 1}
+    (project / TASKS).write_text(json.dumps(item) + "\n")
+    arm_run(
+        runs_root(),
+        RunConfig(agent="demo"),
+        PromptSource(text="x"),
+        project,
+        SystemClock(),
+        mode="backlog",
+    )
+    code, out, _ = autopilot(capsys, "tasks", "list")
+    assert code == 0 and "interrupted" not in out and "running" in out
+    code, _, err = autopilot(capsys, "tasks", "remove", "one")
+    assert code != 0 and "stop its run first" in err
+    code, _, err = autopilot(capsys, "tasks", "reopen", "one")
+    assert code != 0 and "already open (running)" in err
+
+
+def test_import_refuses_a_dependency_cycle_and_a_repeated_story_id(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stories = [
+        {"id": "A", "title": "a"},
+        {"id": "B", "title": "b", "dependsOn": ["C"]},
+        {"id": "C", "title": "c", "dependsOn": ["B"]},
+    ]
+    (project / "prd.json").write_text(json.dumps({"userStories": stories}))
+    code, _, err = autopilot(capsys, "tasks", "import", "prd.json")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "dependency cycle: B -> C -> B" in err and "nothing was imported" in err
+    assert not (project / TASKS).exists() or _lines(project) == []
+    twice = [{"id": "A", "title": "a"}, {"id": "A", "title": "other"}]
+    (project / "prd.json").write_text(json.dumps({"userStories": twice}))
+    code, _, err = autopilot(capsys, "tasks", "import", "prd.json")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "story id 'A' is used by more than one story" in err
+    assert not (project / TASKS).exists() or _lines(project) == []
+
+
+def test_an_answer_is_confirmed_shortened_on_one_line(
+    run: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    StateStore(run_dir(runs_root(), run) / "state.json").update(
+        lambda s: setattr(s, "gate", "Which database?")
+    )
+    code, out, _ = autopilot(capsys, "answer", run, "use sqlite\n" + "because " * 20)
+    assert code == 0 and len(out.strip().splitlines()) == 1
+    assert "answered 'use sqlite because because" in out and "…'" in out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from autopilot.core.backlog_step import (
+    backlog_gate,
     choose_report,
     conclude_item,
     plan_iteration,
@@ -50,10 +51,17 @@ def test_done_only_when_every_completed_item_passed() -> None:
     plan = plan_iteration("r-1", by_hand, 3)
     assert not plan.done
     assert plan.question == (
-        "work items a are completed without passing evidence; reopen them (autopilot tasks "
-        "reopen ID) or mark them not_applicable (autopilot tasks edit ID --status "
+        "work item a is completed without passing evidence; reopen it (autopilot tasks "
+        "reopen ID) or mark it not_applicable (autopilot tasks edit ID --status "
         "not_applicable)"
     )
+    both = [A.with_status(ItemStatus.COMPLETED), B.with_status(ItemStatus.COMPLETED)]
+    assert str(plan_iteration("r-1", both, 3).question).startswith(
+        "work items a, b are completed without passing evidence; reopen them"
+    )
+    assert backlog_gate(str(plan.question))
+    assert backlog_gate(str(plan_iteration("r-1", both, 3).question))
+    assert not backlog_gate("Which format?")
 
 
 def test_a_person_is_asked_when_nothing_can_start() -> None:

@@ -236,3 +236,21 @@ def test_a_persons_change_during_the_sessions_turn_is_refused_not_undone(
     session.stop(clock, active=True, last="stopping")  # the turn ends, the run stops
     assert run_cli(["tasks", "block", "b", "--reason", "x"], cwd=project).returncode == 0
     assert _tasks(project)["b"]["status"] == "blocked"
+
+
+def test_a_backlog_gate_is_released_at_the_next_stop_once_the_item_is_unblocked(
+    tmp_path: Path, project: Path
+) -> None:
+    tasks = project / ".autopilot" / "tasks.jsonl"
+    held = {**ITEMS[1], "status": "blocked", "blocked_reason": "waiting for the key"}
+    tasks.write_text(json.dumps(held) + "\n")
+    clock, run_id, session = _armed(tmp_path, project)
+    first = json.loads(session.stop(clock, last="armed"))
+    assert "no work item can start: b is blocked" in first["systemMessage"]
+    unblocked = run_cli(["tasks", "unblock", "b"], cwd=project)
+    assert unblocked.returncode == 0, unblocked.stderr
+    session.prompt("go on")
+    assert "work-item: b" in blocks(session.stop(clock, last="ok"))
+    gates = [e.get("state") for e in events_of(run_id) if e["type"] == "gate"]
+    assert gates == ["waiting", "released"]
+    assert state_of(run_id).get("gate") is None

@@ -273,8 +273,9 @@ def test_a_backlog_held_back_by_a_person_waits_for_an_answer(tmp_path: Path) -> 
 
 def test_a_lying_agent_in_a_backlog_run_halts_on_stagnation(tmp_path: Path) -> None:
     """It reports continue_next, prints COMPLETE and changes nothing: its checks fail,
-    the promise is refused, and the third identical answer halts the run."""
-    rig = arm_backlog(tmp_path, max_iterations=20)
+    the promise is refused, and the third identical answer halts the run (before the
+    item's attempts run out: those would block it and move on)."""
+    rig = arm_backlog(tmp_path, max_iterations=20, max_item_attempts=5)
     cwd = rig.root.parent / "work"
 
     def start(request: RunRequest) -> None:
@@ -528,3 +529,91 @@ def test_an_answer_where_no_item_can_start_gives_every_spent_item_more_attempts(
     path = rig.root.parent / "work" / ".autopilot" / "tasks.jsonl"
     reasons = [json.loads(line)["blocked_reason"] for line in path.read_text().splitlines()]
     assert [r.split(" (")[0] for r in reasons] == ["attempt 2 did not complete it"] * 2
+
+
+def test_a_backlog_gate_is_released_when_a_person_unblocks_the_item_in_the_file(
+    tmp_path: Path,
+) -> None:
+    """Doing what the gate says (``tasks unblock gamma``) is enough: no answer needed."""
+    blocked = {**ITEMS[2], "status": "blocked", "blocked_reason": "waiting for the API key"}
+    rig = arm_backlog(tmp_path, [blocked])
+    path = rig.root.parent / "work" / ".autopilot" / "tasks.jsonl"
+
+    def unblock(_: RunState) -> None:
+        path.write_text(json.dumps(ITEMS[2]) + "\n")
+
+    asked = at_first_gate(rig, unblock)
+    driver, runner = rig.driver([agent(rig, lambda i, n, c: ("continue_next", {}, ("ok",)))])
+    assert driver.run().reason == "backlog_done"
+    assert asked == ["no work item can start: gamma is blocked: waiting for the API key"]
+    assert [_item_of(r) for r in runner.requests] == ["gamma"]
+    gates = [e for e in _events(rig) if e["type"] == "gate"]
+    assert [g["state"] for g in gates] == ["waiting", "released"]
+    assert "released by the backlog change" in gates[1]["note"]
+    assert read_state(rig.folder / "state.json").gate is None
+
+
+def test_an_items_own_question_is_not_released_by_a_change_to_the_file(tmp_path: Path) -> None:
+    rig = arm_backlog(tmp_path, [ITEMS[2]], max_iterations=3)
+    path = rig.root.parent / "work" / ".autopilot" / "tasks.jsonl"
+    seen: list[str] = []
+    store = StateStore(rig.folder / "state.json")
+    plain_sleep = rig.clock.sleep
+
+    def sleep(seconds: float) -> None:
+        plain_sleep(seconds)
+        gate = store.read().gate
+        if gate and len(seen) < 3:
+            seen.append(gate)
+            path.write_text(path.read_text() + "")  # the same items, written again
+            if len(seen) == 3:
+                store.update(lambda s: setattr(s, "gate_answer", "markdown"))
+
+    rig.clock.sleep = sleep  # type: ignore[method-assign]
+
+    def ask(item: str, n: int, cwd: Path) -> tuple[str, dict[str, bool], tuple[str, ...]]:
+        if n == 1:
+            return "ask_user_meta", {}, ("Which format?",)
+        return "continue_next", {}, ("ok",)
+
+    driver, _ = rig.driver([agent(rig, ask)])
+    driver.run()
+    assert seen and all(g == seen[0] for g in seen) and len(seen) == 3
+    states = [e.get("state") for e in _events(rig) if e["type"] == "gate"]
+    assert "released" not in states and "answered" in states
+
+
+def test_an_item_blocked_for_its_attempts_ends_the_stagnation_streak_and_the_next_is_tried(
+    tmp_path: Path,
+) -> None:
+    """The liar again, at the default 3 attempts: the third blocks alpha (the backlog's
+    verdict, not the run's stagnation) and gamma is tried next."""
+    rig = arm_backlog(tmp_path, [ITEMS[0], ITEMS[2]], max_iterations=20)
+
+    def start(request: RunRequest) -> None:
+        report = ItemReport(_item_of(request), ItemDecision.CONTINUE_NEXT, {"ac1": True}, ())
+        write_report(rig.folder, report, ts_ms=rig.clock.now_ms(), iteration=None)
+
+    liar = Scripted(claude_lines("I did everything.\n\nCOMPLETE", tools=0), on_start=start)
+    asked = at_first_gate(rig, lambda s: setattr(s, "stop_requested", True))
+    driver, runner = rig.driver([liar])
+    result = driver.run()
+    assert result.reason != "stagnation"
+    assert [_item_of(r) for r in runner.requests][:4] == ["alpha", "alpha", "alpha", "gamma"]
+    ends = [(e["itemId"], e["status"]) for e in _events(rig) if e["type"] == "workitem_end"]
+    assert ("alpha", "blocked") in ends
+    streaks = [(e["iteration"], e["streak"]) for e in _events(rig) if e["type"] == "stagnation"]
+    assert (3, 3) not in streaks and asked
+
+
+def test_the_agent_is_told_its_work_item_and_attempt_in_its_environment(tmp_path: Path) -> None:
+    failing = {"acceptance_criteria": [{"id": "ac1", "text": "x", "check": "false"}]}
+    items = [{"id": "alpha", "prompt": "a", **failing}, {"id": "gamma", "prompt": "g"}]
+    rig = arm_backlog(tmp_path, items, max_iterations=3, max_item_attempts=2)
+    driver, runner = rig.driver([agent(rig, lambda *_: ("continue_next", {"ac1": True}, ("ok",)))])
+    driver.run()
+    told = [
+        (r.env.get("AUTOPILOT_WORK_ITEM"), r.env.get("AUTOPILOT_ATTEMPT")) for r in runner.requests
+    ]
+    assert told == [("alpha", "1"), ("alpha", "2"), ("gamma", "1")]
+    assert all(r.env["AUTOPILOT_ITERATION"] == str(n) for n, r in enumerate(runner.requests, 1))

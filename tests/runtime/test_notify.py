@@ -50,6 +50,8 @@ def test_which_events_notify() -> None:
     assert notification_for({"type": "supervisor_giveup", "note": "6 crashes"}, run) is not None
     gate = notification_for({"type": "gate", "question": "Use Postgres?"}, run)
     assert gate is not None and "Use Postgres?" in gate.body and "autopilot answer" in gate.body
+    for state in ("answered", "released"):  # nobody is waited for any more
+        assert notification_for({"type": "gate", "state": state, "question": "Q?"}, run) is None
     short = {"type": "rate_limited", "ts": 0, "waitingUntil": 5 * 60 * 1000}
     long = {"type": "rate_limited", "ts": 0, "waitingUntil": 11 * 60 * 1000}
     assert notification_for(short, run) is None

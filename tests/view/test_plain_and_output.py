@@ -273,4 +273,5 @@ def test_a_waiting_gate_gets_a_hint_and_an_answered_one_none() -> None:
     assert hint.endswith("autopilot answer r1 TEXT, or autopilot approve r1")
     assert waiting_hint({"type": "gate", "question": "why?"}, "r1") is not None  # a decision's gate
     assert waiting_hint({"type": "gate", "state": "answered", "answer": "go"}, "r1") is None
+    assert waiting_hint({"type": "gate", "state": "released", "question": "why?"}, "r1") is None
     assert waiting_hint({"type": "warning", "question": "why?"}, "r1") is None

@@ -90,8 +90,14 @@ def answer(words: tuple[str, ...]) -> int:
     state = give_answer(folder, text)
     note = answered_items(state)
     said = f" ({note})" if note else ""
-    say(f"autopilot: {folder.name}: answered {state.gate!r}{said}; {what_follows(state)}")
+    say(f"autopilot: {folder.name}: answered {_shortened(text)!r}{said}; {what_follows(state)}")
     return 0
+
+
+def _shortened(text: str, limit: int = 60) -> str:
+    """``text`` on one line, cut to ``limit`` characters (``…`` ends a cut one)."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def answered_items(state: RunState) -> str:

@@ -14,11 +14,13 @@ from autopilot.cli.tasks_common import (
     find_item,
     parse_criteria,
     project_backlog,
+    project_here,
     read_backlog,
 )
 from autopilot.cli.tasks_edit import edit, remove
 from autopilot.cli.tasks_view import item_details, item_rows
 from autopilot.core.decisions import fresh_attempts
+from autopilot.core.ready_queue import backlog_problems
 from autopilot.core.workitems import (
     CompletionState,
     FocusLayer,
@@ -119,7 +121,7 @@ def list_tasks(as_json: bool) -> None:
     if not current.items:
         say("no work items (autopilot tasks add PROMPT, or autopilot tasks import FILE)")
         return
-    for line in item_rows(current.items):
+    for line in item_rows(current.items, interrupted=_interrupted(current)):
         say(line)
 
 
@@ -128,8 +130,17 @@ def list_tasks(as_json: bool) -> None:
 def show(item_id: str) -> None:
     """Show one work item in full."""
     current = read_backlog(project_backlog())
-    for line in item_details(find_item(current, item_id), current.items):
+    item = find_item(current, item_id)
+    for line in item_details(item, current.items, interrupted=_interrupted(current)):
         say(line)
+
+
+def _interrupted(current: BacklogFile) -> bool:
+    """An item is running in the file and no run of the project holds it."""
+    from autopilot.cli.tasks_guard import a_run_holds_items
+
+    running = any(item.status is ItemStatus.RUNNING for item in current.items)
+    return running and not a_run_holds_items(project_here())
 
 
 @tasks.command(context_settings=_HELP)
@@ -165,6 +176,7 @@ def unblock(item_id: str) -> None:
 
     item, _ = change_item(item_id, change)
     say(f"autopilot: {item_id} is {item.status.value}")
+    _say_waiting_runs_go_on()
 
 
 @tasks.command(context_settings=_HELP)
@@ -172,8 +184,11 @@ def unblock(item_id: str) -> None:
 def reopen(item_id: str) -> None:
     """Open a completed, stopped, not-applicable or blocked work item again."""
 
+    from autopilot.cli.tasks_guard import a_run_holds_items
+
     def change(item: WorkItem) -> WorkItem:
-        if item.status in (ItemStatus.READY, ItemStatus.REOPENED, ItemStatus.RUNNING):
+        held = item.status is ItemStatus.RUNNING and a_run_holds_items(project_here())
+        if item.status in (ItemStatus.READY, ItemStatus.REOPENED) or held:
             raise BacklogError(f"{item.id} is already open ({item.status.value})")
         completion = replace(
             item.completion,
@@ -187,6 +202,18 @@ def reopen(item_id: str) -> None:
 
     change_item(item_id, change)
     say(f"autopilot: {item_id} is reopened")
+    _say_waiting_runs_go_on()
+
+
+def _say_waiting_runs_go_on() -> None:
+    """Name each run of this project that a change like this releases from its gate."""
+    from autopilot.cli.tasks_guard import runs_waiting_at_a_backlog_gate
+
+    for run_id in runs_waiting_at_a_backlog_gate(project_here()):
+        say(
+            f"autopilot: run {run_id}, waiting at its gate, goes on with this change "
+            "(no answer needed)"
+        )
 
 
 @tasks.command(name="import", context_settings=_HELP)
@@ -206,6 +233,10 @@ def import_tasks(path: str) -> None:
         found = parse_import(data, source.name, current.items)
         for item in found.items:
             checked_item(item, BacklogError)
+        new_ids = {item.id for item in found.items}
+        for problem in backlog_problems(current.append(found.items).items):
+            if problem.kind == "dependency_cycle" and new_ids & set(problem.ids):
+                raise BacklogError(f"{source.name}: {problem.message}; nothing was imported")
         imported.append(found)
         return current.append(found.items) if found.items else current
 
@@ -214,7 +245,7 @@ def import_tasks(path: str) -> None:
     done = sum(1 for i in added if i.status is ItemStatus.COMPLETED)
     already = f"; {skipped} skipped, already in the backlog" if skipped else ""
     say(
-        f"autopilot: imported {len(added)} work items from {path} "
+        f"autopilot: imported {len(added)} work item{'' if len(added) == 1 else 's'} from {path} "
         f"({len(added) - done} open, {done} already done{already})"
     )
     on_word = unchecked(added)

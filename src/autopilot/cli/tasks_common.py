@@ -12,15 +12,21 @@ from autopilot.core.ready_queue import backlog_problems
 from autopilot.core.workitems import Criterion, ItemFormatError, WorkItem, item_from_json
 from autopilot.errors import BacklogError, UsageError
 from autopilot.store.backlog import Backlog, BacklogFile
-from autopilot.store.paths import runs_root
+from autopilot.store.paths import project_of, runs_root
 
 CHECK_SEPARATOR = " :: "
 TASKS_PATH = Path(".autopilot/tasks.jsonl")
 
 
+def project_here() -> Path:
+    """The project the current directory is in (``store.paths.project_of``): in a
+    subfolder, the project above it."""
+    return project_of(Path.cwd().resolve())
+
+
 def project_backlog(project: Path | None = None) -> Backlog:
-    """The backlog of ``project`` (default: the current directory)."""
-    return Backlog((project or Path.cwd()).resolve(), runs_root() / ".locks")
+    """The backlog of ``project`` (default: the project of the current directory)."""
+    return Backlog(project.resolve() if project else project_here(), runs_root() / ".locks")
 
 
 def read_backlog(backlog: Backlog) -> BacklogFile:
@@ -52,13 +58,18 @@ def parse_criteria(texts: Sequence[str]) -> tuple[Criterion, ...]:
     """``--criterion TEXT[ :: CHECK]`` values as criteria ``ac1``, ``ac2``…
 
     Raises:
-        UsageError: a criterion with no text.
+        UsageError: a criterion with no text, or with ``::`` and no check after it.
     """
     criteria = []
     for number, text in enumerate(texts, start=1):
-        words, _, check = text.partition(CHECK_SEPARATOR)
+        words, separator, check = text.partition(CHECK_SEPARATOR)
         if not words.strip():
             raise UsageError(f"--criterion {text!r} has no text")
+        if (separator and not check.strip()) or text.rstrip().endswith(" ::"):
+            raise UsageError(
+                f"--criterion {text!r} has no check after '::': give 'TEXT :: CHECK', "
+                "or the TEXT alone for a criterion the agent's report decides"
+            )
         if check.strip():
             criteria.append(Criterion(f"ac{number}", words.strip(), check.strip()))
         else:
@@ -109,7 +120,7 @@ def change_item(item_id: str, change: Callable[[WorkItem], WorkItem]) -> tuple[W
     """
     from autopilot.cli.tasks_guard import refuse_during_an_iteration
 
-    project = Path.cwd().resolve()
+    project = project_here()
     changed: list[tuple[WorkItem, bool]] = []
 
     def apply(current: BacklogFile) -> BacklogFile:

@@ -185,7 +185,7 @@ def _edit_in_editor(item_id: str) -> None:
 )
 def remove(item_id: str, force: bool) -> None:
     """Remove a work item from the backlog."""
-    from autopilot.cli.tasks_guard import refuse_during_an_iteration
+    from autopilot.cli.tasks_guard import a_run_holds_items, refuse_during_an_iteration
 
     project = project_backlog()
     freed: list[str] = []
@@ -199,7 +199,7 @@ def remove(item_id: str, force: bool) -> None:
                 "give each item its own id first"
             )
         dependents = [i for i in current.items if item_id in i.depends_on and i.id != item_id]
-        if not force and item.status is ItemStatus.RUNNING:
+        if not force and item.status is ItemStatus.RUNNING and a_run_holds_items(project.project):
             raise BacklogError(
                 f"{item_id} is running; stop its run first, or add --force to remove it"
             )
@@ -217,5 +217,6 @@ def remove(item_id: str, force: bool) -> None:
         return current.without(item_id).with_items(loose)
 
     project.update(change)
-    after = f" ({', '.join(freed)} no longer depend on it)" if freed else ""
+    verb = "depends" if len(freed) == 1 else "depend"
+    after = f" ({', '.join(freed)} no longer {verb} on it)" if freed else ""
     say(f"autopilot: {item_id} removed{after}")

@@ -81,3 +81,48 @@ def _resolved(path: Path) -> Path:
         return path.resolve()
     except (OSError, RuntimeError):
         return path
+
+
+def runs_waiting_at_a_backlog_gate(project: Path) -> list[str]:
+    """The backlog runs of ``project`` (driver runs, not hook runs) waiting at a gate
+    autopilot derived from the backlog (``core.backlog_step.backlog_gate``): a change
+    that lets an item start releases it, and the run goes on by itself."""
+    from autopilot.core.backlog_step import backlog_gate
+    from autopilot.core.vocabulary import RunStatus
+
+    root = runs_root(create=False)
+    if not root.is_dir():
+        return []
+    waiting = []
+    for run_id in list_run_ids(root):
+        state = read_state_quietly(RunDir(root / run_id).state)
+        if state is None or state.terminated or state.mode != "backlog" or state.cwd is None:
+            continue
+        if Path(state.cwd) != project or state.status is not RunStatus.AWAITING_USER:
+            continue
+        if state.gate is not None and backlog_gate(state.gate):
+            waiting.append(run_id)
+    return waiting
+
+
+def a_run_holds_items(project: Path) -> bool:
+    """Is a backlog or hook run of ``project`` (its backlog's project: the checkout of
+    a ``--worktree`` run) not ended? Without one, an item ``running`` in ``tasks.jsonl``
+    was interrupted (``stop --now``, a crash): the next run resumes it
+    (``pending-decision: missing``), and a person may reopen or remove it. A run whose
+    driver died counts: a relaunch goes on with its item."""
+    from autopilot.workspace.worktrees import RunWorktree, project_home
+
+    root = runs_root(create=False)
+    if not root.is_dir():
+        return False
+    for run_id in list_run_ids(root):
+        state = read_state_quietly(RunDir(root / run_id).state)
+        if state is None or state.terminated or state.mode not in ("backlog", HOOK_MODE):
+            continue
+        if state.cwd is None:
+            continue
+        worktree = RunWorktree.from_json(state.extra.get("worktree"))
+        if project in (Path(state.cwd), project_home(Path(state.cwd), worktree)):
+            return True
+    return False

@@ -17,8 +17,14 @@ BLOCKED_BY_DEPENDENCY = "blocked-by-dependency"
 """What ``tasks list`` shows for a ready item whose dependencies are not done yet."""
 
 
-def item_rows(items: Sequence[WorkItem]) -> list[str]:
-    """One line per item: mark, id, status, label, attempt and why it waits."""
+INTERRUPTED = "interrupted"
+"""What ``tasks list`` shows for an item ``running`` in the file that no run holds."""
+INTERRUPTED_NOTE = " (no run is on it: the next run resumes it)"
+
+
+def item_rows(items: Sequence[WorkItem], *, interrupted: bool = False) -> list[str]:
+    """One line per item: mark, id, status, label, attempt and why it waits.
+    ``interrupted``: no run holds the backlog, so a running item shows as interrupted."""
     upcoming = next_item(items)
     by_id: dict[str, WorkItem] = {}
     for item in items:
@@ -35,15 +41,23 @@ def item_rows(items: Sequence[WorkItem]) -> list[str]:
             attempt += f" (waits on {', '.join(unmet)})"
         if item.status is ItemStatus.BLOCKED and item.blocked_reason:
             attempt += f" — {' '.join(item.blocked_reason.split())[:120]}"
+        if item.status is ItemStatus.RUNNING and interrupted:
+            status, attempt = INTERRUPTED, attempt + INTERRUPTED_NOTE
         rows.append(f"{mark} {item.id:<16} {status:<21} {label[:70]}{attempt}")
     return rows
 
 
-def item_details(item: WorkItem, items: Sequence[WorkItem]) -> list[str]:
-    """``item`` in full; ``items`` (the whole backlog) give its dependencies' status."""
+def item_details(
+    item: WorkItem, items: Sequence[WorkItem], *, interrupted: bool = False
+) -> list[str]:
+    """``item`` in full; ``items`` (the whole backlog) give its dependencies' status;
+    ``interrupted`` as for ``item_rows``."""
     by_id = {i.id: i for i in items}
     lines = [f"{item.id}: {item.title or ''}".rstrip(": ")]
-    lines.append(f"  status:      {item.status.value} (attempt {item.attempt})")
+    status = item.status.value
+    if item.status is ItemStatus.RUNNING and interrupted:
+        status = f"running, {INTERRUPTED}{INTERRUPTED_NOTE}"
+    lines.append(f"  status:      {status} (attempt {item.attempt})")
     if item.blocked_reason:
         lines.append(f"  blocked:     {item.blocked_reason}")
     lines.append(f"  focus layer: {item.focus_layer.value}")

@@ -66,8 +66,8 @@ class BacklogFacts:
         question: A person must answer this before the run goes on.
         done: No item is open any more and every completed item passed its checks.
         open_items: Items still open.
-        item_closed: The item was completed, stopped or set aside for a person
-            (progress, whatever the work tree shows).
+        item_closed: The item was completed, stopped, set aside for a person or
+            blocked (progress, whatever the work tree shows: the run moves on).
         reopened_notice: The notice for the agent when the item was reopened.
         events: The item's events (``workitem_end``, ``workitem_recorded``,
             ``backlog_snapshot``, warnings), as (type, fields).

@@ -135,6 +135,19 @@ def plan_iteration(
     return IterationPlan(with_item_replaced(items, started), started, prompt, events=events)
 
 
+UNPROVEN_GATE = " completed without passing evidence; "
+"""Part of the gate of a backlog whose completed items lack passing evidence."""
+
+
+def backlog_gate(question: str) -> bool:
+    """True for a gate autopilot derived from the backlog (no item can start, or the
+    completed items lack passing evidence), not an item's question to a person: a
+    change to ``tasks.jsonl`` that plans something else releases it."""
+    return question.startswith(NO_ITEM_CAN_START) or (
+        question.startswith("work item") and UNPROVEN_GATE in question
+    )
+
+
 def _no_item(items: tuple[WorkItem, ...]) -> IterationPlan:
     still_open = open_items(items)
     if not still_open:
@@ -145,11 +158,14 @@ def _no_item(items: tuple[WorkItem, ...]) -> IterationPlan:
         ]
         if not unproven:
             return IterationPlan(items, done=True)
+        one = len(unproven) == 1
         return IterationPlan(
             items,
             question=(
-                f"work items {', '.join(unproven)} are completed without passing evidence; "
-                "reopen them (autopilot tasks reopen ID) or mark them not_applicable "
+                f"work item{'' if one else 's'} {', '.join(unproven)} "
+                f"{'is' if one else 'are'}{UNPROVEN_GATE}"
+                f"reopen {'it' if one else 'them'} (autopilot tasks reopen ID) or mark "
+                f"{'it' if one else 'them'} not_applicable "
                 "(autopilot tasks edit ID --status not_applicable)"
             ),
         )

@@ -160,10 +160,10 @@ class _StopGates:
         self.record = record
         self.held: str | None = None
 
-    def await_answer(self) -> str | None:
+    def await_answer(self, released: Callable[[], bool] = lambda: False) -> str | None:
         state = self.record.refresh()
         answer = state.gate_answer
-        if answer is None:
+        if answer is None and not released():  # released: the gate is cleared, no answer
             self.record.update(lambda s: setattr(s, "status", RunStatus.AWAITING_USER))
             self.held = (
                 f"waits for your answer: {state.gate} "

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from autopilot.core.backlog_step import (
+    backlog_gate,
     plan_iteration,
     reconcile,
 )
@@ -126,6 +127,7 @@ class BacklogShell:
     ours: tuple[WorkItem, ...] | None = field(default=None, init=False)
     running: WorkItem | None = field(default=None, init=False)
     _problems_told: tuple[str, ...] = field(default=(), init=False)
+    _gate_seen: str | None = field(default=None, init=False)
     _lowered_told: set[tuple[tuple[str, int, int], str]] = field(default_factory=set, init=False)
     marks: MarkBook = field(init=False)
 
@@ -272,6 +274,24 @@ class BacklogShell:
         self.emit_all(plan.events, iteration)
         self.running = plan.item
         return Begun(item=plan.item, prompt=plan.prompt)
+
+    def gate_released(self, question: str) -> bool:
+        """While the run waits at gate ``question``: True when it was derived from the
+        backlog (``core.backlog_step.backlog_gate``) and ``tasks.jsonl``, changed since
+        last asked, now plans something else (an item can start, the backlog is done,
+        or another question). Never for an item's question, nor for a lane. Reads the
+        file; plans only when its digest changed."""
+        if self.lanes is not None or not backlog_gate(question):
+            return False
+        try:
+            found = self.backlog.read()
+        except BacklogError:
+            return False
+        if found.digest == self._gate_seen or not found.exists or found.hold():
+            return False
+        self._gate_seen = found.digest
+        plan = plan_iteration(self.run_id, found.items, 0, run_surface=self.run_surface)
+        return plan.question != question
 
     def take_up_running(self) -> WorkItem | None:
         """Take up the item another process started (a hook run's Stop begins an

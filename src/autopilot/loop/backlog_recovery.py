@@ -40,6 +40,8 @@ WORK_ITEM_FILE = "workitem.json"
 """In an attempt's folder: the work item it is on and the work tree's mark before it."""
 
 _MAX_RECORD_BYTES = 16 * 1024 * 1024
+WORK_ITEM_ENV = "AUTOPILOT_WORK_ITEM"
+ATTEMPT_ENV = "AUTOPILOT_ATTEMPT"
 
 
 @dataclass(frozen=True)
@@ -50,11 +52,21 @@ class StartedItem:
         item_id: The item's id.
         iteration: The iteration's number.
         mark: The work tree just before the agent started (None: not recorded).
+        attempt: The item's attempt number (None: not recorded).
     """
 
     item_id: str
     iteration: int
     mark: TreeMark | None = None
+    attempt: int | None = None
+
+    def agent_env(self) -> dict[str, str]:
+        """What the agent's environment says of its item: ``AUTOPILOT_WORK_ITEM`` (the
+        item's id) and ``AUTOPILOT_ATTEMPT`` (its attempt number, when recorded)."""
+        env = {WORK_ITEM_ENV: self.item_id}
+        if self.attempt is not None:
+            env[ATTEMPT_ENV] = str(self.attempt)
+        return env
 
 
 def record_started(
@@ -68,7 +80,12 @@ def record_started(
     Raises:
         OSError: they cannot be written.
     """
-    data = {"itemId": item.id, "iteration": iteration, "mark": mark.to_json()}
+    data = {
+        "itemId": item.id,
+        "iteration": iteration,
+        "attempt": item.attempt,
+        "mark": mark.to_json(),
+    }
     write_private(folder / WORK_ITEM_FILE, json.dumps(data).encode("utf-8"))
     if shell is not None:
         shell.marks.started(item.id, iteration, mark)
@@ -89,7 +106,9 @@ def read_started(folder: Path) -> StartedItem | None:
     item_id, iteration = data.get("itemId"), data.get("iteration")
     if not isinstance(item_id, str) or not isinstance(iteration, int):
         return None
-    return StartedItem(item_id, iteration, TreeMark.from_json(data.get("mark")))
+    attempt = data.get("attempt")
+    attempt = attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else None
+    return StartedItem(item_id, iteration, TreeMark.from_json(data.get("mark")), attempt)
 
 
 def started_in_log(events: Iterable[Mapping[str, Any]], iteration: int) -> StartedItem | None:

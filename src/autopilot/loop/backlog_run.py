@@ -18,6 +18,7 @@ from autopilot.core.attempt import Attempt, BacklogFacts
 from autopilot.core.continuation import reopened_notice
 from autopilot.core.digest import sha256_hex
 from autopilot.core.vocabulary import EventType, Progress, RunStatus
+from autopilot.core.workitems import ItemStatus
 from autopilot.loop.approved import ApprovedRun
 from autopilot.loop.armed_limits import held_config, logged_limits, on_disk_limits
 from autopilot.loop.backlog import BacklogShell, Begun
@@ -58,8 +59,8 @@ class Gates(Protocol):
 
     record: Any
 
-    def await_answer(self) -> str | None:
-        """Wait for an answer at the gate."""
+    def await_answer(self, released: Callable[[], bool] = ...) -> str | None:
+        """Wait for an answer at the gate (None: stopped, or ``released()``)."""
         ...
 
     def hold_until(
@@ -81,7 +82,15 @@ def backlog_boundary(shell: BacklogShell, state: Any, waits: Gates) -> Boundary:
     record = waits.record
     if state.gate is not None:
         question = state.gate
-        answer = waits.await_answer()
+        answer = waits.await_answer(lambda: shell.gate_released(question))
+        if answer is None and record.state.gate is None:  # not stopped: released
+            shell.emit(
+                "gate",
+                state="released",
+                question=question,
+                note="the gate was released by the backlog change: tasks.jsonl now "
+                "lets the run go on",
+            )
         if answer is not None:
             items = shell.answer(answer, question)
             shell.emit(
@@ -163,7 +172,11 @@ def attempt_with(
         question=ended.question,
         done=done,
         open_items=shell.open_count(),
-        item_closed=not ended.item.is_open or ended.question is not None,
+        # Blocked (its attempts spent, say) is the backlog's verdict on the item, and
+        # the run moves on to the next one: never the run's stagnation.
+        item_closed=not ended.item.is_open
+        or ended.question is not None
+        or ended.item.status is ItemStatus.BLOCKED,
         reopened_notice=reopened_notice(ended.item),
     )
     if facts.item_closed:

@@ -143,10 +143,17 @@ class Launcher:
             message = f"cannot start {self.adapter.name}: {error}"
             write_private(attempt.stderr, (message + "\n").encode("utf-8", "replace"))
             return ProcessResult(EndedBy.LAUNCH_FAILED, None, message, message, 0, 0, 0.0), parser
+        from autopilot.loop.backlog_recovery import read_started
+
+        started_on = read_started(attempt.path)  # a backlog run's item, before the agent
         env = agent_environment(
             self.base_env,
             invocation,
-            {"AUTOPILOT_RUN_ID": self.run_id, "AUTOPILOT_ITERATION": str(number)},
+            {
+                "AUTOPILOT_RUN_ID": self.run_id,
+                "AUTOPILOT_ITERATION": str(number),
+                **(started_on.agent_env() if started_on is not None else {}),
+            },
             needed=self.adapter.env_needed,
             exclude=config.env_exclude,
         )

@@ -81,7 +81,7 @@ def notification_for(event: Mapping[str, Any], run_id: str) -> Notification | No
             f"the daemon kept crashing and the supervisor gave up{detail}",
             Tone.FAILURE,
         )
-    if kind == "gate":
+    if kind == "gate" and event.get("state", "waiting") == "waiting":  # not answered, released
         question = event.get("question") or event.get("note") or "a decision is waiting"
         return Notification(
             f"autopilot: {run_id} is waiting for you",

@@ -194,9 +194,11 @@ class Waits:
 
         self.record.update(done)
 
-    def await_answer(self) -> str | None:
+    def await_answer(self, released: Callable[[], bool] = lambda: False) -> str | None:
         """Wait at a gate (status ``awaiting_user``) until a person answers (``autopilot
-        answer``/``approve``) or the run is stopped; returns the answer (None: stopped).
+        answer``/``approve``), ``released()`` (polled as the answer is) or the run is
+        stopped; returns the answer (None: stopped, the gate kept; or released, the
+        gate cleared).
 
         The answer is taken from ``state.json`` and the gate cleared."""
         self.holds += 1
@@ -207,6 +209,8 @@ class Waits:
                 return None
             if state.gate_answer is not None:
                 break
+            if released():
+                break  # no answer: None, the gate cleared
             self.clock.sleep(FLAG_POLL_SECONDS)
         answer = state.gate_answer
 

@@ -89,8 +89,9 @@ def parse_prd_json(
             a mapping to their items' ids lets a ``dependsOn`` name a skipped story.
 
     Raises:
-        BacklogError: not JSON, no ``userStories`` list of objects, or a
-            ``dependsOn`` that names no story of the file nor item of the backlog.
+        BacklogError: not JSON, no ``userStories`` list of objects, two stories with
+            one id, or a ``dependsOn`` that names no story of the file nor item of the
+            backlog.
     """
     try:
         value = json.loads(data.decode("utf-8"))
@@ -103,6 +104,15 @@ def parse_prd_json(
     stories = value.get("userStories") if isinstance(value, dict) else None
     if not isinstance(stories, list) or not all(isinstance(s, dict) for s in stories):
         raise BacklogError(f"{source}: no 'userStories' list of objects (a prd.json)")
+    seen_ids: set[str] = set()
+    for story in stories:
+        story_id = _str(story.get("id"))
+        if story_id and story_id in seen_ids:
+            raise BacklogError(
+                f"{source}: story id {story_id!r} is used by more than one story; give each "
+                "its own id; nothing was imported"
+            )
+        seen_ids.add(story_id)
     ordered = sorted(enumerate(stories), key=lambda pair: (_priority(pair[1]), pair[0]))
     used = set(taken)
     items: list[WorkItem] = []

@@ -157,6 +157,24 @@ def _parent_of_lane(state: RunState) -> str | None:
     return parent if isinstance(parent, str) else None
 
 
+def project_of(cwd: Path) -> Path:
+    """The project a command given in ``cwd`` means: the nearest of ``cwd`` and its
+    parents holding a ``.autopilot/`` folder, else the top of the git work tree
+    holding ``cwd`` (the folder with ``.git``), else ``cwd``. The search stops at
+    the work tree's top and never takes the home directory above ``cwd`` (a stray
+    ``~/.autopilot`` is not every project's). Reads folder names only, no git.
+    """
+    home = Path.home()
+    for folder in (cwd, *cwd.parents):
+        if folder != cwd and folder == home:
+            break
+        if (folder / ".autopilot").is_dir():
+            return folder
+        if (folder / ".git").exists():
+            return folder
+    return cwd
+
+
 def resolve_run(root: Path, ref: str | None, *, project: Path | None = None) -> str:
     """Resolve a RUN argument to a run id.
 
@@ -166,7 +184,8 @@ def resolve_run(root: Path, ref: str | None, *, project: Path | None = None) -> 
             newest run that has not ended, else its newest run (``project`` None:
             any project). A ``--worktree`` run started in ``project`` counts; a
             parallel run's lane does not (its parallel run is meant).
-        project: The project directory whose newest run an omitted RUN means.
+        project: The directory whose newest run an omitted RUN means: a run started
+            there, or in its project (``project_of``: a subfolder means its project).
 
     Raises:
         RunNotFoundError: nothing matches, or a prefix matches several runs.
@@ -176,15 +195,16 @@ def resolve_run(root: Path, ref: str | None, *, project: Path | None = None) -> 
     run_ids = list_run_ids(root)
     if ref is None:
         newest: str | None = None
+        places = set() if project is None else {str(project), str(project_of(project))}
         for run_id in run_ids:
             state = read_state_quietly(RunDir(root / run_id).state)
             if state is None:
                 # Unreadable: named by its log's first event, so the command says what is
                 # wrong with this project's run instead of "no runs".
-                if project is None or _armed_cwd(RunDir(root / run_id)) == str(project):
+                if project is None or _armed_cwd(RunDir(root / run_id)) in places:
                     newest = newest or run_id
                 continue
-            if project is not None and str(project) not in (state.cwd, _started_in(state)):
+            if project is not None and not places & {state.cwd, _started_in(state)}:
                 continue
             if state is not None and _parent_of_lane(state) in run_ids:
                 continue  # a parallel run's lane: "this project's run" is the parallel run

@@ -115,7 +115,7 @@ def format_event(event: Mapping[str, Any]) -> str:
 
 
 def waiting_hint(event: Mapping[str, Any], run_id: str) -> str | None:
-    """For a ``gate`` event that asks a person (not an ``answered`` one), the whole
+    """For a ``gate`` event that asks a person (not an ``answered`` or ``released`` one), the whole
     question and how to answer it, as one safe line; None for any other event.
 
     ``format_event`` cuts a value at 160 characters, and a run in the foreground
@@ -123,7 +123,7 @@ def waiting_hint(event: Mapping[str, Any], run_id: str) -> str | None:
     how (``autopilot answer RUN TEXT`` or ``autopilot approve RUN``).
     """
     question = event.get("question")
-    if event.get("type") != "gate" or event.get("state") == "answered":
+    if event.get("type") != "gate" or event.get("state") in ("answered", "released"):
         return None
     if not isinstance(question, str) or not question.strip():
         return None
