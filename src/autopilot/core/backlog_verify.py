@@ -158,3 +158,19 @@ def lowered_note(lowered: tuple[str, int, int], where: str) -> str:
         f"{where} gave work item {item_id} attempt {seen}, lower than the {kept} the run has "
         f"on record; {kept} is kept (an attempt count never goes down)"
     )
+
+
+def items_from_log(events: Sequence[Mapping[str, Any]]) -> Raised:
+    """The work items a run's log last recorded (``rebuild_items``; a malformed one is
+    left out), each with the highest attempt count any line of the log holds for it
+    (``highest_attempts``): a lower count appended last is listed in ``lowered``."""
+    from autopilot.core.workitem_events import rebuild_items
+    from autopilot.core.workitems import ItemFormatError, item_from_json
+
+    rebuilt: list[WorkItem] = []
+    for data in rebuild_items(events):
+        try:
+            rebuilt.append(item_from_json(data))
+        except ItemFormatError:
+            continue
+    return raise_attempts(rebuilt, highest_attempts(events))

@@ -29,7 +29,7 @@ from autopilot.core.backlog_step import (
     plan_iteration,
     reconcile,
 )
-from autopilot.core.backlog_verify import highest_attempts, lowered_note, raise_attempts
+from autopilot.core.backlog_verify import items_from_log, lowered_note, raise_attempts
 from autopilot.core.decisions import (
     DEFAULT_MAX_ITEM_ATTEMPTS,
     answer_item,
@@ -38,10 +38,9 @@ from autopilot.core.gate_answer import answer_targets
 from autopilot.core.ready_queue import backlog_problems, open_items
 from autopilot.core.workitem_events import (
     backlog_snapshot_fields,
-    rebuild_items,
     workitem_recorded_fields,
 )
-from autopilot.core.workitems import ItemFormatError, ItemStatus, Verdict, WorkItem, item_from_json
+from autopilot.core.workitems import ItemStatus, Verdict, WorkItem
 from autopilot.errors import BacklogError
 from autopilot.loop.approved import ApprovedRun
 from autopilot.loop.backlog_end import Ended, end_item
@@ -147,14 +146,7 @@ class BacklogShell:
         a lower one appended last is a ``warning``, and never taken)."""
         if self.ours is not None:
             return self.ours
-        events = list(self.log_events())
-        rebuilt: list[WorkItem] = []
-        for data in rebuild_items(events):
-            try:
-                rebuilt.append(item_from_json(data))
-            except ItemFormatError:
-                continue
-        raised = raise_attempts(rebuilt, highest_attempts(events))
+        raised = items_from_log(list(self.log_events()))
         self._tell_lowered(raised.lowered, "the run's log")
         return raised.items
 
