@@ -197,3 +197,39 @@ def test_an_items_marks_rewritten_in_the_run_folder_do_not_hide_a_surface_violat
     assert violations == [["secrets.env"], ["secrets.env"]]
     assert _items(rig)["alpha"]["status"] == "reopened"
     assert any("item-marks/alpha.json" in n for n in _notes(rig)), _notes(rig)
+
+
+def test_the_final_gate_leaves_alone_an_item_completed_before_the_run_started(
+    tmp_path: Path,
+) -> None:
+    # alpha was completed by an earlier run; its check no longer holds (time-dependent).
+    done_before = forged_completion({**ITEMS[0], "depends_on": []}, 1)
+    gamma = {**ITEMS[0], "id": "gamma", "prompt": "write gamma.txt"}
+    gamma["acceptance_criteria"] = [{"id": "ac1", "text": "it", "check": "test -f gamma.txt"}]
+    rig = arm_backlog(tmp_path, [done_before, gamma], max_iterations=5)
+
+    def work(item: str, attempt: int, cwd: Path) -> Any:
+        (cwd / f"{item}.txt").write_text("done\n")
+        return "continue_next", {"ac1": True}, (f"wrote {item}.txt",)
+
+    driver, runner = rig.driver([agent(rig, work)])
+    assert driver.run().reason == "backlog_done"
+    assert len(runner.requests) == 1  # gamma only: alpha is not this run's
+    verified = [e for e in _events(rig) if e["type"] == "backlog_verified"]
+    assert [(e["passed"], [i["itemId"] for i in e["items"]]) for e in verified] == [
+        (True, ["gamma"])
+    ]
+    assert _items(rig)["alpha"]["status"] == "completed"
+
+
+def test_the_final_gate_checks_an_item_completed_before_the_run_that_this_run_reopened(
+    tmp_path: Path,
+) -> None:
+    rig = arm_backlog(tmp_path, [forged_completion({**ITEMS[0], "depends_on": []}, 1)])
+    # A completion appended to the log (any process can) makes the item this run's.
+    forge_completion(rig, "alpha", 1, attempt=1)
+    driver, _ = rig.driver([agent(rig, _write_alpha)])
+    assert driver.run().reason == "backlog_done"
+    verified = [e for e in _events(rig) if e["type"] == "backlog_verified"]
+    assert [i["itemId"] for i in verified[0]["items"]] == ["alpha"]
+    assert verified[0]["passed"] is False

@@ -15,7 +15,7 @@ run's ``max_item_attempts`` the item is blocked instead (``decisions.limit_attem
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -64,6 +64,11 @@ class ItemShell(Protocol):
     lanes: Lanes | None
     tree: Tree | None
     marks: MarkBook
+
+    @property
+    def log_events(self) -> Callable[[], Iterable[Mapping[str, Any]]]:
+        """Reads the run's log."""
+        ...
 
     def emit(self, event_type: str, **fields: Any) -> Any:
         """Append one event to the run's log."""
