@@ -134,7 +134,7 @@ def test_an_attempt_count_forged_lower_does_not_give_the_item_attempts_back(
     relaunched, runner = rig.driver([agent(rig, _write_alpha)])
     relaunched.run()
     assert runner.requests == []  # its one attempt is spent: blocked, not tried again
-    assert asked and "alpha is blocked: 1 attempts did not complete it" in asked[0], asked
+    assert asked and "alpha is blocked: 1 attempt did not complete it" in asked[0], asked
     alpha = _items(rig)["alpha"]
     assert (alpha["status"], alpha["attempt"]) == ("blocked", 1)
     assert any(

@@ -265,13 +265,14 @@ def limit_attempts(item: WorkItem, max_attempts: int) -> WorkItem:
         return item
     first = item.attempt - used + 1
     if first == 1:
-        counted = f"{used} attempts"
+        counted = "1 attempt" if used == 1 else f"{used} attempts"
     else:  # a person gave it more: the attempts since, by number
         counted = f"attempt {first}" if used == 1 else f"attempts {first}-{item.attempt}"
     verdict = item.completion.verdict.value if item.completion.verdict else "none"
-    last = next(
-        (ln.strip() for ln in (item.completion.feedback or "").splitlines() if ln.strip()), ""
-    )
+    lines = [ln.strip() for ln in (item.completion.feedback or "").splitlines() if ln.strip()]
+    last = lines[0] if lines else ""
+    if last.endswith(":") and len(lines) > 1:  # "its output ended with:" and that output
+        last = f"{last} {lines[1]}"
     failing = f": {last[:300]}" if last else ""
     return item.with_status(
         ItemStatus.BLOCKED,
