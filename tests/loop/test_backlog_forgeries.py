@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from autopilot.core.digest import sha256_hex
 from autopilot.core.workitems import item_from_json
 from tests.conftest import read_jsonl
 from tests.fakes import Rig
@@ -233,3 +234,33 @@ def test_the_final_gate_checks_an_item_completed_before_the_run_that_this_run_re
     verified = [e for e in _events(rig) if e["type"] == "backlog_verified"]
     assert [i["itemId"] for i in verified[0]["items"]] == ["alpha"]
     assert verified[0]["passed"] is False
+
+
+def test_a_start_too_large_to_log_and_deleted_never_lets_a_completion_through(
+    tmp_path: Path,
+) -> None:
+    fenced = {**ITEMS[0], "allowed_surface": ["alpha.txt", "file.txt"]}
+    rig = arm_backlog(tmp_path, [fenced], max_iterations=3)
+    # Untracked build output: a start mark too large (and too random) for a log line.
+    rig.workspace.touched.update(f"junk/{sha256_hex(str(n).encode())}" for n in range(400))
+
+    def stray_and_hide(item: str, attempt: int, cwd: Path) -> Any:
+        (cwd / "alpha.txt").write_text("fixed\n")
+        rig.workspace.touched.add("secrets.env")
+        (rig.folder / "item-marks" / f"{item}.json").unlink()
+        (rig.folder / "iter-0001" / "workitem.json").unlink(missing_ok=True)
+        return "continue_next", {"ac1": True}, ("done",)
+
+    _crash_in_first_attempt(rig, stray_and_hide)
+    marked = [e for e in _events(rig) if e["type"] == "workitem_mark"]
+    assert marked[0].get("start") is None and "startZ" not in marked[0]  # its digest alone
+    relaunched, _ = rig.driver([agent(rig, lambda *_: None)])
+    relaunched.run()
+    alpha = _items(rig)["alpha"]
+    assert alpha["status"] != "completed"
+    ends = [(e["status"], e.get("decision")) for e in _events(rig) if e["type"] == "workitem_end"]
+    assert ends[0] == ("reopened", "surface_unverified")
+    assert "cannot be checked" in alpha["completion"]["feedback"]
+    notes = [n for n in _notes(rig) if "item-marks/alpha.json" in n]
+    assert notes and "completion is not accepted" in notes[0]
+    assert not any("checked against its iterations' changes" in n for n in _notes(rig))

@@ -314,6 +314,28 @@ def reopen_for_violation(
     return item.with_status(ItemStatus.REOPENED, completion=completion)
 
 
+UNVERIFIED_SURFACE = (
+    "the work tree's mark from when this item started is gone (item-marks/ and the "
+    "iteration's tree-start.json in the run's folder) and the run's log holds only its "
+    "digest, so what the item changed outside its allowed surface cannot be checked"
+)
+
+
+def reopen_for_unverified_surface(item: WorkItem, report: ItemReport | None) -> WorkItem:
+    """The item after an attempt claimed it complete when its surface could not be
+    checked (``UNVERIFIED_SURFACE``): reopened (micro), the completion not accepted."""
+    said = claimed_evidence(report) if report is not None else ()
+    completion = replace(
+        item.completion,
+        state=CompletionState.FAILED,
+        verdict=Verdict.FAIL,
+        evidence=(*said, f"surface-unverified: {UNVERIFIED_SURFACE}"),
+        reopen_target=FocusLayer.MICRO,
+        feedback=f"completion not accepted: {UNVERIFIED_SURFACE}",
+    )
+    return item.with_status(ItemStatus.REOPENED, completion=completion)
+
+
 def still_violated(item: WorkItem) -> tuple[str, ...]:
     """The record's evidence line for paths an earlier attempt changed outside the
     allowed surface (none: no line), for a record that starts afresh."""
