@@ -20,7 +20,7 @@ from autopilot.loop.backlog_marks import (
     touched_paths,
     write_item_mark,
 )
-from autopilot.loop.mark_log import MAX_LOGGED_MARK_BYTES
+from autopilot.loop.mark_log import MAX_PACKED_MARK_BYTES
 from autopilot.workspace.git import TreeMark
 from tests.fakes import FakeWorkspace
 
@@ -135,9 +135,11 @@ def test_a_start_logged_as_its_digest_alone_leaves_a_forged_file_unused() -> Non
 
 
 def test_a_large_start_is_logged_compressed_and_holds_a_deleted_file_to_it() -> None:
+    # 400 paths of 40 characters each: over 6 KiB as JSON, far less compressed.
     big = TreeMark("h", {f"junk/build-output-{n:05d}.txt": "x" * 40 for n in range(400)})
     fields = mark_fields(ItemMark("a", big, big), 1, new=True)
-    assert fields["start"] is None and len(fields["startZ"]) <= MAX_LOGGED_MARK_BYTES
+    assert fields["start"] is None and len(fields["startZ"]) <= MAX_PACKED_MARK_BYTES
+    assert fields["since"] is None and fields["sinceZ"] is None  # the start's, not repeated
     logged = logged_marks([{"type": "workitem_mark", "itemId": "a", **fields}], "a")
     assert logged.start == big and logged.since == big
     held, notes = checked_mark(None, logged, "a")  # the file was deleted

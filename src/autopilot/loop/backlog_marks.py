@@ -215,6 +215,8 @@ def mark_fields(mark: ItemMark, iteration: int, *, new: bool) -> dict[str, Any]:
         if value is None or (name == "start" and not new):
             continue
         fields.update(logged_fields(name, value))
+    if new and fields.get("sinceDigest") == fields["startDigest"]:  # once in the line
+        fields.update(since=None, sinceZ=None)
     return fields
 
 

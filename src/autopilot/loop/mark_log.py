@@ -6,7 +6,9 @@ right from the log.
 ``<name>Digest`` is ``sha256:`` of the mark's JSON (keys sorted, no spaces); ``<name>``
 is the JSON itself, or None when it is over ``MAX_LOGGED_MARK_BYTES``; then
 ``<name>Z`` is that JSON zlib-compressed and base64-encoded, when that is at most
-``MAX_LOGGED_MARK_BYTES`` (else the log holds the digest alone).
+``MAX_PACKED_MARK_BYTES`` (else the log holds the digest alone). A ``since`` equal to
+the ``start`` of the same event is logged as its digest alone (``logged_mark`` takes
+the start's content for it).
 """
 
 from __future__ import annotations
@@ -22,7 +24,12 @@ from autopilot.workspace.git import TreeMark
 
 MAX_LOGGED_MARK_BYTES = 6 * 1024
 """A mark larger than this (as JSON) is logged compressed, or as its digest alone when
-that is larger still (two marks of an event fit in a 16 KiB line)."""
+that is larger still."""
+
+MAX_PACKED_MARK_BYTES = 10 * 1024
+"""A compressed mark larger than this is not logged (an event line is at most 16 KiB,
+and an event holds one mark's content: a ``since`` equal to its ``start`` is not
+repeated)."""
 
 _MAX_UNPACKED_BYTES = 64 * 1024 * 1024
 
@@ -45,7 +52,7 @@ def logged_fields(name: str, mark: TreeMark) -> dict[str, Any]:
         fields[name] = mark.to_json()
         return fields
     packed = base64.b64encode(zlib.compress(text.encode("utf-8", "surrogateescape"), 9))
-    if len(packed) <= MAX_LOGGED_MARK_BYTES:
+    if len(packed) <= MAX_PACKED_MARK_BYTES:
         fields[f"{name}Z"] = packed.decode("ascii")
     return fields
 
@@ -55,6 +62,9 @@ def logged_mark(event: Mapping[str, Any], name: str) -> TreeMark | None:
     form (None: only its digest, or damaged)."""
     mark = TreeMark.from_json(event.get(name))
     packed = event.get(f"{name}Z")
+    same = name == "since" and event.get("sinceDigest") == event.get("startDigest")
+    if mark is None and packed is None and same and event.get("startDigest") is not None:
+        return logged_mark(event, "start")
     if mark is not None or not isinstance(packed, str):
         return mark
     try:
