@@ -240,3 +240,6 @@ def test_a_disk_that_fills_on_the_last_item_never_ends_the_run_backlog_done(
     assert _terminal(rig) == [("abort", "disk_full")]
     assert "No space left on device" in _of(rig, "abort")[0]["note"]
     assert [json.loads(line)["status"] for line in tasks.read_text().splitlines()] == ["running"]
+    # The run's log keeps alpha completed: the stale file is not taken as a person's edit.
+    recorded = [e["item"]["status"] for e in _of(rig, "workitem_recorded")]
+    assert recorded[-1] == "completed"

@@ -240,11 +240,14 @@ class BacklogShell:
         if problem is not None or found is None:
             return Begun(hold=problem)
         known = self.known_items()
-        if not found.exists and known:
+        if self.unwritten is not None and known:
+            # The file holds what the run failed to write over, not a person's edit.
+            items: Sequence[WorkItem] = known
+        elif not found.exists and known:
             reconciled = reconcile(known, None, agent_worked=False)
             for note in reconciled.notes:
                 self.emit("warning", iteration=iteration, note=note)
-            items: Sequence[WorkItem] = reconciled.items
+            items = reconciled.items
         else:
             items = self.at_least_known(found.items)
             reconciled = reconcile(known, items, agent_worked=False)
