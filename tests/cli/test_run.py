@@ -410,7 +410,7 @@ def test_a_prompt_argument_that_is_not_utf8_is_refused_at_start(tmp_path: Path, 
     done = run_cli(["run", "-p", os.fsdecode(b"fix \xff it"), "--agent", "demo"], cwd=repo)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "autopilot: error: the prompt has a lone surrogate (U+DCFF) at character 5, which is "
-        "not text (an argument that is not UTF-8)"
+        "autopilot: error: the prompt has a byte that is not UTF-8 (0xFF) at character 5, "
+        "which is not text (an argument that is not UTF-8)"
     ]
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").glob("*-*"))

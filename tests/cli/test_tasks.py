@@ -350,6 +350,14 @@ def test_report_is_recorded_for_the_driver(run: str, capsys: pytest.CaptureFixtu
     assert claim_reports(run_dir(runs_root(), run)) == []
 
 
+def test_evidence_not_utf8_is_not_called_cut(run: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = autopilot(
+        capsys, "report", "retry_same_unit", "--item", "unit-1", "--evidence", "bad \udcff byte"
+    )
+    assert (code, err) == (0, "")
+    assert "recorded retry_same_unit for unit-1:" in out and "cut" not in out
+
+
 def test_long_evidence_is_cut_where_it_enters(run: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = autopilot(
         capsys, "report", "retry_same_unit", "--item", "unit-1", "--evidence", "y" * 13_000
@@ -831,8 +839,8 @@ def test_the_editor_runs_without_the_backlog_lock_and_a_change_meanwhile_is_not_
         (["x", "--surface", "/etc/passwd"], "allowed_surface: '/etc/passwd' is not relative"),
         (["x", "--surface", "../x"], "allowed_surface: '../x' leaves the project (..)"),
         (["x", "--surface", "~/x"], "allowed_surface: '~/x' is not relative"),
-        (["fix \udcff it"], "prompt has a lone surrogate (U+DCFF) at character 5"),
-        (["x", "--title", "\udcff"], "title has a lone surrogate (U+DCFF)"),
+        (["fix \udcff it"], "prompt has a byte that is not UTF-8 (0xFF) at character 5"),
+        (["x", "--title", "\udcff"], "title has a byte that is not UTF-8 (0xFF)"),
     ],
 )
 def test_add_refuses_a_surface_outside_the_project_and_text_that_is_not_unicode(

@@ -7,6 +7,7 @@ from autopilot.core.backlog_verify import (
     highest_attempts,
     raise_attempts,
     reopen_unverified,
+    settled_before,
     to_verify,
 )
 from autopilot.core.item_report import CheckOutcome
@@ -52,3 +53,25 @@ def test_the_highest_attempt_any_record_holds_is_kept() -> None:
     raised = raise_attempts([item_from_json({"id": "a", "attempt": 1})], {"a": 3})
     assert raised.items[0].attempt == 3 and raised.lowered == (("a", 1, 3),)
     assert raise_attempts(raised.items, {"a": 2}).lowered == ()
+
+
+def test_only_items_completed_before_the_run_and_left_so_are_settled() -> None:
+    def recorded(item_id: str, status: str) -> dict[str, object]:
+        return {"type": "workitem_recorded", "itemId": item_id, "item": {"status": status}}
+
+    events = [
+        recorded("a", "completed"),
+        recorded("b", "completed"),
+        recorded("c", "completed"),
+        recorded("d", "ready"),
+        recorded("e", "completed"),
+        {"type": "iteration_start", "iteration": 1},
+        recorded("b", "reopened"),
+        recorded("b", "completed"),
+        {"type": "workitem_end", "itemId": "c", "status": "completed"},
+        recorded("d", "completed"),
+        recorded("f", "completed"),
+    ]
+    assert settled_before(events) == {"a", "e"}
+    items = [item_from_json({**CHECKED, "id": i}) for i in "abcdef"]
+    assert [i.id for i in to_verify(items, settled_before(events))] == ["b", "c", "d", "f"]

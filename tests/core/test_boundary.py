@@ -47,6 +47,7 @@ def test_the_seed_example_is_in_force_and_spends_steps() -> None:
         ({"budget": {"remaining_steps": True}}, "budget.remaining_steps is not a positive"),
         ({"scope": {}}, "scope is empty"),
         ({"allowed_surfaces": []}, "allowed_surfaces is empty"),
+        ({"allowed_surfaces": "src/"}, "allowed_surfaces is not a list of paths"),
         (
             {"allowed_surfaces": ["src/", "/etc"]},
             "allowed_surfaces: '/etc' is not relative to the project",

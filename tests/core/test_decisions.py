@@ -371,8 +371,9 @@ def test_an_item_that_keeps_failing_is_blocked_at_its_attempt_limit(
     assert after.status is status
     if status is ItemStatus.BLOCKED:
         assert after.blocked_reason == (
-            f"{attempt} attempts did not complete it (the limit is {max_attempts}); last verdict "
-            "fail: check ac1 ($ pytest -q) exit 1; its output ended with:; "
+            f"{attempt} attempt{'s' if attempt > 1 else ''} did not complete it (the limit is "
+            f"{max_attempts}); last verdict fail: check ac1 ($ pytest -q) exit 1; its output "
+            "ended with: 1 failed; "
             f"autopilot tasks unblock unit-1 gives it {max_attempts} more"
         )
         assert after.completion.completion_check_digest == FAILED_CHECK.digest

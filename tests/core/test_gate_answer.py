@@ -52,3 +52,14 @@ def test_an_item_blocked_again_after_more_attempts_names_them() -> None:
         three = start_item(apply_report(three, claim, FAILED))
     blocked = limit_attempts(apply_report(three, claim, FAILED), 3)
     assert (blocked.blocked_reason or "").startswith("attempts 4-6 did not complete it")
+
+
+def test_one_spent_attempt_and_a_check_with_no_output_read_as_such() -> None:
+    running = WorkItem(id="a", status=ItemStatus.RUNNING, prompt="p", attempt=1)
+    claim = ItemReport("a", ItemDecision.CONTINUE_NEXT, {})
+    silent = CheckOutcome(
+        passed=False, failure="check ac1 ($ false) exit 1; its output ended with:\n(nothing)"
+    )
+    reason = limit_attempts(apply_report(running, claim, silent), 1).blocked_reason or ""
+    assert reason.startswith("1 attempt did not complete it (the limit is 1)"), reason
+    assert "its output ended with: (nothing);" in reason

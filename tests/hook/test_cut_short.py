@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -104,3 +105,94 @@ def test_a_stop_killed_during_a_check_is_ended_once_by_the_next_stop(
     assert kinds_of(run_id, "iteration_start") == [("iteration_start", 1), ("iteration_start", 2)]
     assert state_of(run_id)["iter"] == 2
     assert not (runs_root() / run_id / "iter-0001" / "stop-ending.json").exists()
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def _stop_killed_at(session: Any, project: Path, log: Path, lines: int) -> None:
+    """A real Stop of ``session``, killed once ``log`` (the check's) has ``lines`` lines."""
+    hook = subprocess.Popen(
+        [sys.executable, "-m", "autopilot", "hook", "claude-stop"],
+        cwd=project,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    assert hook.stdin is not None
+    hook.stdin.write(session.stop_input(active=True, last="a done"))
+    hook.stdin.close()
+    deadline = time.monotonic() + 60
+    while _lines(log) < lines and hook.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert hook.poll() is None, "the Stop ended before its check ran"
+    assert _lines(log) == lines
+    hook.send_signal(signal.SIGKILL)
+    hook.wait(timeout=60)
+
+
+def _slow_backlog(repo: Path, check: str) -> None:
+    item = {
+        "id": "a",
+        "prompt": "write a.md",
+        "acceptance_criteria": [{"id": "ac1", "text": "it passes", "check": check}],
+    }
+    (repo / ".autopilot").mkdir(exist_ok=True)
+    (repo / ".autopilot" / "tasks.jsonl").write_text(json.dumps(item) + "\n")
+
+
+def _asked(answer: str) -> str:
+    note = str(json.loads(answer)["systemMessage"])
+    assert "waits for your answer: 2 Stops in a row were cut short" in note, note
+    return note
+
+
+def test_an_item_end_cut_short_twice_is_charged_and_asks_a_person(
+    tmp_path: Path, repo: Path
+) -> None:
+    log = tmp_path / "check.log"
+    _slow_backlog(repo, f"echo run >> {log}; sleep 20")
+    clock, run_id, session = armed_session(
+        tmp_path, repo, prompt=None, backlog=True, **{"max-iterations": "0"}
+    )
+    assert "work-item: a" in blocks(session.stop(clock, last="armed"))
+    report = ItemReport("a", ItemDecision.CONTINUE_NEXT, {"ac1": True}, ("done",))
+    write_report(runs_root() / run_id, report, ts_ms=1, iteration=None)
+    session.say("a done")
+    _stop_killed_at(session, repo, log, 1)  # ending iteration 1: a's check
+    _stop_killed_at(session, repo, log, 2)  # the same, from what the first one saw
+    note = _asked(session.stop(clock, active=True, last="a done"))
+    assert "while ending iteration 1" in note and "a/ac1: `echo run >> " in note
+    assert _lines(log) == 2  # no third try at the check
+    ends = [
+        (e["iteration"], e["outcome"]) for e in events_of(run_id) if e["type"] == "iteration_end"
+    ]
+    assert ends == [(1, "killed")]  # charged: the run's budgets apply
+    state = state_of(run_id)
+    assert state["status"] == "awaiting_user" and "cut short" in state["gate"]
+    assert not (runs_root() / run_id / "stop-busy.json").exists()
+
+
+def test_a_final_gate_cut_short_at_every_stop_asks_a_person(tmp_path: Path, repo: Path) -> None:
+    log = tmp_path / "check.log"
+    # Quick at the item's end, slow in the final evidence gate.
+    _slow_backlog(repo, f"echo run >> {log}; [ $(wc -l < {log}) -le 1 ] || sleep 20")
+    clock, run_id, session = armed_session(
+        tmp_path, repo, prompt=None, backlog=True, **{"max-iterations": "0"}
+    )
+    assert "work-item: a" in blocks(session.stop(clock, last="armed"))
+    report = ItemReport("a", ItemDecision.CONTINUE_NEXT, {"ac1": True}, ("done",))
+    write_report(runs_root() / run_id, report, ts_ms=1, iteration=None)
+    session.say("a done")
+    _stop_killed_at(session, repo, log, 2)  # a's end passed; the gate hangs
+    _stop_killed_at(session, repo, log, 3)  # iteration 1 ended; the gate again
+    _stop_killed_at(session, repo, log, 4)  # the gate again
+    note = _asked(session.stop(clock, active=True, last="a done"))
+    assert "while starting the iteration after 1" in note
+    assert _lines(log) == 4
+    assert kinds_of(run_id, "complete", "abort") == []
+    assert state_of(run_id)["status"] == "awaiting_user"
+    # A Stop while the question waits runs nothing, and says what it waits for.
+    assert "waits for your answer" in session.stop(clock, active=True, last="a done")
+    assert _lines(log) == 4

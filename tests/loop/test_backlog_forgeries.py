@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from autopilot.core.digest import sha256_hex
 from autopilot.core.workitems import item_from_json
 from tests.conftest import read_jsonl
 from tests.fakes import Rig
@@ -134,7 +135,7 @@ def test_an_attempt_count_forged_lower_does_not_give_the_item_attempts_back(
     relaunched, runner = rig.driver([agent(rig, _write_alpha)])
     relaunched.run()
     assert runner.requests == []  # its one attempt is spent: blocked, not tried again
-    assert asked and "alpha is blocked: 1 attempts did not complete it" in asked[0], asked
+    assert asked and "alpha is blocked: 1 attempt did not complete it" in asked[0], asked
     alpha = _items(rig)["alpha"]
     assert (alpha["status"], alpha["attempt"]) == ("blocked", 1)
     assert any(
@@ -197,3 +198,69 @@ def test_an_items_marks_rewritten_in_the_run_folder_do_not_hide_a_surface_violat
     assert violations == [["secrets.env"], ["secrets.env"]]
     assert _items(rig)["alpha"]["status"] == "reopened"
     assert any("item-marks/alpha.json" in n for n in _notes(rig)), _notes(rig)
+
+
+def test_the_final_gate_leaves_alone_an_item_completed_before_the_run_started(
+    tmp_path: Path,
+) -> None:
+    # alpha was completed by an earlier run; its check no longer holds (time-dependent).
+    done_before = forged_completion({**ITEMS[0], "depends_on": []}, 1)
+    gamma = {**ITEMS[0], "id": "gamma", "prompt": "write gamma.txt"}
+    gamma["acceptance_criteria"] = [{"id": "ac1", "text": "it", "check": "test -f gamma.txt"}]
+    rig = arm_backlog(tmp_path, [done_before, gamma], max_iterations=5)
+
+    def work(item: str, attempt: int, cwd: Path) -> Any:
+        (cwd / f"{item}.txt").write_text("done\n")
+        return "continue_next", {"ac1": True}, (f"wrote {item}.txt",)
+
+    driver, runner = rig.driver([agent(rig, work)])
+    assert driver.run().reason == "backlog_done"
+    assert len(runner.requests) == 1  # gamma only: alpha is not this run's
+    verified = [e for e in _events(rig) if e["type"] == "backlog_verified"]
+    assert [(e["passed"], [i["itemId"] for i in e["items"]]) for e in verified] == [
+        (True, ["gamma"])
+    ]
+    assert _items(rig)["alpha"]["status"] == "completed"
+
+
+def test_the_final_gate_checks_an_item_completed_before_the_run_that_this_run_reopened(
+    tmp_path: Path,
+) -> None:
+    rig = arm_backlog(tmp_path, [forged_completion({**ITEMS[0], "depends_on": []}, 1)])
+    # A completion appended to the log (any process can) makes the item this run's.
+    forge_completion(rig, "alpha", 1, attempt=1)
+    driver, _ = rig.driver([agent(rig, _write_alpha)])
+    assert driver.run().reason == "backlog_done"
+    verified = [e for e in _events(rig) if e["type"] == "backlog_verified"]
+    assert [i["itemId"] for i in verified[0]["items"]] == ["alpha"]
+    assert verified[0]["passed"] is False
+
+
+def test_a_start_too_large_to_log_and_deleted_never_lets_a_completion_through(
+    tmp_path: Path,
+) -> None:
+    fenced = {**ITEMS[0], "allowed_surface": ["alpha.txt", "file.txt"]}
+    rig = arm_backlog(tmp_path, [fenced], max_iterations=3)
+    # Untracked build output: a start mark too large (and too random) for a log line.
+    rig.workspace.touched.update(f"junk/{sha256_hex(str(n).encode())}" for n in range(400))
+
+    def stray_and_hide(item: str, attempt: int, cwd: Path) -> Any:
+        (cwd / "alpha.txt").write_text("fixed\n")
+        rig.workspace.touched.add("secrets.env")
+        (rig.folder / "item-marks" / f"{item}.json").unlink()
+        (rig.folder / "iter-0001" / "workitem.json").unlink(missing_ok=True)
+        return "continue_next", {"ac1": True}, ("done",)
+
+    _crash_in_first_attempt(rig, stray_and_hide)
+    marked = [e for e in _events(rig) if e["type"] == "workitem_mark"]
+    assert marked[0].get("start") is None and "startZ" not in marked[0]  # its digest alone
+    relaunched, _ = rig.driver([agent(rig, lambda *_: None)])
+    relaunched.run()
+    alpha = _items(rig)["alpha"]
+    assert alpha["status"] != "completed"
+    ends = [(e["status"], e.get("decision")) for e in _events(rig) if e["type"] == "workitem_end"]
+    assert ends[0] == ("reopened", "surface_unverified")
+    assert "cannot be checked" in alpha["completion"]["feedback"]
+    notes = [n for n in _notes(rig) if "item-marks/alpha.json" in n]
+    assert notes and "completion is not accepted" in notes[0]
+    assert not any("checked against its iterations' changes" in n for n in _notes(rig))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from autopilot.core.digest import sha256_hex
 from autopilot.loop.backlog_marks import (
     ItemMark,
     checked_mark,
@@ -19,6 +20,7 @@ from autopilot.loop.backlog_marks import (
     touched_paths,
     write_item_mark,
 )
+from autopilot.loop.mark_log import MAX_PACKED_MARK_BYTES
 from autopilot.workspace.git import TreeMark
 from tests.fakes import FakeWorkspace
 
@@ -119,11 +121,29 @@ def test_the_marks_file_is_held_to_the_first_start_the_log_recorded() -> None:
 
 
 def test_a_start_logged_as_its_digest_alone_leaves_a_forged_file_unused() -> None:
-    big = TreeMark("h", {f"path-{n:05d}": "x" * 40 for n in range(400)})
+    # Random hashes: too large for a log line even compressed.
+    big = TreeMark("h", {f"path-{n:05d}": sha256_hex(str(n).encode()) for n in range(400)})
     fields = mark_fields(ItemMark("a", big, big), 1, new=True)
     assert fields["start"] is None and fields["startDigest"] == mark_digest(big)
+    assert "startZ" not in fields
     logged = logged_marks([{"type": "workitem_mark", "itemId": "a", **fields}], "a")
     small = TreeMark("h", {})
     held, notes = checked_mark(ItemMark("a", small, small), logged, "a")
     assert held is None and "holds only its digest" in notes[0]
+    assert "cannot be checked, so its completion is not accepted" in notes[0]
     assert checked_mark(ItemMark("a", big, big), logged, "a") == (ItemMark("a", big, big), [])
+
+
+def test_a_large_start_is_logged_compressed_and_holds_a_deleted_file_to_it() -> None:
+    # 400 paths of 40 characters each: over 6 KiB as JSON, far less compressed.
+    big = TreeMark("h", {f"junk/build-output-{n:05d}.txt": "x" * 40 for n in range(400)})
+    fields = mark_fields(ItemMark("a", big, big), 1, new=True)
+    assert fields["start"] is None and len(fields["startZ"]) <= MAX_PACKED_MARK_BYTES
+    assert fields["since"] is None and fields["sinceZ"] is None  # the start's, not repeated
+    logged = logged_marks([{"type": "workitem_mark", "itemId": "a", **fields}], "a")
+    assert logged.start == big and logged.since == big
+    held, notes = checked_mark(None, logged, "a")  # the file was deleted
+    assert held == ItemMark("a", big, big) and "the logged one is used" in notes[0]
+    damaged = {**fields, "startZ": "not base64 !"}
+    logged = logged_marks([{"type": "workitem_mark", "itemId": "a", **damaged}], "a")
+    assert logged.start is None and logged.start_digest == mark_digest(big)

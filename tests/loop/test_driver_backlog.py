@@ -359,7 +359,7 @@ def test_an_item_whose_checks_keep_failing_is_blocked_and_the_run_moves_on(
     assert asked == [
         "no work item can start: alpha is blocked: 3 attempts did not complete it (the limit "
         "is 3); last verdict fail: check ac1 ($ test -f alpha.txt) exit 1; its output ended "
-        "with:; autopilot tasks unblock alpha gives it 3 more"
+        "with: (nothing); autopilot tasks unblock alpha gives it 3 more"
     ]
     # The answer counts its attempts afresh: attempt 4 reopens it, it is not blocked.
     assert _tasks(rig) == {"alpha": "reopened", "gamma": "completed"}

@@ -216,3 +216,30 @@ def test_a_disk_that_fills_during_a_backlog_iteration_ends_the_run_at_the_next_w
         ("beta", "ready"),
         ("gamma", "ready"),
     ]
+
+
+def test_a_disk_that_fills_on_the_last_item_never_ends_the_run_backlog_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.loop.test_driver_backlog import ITEMS
+
+    rig = arm_backlog(tmp_path, items=ITEMS[:1], max_iterations=5)
+    tasks = rig.root.parent / "work" / ".autopilot" / "tasks.jsonl"
+    disk = _FullBacklogDisk(monkeypatch)
+
+    def fill_up(item: str, attempt: int, cwd: Path) -> Any:
+        (cwd / "alpha.txt").write_text("alpha\n")
+        disk.full = True
+        return "continue_next", {"ac1": True}, ("wrote alpha.txt",)
+
+    driver, runner = rig.driver([agent(rig, fill_up)])
+    with pytest.raises(BacklogWriteError):
+        driver.run()
+    assert len(runner.requests) == 1
+    # The file still says alpha is running: the run never read "done" from it.
+    assert _terminal(rig) == [("abort", "disk_full")]
+    assert "No space left on device" in _of(rig, "abort")[0]["note"]
+    assert [json.loads(line)["status"] for line in tasks.read_text().splitlines()] == ["running"]
+    # The run's log keeps alpha completed: the stale file is not taken as a person's edit.
+    recorded = [e["item"]["status"] for e in _of(rig, "workitem_recorded")]
+    assert recorded[-1] == "completed"

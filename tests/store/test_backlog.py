@@ -212,7 +212,7 @@ def test_a_hand_written_surface_outside_the_project_or_a_lone_surrogate_is_a_mal
         "surface is a path or glob relative to the project root",
         ".autopilot/tasks.jsonl line 4: prompt has a lone surrogate (U+D800) at character 5, "
         "which is not text",
-        ".autopilot/tasks.jsonl line 5: acceptance_criteria[0].check has a lone surrogate "
-        "(U+DCFF) at character 1, which is not text",
+        ".autopilot/tasks.jsonl line 5: acceptance_criteria[0].check has a byte that is not "
+        "UTF-8 (0xFF) at character 1, which is not text",
     ]
     assert backlog.hold()[0].startswith(".autopilot/tasks.jsonl line 2: ")

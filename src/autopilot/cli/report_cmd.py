@@ -34,6 +34,14 @@ ITERATION_ENV = "AUTOPILOT_ITERATION"
 _DECISIONS = ", ".join(d.value for d in ItemDecision)
 
 
+def _cut(given: ItemReport, claimed: ItemReport) -> bool:
+    """Whether ``bound_report`` left out or shortened any of the evidence (a byte that
+    is not UTF-8 made U+FFFD is not a cut)."""
+    if len(claimed.evidence) != len(given.evidence):
+        return True
+    return any(len(c) < len(g) for c, g in zip(claimed.evidence, given.evidence, strict=True))
+
+
 def _criteria(given: tuple[str, ...]) -> dict[str, bool]:
     criteria: dict[str, bool] = {}
     for text in given:
@@ -117,5 +125,5 @@ def report(
         ItemDecision.ASK_USER_META: "the run waits for the user's answer after this iteration",
         ItemDecision.STOP: "the run stops when this iteration ends",
     }.get(chosen, "it is applied when this iteration ends")
-    cut = " (its --evidence was cut to fit the item's record)" if claimed != given else ""
+    cut = " (its --evidence was cut to fit the item's record)" if _cut(given, claimed) else ""
     say(f"autopilot: recorded {chosen.value} for {item_id}{cut}: {what}")

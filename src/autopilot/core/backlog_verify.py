@@ -38,14 +38,45 @@ VERIFIED_DECISION = "backlog_verified"
 """The ``decision`` of the ``workitem_end`` of an item the final evidence gate reopened."""
 
 
-def to_verify(items: Sequence[WorkItem]) -> tuple[WorkItem, ...]:
-    """The ``completed`` items that have a criterion with a ``check``, in file order."""
+def to_verify(
+    items: Sequence[WorkItem], settled: frozenset[str] = frozenset()
+) -> tuple[WorkItem, ...]:
+    """The ``completed`` items that have a criterion with a ``check``, in file order,
+    but for the ``settled`` ids (``settled_before``)."""
     return tuple(
         item
         for item in items
         if item.status is ItemStatus.COMPLETED
+        and item.id not in settled
         and any(c.check is not None for c in item.acceptance_criteria)
     )
+
+
+def settled_before(events: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The ids of the items that were completed before the run started and stayed so:
+    the first ``workitem_recorded`` of the item (the file as the run first read it,
+    logged before its first ``iteration_start``) says ``completed``, and no later line
+    of the log ends the item (``workitem_end``) or records it with another status.
+    Lines appended to the log can only take an item out of this set."""
+    first: dict[str, str] = {}
+    touched: set[str] = set()
+    started = False
+    for event in events:
+        kind, item_id = event.get("type"), event.get("itemId")
+        if kind == "iteration_start":
+            started = True
+        if not isinstance(item_id, str):
+            continue
+        if kind == "workitem_end":
+            touched.add(item_id)
+        elif kind == "workitem_recorded":
+            data = event.get("item")
+            status = data.get("status") if isinstance(data, dict) else None
+            if item_id not in first and not started:
+                first[item_id] = str(status)
+            elif status != ItemStatus.COMPLETED.value:
+                touched.add(item_id)
+    return frozenset(i for i, status in first.items() if status == "completed") - touched
 
 
 def reopen_unverified(item: WorkItem, outcome: CheckOutcome, max_attempts: int) -> WorkItem:

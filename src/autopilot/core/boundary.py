@@ -89,7 +89,9 @@ def parse_boundary(data: Any) -> tuple[Boundary | None, list[str]]:
     if not scope or not isinstance(summary, str | type(None)):
         problems.append("scope is empty")
     surfaces = _strings(data.get("allowed_surfaces"))
-    if not surfaces:
+    if not isinstance(data.get("allowed_surfaces"), list | type(None)):
+        problems.append("allowed_surfaces is not a list of paths")
+    elif not surfaces:
         problems.append("allowed_surfaces is empty")
     problems.extend(
         f"allowed_surfaces: {problem}"

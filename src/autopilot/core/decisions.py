@@ -265,13 +265,14 @@ def limit_attempts(item: WorkItem, max_attempts: int) -> WorkItem:
         return item
     first = item.attempt - used + 1
     if first == 1:
-        counted = f"{used} attempts"
+        counted = "1 attempt" if used == 1 else f"{used} attempts"
     else:  # a person gave it more: the attempts since, by number
         counted = f"attempt {first}" if used == 1 else f"attempts {first}-{item.attempt}"
     verdict = item.completion.verdict.value if item.completion.verdict else "none"
-    last = next(
-        (ln.strip() for ln in (item.completion.feedback or "").splitlines() if ln.strip()), ""
-    )
+    lines = [ln.strip() for ln in (item.completion.feedback or "").splitlines() if ln.strip()]
+    last = lines[0] if lines else ""
+    if last.endswith(":") and len(lines) > 1:  # "its output ended with:" and that output
+        last = f"{last} {lines[1]}"
     failing = f": {last[:300]}" if last else ""
     return item.with_status(
         ItemStatus.BLOCKED,
@@ -309,6 +310,28 @@ def reopen_for_violation(
         reopen_target=FocusLayer.MICRO,
         feedback=surface_feedback(paths),
         surface_violations=recorded[:MAX_SURFACE_VIOLATIONS],
+    )
+    return item.with_status(ItemStatus.REOPENED, completion=completion)
+
+
+UNVERIFIED_SURFACE = (
+    "the work tree's mark from when this item started is gone (item-marks/ and the "
+    "iteration's tree-start.json in the run's folder) and the run's log holds only its "
+    "digest, so what the item changed outside its allowed surface cannot be checked"
+)
+
+
+def reopen_for_unverified_surface(item: WorkItem, report: ItemReport | None) -> WorkItem:
+    """The item after an attempt claimed it complete when its surface could not be
+    checked (``UNVERIFIED_SURFACE``): reopened (micro), the completion not accepted."""
+    said = claimed_evidence(report) if report is not None else ()
+    completion = replace(
+        item.completion,
+        state=CompletionState.FAILED,
+        verdict=Verdict.FAIL,
+        evidence=(*said, f"surface-unverified: {UNVERIFIED_SURFACE}"),
+        reopen_target=FocusLayer.MICRO,
+        feedback=f"completion not accepted: {UNVERIFIED_SURFACE}",
     )
     return item.with_status(ItemStatus.REOPENED, completion=completion)
 

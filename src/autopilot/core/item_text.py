@@ -18,14 +18,18 @@ _DRIVE = re.compile(r"^[A-Za-z]:")
 
 def text_problem(value: str) -> str | None:
     """Why ``value`` cannot be an item's text, or None: ``a lone surrogate (U+D800) at
-    character 3``."""
+    character 3``, or for a byte Python decoded with ``surrogateescape`` (U+DC80 to
+    U+DCFF) ``a byte that is not UTF-8 (0xFF) at character 3``."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as error:
-        return (
-            f"a lone surrogate (U+{ord(value[error.start]):04X}) at character "
-            f"{error.start + 1}, which is not text"
+        code = ord(value[error.start])
+        what = (
+            f"a byte that is not UTF-8 (0x{code - 0xDC00:02X})"
+            if 0xDC80 <= code <= 0xDCFF
+            else f"a lone surrogate (U+{code:04X})"
         )
+        return f"{what} at character {error.start + 1}, which is not text"
     return None
 
 

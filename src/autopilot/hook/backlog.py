@@ -28,6 +28,7 @@ from typing import Any
 
 from autopilot.core.attempt import Attempt
 from autopilot.core.vocabulary import EventType, RunStatus
+from autopilot.core.workitems import ItemStatus
 from autopilot.loop.backlog import BacklogShell
 from autopilot.loop.backlog_run import backlog_boundary, held_run_limits, with_item_facts
 from autopilot.loop.descendants import RUN_ID_ENV
@@ -130,6 +131,23 @@ class HookBacklog:
             return attempt
         folder.mkdir(parents=True, exist_ok=True)
         return with_item_facts(self.shell, attempt, folder, changed_paths, self.project)
+
+    def checks_named(self, most: int = 6) -> str:
+        """The check commands of the running and completed items (those a Stop's end
+        and the final evidence gate run), as ``a/ac1: `make test`; …``; "" when none."""
+        named = [
+            f"{item.id}/{c.id}: `{_cut(c.check)}`"
+            for item in self.shell.known_items()
+            if item.status in (ItemStatus.RUNNING, ItemStatus.COMPLETED)
+            for c in item.acceptance_criteria
+            if c.check is not None
+        ]
+        more = f"; and {len(named) - most} more" if len(named) > most else ""
+        return "; ".join(named[:most]) + more
+
+
+def _cut(text: str, most: int = 80) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 _MAX_PASSES = 5

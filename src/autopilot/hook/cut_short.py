@@ -22,6 +22,8 @@ A Stop whose writes failed part way (a full disk: the log took the step's events
 ``state.json`` refused the change) is settled from the log instead
 (``settle_logged``): the open iteration's ``decision_applied`` is absorbed, not
 concluded again, and a logged terminal event ends the run, whatever fails next.
+
+Checks that always outlast the Stop are ``hook.slow_checks``'s.
 """
 
 from __future__ import annotations
@@ -29,15 +31,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from autopilot.core.ending import describe_ending
 from autopilot.core.vocabulary import EventType, Progress
+from autopilot.hook.transcript import TurnView
+from autopilot.hook.tree_mark import changed_since, mark_now
 from autopilot.loop.descendants import end_leftovers
 from autopilot.loop.record import RunRecord, absorb
 from autopilot.store.atomic import write_atomically
 from autopilot.store.events import read_events
+from autopilot.store.hook_registry import Arming
 from autopilot.store.logged_end import ended_as_logged, logged_decision, logged_ending
 from autopilot.store.reports import REPORTS_DIR, put_back_claimed
 from autopilot.store.run_state import RunState
@@ -195,3 +201,55 @@ def start_logged(events: Path, number: int) -> bool:
         elif kind == EventType.ITERATION_END.value:
             newest = None
     return newest == number
+
+
+def seen_ending(
+    arming: Arming,
+    number: int,
+    folder: Path,
+    cwd: Path,
+    final: str | None,
+    turn: TurnView | None,
+    now_ms: int,
+    *,
+    changed: bool,
+    warn: Callable[[str], None],
+) -> Ending:
+    """What a Stop sees of the open iteration ``number`` (its folder ``folder``, the
+    work tree ``cwd``): the turn's text ``final``, the tokens and cost since it started
+    (``arming`` holds the session's totals then), its time until ``now_ms``, the work
+    tree's progress and (``changed``: a backlog run's) changed paths, the reports
+    waiting in the run's folder."""
+    tokens = turn.tokens if turn is not None else None
+    input_tokens = output_tokens = None
+    if tokens is not None:
+        input_tokens = max(tokens.input_tokens - arming.input_tokens, 0)
+        output_tokens = max(tokens.output_tokens - arming.output_tokens, 0)
+    session_cost = turn.cost_usd if turn is not None else None
+    cost_usd = None  # unknown: the transcript records no cost
+    if session_cost is not None:
+        cost_usd = round(max(session_cost - (arming.cost_usd or 0.0), 0.0), 6)
+    mark = mark_now(cwd, warn)
+    # As ``workspace.marks.progress_between``: the fingerprint holds every branch
+    # tip and HEAD's recent reflog, so a new commit anywhere, or HEAD on a commit no
+    # branch held, changes it; a checkout of an existing branch does not.
+    if mark.fingerprint is None:
+        progress = Progress.UNKNOWN
+    elif mark.fingerprint != arming.tree_fingerprint:
+        progress = Progress.MADE
+    else:
+        progress = Progress.NONE
+    paths = changed_since(folder, cwd, mark, warn) if changed else []
+    return Ending(
+        iteration=number,
+        final_message=final,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cost_usd=cost_usd,
+        duration_ms=max(now_ms - arming.iteration_started_at_ms, 0)
+        if arming.iteration_started_at_ms
+        else 0,
+        progress=progress,
+        changed_paths=tuple(paths),
+        reports=waiting_reports(folder.parent),
+    )

@@ -21,22 +21,22 @@ from autopilot.core.change import LoopState
 from autopilot.core.delivery import MessageKind
 from autopilot.core.ending import describe_ending
 from autopilot.core.step import Step, budget_ending, conclude
-from autopilot.core.vocabulary import Action, EndedBy, EventType, Progress, Reason, RunStatus
+from autopilot.core.vocabulary import Action, EndedBy, EventType, Reason, RunStatus
+from autopilot.hook import slow_checks
 from autopilot.hook.backlog import HookBacklog
 from autopilot.hook.cut_short import (
-    Ending,
     begin_ending,
     clean_up_after,
     ending_done,
     read_ending,
+    seen_ending,
     settle_logged,
     start_logged,
-    waiting_reports,
 )
 from autopilot.hook.decide import LetStopReason, StopAction, StopDecision
 from autopilot.hook.inputs import keep_going, let_stop
 from autopilot.hook.transcript import TokenTotals, TurnView, read_turn
-from autopilot.hook.tree_mark import changed_since, mark_now, write_tree_mark
+from autopilot.hook.tree_mark import mark_now, write_tree_mark
 from autopilot.loop.armed_limits import held_config, logged_limits, put_back_limits
 from autopilot.loop.briefing import Briefing
 from autopilot.loop.clock import Clock
@@ -140,12 +140,25 @@ class HookStop:
             self.record.finish(EventType.ABORT, Reason.TAMPERED, why)
             return HookOutcome(let_stop(f"autopilot: run {self.arming.run_id} ended: {why}"), None)
         put_back_limits(self.record, self.logged)
+        if self.backlog is None:
+            return self._handle(decision, turn, 0)
+        with slow_checks.busy(self.folder.path, self.record.state) as cut:
+            return self._handle(decision, turn, cut)
+
+    def _handle(self, decision: StopDecision, turn: TurnView | None, cut: int) -> HookOutcome:
+        """``handle``'s work after ``cut`` Stops in a row were cut short at this point
+        (``hook.slow_checks``: from ``GIVE_UP_AFTER`` on, no check runs; ``_give_up``)."""
         state = self.record.state
+        give_up = cut >= slow_checks.GIVE_UP_AFTER
         if state.iteration_open:
             final = decision.final_message if decision.action is StopAction.ITERATE else None
-            step = self._conclude(final, turn)
+            step = self._conclude(final, turn, checks=not give_up)
             if step.ending is not None:
                 return HookOutcome(self._ended_note(step), None)
+            if give_up:
+                return self._give_up(f"ending iteration {state.iteration}", turn)
+            if self.backlog is not None:  # a new point: the count starts again
+                slow_checks.mark_busy(self.folder.path, state.iteration, False, 0)
         elif decision.reason is LetStopReason.STOP_REQUESTED:
             result = self.record.finish(EventType.ABORT, Reason.USER_STOPPED, self._stop_note())
             self.briefing.undelivered()
@@ -157,6 +170,8 @@ class HookStop:
             )
             note = f"autopilot: run {self.arming.run_id} {held}" if held else None
             return HookOutcome(let_stop(note), arming)
+        if give_up and not state.iteration_open and not self.record.state.gate:
+            return self._give_up(f"starting the iteration after {state.iteration}", turn)
         return self._start_next(decision, turn)
 
     def _stop_note(self) -> str:
@@ -213,13 +228,27 @@ class HookStop:
         self.record.finish(EventType.ABORT, Reason.UNCLAIMED, note)
         return self.record.state
 
+    def _give_up(self, where: str, turn: TurnView | None) -> HookOutcome:
+        """The run asks a person (``hook.slow_checks.ask_person``); the session stops."""
+        assert self.backlog is not None
+        checks = self.backlog.checks_named()
+        note = slow_checks.ask_person(self.record, self.arming.run_id, where, checks)
+        arming = replace(self.arming, block_streak=0, last_assistant_key=_key(turn, self.arming))
+        return HookOutcome(let_stop(note), arming)
+
     def _conclude(
-        self, final: str | None, turn: TurnView | None, ended_by: EndedBy = EndedBy.EXIT
+        self,
+        final: str | None,
+        turn: TurnView | None,
+        ended_by: EndedBy = EndedBy.EXIT,
+        *,
+        checks: bool = True,
     ) -> Step:
         """End the open iteration through ``conclude`` and write it (``final``: the
         turn's text in which the completion promise is looked for). An iteration a
         Stop was cut short while ending is ended from what that Stop saw
-        (``hook.cut_short``), ``endedBy`` ``killed``."""
+        (``hook.cut_short``), ``endedBy`` ``killed``. Without ``checks`` the
+        running item is left as it is (its reports wait for the next end)."""
         state = self.record.state
         number = state.iteration
         folder = self.folder.attempt(number).path
@@ -232,7 +261,17 @@ class HookStop:
             )
             ended_by = EndedBy.KILLED
         else:
-            ending = self._ending(number, folder, final, turn)
+            ending = seen_ending(
+                self.arming,
+                number,
+                folder,
+                self.cwd,
+                final,
+                turn,
+                self.clock.now_ms(),
+                changed=self.backlog is not None,
+                warn=self._warn,
+            )
             make_private_dir(folder, exist_ok=True)
             begin_ending(folder, ending)
         attempt = Attempt(
@@ -252,7 +291,7 @@ class HookStop:
             progress=ending.progress,
             duration_ms=ending.duration_ms,
         )
-        if self.backlog is not None:
+        if self.backlog is not None and checks:
             attempt = self.backlog.with_item(attempt, folder, ending.changed_paths)
             if attempt.backlog is not None and attempt.backlog.reopened_notice:
                 self.briefing.notice(MessageKind.REOPENED, attempt.backlog.reopened_notice)
@@ -268,48 +307,6 @@ class HookStop:
             self.record.emit(EventType.PAUSE, iteration=number)
             self.record.update(lambda s: setattr(s, "status", RunStatus.PAUSED))
         return step
-
-    def _ending(
-        self, number: int, folder: Path, final: str | None, turn: TurnView | None
-    ) -> Ending:
-        """What this Stop sees of the open iteration: the turn's text, the tokens and
-        cost since it started, its time, the work tree's progress and changed paths,
-        the reports waiting."""
-        now_ms = self.clock.now_ms()
-        arming = self.arming
-        tokens = _tokens(turn)
-        input_tokens = output_tokens = None
-        if tokens is not None:
-            input_tokens = max(tokens.input_tokens - arming.input_tokens, 0)
-            output_tokens = max(tokens.output_tokens - arming.output_tokens, 0)
-        session_cost = turn.cost_usd if turn is not None else None
-        cost_usd = None  # unknown: the transcript records no cost
-        if session_cost is not None:
-            cost_usd = round(max(session_cost - (arming.cost_usd or 0.0), 0.0), 6)
-        mark = mark_now(self.cwd, self._warn)
-        # As ``workspace.marks.progress_between``: the fingerprint holds every branch
-        # tip and HEAD's recent reflog, so a new commit anywhere, or HEAD on a commit no
-        # branch held, changes it; a checkout of an existing branch does not.
-        if mark.fingerprint is None:
-            progress = Progress.UNKNOWN
-        elif mark.fingerprint != arming.tree_fingerprint:
-            progress = Progress.MADE
-        else:
-            progress = Progress.NONE
-        changed = changed_since(folder, self.cwd, mark, self._warn) if self.backlog else []
-        return Ending(
-            iteration=number,
-            final_message=final,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cost_usd=cost_usd,
-            duration_ms=max(now_ms - arming.iteration_started_at_ms, 0)
-            if arming.iteration_started_at_ms
-            else 0,
-            progress=progress,
-            changed_paths=tuple(changed),
-            reports=waiting_reports(self.folder.path),
-        )
 
     def _start_next(self, decision: StopDecision, turn: TurnView | None) -> HookOutcome:
         """Start the next iteration: its prompt is the block's reason."""

@@ -125,6 +125,7 @@ class BacklogShell:
     claimed_at: int = field(default=0, init=False)
     ours: tuple[WorkItem, ...] | None = field(default=None, init=False)
     running: WorkItem | None = field(default=None, init=False)
+    unwritten: str | None = field(default=None, init=False)
     _problems_told: tuple[str, ...] = field(default=(), init=False)
     _gate_seen: str | None = field(default=None, init=False)
     _lowered_told: set[tuple[tuple[str, int, int], str]] = field(default_factory=set, init=False)
@@ -181,6 +182,7 @@ class BacklogShell:
             if self.ledger is not None:
                 self.ledger.wrote([item])
             self.ours = tuple(mine.items)
+            self.unwritten = None
             return
         try:
             current = self.backlog.read()
@@ -188,17 +190,21 @@ class BacklogShell:
             current = BacklogFile((), exists=False)  # not a file we can read: replaced
         self.backlog.write_locked(current.with_items(items))
         self.ours = tuple(items)
+        self.unwritten = None
 
     def write_or_warn(
         self, items: Sequence[WorkItem], iteration: int, item: WorkItem | None = None
     ) -> None:
         """``_write`` at an iteration's end: a file the agent made unwritable (a
         folder in its place) is a warning, not the run's end; the items stand in the
-        run's log and the boundary holds until the file can be used."""
+        run's log and the boundary holds until the file can be used. Until a write
+        succeeds (``unwritten``), the backlog is never done (``done``) and ``begin``
+        writes the file before it concludes anything from it."""
         try:
             self._write(items, item)
         except BacklogError as error:
             self.ours = tuple(items)
+            self.unwritten = str(error)
             self.emit(
                 "warning",
                 iteration=iteration,
@@ -238,11 +244,14 @@ class BacklogShell:
         if problem is not None or found is None:
             return Begun(hold=problem)
         known = self.known_items()
-        if not found.exists and known:
+        if self.unwritten is not None and known:
+            # The file holds what the run failed to write over, not a person's edit.
+            items: Sequence[WorkItem] = known
+        elif not found.exists and known:
             reconciled = reconcile(known, None, agent_worked=False)
             for note in reconciled.notes:
                 self.emit("warning", iteration=iteration, note=note)
-            items: Sequence[WorkItem] = reconciled.items
+            items = reconciled.items
         else:
             items = self.at_least_known(found.items)
             reconciled = reconcile(known, items, agent_worked=False)
@@ -255,8 +264,8 @@ class BacklogShell:
         self._problems_told = problems
         plan = plan_iteration(self.run_id, items, iteration, run_surface=self.run_surface)
         if plan.item is None:
-            if not found.exists and known:
-                self._write(plan.items)
+            if (not found.exists and known) or self.unwritten is not None:
+                self._write(plan.items)  # never "done" from a view the run could not write
             self.ours = tuple(plan.items)
             return Begun(done=plan.done, question=plan.question)
         # Marked in the same hold of the lock as the copy is taken: a person's change
@@ -363,7 +372,10 @@ class BacklogShell:
         return ended
 
     def done(self) -> bool:
-        """No item is open and every completed item passed its checks."""
+        """No item is open and every completed item passed its checks — never while
+        the last write of ``tasks.jsonl`` failed (``unwritten``)."""
+        if self.unwritten is not None:
+            return False
         items = self.known_items()
         return not open_items(items) and all(
             i.completion.verdict is Verdict.PASS for i in items if i.status is ItemStatus.COMPLETED

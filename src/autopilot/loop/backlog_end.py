@@ -18,7 +18,7 @@ found it when it claimed its own, or as a sibling lane wrote it since
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,7 +30,12 @@ from autopilot.core.backlog_step import (
     with_item_replaced,
 )
 from autopilot.core.boundary import surface_violations
-from autopilot.core.decisions import limit_attempts, reopen_for_conflict, reopen_for_violation
+from autopilot.core.decisions import (
+    limit_attempts,
+    reopen_for_conflict,
+    reopen_for_unverified_surface,
+    reopen_for_violation,
+)
 from autopilot.core.item_bounds import fit_item
 from autopilot.core.item_report import CheckOutcome, ItemDecision, ItemReport
 from autopilot.core.workitem_events import (
@@ -71,6 +76,11 @@ class ItemShell(Protocol):
     ledger: LaneLedger | None
     claimed_at: int
     merged_tree: Path | None
+
+    @property
+    def log_events(self) -> Callable[[], Iterable[Mapping[str, Any]]]:
+        """Reads the run's log."""
+        ...
 
     def emit(self, event_type: str, **fields: Any) -> Any:
         """Append one event to the run's log."""
@@ -154,9 +164,11 @@ def end_item(
     known = shell.marks.read(item.id, iteration)
     paths, _ = touched_paths(known, changed_paths, shell.tree)
     violations = surface_violations(paths, item.allowed_surface, shell.run_surface)
+    completes = report is not None and report.decision is ItemDecision.CONTINUE_NEXT
+    unverified = completes and item.id in shell.marks.unverifiable
     checks = None
     stopped = False
-    if not violations and report is not None and report.decision is ItemDecision.CONTINUE_NEXT:
+    if not violations and not unverified and completes:
         run = run_checks(
             item.acceptance_criteria,
             cwd=cwd,
@@ -174,6 +186,12 @@ def end_item(
             ended = _violation(shell, items, item, iteration, violations, report)
             _settle_mark(shell, known, ended.item, violations, iteration)
             return ended
+        if unverified:  # fail safe: a completion whose surface cannot be checked
+            reopened = fit_item(
+                limit_attempts(reopen_for_unverified_surface(item, report), shell.max_item_attempts)
+            )
+            shell.write_or_warn(with_item_replaced(items, reopened), iteration, reopened)
+            return _reopened(shell, reopened, iteration, "surface_unverified")
         if stopped:  # no evidence either way: the item is resumed by a later run
             shell.write_or_warn(items, iteration, item)
             shell.emit(

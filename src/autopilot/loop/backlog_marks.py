@@ -27,13 +27,15 @@ change it left outside its surface still counts.
 **First record wins.** An agent can rewrite the file (it is in the run's folder), so
 each iteration's start on an item is also logged, in a ``workitem_mark`` event
 (``mark_fields``: the item's ``start`` and ``since``, each as its digest and, when it
-fits in a log line, its content). ``MarkBook`` holds the file to the process's own
-copy of the marks and, in a process that has none, ``checked_mark`` holds it to the log
-(``logged_marks``): the start is the first one logged since the item was last closed,
-``since`` the first logged since its last conclusion, and ``outside`` takes in every
-path a ``surface_violation`` of it named since it was last closed. A file that differs
-is a ``warning`` and the log's values are used (when the log holds only a digest, the
-start is unknown and the iteration's own changes are checked).
+fits in a log line, its content, or else its content compressed). ``MarkBook`` holds
+the file to the process's own copy of the marks and, in a process that has none,
+``checked_mark`` holds it to the log (``logged_marks``): the start is the first one
+logged since the item was last closed, ``since`` the first logged since its last
+conclusion, and ``outside`` takes in every path a ``surface_violation`` of it named
+since it was last closed. A file that differs is a ``warning`` and the log's values
+are used. When the log holds only a digest that the file does not match, the start is
+unknown: ``MarkBook.unverifiable`` names the item, and ``loop.backlog_end`` does not
+accept its completion.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from autopilot.core.digest import sha256_hex
+from autopilot.loop.mark_log import logged_fields, logged_mark, mark_digest
 from autopilot.store.private import make_private_dir, write_private
 from autopilot.store.rundir import RunDir
 from autopilot.workspace.git import TreeMark
@@ -201,33 +203,20 @@ def concluded(known: ItemMark, outside: Sequence[str]) -> ItemMark:
     return replace(known, since=None, outside=tuple(outside[:MAX_OUTSIDE_PATHS]))
 
 
-MAX_LOGGED_MARK_BYTES = 6 * 1024
-"""A mark larger than this (as JSON) is logged as its digest alone."""
-
 _CLOSED = ("completed", "stopped", "not_applicable")
-
-
-def _mark_json(mark: TreeMark) -> str:
-    return json.dumps(mark.to_json(), sort_keys=True, separators=(",", ":"))
-
-
-def mark_digest(mark: TreeMark) -> str:
-    """``sha256:<hex>`` of the mark's JSON (keys sorted, no spaces)."""
-    return "sha256:" + sha256_hex(_mark_json(mark).encode("utf-8", "surrogateescape"))
 
 
 def mark_fields(mark: ItemMark, iteration: int, *, new: bool) -> dict[str, Any]:
     """``workitem_mark``'s fields as an iteration on the item starts: ``itemId``,
-    ``iteration``, ``sinceDigest`` and ``since`` (the content, or None when it is over
-    ``MAX_LOGGED_MARK_BYTES``); and ``startDigest``/``start`` alike when the item starts
-    afresh (``new``)."""
+    ``iteration``, and ``since`` as ``loop.mark_log.logged_fields`` gives it; ``start``
+    alike when the item starts afresh (``new``)."""
     fields: dict[str, Any] = {"itemId": mark.item_id, "iteration": iteration}
     for name, value in (("start", mark.start), ("since", mark.since)):
         if value is None or (name == "start" and not new):
             continue
-        text = _mark_json(value)
-        fields[f"{name}Digest"] = mark_digest(value)
-        fields[name] = value.to_json() if len(text) <= MAX_LOGGED_MARK_BYTES else None
+        fields.update(logged_fields(name, value))
+    if new and fields.get("sinceDigest") == fields["startDigest"]:  # once in the line
+        fields.update(since=None, sinceZ=None)
     return fields
 
 
@@ -268,10 +257,10 @@ def logged_marks(events: Iterable[Mapping[str, Any]], item_id: str) -> LoggedMar
             found = replace(found, outside=found.outside | paths)
         elif kind == "workitem_mark":
             if found.start_digest is None and isinstance(event.get("startDigest"), str):
-                start = TreeMark.from_json(event.get("start"))
+                start = logged_mark(event, "start")
                 found = replace(found, start_digest=event["startDigest"], start=start)
             if found.since_digest is None and isinstance(event.get("sinceDigest"), str):
-                since = TreeMark.from_json(event.get("since"))
+                since = logged_mark(event, "since")
                 found = replace(found, since_digest=event["sinceDigest"], since=since)
     return found
 
@@ -300,7 +289,8 @@ def checked_mark(
     if start is None or start.entries is None:
         notes.append(
             f"{where} does not hold the start of work item {item_id} the run logged, and the "
-            "log holds only its digest; its surface is checked against its iterations' changes"
+            "log holds only its digest: what the item changed outside its allowed surface "
+            "cannot be checked, so its completion is not accepted"
         )
         return None, notes
     if file_start is None or mark_digest(file_start) != logged.start_digest:
@@ -343,6 +333,9 @@ class MarkBook:
     log_events: Callable[[], Iterable[Mapping[str, Any]]]
     emit: Callable[..., Any]
     _seen: dict[str, ItemMark | None] = field(default_factory=dict)
+    unverifiable: set[str] = field(default_factory=set)
+    """Items whose logged start neither the file nor the log can give back (``read``):
+    their surface cannot be checked, and their completion is not accepted."""
 
     def read(self, item_id: str, iteration: int) -> ItemMark | None:
         """The item's marks: as this process last wrote or read them (its own copy), else
@@ -359,6 +352,8 @@ class MarkBook:
         else:
             logged = logged_marks(self.log_events(), item_id)
             mark, notes = checked_mark(on_file, logged, item_id)
+            if mark is None and logged.start_digest is not None:
+                self.unverifiable.add(item_id)
         for note in notes:
             self.emit("warning", iteration=iteration, itemId=item_id, note=note)
         if notes and mark is not None:

@@ -2,7 +2,8 @@
 at a hook run's Stop alike.
 
 When no item is open, before the run ends ``backlog_done``, ``verify_completed`` runs
-the ``check`` commands of every ``completed`` item that has any again, in file order,
+the ``check`` commands of every ``completed`` item that has any again, in file order
+(but for those completed before the run started and left so: ``settled_before``),
 in the work tree, with the run's check timeout (``loop.checks.run_checks``: the same
 output saving and digest as an item's own checks). The output goes to
 ``<folder>/verified-<item id>/check-<criterion>.log``. Any failure reopens its item
@@ -26,6 +27,7 @@ from autopilot.core.backlog_step import reconcile, with_item_replaced
 from autopilot.core.backlog_verify import (
     VERIFIED_DECISION,
     reopen_unverified,
+    settled_before,
     to_verify,
     verified_fields,
 )
@@ -74,7 +76,7 @@ def verify_completed(shell: ItemShell, iteration: int, folder: Path, cwd: Path) 
             return Verified(True)
         cwd = shell.merged_tree  # where the lanes' items were merged
     results: list[tuple[WorkItem, CheckOutcome]] = []
-    for item in to_verify(shell.known_items()):
+    for item in to_verify(shell.known_items(), settled_before(shell.log_events())):
         saved = folder / f"verified-{item.id}"
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         make_private_dir(saved, exist_ok=True)
