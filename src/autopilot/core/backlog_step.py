@@ -341,3 +341,25 @@ def reconcile(
     items = (*ours, *added)
     events = tuple(_event("workitem_recorded", workitem_recorded_fields(i)) for i in added)
     return Reconciled(tuple(items), bool(undone or removed), tuple(notes), events)
+
+
+@dataclass(frozen=True)
+class Begun:
+    """What a backlog run's ``begin`` found (``loop.backlog.BacklogShell.begin``).
+
+    Attributes:
+        item: The item the iteration works on, or None.
+        prompt: Its continuation message, or None.
+        done: Nothing is open and every completed item passed its checks.
+        question: A person must act first (the run waits for them).
+        hold: ``tasks.jsonl`` cannot be used as it is (the run pauses with this).
+        wait: Only items other lanes hold are left (the lane pauses until the file
+            changes).
+    """
+
+    item: WorkItem | None = None
+    prompt: str | None = None
+    done: bool = False
+    question: str | None = None
+    hold: str | None = None
+    wait: str | None = None

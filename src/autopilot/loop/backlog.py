@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from autopilot.core.backlog_step import (
+    Begun,
     backlog_gate,
     plan_iteration,
     reconcile,
@@ -53,28 +54,6 @@ from autopilot.store.lane_ledger import LaneLedger
 
 Emit = Callable[..., Any]
 """``emit(event_type, **fields)``: append one event to the run's log."""
-
-
-@dataclass(frozen=True)
-class Begun:
-    """What ``begin`` found.
-
-    Attributes:
-        item: The item the iteration works on, or None.
-        prompt: Its continuation message, or None.
-        done: Nothing is open and every completed item passed its checks.
-        question: A person must act first (the run waits for them).
-        hold: ``tasks.jsonl`` cannot be used as it is (the run pauses with this).
-        wait: Only items other lanes hold are left (the lane pauses until the file
-            changes).
-    """
-
-    item: WorkItem | None = None
-    prompt: str | None = None
-    done: bool = False
-    question: str | None = None
-    hold: str | None = None
-    wait: str | None = None
 
 
 @dataclass

@@ -15,13 +15,14 @@ from typing import Any, Protocol
 
 from autopilot.config import RunConfig
 from autopilot.core.attempt import Attempt, BacklogFacts
+from autopilot.core.backlog_step import Begun
 from autopilot.core.continuation import reopened_notice
 from autopilot.core.digest import sha256_hex
 from autopilot.core.vocabulary import EventType, Progress, RunStatus
 from autopilot.core.workitems import ItemStatus
 from autopilot.loop.approved import ApprovedRun
 from autopilot.loop.armed_limits import held_config, logged_limits, on_disk_limits
-from autopilot.loop.backlog import BacklogShell, Begun
+from autopilot.loop.backlog import BacklogShell
 from autopilot.loop.backlog_end import Ended
 from autopilot.loop.backlog_verify import verify_completed
 from autopilot.loop.claims import Lanes

@@ -42,7 +42,7 @@ from autopilot.loop.torn import without_logged
 from autopilot.store.private import write_private
 
 if TYPE_CHECKING:  # a plain run loads no backlog module (tests/cli/test_startup_imports.py)
-    from autopilot.loop.backlog import Begun
+    from autopilot.core.backlog_step import Begun
 
 
 class Driver:
