@@ -33,11 +33,9 @@ from autopilot.loop.backlog_marks import note_started
 from autopilot.loop.backlog_run import attempt_with
 from autopilot.store.private import write_private
 from autopilot.store.reports import put_back_claimed
+from autopilot.store.rundir import WORK_ITEM_FILE
 from autopilot.workspace.git import TreeMark
 from autopilot.workspace.marks import Workspace
-
-WORK_ITEM_FILE = "workitem.json"
-"""In an attempt's folder: the work item it is on and the work tree's mark before it."""
 
 _MAX_RECORD_BYTES = 16 * 1024 * 1024
 WORK_ITEM_ENV = "AUTOPILOT_WORK_ITEM"

@@ -20,7 +20,7 @@ from autopilot.loop.record import RunRecord
 from autopilot.loop.runner import AgentRunner, AgentWatch, RunRequest
 from autopilot.store.private import write_private
 from autopilot.store.run_state import RunState
-from autopilot.store.rundir import AttemptDir
+from autopilot.store.rundir import WORK_ITEM_FILE, AttemptDir
 
 
 class HandOff(Protocol):
@@ -143,9 +143,11 @@ class Launcher:
             message = f"cannot start {self.adapter.name}: {error}"
             write_private(attempt.stderr, (message + "\n").encode("utf-8", "replace"))
             return ProcessResult(EndedBy.LAUNCH_FAILED, None, message, message, 0, 0, 0.0), parser
-        from autopilot.loop.backlog_recovery import read_started
+        started_on = None
+        if (attempt.path / WORK_ITEM_FILE).exists():  # a backlog run's item, before the agent
+            from autopilot.loop.backlog_recovery import read_started
 
-        started_on = read_started(attempt.path)  # a backlog run's item, before the agent
+            started_on = read_started(attempt.path)
         env = agent_environment(
             self.base_env,
             invocation,

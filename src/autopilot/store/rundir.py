@@ -37,6 +37,9 @@ ITEM_MARKS_DIR = "item-marks"
 PROMPT_FILE = "prompt.md"
 STDOUT_FILE = "stdout.log"
 STDERR_FILE = "stderr.log"
+WORK_ITEM_FILE = "workitem.json"
+"""In an attempt's folder of a backlog run: the work item it is on and the work tree's
+mark before it (``loop.backlog_recovery``)."""
 ATTEMPT_PREFIX = "iter-"
 
 
