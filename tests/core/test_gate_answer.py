@@ -63,3 +63,14 @@ def test_one_spent_attempt_and_a_check_with_no_output_read_as_such() -> None:
     reason = limit_attempts(apply_report(running, claim, silent), 1).blocked_reason or ""
     assert reason.startswith("1 attempt did not complete it (the limit is 1)"), reason
     assert "its output ended with: (nothing);" in reason
+
+
+def test_an_answer_no_blocked_item_is_waiting_for_goes_to_an_open_item() -> None:
+    """The gate was released as the answer came (the item unblocked meanwhile)."""
+    from autopilot.core.gate_answer import answer_fallback
+
+    alpha, beta = WorkItem(id="alpha", prompt="a"), WorkItem(id="beta", prompt="b")
+    gate = "no work item can start: beta is blocked: waiting"
+    assert answer_fallback([alpha, beta], gate) == [beta]  # the item it named
+    assert answer_fallback([alpha, beta], "Which database?") == [alpha]  # the next one
+    assert answer_fallback([HELD], gate) == []

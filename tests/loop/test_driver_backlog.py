@@ -617,3 +617,53 @@ def test_the_agent_is_told_its_work_item_and_attempt_in_its_environment(tmp_path
     ]
     assert told == [("alpha", "1"), ("alpha", "2"), ("gamma", "1")]
     assert all(r.env["AUTOPILOT_ITERATION"] == str(n) for n, r in enumerate(runner.requests, 1))
+
+
+def test_an_answer_given_as_a_person_unblocks_the_item_reaches_its_next_prompt(
+    tmp_path: Path,
+) -> None:
+    """``tasks unblock gamma`` and ``autopilot answer`` at once: the item is no longer
+    blocked when the answer is taken, and the answer goes to it all the same."""
+    blocked = {**ITEMS[2], "status": "blocked", "blocked_reason": "waiting for the API key"}
+    rig = arm_backlog(tmp_path, [blocked])
+    path = rig.root.parent / "work" / ".autopilot" / "tasks.jsonl"
+
+    def unblock_and_answer(state: RunState) -> None:
+        path.write_text(json.dumps(ITEMS[2]) + "\n")
+        state.gate_answer = "use the staging key"
+
+    at_first_gate(rig, unblock_and_answer)
+    driver, runner = rig.driver([agent(rig, lambda i, n, c: ("continue_next", {}, ("ok",)))])
+    assert driver.run().reason == "backlog_done"
+    assert "answer: use the staging key" in runner.requests[0].attempt.prompt.read_text()
+    (answered,) = [e for e in _events(rig) if e["type"] == "gate" and e["state"] == "answered"]
+    assert answered["itemIds"] == ["gamma"]
+
+
+def test_an_answer_written_as_the_gate_is_released_is_taken_not_wiped(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The answer lands between the driver's last read and the release's write: the
+    write that clears the gate takes it (it is not lost with the gate)."""
+    from autopilot.loop.backlog import BacklogShell
+
+    blocked = {**ITEMS[2], "status": "blocked", "blocked_reason": "waiting for the API key"}
+    rig = arm_backlog(tmp_path, [blocked])
+    path = rig.root.parent / "work" / ".autopilot" / "tasks.jsonl"
+    store = StateStore(rig.folder / "state.json")
+    released = BacklogShell.gate_released
+
+    def released_as_answered(shell: BacklogShell, question: str) -> bool:
+        if store.read().gate is not None and '"blocked"' in path.read_text():
+            path.write_text(json.dumps(ITEMS[2]) + "\n")  # the person's unblock
+        went = released(shell, question)
+        if went:
+            store.update(lambda s: setattr(s, "gate_answer", "use the staging key"))
+        return went
+
+    monkeypatch.setattr(BacklogShell, "gate_released", released_as_answered)
+    driver, runner = rig.driver([agent(rig, lambda i, n, c: ("continue_next", {}, ("ok",)))])
+    assert driver.run().reason == "backlog_done"
+    assert "answer: use the staging key" in runner.requests[0].attempt.prompt.read_text()
+    states = [e["state"] for e in _events(rig) if e["type"] == "gate"]
+    assert states == ["waiting", "answered"]

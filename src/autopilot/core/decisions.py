@@ -234,6 +234,13 @@ def answer_item(item: WorkItem, answer: str) -> WorkItem:
     return item.with_status(ItemStatus.READY, completion=completion, blocked_reason=None)
 
 
+def note_answer(item: WorkItem, question: str | None, answer: str) -> WorkItem:
+    """An open item with a person's answer to ``question`` as feedback for its next
+    attempt; its status and attempts as they are (``gate_answer.answer_fallback``)."""
+    feedback = f"question: {question}\nanswer: {answer}" if question else f"answer: {answer}"
+    return replace(item, completion=replace(item.completion, feedback=feedback))
+
+
 def fresh_attempts(item: WorkItem) -> WorkItem:
     """The item with its attempt limit counted afresh from now (a person unblocked,
     answered or reopened it)."""

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 from autopilot.core.workitems import ItemStatus, WorkItem
 
+_OPEN = (ItemStatus.READY, ItemStatus.REOPENED, ItemStatus.RUNNING)
+
 NO_ITEM_CAN_START = "no work item can start: "
 """How the gate of a backlog where every open item is held begins."""
 
@@ -49,6 +51,24 @@ def answer_targets(items: Sequence[WorkItem], question: str | None) -> list[Work
         named = [i for i in blocked if f"{i.id} is blocked: " in question]
         return named[:1] or blocked[:1]
     return blocked[:1]
+
+
+def answer_fallback(items: Sequence[WorkItem], question: str | None) -> list[WorkItem]:
+    """Where an answer goes when no item is blocked for it any more (a person's
+    ``tasks unblock`` or edit released the gate as the answer came): the open items
+    the question names (``X is blocked: …``), else the item the run starts next; empty
+    when nothing is open."""
+    from autopilot.core.ready_queue import next_item
+
+    firsts: dict[str, WorkItem] = {}
+    for item in items:
+        firsts.setdefault(item.id, item)
+    open_now = [i for i in firsts.values() if i.status in _OPEN]
+    named = [i for i in open_now if question is not None and f"{i.id} is blocked: " in question]
+    if named:
+        return named
+    upcoming = next_item(items)
+    return [upcoming] if upcoming is not None else []
 
 
 def answered_note(items: Sequence[WorkItem]) -> str:

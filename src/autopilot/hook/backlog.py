@@ -189,12 +189,16 @@ class _StopGates:
             )
             return None
 
+        taken = [answer]
+
         def clear(s: RunState) -> None:
+            if s.gate_answer is not None:  # an answer that came as the gate was released
+                taken[0] = s.gate_answer
             s.gate = s.gate_answer = None
             s.status = RunStatus.RUNNING
 
         self.record.update(clear)
-        return answer
+        return taken[0]
 
     def hold_until(
         self, why: str, ready: Callable[[], bool], *, status: RunStatus = RunStatus.PAUSED

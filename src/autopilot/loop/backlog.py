@@ -34,8 +34,9 @@ from autopilot.core.backlog_verify import items_from_log, lowered_note, raise_at
 from autopilot.core.decisions import (
     DEFAULT_MAX_ITEM_ATTEMPTS,
     answer_item,
+    note_answer,
 )
-from autopilot.core.gate_answer import answer_targets
+from autopilot.core.gate_answer import answer_fallback, answer_targets
 from autopilot.core.ready_queue import backlog_problems, open_items
 from autopilot.core.workitem_events import (
     backlog_snapshot_fields,
@@ -378,9 +379,13 @@ class BacklogShell:
         def change(found: BacklogFile) -> BacklogFile:
             answered.clear()
             targets = answer_targets(found.items, question)
-            if not targets:
+            if targets:
+                answered.extend(answer_item(item, text) for item in targets)
+            else:  # released as the answer came: it goes to an open item all the same
+                fallback = answer_fallback(found.items, question)
+                answered.extend(note_answer(item, question, text) for item in fallback)
+            if not answered:
                 return found
-            answered.extend(answer_item(item, text) for item in targets)
             return found.with_items(answered)
 
         self.backlog.update(change)

@@ -212,11 +212,13 @@ class Waits:
             if released():
                 break  # no answer: None, the gate cleared
             self.clock.sleep(FLAG_POLL_SECONDS)
-        answer = state.gate_answer
+        taken = [state.gate_answer]
 
         def clear(s: RunState) -> None:
+            if s.gate_answer is not None:  # an answer that came as the gate was released
+                taken[0] = s.gate_answer
             s.gate = s.gate_answer = None
             s.status = RunStatus.RUNNING
 
         self.record.update(clear)
-        return answer
+        return taken[0]
