@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from autopilot.core.gate_answer import attempts_note
 from autopilot.core.item_report import (
@@ -309,16 +310,12 @@ def reopen_for_violation(
     """
     said = claimed_evidence(report) if report is not None else ()
     recorded = tuple(dict.fromkeys((*item.completion.surface_violations, *paths)))
-    completion = replace(
-        item.completion,
-        state=CompletionState.FAILED,
-        verdict=Verdict.FAIL,
+    return _reopened_micro(
+        item,
         evidence=(*said, f"surface-violation: {surface_feedback(paths)}"),
-        reopen_target=FocusLayer.MICRO,
         feedback=surface_feedback(paths),
         surface_violations=recorded[:MAX_SURFACE_VIOLATIONS],
     )
-    return item.with_status(ItemStatus.REOPENED, completion=completion)
 
 
 UNVERIFIED_SURFACE = (
@@ -332,15 +329,11 @@ def reopen_for_unverified_surface(item: WorkItem, report: ItemReport | None) -> 
     """The item after an attempt claimed it complete when its surface could not be
     checked (``UNVERIFIED_SURFACE``): reopened (micro), the completion not accepted."""
     said = claimed_evidence(report) if report is not None else ()
-    completion = replace(
-        item.completion,
-        state=CompletionState.FAILED,
-        verdict=Verdict.FAIL,
+    return _reopened_micro(
+        item,
         evidence=(*said, f"surface-unverified: {UNVERIFIED_SURFACE}"),
-        reopen_target=FocusLayer.MICRO,
         feedback=f"completion not accepted: {UNVERIFIED_SURFACE}",
     )
-    return item.with_status(ItemStatus.REOPENED, completion=completion)
 
 
 def still_violated(item: WorkItem) -> tuple[str, ...]:
@@ -363,13 +356,22 @@ def reopen_for_conflict(item: WorkItem, paths: Sequence[str]) -> WorkItem:
     """
     shown = ", ".join(paths[:20]) + (f" and {len(paths) - 20} more" if len(paths) > 20 else "")
     note = f"merging into the run branch conflicted in: {shown}"
+    return _reopened_micro(
+        item,
+        evidence=(*item.completion.evidence, note),
+        feedback=f"{note}; the work tree now holds the run branch's latest work: do the "
+        "item again on top of it",
+    )
+
+
+def _reopened_micro(item: WorkItem, **completion_fields: Any) -> WorkItem:
+    """``item`` reopened (micro) with a failed completion: its record's other fields,
+    with ``completion_fields`` (``evidence``, ``feedback``, …) in place."""
     completion = replace(
         item.completion,
         state=CompletionState.FAILED,
         verdict=Verdict.FAIL,
         reopen_target=FocusLayer.MICRO,
-        evidence=(*item.completion.evidence, note),
-        feedback=f"{note}; the work tree now holds the run branch's latest work: do the "
-        "item again on top of it",
+        **completion_fields,
     )
     return item.with_status(ItemStatus.REOPENED, completion=completion)
