@@ -216,42 +216,50 @@ def _run_dir(run_ref: str | None) -> Path:
 
 
 def pause(run_ref: str | None) -> int:
-    """``autopilot pause [RUN]``; its exit code."""
+    """``autopilot pause [RUN]``; its exit code (``cli.control_light``)."""
+    from autopilot.cli import control_light
+
+    return control_light.pause(run_ref)
+
+
+def pause_in(folder: Path) -> int:
+    """``autopilot pause`` of the run in ``folder`` through ``autopilot.control``."""
     from autopilot import control
 
-    say(control.pause(_run_dir(run_ref), SystemClock()).message)
+    say(control.pause(folder, SystemClock()).message)
     return 0
 
 
 def resume(run_ref: str | None) -> int:
-    """``autopilot resume [RUN]``; its exit code."""
-    from autopilot import control
+    """``autopilot resume [RUN]``; its exit code (``cli.control_light``)."""
+    from autopilot.cli import control_light
 
-    folder = _run_dir(run_ref)
+    return control_light.resume(run_ref)
+
+
+def resume_in(folder: Path) -> int:
+    """``autopilot resume`` of the run in ``folder`` through ``autopilot.control``."""
+    from autopilot import control
+    from autopilot.cli.control_light import resume_message
+
     before = read_state_quietly(RunDir(folder).state) or RunState()
     result = control.resume(folder, SystemClock())
     say(resume_message(folder.name, before, result.state))
     return 0
 
 
-def resume_message(run_id: str, before: RunState, after: RunState) -> str:
-    """What ``resume`` did: resumed, nothing to resume, or held by the OFF file."""
-    off = run_off_switch(after) if after.cwd else None
-    was_paused = before.status is RunStatus.PAUSED or before.paused
-    if off is not None and was_paused:
-        return f"{run_id}: still paused by {off}; autopilot on (or remove that file) to resume"
-    if after.hold is not None and after.status is RunStatus.PAUSED and not after.terminated:
-        return f"{run_id}: still paused until the file is fixed: {after.hold}"
-    if not was_paused:
-        return f"{run_id}: not paused; nothing to resume"
-    return f"{run_id}: resumed"
-
-
 def stop(now: bool, run_ref: str | None) -> int:
-    """``autopilot stop [--now] [RUN]``; its exit code."""
+    """``autopilot stop [--now] [RUN]``; its exit code (``cli.control_light``)."""
+    from autopilot.cli import control_light
+
+    return control_light.stop(now, run_ref)
+
+
+def stop_in(folder: Path, now: bool) -> int:
+    """``autopilot stop [--now]`` of the run in ``folder`` through ``autopilot.control``."""
     from autopilot import control
 
-    say(control.stop(_run_dir(run_ref), SystemClock(), now=now).message)
+    say(control.stop(folder, SystemClock(), now=now).message)
     return 0
 
 

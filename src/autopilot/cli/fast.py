@@ -71,13 +71,13 @@ def _control(name: str, args: list[str]) -> Body | None:
     run_ref = positionals[0] if positionals else None
 
     def body() -> int:
-        from autopilot.cli import control_body
+        from autopilot.cli import control_light
 
         if name == "stop":
-            return control_body.stop("--now" in given, run_ref)
+            return control_light.stop("--now" in given, run_ref)
         if name == "pause":
-            return control_body.pause(run_ref)
-        return control_body.resume(run_ref)
+            return control_light.pause(run_ref)
+        return control_light.resume(run_ref)
 
     return body
 

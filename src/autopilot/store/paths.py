@@ -14,12 +14,12 @@ import re
 from pathlib import Path
 
 from autopilot.errors import RunNotFoundError, RunsRootError, UsageError
-from autopilot.store.rundir import RunDir
+from autopilot.store.run_files import EVENTS_FILE, STATE_FILE, has_records
 from autopilot.store.xdg import xdg_runs_root
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
-    from autopilot.store.run_state import RunState
+    from autopilot.store.state_file import StateView
 
 RUNS_DIR_ENV = "AUTOPILOT_RUNS_DIR"
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -110,7 +110,7 @@ def list_run_ids(root: Path) -> list[str]:
         for entry in os.scandir(root)
         if entry.is_dir(follow_symlinks=False)
         and is_valid_run_id(entry.name)
-        and RunDir(Path(entry.path)).has_records()
+        and has_records(entry.path)
     ]
     return sorted(found, key=started_at_of, reverse=True)
 
@@ -120,7 +120,7 @@ def started_at_of(run_id: str) -> int:
     return int(run_id.rsplit("-", 1)[1])
 
 
-def _started_in(state: RunState) -> str | None:
+def _started_in(state: StateView) -> str | None:
     """The directory a ``--worktree`` run was started in: the same place in the
     checkout (``worktree.origin``) as its work tree is in its worktree."""
     place = state.extra.get("worktree")
@@ -135,12 +135,12 @@ def _started_in(state: RunState) -> str | None:
         return origin
 
 
-def _armed_cwd(folder: RunDir) -> str | None:
+def _armed_cwd(folder: Path) -> str | None:
     """The ``cwd`` of the ``armed`` event a run's log begins with, else None."""
     import json
 
     try:
-        with open(folder.events, "rb") as log:
+        with open(folder / EVENTS_FILE, "rb") as log:
             first = json.loads(log.readline(65536))
     except (OSError, ValueError):
         return None
@@ -150,7 +150,7 @@ def _armed_cwd(folder: RunDir) -> str | None:
     return cwd if isinstance(cwd, str) else None
 
 
-def _parent_of_lane(state: RunState) -> str | None:
+def _parent_of_lane(state: StateView) -> str | None:
     """The parallel run a lane's ``state.json`` names (``lane.parent``), else None."""
     lane = state.extra.get("lane")
     parent = lane.get("parent") if isinstance(lane, dict) else None
@@ -190,18 +190,18 @@ def resolve_run(root: Path, ref: str | None, *, project: Path | None = None) -> 
     Raises:
         RunNotFoundError: nothing matches, or a prefix matches several runs.
     """
-    from autopilot.store.state import read_state_quietly
+    from autopilot.store.state_file import read_state_view_quietly
 
     run_ids = list_run_ids(root)
     if ref is None:
         newest: str | None = None
         places = set() if project is None else {str(project), str(project_of(project))}
         for run_id in run_ids:
-            state = read_state_quietly(RunDir(root / run_id).state)
+            state = read_state_view_quietly(root / run_id / STATE_FILE)
             if state is None:
                 # Unreadable: named by its log's first event, so the command says what is
                 # wrong with this project's run instead of "no runs".
-                if project is None or _armed_cwd(RunDir(root / run_id)) in places:
+                if project is None or _armed_cwd(root / run_id) in places:
                     newest = newest or run_id
                 continue
             if project is not None and not places & {state.cwd, _started_in(state)}:

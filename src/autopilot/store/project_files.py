@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from autopilot.store.run_state import RunState
+    from autopilot.store.state_file import StateView
 
 PROJECT_DIR = ".autopilot"
 OFF_NAME = "OFF"
@@ -94,7 +95,7 @@ def off_switch(cwd: str | None, worktree: Mapping[str, Any] | None) -> Path | No
     return None
 
 
-def run_off_switch(state: RunState) -> Path | None:
+def run_off_switch(state: RunState | StateView) -> Path | None:
     """``off_switch`` of the run ``state`` describes."""
     worktree = state.extra.get("worktree")
     return off_switch(state.cwd, worktree if isinstance(worktree, Mapping) else None)

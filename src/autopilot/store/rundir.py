@@ -16,31 +16,47 @@ A run folder is ``<runs-root>/<runId>/``::
     iter-NNNN/        one folder per attempt at an iteration (a retry of the same
                       iteration gets iter-NNNN.2, …): prompt.md, stdout.log, stderr.log
 
-No other module spells these names.
+No other module spells these names (they are kept in ``store.run_files``).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from autopilot.store.private import make_private_dir
+from autopilot.store.run_files import (
+    APPROVED_RUN_COPY,
+    ATTEMPT_PREFIX,
+    DRIVER_LOCK_FILE,
+    EVENTS_FILE,
+    GIT_FILTERS_FILE,
+    ITEM_MARKS_DIR,
+    LAUNCH_FILE,
+    PROMPT_FILE,
+    STATE_FILE,
+    STDERR_FILE,
+    STDOUT_FILE,
+    WORK_ITEM_FILE,
+    has_records,
+)
 
-STATE_FILE = "state.json"
-EVENTS_FILE = "events.jsonl"
-DRIVER_LOCK_FILE = "driver.lock"
-APPROVED_RUN_COPY = "approved-run.json"
-GIT_FILTERS_FILE = "git-filters.json"
-LAUNCH_FILE = "launch.json"
-ITEM_MARKS_DIR = "item-marks"
-PROMPT_FILE = "prompt.md"
-STDOUT_FILE = "stdout.log"
-STDERR_FILE = "stderr.log"
-WORK_ITEM_FILE = "workitem.json"
-"""In an attempt's folder of a backlog run: the work item it is on and the work tree's
-mark before it (``loop.backlog_recovery``)."""
-ATTEMPT_PREFIX = "iter-"
+__all__ = [
+    "APPROVED_RUN_COPY",
+    "ATTEMPT_PREFIX",
+    "DRIVER_LOCK_FILE",
+    "EVENTS_FILE",
+    "GIT_FILTERS_FILE",
+    "ITEM_MARKS_DIR",
+    "LAUNCH_FILE",
+    "PROMPT_FILE",
+    "STATE_FILE",
+    "STDERR_FILE",
+    "STDOUT_FILE",
+    "WORK_ITEM_FILE",
+    "AttemptDir",
+    "RunDir",
+]
 
 
 @dataclass(frozen=True)
@@ -138,4 +154,4 @@ class RunDir:
 
     def has_records(self) -> bool:
         """The folder holds a ``state.json`` or an ``events.jsonl`` (a run's records)."""
-        return os.path.exists(self.state) or os.path.exists(self.events)
+        return has_records(self.path)

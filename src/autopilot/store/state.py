@@ -15,61 +15,33 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import json
 import os
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from autopilot.core.redact import redact
 from autopilot.errors import StateFileError
 from autopilot.store.atomic import write_atomically
 from autopilot.store.flock import holding
 from autopilot.store.private import make_private_dir
 from autopilot.store.run_state import RunState, decode_state
+from autopilot.store.state_file import (
+    LOCK_TIMEOUT_SECONDS,
+    encode_state_json,
+    read_state_json,
+)
+
+__all__ = [
+    "LOCK_TIMEOUT_SECONDS",
+    "StateStore",
+    "encode_state",
+    "read_state",
+    "read_state_json",
+    "read_state_quietly",
+]
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
-
-LOCK_TIMEOUT_SECONDS = 30.0
-
-
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
-_SURROGATE_ESCAPE_RE = re.compile(rb"\\u[dD][89a-fA-F]")
-
-
-def _repair_surrogates(text: str) -> str:
-    """Each lone surrogate (it cannot be UTF-8) becomes U+FFFD."""
-    return _SURROGATE_RE.sub("\ufffd", text)
-
-
-def read_state_json(path: Path) -> dict[str, Any]:
-    """Read a ``state.json`` as JSON, without locking and without checking its shape.
-
-    Lone surrogates in strings (``"\\ud83d"`` escapes) are replaced with U+FFFD, so
-    whatever is read can be printed and written back.
-
-    Raises:
-        StateFileError: the file is missing, unreadable, not JSON or not an object.
-    """
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise StateFileError(f"{path} does not exist") from None
-    except OSError as error:
-        raise StateFileError(
-            f"cannot read {path}: {error.strerror or error}", errno=error.errno
-        ) from None
-    try:
-        value = json.loads(data)
-        if _SURROGATE_ESCAPE_RE.search(data):
-            value = json.loads(_repair_surrogates(json.dumps(value, ensure_ascii=False)))
-    except (ValueError, RecursionError):
-        raise StateFileError(f"{path} is not valid JSON (corrupt state file)") from None
-    if not isinstance(value, dict):
-        raise StateFileError(f"{path} does not hold a JSON object (corrupt state file)")
-    return value
 
 
 def read_state(path: Path) -> RunState:
@@ -90,28 +62,14 @@ def read_state_quietly(path: Path) -> RunState | None:
         return None
 
 
-_REDACTED_FIELDS = ("terminationNote", "terminationReason", "stopReason")
-"""Fields that may quote an agent (its error text): written with secrets redacted."""
-
-
 def encode_state(state: RunState | dict[str, Any]) -> bytes:
-    """Two-space indented JSON with a trailing newline (the seed's layout).
-
-    Lone surrogates in strings (e.g. a session id cut from an agent's output) are
-    written as U+FFFD, so encoding never fails on them. The fields that may quote
-    an agent (``terminationNote``, …) are written with well-known secrets redacted.
+    """``encode_state_json`` of ``state`` (a ``RunState``'s ``to_json``).
 
     Raises:
         ValueError: NaN or an infinity in a number, or a circular reference.
         TypeError: a value JSON cannot hold.
     """
-    data = state.to_json() if isinstance(state, RunState) else state
-    shown = {
-        key: redact(value) if key in _REDACTED_FIELDS and isinstance(value, str) else value
-        for key, value in data.items()
-    }
-    text = json.dumps(shown, indent=2, ensure_ascii=False, allow_nan=False)
-    return (_repair_surrogates(text) + "\n").encode()
+    return encode_state_json(state.to_json() if isinstance(state, RunState) else state)
 
 
 class StateStore:
