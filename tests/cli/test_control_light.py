@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from autopilot.cli import control_body, control_light
@@ -75,6 +75,8 @@ def _outcome(act: Callable[[], int], capsys: pytest.CaptureFixture[str]) -> tupl
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(_run_states(), st.sampled_from(range(4)), st.booleans())
+@example(RunState(run_id=_RUN, paused=True, paused_at_ms=_NOW_MS + 5), 1, True)  # clock behind
+@example(RunState(run_id=_RUN, paused=True, paused_at_ms=_NOW_MS - 7, total_paused_ms=3), 1, True)
 def test_light_and_typed_commands_agree(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.manage.runs import alive_driver, make_run, now_ms
+from autopilot.store.flock import FileLock
+from tests.manage.runs import alive_driver, dead_driver, make_run, now_ms
 
 _PROBE = """
 import atexit, json, sys
@@ -135,6 +136,55 @@ def test_everyday_commands_import_no_view_driver_or_adapter(
     # The log's decision records are read only where a decision is looked for.
     assert "autopilot.core.change" not in modules
     assert "typing" not in modules  # annotations only, under TYPE_CHECKING
+
+
+_TYPED_STATE = (
+    "dataclasses",
+    "autopilot.store.run_state",
+    "autopilot.store.rundir",
+    "autopilot.store.state",
+    "autopilot.config",
+    "autopilot.core.delivery",
+    "autopilot.core.state",
+    "autopilot.control",
+    "autopilot.cli.control_body",
+    "autopilot.runtime",
+)
+"""What ``pause``, ``resume`` and ``stop`` of a run its driver holds leave alone: the
+typed state and every user of ``dataclasses`` (``cli.control_light``)."""
+
+
+@pytest.mark.parametrize("args", [["pause"], ["resume"], ["stop"], ["stop", "--now"]])
+def test_control_commands_of_a_held_run_load_no_typed_state(
+    tmp_path: Path, args: list[str]
+) -> None:
+    runs = tmp_path / "runs"
+    project = tmp_path / "project"
+    project.mkdir()
+    run_id = make_run(
+        runs,
+        "project",
+        now_ms(),
+        state={**alive_driver(), "cwd": str(project.resolve()), "paused": True},
+        age_files=False,
+    )
+    driver = FileLock(runs / run_id / "driver.lock")  # as the run's driver holds it
+    assert driver.acquire()
+    try:
+        modules = _imported(args, project, runs)
+    finally:
+        driver.release()
+    assert _forbidden(modules, _TYPED_STATE) == []
+    assert "autopilot.cli.control_light" in modules
+
+
+def test_a_run_no_driver_holds_is_stopped_the_typed_way(tmp_path: Path) -> None:
+    """The check can fail: ``stop`` of a run whose ``driver.lock`` is free loads them."""
+    runs = tmp_path / "runs"
+    run_id = make_run(runs, "project", now_ms(), state=dead_driver(), age_files=False)
+    modules = _imported(["stop", run_id], tmp_path, runs)
+    assert "autopilot.control" in modules
+    assert "dataclasses" in modules
 
 
 def test_the_probe_sees_what_a_command_imports(tmp_path: Path) -> None:
