@@ -41,6 +41,12 @@ VIEWED = (
     "hold",
     "version",
     "extra",
+    "pid",
+    "pid_start_time",
+    "pid_command",
+    "host",
+    "supervisor_pid",
+    "supervisor_start_time",
 )
 """``StateView``'s properties: each is ``RunState``'s attribute of the same name."""
 
@@ -85,6 +91,12 @@ _KEYS = (
     "config",
     "worktree",
     "parallel",
+    "pid",
+    "pidStartTime",
+    "pidCommand",
+    "host",
+    "supervisorPid",
+    "supervisorStartTime",
 )
 _CONFIGS = st.one_of(
     st.none(),

@@ -20,34 +20,31 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from dataclasses import dataclass
+from collections import namedtuple
 
 _START_TIME_TOLERANCE_SECONDS = 1.0
 _MAX_COMMAND_CHARS = 500
 
 
-@dataclass(frozen=True)
-class ProcessIdentity:
-    """What tells one process from another that later gets the same pid.
+class ProcessIdentity(namedtuple("ProcessIdentity", ["start_time", "command"])):
+    """What tells one process from another that later gets the same pid (a named
+    tuple, not a dataclass: ``status`` and ``send`` ask it without ``dataclasses``).
 
     Attributes:
-        start_time: When it started (epoch s).
+        start_time: When it started (epoch s, a float).
         command: Its command line, space-joined and cut to 500 characters (None if
             it cannot be read).
     """
 
-    start_time: float
-    command: str | None
+    __slots__ = ()
 
 
 class _AccessDenied(Exception):
     """The process exists but this user may not look at it."""
 
 
-@dataclass(frozen=True)
-class _Seen:
-    start_time: float
-    zombie: bool
+_Seen = namedtuple("_Seen", ["start_time", "zombie"])
+"""A process's start time (epoch s) and whether it is a zombie."""
 
 
 def process_identity(pid: int) -> ProcessIdentity | None:

@@ -20,12 +20,14 @@ import os
 from _socket import gethostname  # socket.gethostname itself, without socket's imports
 from pathlib import Path
 
-from autopilot.store.run_state import RunState
-from autopilot.store.rundir import DRIVER_LOCK_FILE, RunDir
+from autopilot.store.run_files import DRIVER_LOCK_FILE
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
+
+    from autopilot.store.run_state import RunState
+    from autopilot.store.state_file import StateView
 
 
 def process_alive(
@@ -62,12 +64,12 @@ def process_alive(
     return True if same is None else same
 
 
-def driver_alive(state: RunState) -> bool | None:
+def driver_alive(state: RunState | StateView) -> bool | None:
     """Is the run's driver (its daemon, when detached) alive? See ``process_alive``."""
     return process_alive(state.pid, state.pid_start_time, state.pid_command, state.host)
 
 
-def supervisor_alive(state: RunState) -> bool | None:
+def supervisor_alive(state: RunState | StateView) -> bool | None:
     """Is a detached run's supervisor alive? See ``process_alive``."""
     return process_alive(state.supervisor_pid, state.supervisor_start_time, None, state.host)
 
@@ -81,7 +83,7 @@ def driver_lock_held(run_dir: Path) -> bool | None:
     Returns:
         True if held, False if free or absent, None if it cannot be probed.
     """
-    return _lock_held(str(RunDir(run_dir).driver_lock))
+    return _lock_held(os.path.join(run_dir, DRIVER_LOCK_FILE))
 
 
 def _lock_held(path: str) -> bool | None:
@@ -114,7 +116,7 @@ def lock_holder(run_dir: Path) -> int | None:
     if driver_lock_held(run_dir) is not True:
         return None
     try:
-        note = json.loads(RunDir(run_dir).driver_lock.read_text(errors="replace"))
+        note = json.loads((run_dir / DRIVER_LOCK_FILE).read_text(errors="replace"))
     except (OSError, ValueError):
         return None
     if not isinstance(note, dict):
@@ -127,7 +129,7 @@ def lock_holder(run_dir: Path) -> int | None:
     return pid if process_alive(pid, start_time, command) is True else None
 
 
-def driver_running(run_dir: Path, state: RunState | None) -> bool | None:
+def driver_running(run_dir: Path, state: RunState | StateView | None) -> bool | None:
     """Is a driver running the run (``run_dir``, its ``state``; None: unreadable)?
 
     The recorded driver process first (pid and identity, ``driver_alive``: no lock

@@ -267,6 +267,42 @@ class StateView:
         """``hold``: why the driver holds the run paused until a file is fixed."""
         return self._str("hold")
 
+    def _float_or_none(self, key: str) -> float | None:
+        value = self.data.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        return None
+
+    @property
+    def pid(self) -> int | None:
+        """``pid``: the driver's."""
+        return self._int_or_none("pid")
+
+    @property
+    def pid_start_time(self) -> float | None:
+        """``pidStartTime``: the driver's start time (epoch s)."""
+        return self._float_or_none("pidStartTime")
+
+    @property
+    def pid_command(self) -> str | None:
+        """``pidCommand``: the driver's command line."""
+        return self._str("pidCommand")
+
+    @property
+    def host(self) -> str | None:
+        """``host``: the driver's host name."""
+        return self._str("host")
+
+    @property
+    def supervisor_pid(self) -> int | None:
+        """``supervisorPid``."""
+        return self._int_or_none("supervisorPid")
+
+    @property
+    def supervisor_start_time(self) -> float | None:
+        """``supervisorStartTime`` (epoch s)."""
+        return self._float_or_none("supervisorStartTime")
+
     @property
     def version(self) -> int:
         """``version``: bumped by every write."""
