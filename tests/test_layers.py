@@ -19,6 +19,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
     for layer in (
         "autopilot errors core testkit",
         "config_values prompts",
+        "config_json",
         "config",
         "store",
         "config_sources agents workspace",

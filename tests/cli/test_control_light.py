@@ -1,5 +1,5 @@
 """``pause``, ``resume`` and ``stop`` on plain JSON (``cli.control_light``) say and write
-what the typed path (``autopilot.control``, through ``cli.control_body``) says and
+what the typed path (``autopilot.control``, through ``control_light.pause_in``, …) says and
 writes, byte for byte, whatever the run's state; and they load no dataclass."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from autopilot.cli import control_body, control_light
+from autopilot.cli import control_light
 from autopilot.core.vocabulary import HOOK_MODE, RunStatus
 from autopilot.errors import AutopilotError
 from autopilot.loop.clock import SystemClock
@@ -49,13 +49,17 @@ def _run_states(draw: st.DrawFn) -> RunState:
 
 def _commands() -> list[tuple[str, Callable[[], int], Callable[[Path], int]]]:
     return [
-        ("pause", lambda: control_light.pause(_RUN), control_body.pause_in),
-        ("resume", lambda: control_light.resume(_RUN), control_body.resume_in),
-        ("stop", lambda: control_light.stop(False, _RUN), lambda f: control_body.stop_in(f, False)),
+        ("pause", lambda: control_light.pause(_RUN), control_light.pause_in),
+        ("resume", lambda: control_light.resume(_RUN), control_light.resume_in),
+        (
+            "stop",
+            lambda: control_light.stop(False, _RUN),
+            lambda f: control_light.stop_in(f, False),
+        ),
         (
             "stop --now",
             lambda: control_light.stop(True, _RUN),
-            lambda f: control_body.stop_in(f, True),
+            lambda f: control_light.stop_in(f, True),
         ),
     ]
 
@@ -133,7 +137,7 @@ def test_the_light_path_is_taken_for_a_plain_live_run(
         raise AssertionError("taken by the typed path")
 
     for name in ("pause_in", "resume_in", "stop_in"):
-        monkeypatch.setattr(control_body, name, typed)
+        monkeypatch.setattr(control_light, name, typed)
     driver = FileLock(folder / "driver.lock")
     assert driver.acquire()
     try:

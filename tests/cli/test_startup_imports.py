@@ -148,13 +148,17 @@ _TYPED_STATE = (
     "autopilot.core.state",
     "autopilot.control",
     "autopilot.cli.control_body",
-    "autopilot.runtime",
+    "autopilot.runtime.ending",
+    "autopilot.manage",
 )
-"""What ``pause``, ``resume`` and ``stop`` of a run its driver holds leave alone: the
-typed state and every user of ``dataclasses`` (``cli.control_light``)."""
+"""What ``pause``, ``resume``, ``stop`` and ``send`` of a run its driver holds leave
+alone: the typed state and every user of ``dataclasses`` (``cli.control_light``,
+``send_body``'s queueing for a running driver)."""
 
 
-@pytest.mark.parametrize("args", [["pause"], ["resume"], ["stop"], ["stop", "--now"]])
+@pytest.mark.parametrize(
+    "args", [["pause"], ["resume"], ["stop"], ["stop", "--now"], ["send", "a note"]]
+)
 def test_control_commands_of_a_held_run_load_no_typed_state(
     tmp_path: Path, args: list[str]
 ) -> None:
@@ -175,7 +179,8 @@ def test_control_commands_of_a_held_run_load_no_typed_state(
     finally:
         driver.release()
     assert _forbidden(modules, _TYPED_STATE) == []
-    assert "autopilot.cli.control_light" in modules
+    light = "autopilot.cli.send_body" if args[0] == "send" else "autopilot.cli.control_light"
+    assert light in modules
 
 
 def test_a_run_no_driver_holds_is_stopped_the_typed_way(tmp_path: Path) -> None:

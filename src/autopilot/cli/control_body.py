@@ -1,5 +1,6 @@
-"""The bodies of ``autopilot pause | resume | stop | status [RUN]``, without click: the
-command line (``cli.control_cmds``) and the fast path (``cli.fast``) both call them."""
+"""The body of ``autopilot status [RUN]`` and its lines, without click: the command
+line (``cli.control_cmds``) and the fast path (``cli.fast``) both call it (``pause``,
+``resume`` and ``stop`` are ``cli.control_light``'s)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,10 @@ from pathlib import Path
 from autopilot.cli.echo import say, say_json
 from autopilot.core.vocabulary import RunStatus
 from autopilot.errors import StateFileError
-from autopilot.loop.clock import SystemClock
 from autopilot.store.paths import resolve_run, run_dir, runs_root
 from autopilot.store.project_files import run_off_switch
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
-from autopilot.store.state import read_state_quietly
 from autopilot.view.safe import shown
 
 # ``autopilot.control`` (for the commands), the views of time and ending, liveness and
@@ -213,54 +212,6 @@ def _run_dir(run_ref: str | None) -> Path:
     root = runs_root(create=False)
     run_id = resolve_run(root, run_ref, project=None if run_ref else Path.cwd().resolve())
     return run_dir(root, run_id)
-
-
-def pause(run_ref: str | None) -> int:
-    """``autopilot pause [RUN]``; its exit code (``cli.control_light``)."""
-    from autopilot.cli import control_light
-
-    return control_light.pause(run_ref)
-
-
-def pause_in(folder: Path) -> int:
-    """``autopilot pause`` of the run in ``folder`` through ``autopilot.control``."""
-    from autopilot import control
-
-    say(control.pause(folder, SystemClock()).message)
-    return 0
-
-
-def resume(run_ref: str | None) -> int:
-    """``autopilot resume [RUN]``; its exit code (``cli.control_light``)."""
-    from autopilot.cli import control_light
-
-    return control_light.resume(run_ref)
-
-
-def resume_in(folder: Path) -> int:
-    """``autopilot resume`` of the run in ``folder`` through ``autopilot.control``."""
-    from autopilot import control
-    from autopilot.cli.control_light import resume_message
-
-    before = read_state_quietly(RunDir(folder).state) or RunState()
-    result = control.resume(folder, SystemClock())
-    say(resume_message(folder.name, before, result.state))
-    return 0
-
-
-def stop(now: bool, run_ref: str | None) -> int:
-    """``autopilot stop [--now] [RUN]``; its exit code (``cli.control_light``)."""
-    from autopilot.cli import control_light
-
-    return control_light.stop(now, run_ref)
-
-
-def stop_in(folder: Path, now: bool) -> int:
-    """``autopilot stop [--now]`` of the run in ``folder`` through ``autopilot.control``."""
-    from autopilot import control
-
-    say(control.stop(folder, SystemClock(), now=now).message)
-    return 0
 
 
 def status(as_json: bool, run_ref: str | None) -> int:

@@ -1,10 +1,11 @@
-"""``autopilot pause | resume | stop | status [RUN]`` (bodies in ``cli.control_body``)."""
+"""``autopilot pause | resume | stop | status [RUN]`` (bodies in ``cli.control_light``
+and ``cli.control_body``)."""
 
 from __future__ import annotations
 
 import click
 
-from autopilot.cli import control_body
+from autopilot.cli import control_body, control_light
 
 _RUN_ARG = click.argument("run_ref", metavar="[RUN]", required=False)
 _CTX = {"help_option_names": ["-h", "--help"]}
@@ -14,14 +15,14 @@ _CTX = {"help_option_names": ["-h", "--help"]}
 @_RUN_ARG
 def pause(run_ref: str | None) -> int:
     """Pause RUN at its next iteration boundary (the agent is not interrupted)."""
-    return control_body.pause(run_ref)
+    return control_light.pause(run_ref)
 
 
 @click.command(context_settings=_CTX)
 @_RUN_ARG
 def resume(run_ref: str | None) -> int:
     """Resume a paused RUN."""
-    return control_body.resume(run_ref)
+    return control_light.resume(run_ref)
 
 
 @click.command(context_settings=_CTX)
@@ -29,7 +30,7 @@ def resume(run_ref: str | None) -> int:
 @_RUN_ARG
 def stop(now: bool, run_ref: str | None) -> int:
     """Stop RUN at its next iteration boundary (or now, with --now)."""
-    return control_body.stop(now, run_ref)
+    return control_light.stop(now, run_ref)
 
 
 @click.command(context_settings=_CTX)

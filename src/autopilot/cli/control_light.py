@@ -1,9 +1,13 @@
-"""``autopilot pause | resume | stop [RUN]`` on ``state.json`` as plain JSON: the common
-cases (a run that has not ended, is not a parallel run's or a hook's, and, for
-``stop``, whose driver holds it) are a locked change of one or two fields
-(``store.state_file``), without loading the typed state, the config, the event log or
-liveness. Every other case is ``cli.control_body``'s, through ``autopilot.control``,
-as before: the state is read again there, so what is said and written is the same.
+"""The bodies of ``autopilot pause | resume | stop [RUN]``, without click: the command
+line (``cli.control_cmds``) and the fast path (``cli.fast``) both call them.
+
+The common cases (a run that has not ended, is not a parallel run's or a hook's, and,
+for ``stop``, whose driver holds it) are a locked change of one or two fields of
+``state.json`` as plain JSON (``store.state_file``), without loading the typed state,
+the config, the event log or liveness. Every other case goes through
+``autopilot.control`` (``pause_in``, ``resume_in``, ``stop_in``), which reads the
+state again, so what is said and written is the same
+(``tests/cli/test_control_light.py``).
 """
 
 from __future__ import annotations
@@ -53,9 +57,7 @@ def pause(run_ref: str | None) -> int:
     try:
         update_state_json(folder / STATE_FILE, _pause)
     except (_Typed, StateFileError):
-        from autopilot.cli import control_body
-
-        return control_body.pause_in(folder)
+        return pause_in(folder)
     say(f"{folder.name}: pause requested; it takes effect at the next boundary")
     return 0
 
@@ -85,9 +87,7 @@ def resume(run_ref: str | None) -> int:
     try:
         after = update_state_json(folder / STATE_FILE, change)
     except (_Typed, StateFileError):
-        from autopilot.cli import control_body
-
-        return control_body.resume_in(folder)
+        return resume_in(folder)
     say(resume_message(folder.name, before[0], after))
     return 0
 
@@ -123,9 +123,7 @@ def stop(now: bool, run_ref: str | None) -> int:
             raise _Typed
         update_state_json(folder / STATE_FILE, change)
     except (_Typed, StateFileError):
-        from autopilot.cli import control_body
-
-        return control_body.stop_in(folder, now)
+        return stop_in(folder, now)
     when = "now" if now else "at the next boundary"
     say(f"{folder.name}: stop requested; the run stops {when}")
     return 0
@@ -144,3 +142,31 @@ def _driver_holds(folder: Path) -> bool:
         return False
     lock.release()
     return False
+
+
+def pause_in(folder: Path) -> int:
+    """``autopilot pause`` of the run in ``folder`` through ``autopilot.control``."""
+    from autopilot import control
+
+    say(control.pause(folder, SystemClock()).message)
+    return 0
+
+
+def resume_in(folder: Path) -> int:
+    """``autopilot resume`` of the run in ``folder`` through ``autopilot.control``."""
+    from autopilot import control
+    from autopilot.store.run_state import RunState
+    from autopilot.store.state import read_state_quietly
+
+    before = read_state_quietly(folder / STATE_FILE) or RunState()
+    result = control.resume(folder, SystemClock())
+    say(resume_message(folder.name, before, result.state))
+    return 0
+
+
+def stop_in(folder: Path, now: bool) -> int:
+    """``autopilot stop [--now]`` of the run in ``folder`` through ``autopilot.control``."""
+    from autopilot import control
+
+    say(control.stop(folder, SystemClock(), now=now).message)
+    return 0

@@ -11,13 +11,17 @@ from autopilot.cli.echo import say
 from autopilot.core.vocabulary import HOOK_MODE, RunStatus
 from autopilot.errors import RunLockedError, StateFileError, UsageError
 from autopilot.loop.clock import SystemClock
-from autopilot.loop.messages import queue_message
-from autopilot.runtime.liveness import driver_alive, supervisor_alive
+from autopilot.runtime.liveness import driver_alive, driver_running, supervisor_alive
 from autopilot.store.paths import resolve_run, run_dir, runs_root
 from autopilot.store.project_files import run_off_switch
-from autopilot.store.run_state import RunState
-from autopilot.store.rundir import RunDir
-from autopilot.store.state import read_state
+from autopilot.store.run_files import STATE_FILE
+from autopilot.store.state_file import read_state_view, read_state_view_quietly
+
+# The typed state, the delivery model and the log's readers are loaded only where a
+# run is not simply being driven: ended, its state unreadable, its driver gone.
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from autopilot.store.run_state import RunState
 
 
 def _read_text_file(name: str) -> str:
@@ -27,7 +31,7 @@ def _read_text_file(name: str) -> str:
     Raises:
         UsageError: it cannot be read, or is longer than ``MAX_MESSAGE_CHARS``.
     """
-    from autopilot.core.delivery import MAX_MESSAGE_CHARS
+    from autopilot.core.message_ids import MAX_MESSAGE_CHARS
 
     try:
         if name == "-":
@@ -60,25 +64,28 @@ def send(file_name: str | None, no_start: bool, args: tuple[str, ...]) -> int:
     root = runs_root(create=False)
     run_id = resolve_run(root, run_ref, project=None if run_ref else Path.cwd().resolve())
     folder = run_dir(root, run_id)
-    from autopilot.manage.activity import settled_state
+    if not _queued_for_its_driver(folder, text):
+        from autopilot.loop.messages import queue_message
+        from autopilot.manage.activity import settled_state
+        from autopilot.store.state import read_state
 
-    try:
-        state = read_state(RunDir(folder).state)
-    except StateFileError as unreadable:
-        return _send_unreadable(folder, text, unreadable)
-    # A run whose log says it ended is not relaunched for a message (state.json may
-    # not have been writable to say so).
-    settled = settled_state(folder, state)
-    if settled.terminated:
-        raise _ended(run_id, settled)
-    message = queue_message(folder, text, SystemClock())
-    say(
-        f"autopilot: message {message.id} queued for {run_id}; "
-        "the agent gets it at its next iteration"
-    )
-    state = read_state(RunDir(folder).state)
-    if driver_alive(state) or supervisor_alive(state):
+        try:
+            state = read_state(folder / STATE_FILE)
+        except StateFileError as unreadable:
+            return _send_unreadable(folder, text, unreadable)
+        # A run whose log says it ended is not relaunched for a message (state.json
+        # may not have been writable to say so).
+        settled = settled_state(folder, state)
+        if settled.terminated:
+            raise _ended(run_id, settled)
+        message = queue_message(folder, text, SystemClock())
+        _say_queued(message.id, run_id)
+    now = read_state_view_quietly(folder / STATE_FILE)  # reads as read_state does
+    if now is not None and (driver_alive(now) or supervisor_alive(now)):
         return 0
+    from autopilot.store.state import read_state
+
+    state = read_state(folder / STATE_FILE)
     if state.mode == HOOK_MODE:
         say(
             f"autopilot: {run_id} runs in its agent session's Stop hook: the message goes "
@@ -102,6 +109,53 @@ def send(file_name: str | None, no_start: bool, args: tuple[str, ...]) -> int:
         return 0
 
 
+def _say_queued(message_id: str, run_id: str) -> None:
+    say(
+        f"autopilot: message {message_id} queued for {run_id}; "
+        "the agent gets it at its next iteration"
+    )
+
+
+def _queued_for_its_driver(folder: Path, text: str) -> bool:
+    """Queue ``text`` for a run whose driver runs it (``driver_running``), its state
+    read as plain JSON (``store.state_file``) and the message queued as
+    ``queue_message`` queues it (``queue_message_json``); True once it is queued.
+    False, with nothing done, for any other run (ended, unreadable, its driver not
+    running it now), which ``settled_state`` and ``queue_message`` take.
+
+    Raises:
+        UsageError: ``text`` is not a message (``check_text``).
+        StateFileError: the inbox or the log cannot be written.
+    """
+    from autopilot.core.message_ids import MessageKind, MessageSource
+    from autopilot.store.inbox import check_text, new_message_id, queue_message_json
+
+    try:
+        state = read_state_view(folder / STATE_FILE)
+        if state.terminated or driver_running(folder, state) is not True:
+            return False
+        check_text(text)
+        state = read_state_view(folder / STATE_FILE)  # as queue_message reads it
+    except StateFileError:
+        return False
+    if state.terminated:
+        return False
+    clock = SystemClock()
+    now = clock.now_ms()
+    ident = new_message_id(now)
+    message = {
+        "id": ident,
+        "source": MessageSource.USER.value,
+        "kind": MessageKind.MESSAGE.value,
+        "text": text,
+        "queuedAt": now,
+    }
+    on = run_off_switch(state) is None
+    queue_message_json(folder, message, clock.now_ms, autopilot_on=on)
+    _say_queued(ident, folder.name)
+    return True
+
+
 def _ended(run_id: str, state: RunState) -> UsageError:
     reason = state.termination_reason or state.status
     return UsageError(f"run {run_id} has already ended ({reason}); it takes no more messages")
@@ -117,10 +171,12 @@ def _send_unreadable(folder: Path, text: str, unreadable: StateFileError) -> int
         UsageError: the log says the run ended.
     """
     from autopilot.core.vocabulary import EventType
+    from autopilot.loop.messages import queue_message
     from autopilot.manage.repair import state_from_log
     from autopilot.runtime.liveness import lock_holder
     from autopilot.store.events import read_events
     from autopilot.store.launch_record import launch_of
+    from autopilot.store.rundir import RunDir
 
     run_id = folder.name
     events = list(read_events(RunDir(folder).events))

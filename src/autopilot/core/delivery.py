@@ -30,33 +30,39 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
+
+from autopilot.core.message_ids import (  # here too, where the delivery model is used
+    MAX_MESSAGE_CHARS,
+    MessageKind,
+    MessageSource,
+    is_message_id,
+    message_id,
+)
+
+__all__ = [
+    "BUDGET_WARNING_FRACTION",
+    "MAX_MESSAGE_CHARS",
+    "DeliveryLedger",
+    "Handoff",
+    "Message",
+    "MessageKind",
+    "MessageSource",
+    "Repair",
+    "budget_warnings",
+    "compose_prompt",
+    "conclude",
+    "forget_retired",
+    "is_message_id",
+    "message_id",
+    "ordered",
+    "plan_handoff",
+    "plan_repair",
+    "render",
+]
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
-
-MAX_MESSAGE_CHARS = 100_000
-"""A message's text is at most this many characters (it goes into a prompt)."""
-
-
-class MessageSource(StrEnum):
-    """Who a message is from; the JSON ``source`` of a message and its events."""
-
-    USER = "user"
-    DRIVER = "driver"
-
-
-class MessageKind(StrEnum):
-    """What a message is; the JSON ``kind`` of a message and its events."""
-
-    MESSAGE = "message"
-    ANSWER = "answer"
-    BUDGET_WARNING = "budget_warning"
-    REOPENED = "reopened"
-    SUPERVISOR_NOTICE = "supervisor_notice"
-    VERIFY_FAILED = "verify_failed"
-
 
 _HEADINGS = {
     MessageKind.MESSAGE: "Message from the user",
@@ -121,29 +127,6 @@ class Message:
             text=text,
             queued_at_ms=queued,
         )
-
-
-def message_id(queued_at_ms: int, nonce_hex: str) -> str:
-    """``<queuedAt ms, 13 digits>-<nonce>``: unique, and sorts by queue time.
-
-    Raises:
-        ValueError: ``nonce_hex`` is not 8 lowercase hex digits.
-    """
-    if len(nonce_hex) != 8 or any(ch not in "0123456789abcdef" for ch in nonce_hex):
-        raise ValueError("the nonce must be 8 lowercase hex digits")
-    return f"{queued_at_ms:013d}-{nonce_hex}"
-
-
-def is_message_id(text: str) -> bool:
-    """True for a well-formed message id (safe as a file name)."""
-    stamp, _, nonce = text.partition("-")
-    return (
-        len(stamp) >= 13
-        and stamp.isascii()
-        and stamp.isdigit()
-        and len(nonce) == 8
-        and all(ch in "0123456789abcdef" for ch in nonce)
-    )
 
 
 def ordered(messages: Iterable[Message]) -> tuple[Message, ...]:

@@ -12,12 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from autopilot.core.delivery import MAX_MESSAGE_CHARS, Message, MessageKind, MessageSource
-from autopilot.core.item_text import text_problem
+from autopilot.core.delivery import Message, MessageKind, MessageSource
 from autopilot.errors import UsageError
 from autopilot.loop.clock import Clock
-from autopilot.store.events import EventLog, EventType, excerpt, read_events
-from autopilot.store.inbox import Inbox, new_message_id
+from autopilot.store.events import EventLog, EventType, read_events
+from autopilot.store.inbox import (
+    Inbox,
+    check_text,
+    new_message_id,
+    queue_message_json,
+    queued_fields,
+)
 from autopilot.store.project_files import run_off_switch
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state
@@ -28,15 +33,8 @@ if TYPE_CHECKING:
 
 
 def queued_event_fields(message: Message, *, autopilot_on: bool) -> dict[str, Any]:
-    """The fields of a ``message_queued`` event for ``message``."""
-    return {
-        "messageId": message.id,
-        "source": message.source.value,
-        "kind": message.kind.value,
-        "excerpt": excerpt(message.text),
-        "chars": len(message.text),
-        "autopilotOn": autopilot_on,
-    }
+    """The fields of a ``message_queued`` event for ``message`` (``queued_fields``)."""
+    return queued_fields(message.to_json(), autopilot_on=autopilot_on)
 
 
 def ids_in_log(run_folder: Path, event_type: EventType) -> set[str]:
@@ -46,22 +44,6 @@ def ids_in_log(run_folder: Path, event_type: EventType) -> set[str]:
         for event in read_events(RunDir(run_folder).events)
         if event.get("type") == event_type.value and isinstance(event.get("messageId"), str)
     }
-
-
-def check_text(text: str) -> str:
-    """A message's text, checked.
-
-    Raises:
-        UsageError: empty, longer than ``MAX_MESSAGE_CHARS`` characters, or not
-            Unicode text (a lone surrogate: it could not be handed to the agent).
-    """
-    if not text.strip():
-        raise UsageError("the message is empty")
-    if len(text) > MAX_MESSAGE_CHARS:
-        raise UsageError(f"the message is {len(text)} characters long; at most {MAX_MESSAGE_CHARS}")
-    if (problem := text_problem(text)) is not None:
-        raise UsageError(f"the message has {problem} (an argument that is not UTF-8)")
-    return text
 
 
 def queue_message(
@@ -108,19 +90,17 @@ def queue_message(
         autopilot_on = run_off_switch(state) is None
     now = clock.now_ms()
     message = Message(new_message_id(now), source, kind, text, now)
-    own_log = log is None
-    event_log = log or EventLog(RunDir(run_folder).events, run_folder.name, clock.now_ms)
+    if log is None:
+        queue_message_json(run_folder, message.to_json(), clock.now_ms, autopilot_on=autopilot_on)
+        return message
+    event_log = log
 
     def record(queued: Message) -> None:
         fields = queued_event_fields(queued, autopilot_on=autopilot_on)
         event_log.emit(EventType.MESSAGE_QUEUED, **fields)
         event_log.sync()
 
-    try:
-        Inbox(run_folder).put(message, record)
-    finally:
-        if own_log:
-            event_log.close()
+    Inbox(run_folder).put(message, record)
     return message
 
 

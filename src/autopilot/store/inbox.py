@@ -26,10 +26,18 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from autopilot.core.delivery import Message, is_message_id, message_id
-from autopilot.errors import StateFileError
+from autopilot.core.item_text import text_problem
+from autopilot.core.message_ids import MAX_MESSAGE_CHARS, is_message_id, message_id
+from autopilot.core.text import excerpt
+from autopilot.errors import StateFileError, UsageError
 from autopilot.store.flock import holding
 from autopilot.store.private import make_private_dir, open_private
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+    from autopilot.core.delivery import Message
 
 INBOX_DIR = "inbox"
 LOCK_TIMEOUT_SECONDS = 30.0
@@ -39,6 +47,62 @@ _SUFFIX = ".json"
 def new_message_id(now_ms: int) -> str:
     """A fresh message id for a message queued at ``now_ms``."""
     return message_id(now_ms, os.urandom(4).hex())  # what secrets.token_hex(4) does
+
+
+def check_text(text: str) -> str:
+    """A message's text, checked.
+
+    Raises:
+        UsageError: empty, longer than ``MAX_MESSAGE_CHARS`` characters, or not
+            Unicode text (a lone surrogate: it could not be handed to the agent).
+    """
+    if not text.strip():
+        raise UsageError("the message is empty")
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise UsageError(f"the message is {len(text)} characters long; at most {MAX_MESSAGE_CHARS}")
+    if (problem := text_problem(text)) is not None:
+        raise UsageError(f"the message has {problem} (an argument that is not UTF-8)")
+    return text
+
+
+def queued_fields(message: dict[str, Any], *, autopilot_on: bool) -> dict[str, Any]:
+    """The fields of a ``message_queued`` event for the message whose file's JSON
+    (``Message.to_json``) is ``message``."""
+    return {
+        "messageId": message["id"],
+        "source": message["source"],
+        "kind": message["kind"],
+        "excerpt": excerpt(message["text"]),
+        "chars": len(message["text"]),
+        "autopilotOn": autopilot_on,
+    }
+
+
+def queue_message_json(
+    run_folder: Path, message: dict[str, Any], now_ms: Callable[[], int], *, autopilot_on: bool
+) -> None:
+    """Queue ``message`` (its file's JSON, ``Message.to_json``) in the run's inbox with
+    its ``message_queued`` event, through an event log of its own (``put_json``);
+    durable when this returns. ``loop.messages.queue_message`` and ``send`` to a run
+    whose driver is alive both queue this way.
+
+    Raises:
+        StateFileError: the inbox or the log cannot be written.
+    """
+    from autopilot.core.vocabulary import EventType
+    from autopilot.store.events import EventLog
+    from autopilot.store.run_files import EVENTS_FILE
+
+    log = EventLog(run_folder / EVENTS_FILE, run_folder.name, now_ms)
+
+    def record() -> None:
+        log.emit(EventType.MESSAGE_QUEUED, **queued_fields(message, autopilot_on=autopilot_on))
+        log.sync()
+
+    try:
+        Inbox(run_folder).put_json(message, record)
+    finally:
+        log.close()
 
 
 def _fsync_dir(path: Path) -> None:
@@ -90,9 +154,18 @@ class Inbox:
         Raises:
             StateFileError: the message cannot be written (a full disk, permissions).
         """
+        self.put_json(message.to_json(), lambda: record(message))
+
+    def put_json(self, message: dict[str, Any], record: Callable[[], object]) -> None:
+        """``put`` of a message as its file's JSON (``Message.to_json``: ``id``,
+        ``source``, ``kind``, ``text``, ``queuedAt``), without building a ``Message``.
+
+        Raises:
+            StateFileError: the message cannot be written (a full disk, permissions).
+        """
         with self._locked():
-            tmp = self._dir("tmp") / (message.id + _SUFFIX)
-            data = json.dumps(message.to_json(), ensure_ascii=False).encode("utf-8", "replace")
+            tmp = self._dir("tmp") / (message["id"] + _SUFFIX)
+            data = json.dumps(message, ensure_ascii=False).encode("utf-8", "replace")
             try:
                 fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
                 with open(fd, "wb") as handle:
@@ -104,7 +177,7 @@ class Inbox:
                 raise StateFileError(
                     f"cannot write message to {tmp}: {error.strerror or error}"
                 ) from None
-            record(message)
+            record()
             try:
                 os.replace(tmp, self._dir("new") / tmp.name)
             except OSError as error:
@@ -167,6 +240,8 @@ class Inbox:
         except OSError:
             return None
         try:
+            from autopilot.core.delivery import Message  # a driver's, claiming
+
             message = Message.from_json(json.loads(data))
             if path.name != message.id + _SUFFIX:
                 raise ValueError("file name and id differ")
