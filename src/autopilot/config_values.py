@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Callable
 
-from autopilot.core.vocabulary import MatchMode
+from autopilot.core.run_words import MatchMode
 from autopilot.errors import UsageError
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time

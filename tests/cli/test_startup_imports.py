@@ -181,6 +181,8 @@ def test_control_commands_of_a_held_run_load_no_typed_state(
     assert _forbidden(modules, _TYPED_STATE) == []
     light = "autopilot.cli.send_body" if args[0] == "send" else "autopilot.cli.control_light"
     assert light in modules
+    if args[0] != "send":  # the few words of a state (``core.run_words``), not all enums
+        assert "autopilot.core.vocabulary" not in modules
 
 
 def test_a_run_no_driver_holds_is_stopped_the_typed_way(tmp_path: Path) -> None:

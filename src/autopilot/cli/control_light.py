@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from autopilot.cli.echo import say
-from autopilot.core.vocabulary import HOOK_MODE, RunStatus
+from autopilot.core.run_words import HOOK_MODE, RunStatus
 from autopilot.errors import StateFileError
 from autopilot.loop.clock import SystemClock
 from autopilot.store.paths import resolve_run, run_dir, runs_root

@@ -8,37 +8,40 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from autopilot.core.run_words import (
+    HOOK_MODE,
+    NODE_COMPLETE_REASON,
+    NODE_FAILED_REASONS,
+    PARALLEL_MODE,
+    TERMINAL_STATUSES,
+    MatchMode,
+    RunStatus,
+)
 
-class RunStatus(StrEnum):
-    """A run's ``status`` in ``state.json`` (``docs/formats.md``).
+__all__ = [
+    "DEFAULT_EXTENSION",
+    "DEFAULT_MAX_TOTAL",
+    "HOOK_MODE",
+    "LIMIT_REASONS",
+    "NODE_COMPLETE_REASON",
+    "NODE_FAILED_REASONS",
+    "PARALLEL_MODE",
+    "TERMINAL_STATUSES",
+    "Action",
+    "AgentEventKind",
+    "EndedBy",
+    "ErrorKind",
+    "EventType",
+    "HookAgent",
+    "MatchMode",
+    "Outcome",
+    "Progress",
+    "Reason",
+    "RunStatus",
+    "SeedStatus",
+    "status_of_seed_fold",
+]
 
-    The one status vocabulary of a run: ``state.json``, ``list``, ``status`` and
-    ``watch`` all speak it; the seed log reader's own five statuses (``idle``,
-    ``running``, ``paused``, ``complete``, ``aborted``) map onto it
-    (``status_of_seed_fold``).
-    """
-
-    RUNNING = "running"
-    PLANNING = "planning"
-    WAITING = "waiting"
-    RATE_LIMITED = "rate_limited"
-    PAUSED = "paused"
-    GATED = "gated"
-    AWAITING_USER = "awaiting_user"
-    IDLE = "idle"
-    COMPLETED = "completed"
-    STOPPED = "stopped"
-    ERROR = "error"
-
-
-TERMINAL_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.ERROR})
-"""Statuses of a run that has ended."""
-
-HOOK_MODE = "hook"
-"""The ``mode`` of a run armed with ``autopilot arm`` (each Stop of its session an iteration)."""
-
-PARALLEL_MODE = "parallel"
-"""A parallel backlog run: its lanes are the runs with daemons (relaunched one by one)."""
 
 DEFAULT_EXTENSION = 5
 """Iterations a ``--self-improve`` run is granted at a time (``core.adaptive``; config
@@ -72,14 +75,6 @@ _RUN_STATUS_OF_SEED: dict[str, RunStatus] = {
     SeedStatus.PAUSED: RunStatus.PAUSED,
     SeedStatus.RUNNING: RunStatus.RUNNING,
 }
-
-
-NODE_COMPLETE_REASON = "complete"
-"""The terminal reason the Node implementation of the tool family writes for a run
-that completed (its ``terminationReason`` and the ``complete`` event's ``reason``)."""
-
-NODE_FAILED_REASONS = frozenset({"error", "subprocess_failed"})
-"""Terminal reasons of the Node implementation that mean the agent failed."""
 
 
 class Outcome(StrEnum):
@@ -249,16 +244,6 @@ class EventType(StrEnum):
     MERGE_CONFLICT = "merge_conflict"
     BACKLOG_VERIFIED = "backlog_verified"
     WORKITEM_MARK = "workitem_mark"
-
-
-class MatchMode(StrEnum):
-    """How strictly a promise token must stand in the final message
-    (``core.completion``)."""
-
-    SENTENCE = "sentence"
-    WORD = "word"
-    TAG = "tag"
-    SUBSTRING = "substring"
 
 
 class HookAgent(StrEnum):

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from autopilot.core.redact import redact
-from autopilot.core.vocabulary import NODE_COMPLETE_REASON, NODE_FAILED_REASONS, RunStatus
+from autopilot.core.run_words import NODE_COMPLETE_REASON, NODE_FAILED_REASONS, RunStatus
 from autopilot.errors import StateFileError
 from autopilot.store.atomic import write_atomically
 from autopilot.store.flock import holding
