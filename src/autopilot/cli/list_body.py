@@ -6,22 +6,19 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from autopilot.cli.control_body import status_text, worktree_of
-from autopilot.cli.echo import say, say_json
-from autopilot.config_values import parse_int
-from autopilot.manage.activity import Activity, run_activity, settled_state
-from autopilot.runtime.liveness import driver_record, still_gone
+from autopilot.cli.echo import say_json, write_line
 from autopilot.store.bulk import CollectorOff
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
 from autopilot.store.paths import runs_root
-from autopilot.store.rundir import RunDir
-from autopilot.store.state import read_state_quietly
-from autopilot.view.plain import format_moment
-from autopilot.view.safe import shown
+
+# What a run not yet in ``finished.json`` needs (its typed ``state.json``, its
+# driver, its status in words) and the redaction of what a row shows are loaded by
+# the functions that use them: a list of ended runs, or a short one, needs little.
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 
@@ -32,7 +29,12 @@ def list_runs(as_json: bool, limit: str | None) -> int:
 
 
 def _list_runs(as_json: bool, limit: str | None) -> int:
-    count = parse_int(limit, name="--limit", minimum=1) if limit is not None else None
+    if limit is not None:
+        from autopilot.config_values import parse_int
+
+        count: int | None = parse_int(limit, name="--limit", minimum=1)
+    else:
+        count = None
     root = runs_root(create=False)
     rows = list(read_index(root))[::-1]
     if count is not None:
@@ -41,34 +43,89 @@ def _list_runs(as_json: bool, limit: str | None) -> int:
     finished = FinishedRuns(root)
     if count is None:
         finished.keep_only({str(row["runId"]) for row in rows})
-    lines = [f"{'started':<16}  {'run':<40} {'iteration':<10} status"] if rows else []
     now_ms = int(time.time() * 1000)
-    minutes: dict[int, str] = {}
+    listed: list[tuple[Any, ...]] = []
     for row in rows:
         run_id = str(row["runId"])
         status, reason, iterations, text, worktree = _list_row(root, run_id, finished, now_ms)
         if run_id in unclaimed and reason is None:
+            from autopilot.view.plain import format_moment
+
             until = format_moment(unclaimed[run_id], day_of_ms=now_ms)
             text = f"armed, unclaimed until {until} (no session has stopped yet)"
         if as_json:
             shown_row = {"status": status, "reason": reason, "iterations": iterations}
             say_json(dict(row, **shown_row, worktree=worktree))
             continue
+        listed.append((row, run_id, iterations, text, worktree))
+    if listed:
+        write_line(_table(listed))
+    finished.save()
+    return 0
+
+
+def _table(listed: list[tuple[Any, ...]]) -> str:
+    """The text of ``list``: a header and one line per ``(index row, run id,
+    iterations, status text, worktree)``. What a row takes from a run's files (its
+    id, status text, iteration counts, branch) is shown as ``view.safe.shown`` shows
+    it (secrets redacted, controls escaped); when none of it, taken together, could
+    hold a secret or a control, it is used as it is (two scans for thousands of
+    runs), else each distinct value is shown once."""
+    cells: list[list[str]] = []
+    pool: set[str] = set()
+    minutes: dict[int, str] = {}
+    for row, run_id, iterations, text, worktree in listed:
         started = row.get("ts")
         if not isinstance(started, int):
             started = row.get("startedAt")
         when = _minute(started, minutes) if isinstance(started, int) else "????-??-?? ??:??"
         branch = worktree.get("branch") if isinstance(worktree, dict) else None
-        on_branch = f"  (worktree, branch {_one_line(branch)})" if isinstance(branch, str) else ""
+        line = [
+            when,
+            run_id,
+            "?" if iterations is None else str(iterations),
+            str(row.get("maxIterations") or "∞"),
+            str(text),
+            branch if isinstance(branch, str) and branch else "",
+        ]
+        pool.update(line[1:])
+        cells.append(line)
+    show = _shower(pool)
+    lines = [f"{'started':<16}  {'run':<40} {'iteration':<10} status"]
+    for when, run_id, iterations, most, text, branch in cells:
+        on_branch = f"  (worktree, branch {show(branch)})" if branch else ""
         lines.append(
-            f"{when}  {_one_line(run_id):<40} iter {'?' if iterations is None else iterations}/"
-            f"{_one_line(str(row.get('maxIterations') or '∞')):<4} {_one_line(text)}"
-            + (on_branch if branch else "")
+            f"{when}  {show(run_id):<40} iter {show(iterations)}/{show(most):<4} "
+            f"{show(text)}{on_branch}"
         )
-    if not as_json and lines:
-        say("\n".join(lines))  # redacted and escaped as a whole
-    finished.save()
-    return 0
+    return "\n".join(lines)
+
+
+def _shower(pool: set[str]) -> Callable[[str], str]:
+    """How the values in ``pool`` are shown: as they are when none holds a control
+    character (all printable) and no secret shape is found in them together (as
+    ``core.redact.redact`` finds one, in values joined by NULs, which no pattern
+    crosses); else ``view.safe.shown``, once per distinct value."""
+    from autopilot.core.redact import redact
+
+    joined = "\0".join(pool)
+    if " ".join(pool).isprintable() and redact(joined) == joined:
+        return _as_it_is
+    from autopilot.view.safe import shown
+
+    memo: dict[str, str] = {}
+
+    def show(value: str) -> str:
+        got = memo.get(value)
+        if got is None:
+            got = memo[value] = shown(value)
+        return got
+
+    return show
+
+
+def _as_it_is(value: str) -> str:
+    return value
 
 
 def _minute(ms: int, shown: dict[int, str]) -> str:
@@ -99,12 +156,6 @@ def _unclaimed_until(root: Path) -> dict[str, int]:
     return {a.run_id: a.claim_until_ms for a in armings if not a.session_id}
 
 
-def _one_line(text: str) -> str:
-    """A field of a ``list`` line: ``shown`` on one line. A printable field has no
-    control or line break to escape, and ``say`` redacts the whole output."""
-    return text if text.isprintable() else shown(text)
-
-
 _LIST_FIELDS = ("status", "reason", "iterations", "text", "worktree")
 
 
@@ -113,13 +164,31 @@ def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> l
     ``iterations``, ``text`` (its status in words) and ``worktree`` (a
     ``--worktree`` run's, else None); an ended run's from ``finished.json`` when it
     is current."""
-
     where = f"{root}/{run_id}"
     key = file_key(where)
-    cached = finished.get(run_id, "list", key, lambda driver: still_gone(where, driver))
+    cached = finished.get(run_id, "list", key, lambda driver: _still_gone(where, driver))
     if isinstance(cached, list) and len(cached) == len(_LIST_FIELDS):
         return cached
-    folder = root / run_id
+    return _fresh_row(root / run_id, key, finished, now_ms)
+
+
+def _still_gone(where: str, driver: list[Any]) -> bool:
+    from autopilot.runtime.liveness import still_gone
+
+    return still_gone(where, driver)
+
+
+def _fresh_row(
+    folder: Path, key: list[int] | None, finished: FinishedRuns, now_ms: int
+) -> list[Any]:
+    """``_list_row`` of a run read from its files (``state.json``, its driver, the end
+    of its log), kept in ``finished`` when its files change no more."""
+    from autopilot.cli.control_body import status_text, worktree_of
+    from autopilot.manage.activity import Activity, run_activity, settled_state
+    from autopilot.runtime.liveness import driver_record
+    from autopilot.store.rundir import RunDir
+    from autopilot.store.state import read_state_quietly
+
     state = read_state_quietly(RunDir(folder).state)
     if state is None:
         return [None, None, None, "missing", None]
@@ -133,5 +202,5 @@ def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> l
     shown_row = [str(state.status), state.termination_reason, state.iteration, text, worktree]
     if state.terminated or gone:  # its files change no more (until a driver is back)
         driver = driver_record(state) if gone else None
-        finished.put(run_id, "list", key, shown_row, driver)
+        finished.put(folder.name, "list", key, shown_row, driver)
     return shown_row

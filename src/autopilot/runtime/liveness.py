@@ -20,12 +20,13 @@ import os
 from _socket import gethostname  # socket.gethostname itself, without socket's imports
 from pathlib import Path
 
-from autopilot.store.run_state import RunState
 from autopilot.store.rundir import DRIVER_LOCK_FILE, RunDir
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
+
+    from autopilot.store.run_state import RunState  # annotations only: ``list`` of ended runs
 
 
 def process_alive(
