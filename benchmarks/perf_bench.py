@@ -420,8 +420,17 @@ def _check_concurrent_run(folder: Path, iterations: int) -> str | None:
     return None
 
 
-def bench_many(tmp: Path, runs: int, concurrent: int, iterations: int, rounds: int) -> list[Row]:
-    """``list``/``stats`` over many runs; many runs at once."""
+def bench_many(
+    tmp: Path,
+    runs: int,
+    concurrent: int,
+    iterations: int,
+    rounds: int,
+    against: str | None = None,
+) -> list[Row]:
+    """``list``/``stats`` over many runs (with ``against``, that commit's too, in the
+    same rounds, over a copy of the same runs); many runs at once (none when
+    ``concurrent`` is 0)."""
     import watch_bench
 
     env = _env(tmp, "many-state")
@@ -431,20 +440,35 @@ def bench_many(tmp: Path, runs: int, concurrent: int, iterations: int, rounds: i
     commands = [["list"], ["stats"]]
     every = [lambda: _run([sys.executable, "-c", "pass"], cwd=tmp, env=env)]
     every += [lambda args=args: _run([str(launcher), *args], cwd=tmp, env=env) for args in commands]
+    if against is not None:  # its own copy: each keeps its own finished.json
+        old_src = _export(tmp, against)
+        shutil.copytree(tmp / "many-state", tmp / "many-state-before", symlinks=True)
+        old_env = _env(tmp, "many-state-before")
+        old_env["PYTHONPATH"] = os.pathsep.join([str(old_src), env.get("PYTHONPATH", "")])
+        every += [
+            lambda args=args: _run([str(launcher), *args], cwd=tmp, env=old_env)
+            for args in commands
+        ]
     for warm in every:
         warm()
     base, *took = _medians(rounds, every)
-    rows = [
-        _row(
-            f"many: autopilot {' '.join(args)} over {runs:,} runs",
-            _ms(seconds),
-            f"python -c pass {_ms(base)}",
-            seconds / base,
-            "≤ 10x",
-            seconds / base <= 10,
-        )
-        for args, seconds in zip(commands, took, strict=True)
-    ]
+    rows = []
+    for index, args in enumerate(commands):
+        figures = [(f"at {against}", took[index + len(commands)])] if against else []
+        figures.append(("", took[index]))
+        rows += [
+            _row(
+                f"many: autopilot {' '.join(args)} over {runs:,} runs{' ' if at else ''}{at}",
+                _ms(seconds),
+                f"python -c pass {_ms(base)}",
+                seconds / base,
+                "≤ 10x",
+                seconds / base <= 10,
+            )
+            for at, seconds in figures
+        ]
+    if concurrent == 0:
+        return rows
 
     env = _env(tmp, "concurrent-state")
     root = tmp / "concurrent-state" / "autopilot" / "runs"
@@ -599,7 +623,13 @@ def main() -> int:
     parser.add_argument(
         "--against",
         metavar="REV",
-        help="loop: also time this commit's run in the same rounds (a before/after table)",
+        help="loop, many: also time this commit in the same rounds (a before/after table)",
+    )
+    parser.add_argument(
+        "--at-once",
+        type=int,
+        metavar="N",
+        help="many: how many runs go at once (default 50, quick 10; 0: only list and stats)",
     )
     args = parser.parse_args()
     quick = args.quick
@@ -624,9 +654,10 @@ def main() -> int:
                 lambda: bench_many(
                     tmp,
                     1_000 if quick else 10_000,
-                    10 if quick else 50,
+                    (10 if quick else 50) if args.at_once is None else args.at_once,
                     5 if quick else 20,
                     max(3, rounds // 2),
+                    against=args.against,
                 ),
             ),
             ("watch", lambda: bench_watch(quick)),

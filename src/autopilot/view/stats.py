@@ -13,23 +13,19 @@ survives restarts, else from the terminal event.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import statistics
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from autopilot.runtime.liveness import driver_record, driver_running, still_gone
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
 from autopilot.store.paths import is_valid_run_id
-from autopilot.store.rundir import RunDir
-from autopilot.store.state import read_state_quietly
-from autopilot.view.present import as_mapping, fmt_cost, fmt_count
-from autopilot.view.safe import shown
-from autopilot.view.tail import read_lines_backward
+
+# A run's typed ``state.json``, its driver and the end of its log are read by the
+# functions that summarise a run afresh: ``stats`` of ended runs takes them from
+# ``finished.json`` and loads none of that code.
 
 _SCAN_BLOCK_BYTES = 4096
 _STOP_TYPES = frozenset({"iteration_start", "armed"})
@@ -84,6 +80,8 @@ def last_logged_tokens(path: Path) -> Mapping[str, Any]:
     """
     for row in _rows_backward(path):
         if isinstance(row.get("tokens"), Mapping):
+            from autopilot.view.present import as_mapping
+
             return as_mapping(row["tokens"])
         if row.get("type") in _STOP_TYPES:
             break
@@ -91,6 +89,8 @@ def last_logged_tokens(path: Path) -> Mapping[str, Any]:
 
 
 def _rows_backward(path: Path) -> Iterator[dict[str, Any]]:
+    from autopilot.view.tail import read_lines_backward
+
     for raw in read_lines_backward(path, block_bytes=_SCAN_BLOCK_BYTES):
         try:
             row = json.loads(raw)
@@ -114,6 +114,10 @@ def summarize_run(root: Path, row: Mapping[str, Any]) -> RunSummary:
 def _summarize(root: Path, row: Mapping[str, Any]) -> tuple[RunSummary, list[Any] | None]:
     """``summarize_run``, and the record of the run's driver when it is gone
     (``runtime.liveness.driver_record``; else None)."""
+    from autopilot.runtime.liveness import driver_record, driver_running
+    from autopilot.store.rundir import RunDir
+    from autopilot.store.state import read_state_quietly
+
     run_id = str(row["runId"])
     folder = root / run_id
     valid = is_valid_run_id(run_id)
@@ -180,16 +184,26 @@ def _summary(root: Path, row: Mapping[str, Any], finished: FinishedRuns) -> RunS
     where = f"{root}/{run_id}"
     key = file_key(where)
     given = [row.get("label"), row.get("agent")]  # what it takes from the index row
-    cached = finished.get(run_id, "stats", key, lambda driver: still_gone(where, driver))
-    if isinstance(cached, list) and cached[:2] == given:
-        with contextlib.suppress(TypeError):
-            return RunSummary(*cached[2:])
+    cached = finished.get(run_id, "stats", key, lambda driver: _still_gone(where, driver))
+    if isinstance(cached, list) and len(cached) == _CACHED_FIELDS and cached[:2] == given:
+        return RunSummary._make(cached[2:])
     summary, gone = _summarize(root, row)
     # An ended run's summary depends on its files alone; an interrupted one's also on
     # its driver staying gone.
     if summary.outcome.startswith(("complete", "abort")) or gone is not None:
         finished.put(run_id, "stats", key, [*given, *summary], gone)
     return summary
+
+
+_CACHED_FIELDS = 2 + len(RunSummary._fields)
+"""A run's ``stats`` in ``finished.json``: its index row's label and agent, then its
+``RunSummary``."""
+
+
+def _still_gone(where: str, driver: list[Any]) -> bool:
+    from autopilot.runtime.liveness import still_gone
+
+    return still_gone(where, driver)
 
 
 def _ranked(counter: Counter[str]) -> dict[str, int]:
@@ -214,7 +228,7 @@ def aggregate(summaries: Iterable[RunSummary]) -> dict[str, Any]:
         "byAgent": _ranked(Counter(item.agent or "unknown" for item in items)),
         "iterations": {
             "min": min(counts) if counts else None,
-            "median": statistics.median(counts) if counts else None,
+            "median": _median(counts) if counts else None,
             "max": max(counts) if counts else None,
             "total": sum(counts),
         },
@@ -226,12 +240,26 @@ def aggregate(summaries: Iterable[RunSummary]) -> dict[str, Any]:
     }
 
 
+def _median(values: list[int]) -> float | int:
+    """The median of ``values`` (not empty), as ``statistics.median`` gives it (the mean
+    of the middle two of an even count), without that module's imports."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2
+
+
 def _counts(values: Mapping[str, int]) -> str:
+    from autopilot.view.safe import shown
+
     return " · ".join(f"{shown(key)} {count}" for key, count in values.items()) or "-"
 
 
 def format_stats(totals: Mapping[str, Any]) -> list[str]:
     """The text form of ``aggregate``'s result, one line per figure."""
+    from autopilot.view.present import fmt_cost, fmt_count
+
     iterations = totals["iterations"]
     if iterations["min"] is None:
         iteration_line = "-"
