@@ -41,13 +41,22 @@ def _list_runs(as_json: bool, limit: str | None) -> int:
         rows = rows[:count]
     unclaimed = _unclaimed_until(root)
     finished = FinishedRuns(root)
+    run_ids = [str(row["runId"]) for row in rows]
     if count is None:
-        finished.keep_only({str(row["runId"]) for row in rows})
+        finished.keep_only(set(run_ids))
+    found, keys = finished.lookup(root, run_ids, "list", _still_gone)
     now_ms = int(time.time() * 1000)
-    listed: list[tuple[Any, ...]] = []
-    for row in rows:
-        run_id = str(row["runId"])
-        status, reason, iterations, text, worktree = _list_row(root, run_id, finished, now_ms)
+    # The text is made in the same loop (thousands of runs): each line of the values
+    # as they are, which ``_shown_lines`` checks (and remakes, if it must) at the end.
+    cells: list[tuple[str, str, str, str, str, str]] = []
+    lines = [f"{'started':<16}  {'run':<40} {'iteration':<10} status"]
+    minutes: dict[int, str] = {}
+    for row, run_id in zip(rows, run_ids, strict=True):
+        shown_row = found.get(run_id)
+        if not (isinstance(shown_row, list) and len(shown_row) == len(_LIST_FIELDS)):
+            key = keys[run_id] if run_id in keys else file_key(f"{root}/{run_id}")
+            shown_row = _fresh_row(root / run_id, key, finished, now_ms)
+        status, reason, iterations, text, worktree = shown_row
         if run_id in unclaimed and reason is None:
             from autopilot.view.plain import format_moment
 
@@ -57,48 +66,46 @@ def _list_runs(as_json: bool, limit: str | None) -> int:
             shown_row = {"status": status, "reason": reason, "iterations": iterations}
             say_json(dict(row, **shown_row, worktree=worktree))
             continue
-        listed.append((row, run_id, iterations, text, worktree))
-    if listed:
-        write_line(_table(listed))
+        started = row.get("ts")
+        if not isinstance(started, int):
+            started = row.get("startedAt")
+        if isinstance(started, int):
+            when = minutes.get(started // 60_000) or _minute(started, minutes)
+        else:
+            when = "????-??-?? ??:??"
+        branch = worktree.get("branch") if isinstance(worktree, dict) else None
+        if not (isinstance(branch, str) and branch):
+            branch = ""
+        done = "?" if iterations is None else str(iterations)
+        most = str(row.get("maxIterations") or "∞")
+        text = str(text)
+        cells.append((when, run_id, done, most, text, branch))
+        on_branch = f"  (worktree, branch {branch})" if branch else ""
+        lines.append(f"{when}  {run_id:<40} iter {done}/{most:<4} {text}{on_branch}")
+    if cells:
+        write_line(_shown_lines(lines, cells))
     finished.save()
     return 0
 
 
-def _table(listed: list[tuple[Any, ...]]) -> str:
-    """The text of ``list``: a header and one line per ``(index row, run id,
-    iterations, status text, worktree)``. What a row takes from a run's files (its
-    id, status text, iteration counts, branch) is shown as ``view.safe.shown`` shows
-    it (secrets redacted, controls escaped); when none of it, taken together, could
-    hold a secret or a control, it is used as it is (two scans for thousands of
-    runs), else each distinct value is shown once."""
-    cells: list[list[str]] = []
-    pool: set[str] = set()
-    minutes: dict[int, str] = {}
-    for row, run_id, iterations, text, worktree in listed:
-        started = row.get("ts")
-        if not isinstance(started, int):
-            started = row.get("startedAt")
-        when = _minute(started, minutes) if isinstance(started, int) else "????-??-?? ??:??"
-        branch = worktree.get("branch") if isinstance(worktree, dict) else None
-        line = [
-            when,
-            run_id,
-            "?" if iterations is None else str(iterations),
-            str(row.get("maxIterations") or "∞"),
-            str(text),
-            branch if isinstance(branch, str) and branch else "",
-        ]
-        pool.update(line[1:])
-        cells.append(line)
-    show = _shower(pool)
-    lines = [f"{'started':<16}  {'run':<40} {'iteration':<10} status"]
-    for when, run_id, iterations, most, text, branch in cells:
-        on_branch = f"  (worktree, branch {show(branch)})" if branch else ""
-        lines.append(
-            f"{when}  {show(run_id):<40} iter {show(iterations)}/{show(most):<4} "
-            f"{show(text)}{on_branch}"
-        )
+def _shown_lines(lines: list[str], cells: list[tuple[str, str, str, str, str, str]]) -> str:
+    """The text of ``list``: ``lines`` (a header, then a line per run made of the
+    run's ``cells`` as they are) when no value taken from a run's files or its index
+    row (its id, iteration counts, status text, branch) needs ``view.safe.shown``
+    (checked once over them all, ``_shower``); else the lines made again of each
+    distinct value shown (secrets redacted, controls escaped)."""
+    show = _shower({cell for line in cells for cell in line[1:]})
+    if show is not _as_it_is:
+        lines[1:] = [_line(line, show) for line in cells]
     return "\n".join(lines)
+
+
+def _line(cells: tuple[str, str, str, str, str, str], show: Callable[[str], str]) -> str:
+    """One run's line of ``list`` (as ``_list_runs`` makes it), its values shown by
+    ``show``."""
+    when, run_id, done, most, text, branch = cells
+    on_branch = f"  (worktree, branch {show(branch)})" if branch else ""
+    return f"{when}  {show(run_id):<40} iter {show(done)}/{show(most):<4} {show(text)}{on_branch}"
 
 
 def _shower(pool: set[str]) -> Callable[[str], str]:
@@ -157,19 +164,6 @@ def _unclaimed_until(root: Path) -> dict[str, int]:
 
 
 _LIST_FIELDS = ("status", "reason", "iterations", "text", "worktree")
-
-
-def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> list[Any]:
-    """What ``list`` shows of a run, as ``_LIST_FIELDS``: ``status``, ``reason``,
-    ``iterations``, ``text`` (its status in words) and ``worktree`` (a
-    ``--worktree`` run's, else None); an ended run's from ``finished.json`` when it
-    is current."""
-    where = f"{root}/{run_id}"
-    key = file_key(where)
-    cached = finished.get(run_id, "list", key, lambda driver: _still_gone(where, driver))
-    if isinstance(cached, list) and len(cached) == len(_LIST_FIELDS):
-        return cached
-    return _fresh_row(root / run_id, key, finished, now_ms)
 
 
 def _still_gone(where: str, driver: list[Any]) -> bool:
