@@ -172,26 +172,39 @@ def collect(root: Path) -> list[RunSummary]:
         rows[str(row["runId"])] = row
     finished = FinishedRuns(root)
     finished.keep_only(set(rows))
-    summaries = [_summary(root, row, finished) for row in rows.values()]
+    valid = [run_id for run_id in rows if is_valid_run_id(run_id)]
+    found, keys = finished.lookup(root, valid, "stats", _still_gone)
+    summaries = []
+    for run_id, row in rows.items():
+        cached = found.get(run_id)
+        if (
+            isinstance(cached, list)
+            and len(cached) == _CACHED_FIELDS
+            and cached[0] == row.get("label")
+            and cached[1] == row.get("agent")
+        ):
+            summaries.append(RunSummary._make(cached[2:]))
+        elif run_id in keys:
+            summaries.append(_summary(root, row, finished, keys[run_id]))
+        elif run_id in found:  # a cached summary not of this shape: read afresh
+            summaries.append(_summary(root, row, finished, file_key(f"{root}/{run_id}")))
+        else:
+            summaries.append(summarize_run(root, row))
     finished.save()
     return summaries
 
 
-def _summary(root: Path, row: Mapping[str, Any], finished: FinishedRuns) -> RunSummary:
-    run_id = str(row["runId"])
-    if not is_valid_run_id(run_id):
-        return summarize_run(root, row)
-    where = f"{root}/{run_id}"
-    key = file_key(where)
-    given = [row.get("label"), row.get("agent")]  # what it takes from the index row
-    cached = finished.get(run_id, "stats", key, lambda driver: _still_gone(where, driver))
-    if isinstance(cached, list) and len(cached) == _CACHED_FIELDS and cached[:2] == given:
-        return RunSummary._make(cached[2:])
+def _summary(
+    root: Path, row: Mapping[str, Any], finished: FinishedRuns, key: list[int] | None
+) -> RunSummary:
+    """The run summarised afresh, and kept in ``finished`` (with ``key``, its files as
+    they were before it was read) when its summary can no longer change by itself."""
     summary, gone = _summarize(root, row)
     # An ended run's summary depends on its files alone; an interrupted one's also on
     # its driver staying gone.
     if summary.outcome.startswith(("complete", "abort")) or gone is not None:
-        finished.put(run_id, "stats", key, [*given, *summary], gone)
+        given = [row.get("label"), row.get("agent")]  # what it takes from the index row
+        finished.put(str(row["runId"]), "stats", key, [*given, *summary], gone)
     return summary
 
 
