@@ -177,6 +177,9 @@ def _fresh_row(
 ) -> list[Any]:
     """``_list_row`` of a run read from its files (``state.json``, its driver, the end
     of its log), kept in ``finished`` when its files change no more."""
+    running = _running_row(folder)
+    if running is not None:
+        return running
     from autopilot.cli.control_body import status_text, worktree_of
     from autopilot.manage.activity import Activity, run_activity, settled_state
     from autopilot.runtime.liveness import driver_record
@@ -198,3 +201,73 @@ def _fresh_row(
         driver = driver_record(state) if gone else None
         finished.put(folder.name, "list", key, shown_row, driver)
     return shown_row
+
+
+_PLAIN_STATUSES = ("running", "planning")
+"""The statuses whose words in ``list`` are the status alone, when nothing is pending
+(``control_body.status_text``)."""
+
+
+def _running_row(folder: Path) -> list[Any] | None:
+    """``_fresh_row`` of a run whose driver runs here and has nothing pending, read
+    from its ``state.json`` as plain JSON (a live run's list needs neither the typed
+    ``RunState`` nor the code that settles an ended or abandoned one); None for any
+    other run (read the typed way): not ``running`` or ``planning``, ended, paused,
+    asked to stop, gated, held, OFF in its project, or its driver not found alive
+    by pid and identity on this host. Only the fields the row shows or depends on
+    are looked at: a state file the typed reader would refuse for another field is
+    shown from these.
+    """
+    import json
+
+    try:
+        data = json.loads((folder / "state.json").read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or data.get("status") not in _PLAIN_STATUSES:
+        return None
+    pending = ("terminated", "terminationReason", "paused", "stopRequested", "stopNow")
+    if any(data.get(name) for name in pending) or data.get("gate") is not None:
+        return None
+    if data.get("hold") is not None:
+        return None
+    pid, start, command, host = (data.get(k) for k in ("pid", "pidStartTime", "pidCommand", "host"))
+    if not isinstance(pid, int) or isinstance(pid, bool):
+        return None
+    if start is not None and (isinstance(start, bool) or not isinstance(start, int | float)):
+        return None
+    if not (command is None or isinstance(command, str)):
+        return None
+    from _socket import gethostname
+
+    if not (host is None or host == gethostname()):  # ``liveness.driver_running``'s lock
+        return None
+    cwd = data.get("cwd")
+    worktree = data.get("worktree")
+    from autopilot.store.project_files import off_switch
+
+    if off_switch(cwd if isinstance(cwd, str) else None, _worktree(worktree, loose=True)):
+        return None
+    from autopilot.runtime.liveness import process_alive
+
+    if process_alive(pid, start, command, host) is not True:
+        return None
+    iteration = data.get("iter")
+    if isinstance(iteration, bool) or not isinstance(iteration, int | float):
+        iteration = 0
+    status = data["status"]
+    return [status, None, int(iteration), status, _worktree(worktree)]
+
+
+def _worktree(record: Any, *, loose: bool = False) -> Any:
+    """``control_body.worktree_of`` of the ``worktree`` field of a ``state.json``
+    (``path``, ``branch``, ``base``, ``origin``, all strings), or None; with
+    ``loose``, any object (as ``project_files.run_off_switch`` takes it)."""
+    if not isinstance(record, dict):
+        return None
+    if loose:
+        return record
+    keys = ("path", "branch", "base", "origin")
+    if not all(isinstance(record.get(key), str) and record.get(key) for key in keys):
+        return None
+    return {key: str(record[key]) for key in keys}
