@@ -177,6 +177,8 @@ def _fresh_row(
 ) -> list[Any]:
     """``_list_row`` of a run read from its files (``state.json``, its driver, the end
     of its log), kept in ``finished`` when its files change no more."""
+    if "\0" in folder.name:  # no such file can exist (and open() refuses the name)
+        return [None, None, None, "missing", None]
     running = _running_row(folder)
     if running is not None:
         return running
