@@ -53,7 +53,7 @@ def _list_runs(as_json: bool, limit: str | None) -> int:
     minutes: dict[int, str] = {}
     for row, run_id in zip(rows, run_ids, strict=True):
         shown_row = found.get(run_id)
-        if not (isinstance(shown_row, list) and len(shown_row) == len(_LIST_FIELDS)):
+        if shown_row.__class__ is not list or len(shown_row) != _FIELD_COUNT:
             key = keys[run_id] if run_id in keys else file_key(f"{root}/{run_id}")
             shown_row = _fresh_row(root / run_id, key, finished, now_ms)
         status, reason, iterations, text, worktree = shown_row
@@ -73,12 +73,16 @@ def _list_runs(as_json: bool, limit: str | None) -> int:
             when = minutes.get(started // 60_000) or _minute(started, minutes)
         else:
             when = "????-??-?? ??:??"
-        branch = worktree.get("branch") if isinstance(worktree, dict) else None
-        if not (isinstance(branch, str) and branch):
-            branch = ""
         done = "?" if iterations is None else str(iterations)
         most = str(row.get("maxIterations") or "∞")
         text = str(text)
+        if worktree is None:  # nearly every run: no branch to show
+            cells.append((when, run_id, done, most, text, ""))
+            lines.append(f"{when}  {run_id:<40} iter {done}/{most:<4} {text}")
+            continue
+        branch = worktree.get("branch") if isinstance(worktree, dict) else None
+        if not (isinstance(branch, str) and branch):
+            branch = ""
         cells.append((when, run_id, done, most, text, branch))
         on_branch = f"  (worktree, branch {branch})" if branch else ""
         lines.append(f"{when}  {run_id:<40} iter {done}/{most:<4} {text}{on_branch}")
@@ -164,6 +168,7 @@ def _unclaimed_until(root: Path) -> dict[str, int]:
 
 
 _LIST_FIELDS = ("status", "reason", "iterations", "text", "worktree")
+_FIELD_COUNT = len(_LIST_FIELDS)
 
 
 def _still_gone(where: str, driver: list[Any]) -> bool:

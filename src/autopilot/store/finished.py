@@ -139,12 +139,18 @@ class FinishedRuns:
             root_fd: int | None = os.open(where, os.O_RDONLY | os.O_DIRECTORY)
         except OSError:
             root_fd = None
+        stat = os.stat
         try:
             for run_id in run_ids:
-                if root_fd is not None and run_id[:1] != "/":
-                    key = _file_key(run_id, root_fd)
-                else:  # as ``file_key`` of ``f"{root}/{run_id}"`` has it
+                key: _Files | None
+                if root_fd is None or run_id[:1] == "/":  # as ``file_key`` has it
                     key = _file_key(f"{where}/{run_id}", None)
+                else:
+                    try:  # ``_file_key`` inlined: this runs for every run listed
+                        found_at = stat(run_id + "/events.jsonl", dir_fd=root_fd)
+                        key = [found_at.st_ino, found_at.st_size, found_at.st_mtime_ns]
+                    except (OSError, ValueError):
+                        key = _file_key(run_id, root_fd)
                 entry = runs.get(run_id)
                 if entry is not None:
                     if key is None or entry.get("files") != key:
