@@ -1,5 +1,11 @@
 """The body of ``autopilot list``, without click: the command line (``cli.view_cmds``)
-and the fast path (``cli.fast``) both call it."""
+and the fast path (``cli.fast``) both call it.
+
+A run in ``finished.json`` costs one ``stat`` (``store.finished``); a run whose driver
+runs here with nothing pending is read from ``state.json`` as plain JSON
+(``_running_row``); any other run is read the typed way (``_fresh_row``). The values a
+line takes from the runs are redacted and escaped value by value (``_shown_lines``).
+"""
 
 from __future__ import annotations
 

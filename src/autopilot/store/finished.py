@@ -11,7 +11,8 @@ themselves. Each entry holds the inode, size and modification time (ns) of the r
 ``events.jsonl`` (of its ``state.json`` when it has no log), taken **before** the run
 was read; an entry is used only while that file still matches, so a run whose log was
 appended to, edited, replaced or removed is read afresh and never shown from the
-cache. One ``stat`` per run is what keeps ``list`` of 10,000 runs quick; ``state.json``
+cache. One ``stat`` per run (``lookup`` takes them all in one loop, relative to the
+runs root opened once) is what keeps ``list`` of 10,000 runs quick; ``state.json``
 is not looked at: every change autopilot makes to an ended run's state that ``list``
 or ``stats`` shows comes with an event (a ``stop``, a relaunch's ``armed``), while a
 hand edit of ``state.json`` alone shows once the log changes (or once
