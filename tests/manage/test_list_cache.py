@@ -169,3 +169,19 @@ def test_a_live_run_is_listed_from_plain_json_as_the_typed_reader_lists_it(
     assert _listed(capsys, as_json=True) == light_json
     assert "(stop requested)" in light_text and "(pause requested)" in light_text
     assert "held by" in light_text and "branch ap/x" in light_text
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [(3, ["a", "list"]), (4, {"an": "object"}), (6, True), (7, "many"), (9, "0.5"), (5, None)],
+)
+def test_a_cached_summary_of_the_wrong_types_is_read_afresh_not_a_crash(
+    tmp_path: Path, field: int, value: object
+) -> None:
+    root, ids = _root(tmp_path)
+    fresh = aggregate(collect(root))
+    cache = json.loads((root / FINISHED_FILE).read_text())
+    cache["runs"][ids[0]]["stats"][field] = value
+    (root / FINISHED_FILE).write_text(json.dumps(cache))
+    assert aggregate(collect(root)) == fresh
+    assert json.loads((root / FINISHED_FILE).read_text()) != cache

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -165,20 +166,40 @@ def _summarize(root: Path, row: Mapping[str, Any]) -> tuple[RunSummary, list[Any
 
 def collect(root: Path) -> list[RunSummary]:
     """Summaries of every run in the index, oldest first (one per run id); an ended
-    run's from ``finished.json`` while its files are as they were (``store.finished``)."""
+    run's from ``finished.json`` while its files are as they were (``store.finished``)
+    and its summary there has the types a fresh one has (else every run is read
+    afresh, and the cache rewritten)."""
     rows: dict[str, dict[str, Any]] = {}
     for row in read_index(root):
-        rows.pop(str(row["runId"]), None)
-        rows[str(row["runId"])] = row
+        run_id = row["runId"]  # a string (``read_index``)
+        rows.pop(run_id, None)
+        rows[run_id] = row
     finished = FinishedRuns(root)
     finished.keep_only(set(rows))
     valid = [run_id for run_id in rows if is_valid_run_id(run_id)]
     found, keys = finished.lookup(root, valid, "stats", _still_gone)
+    summaries = _summaries(root, rows, finished, found, keys)
+    if not _well_typed(summaries):  # a cache edited by hand: read every run afresh
+        keys.update((run_id, file_key(f"{root}/{run_id}")) for run_id in found)
+        summaries = _summaries(root, rows, finished, {}, keys)
+    finished.save()
+    return summaries
+
+
+def _summaries(
+    root: Path,
+    rows: dict[str, dict[str, Any]],
+    finished: FinishedRuns,
+    found: dict[str, Any],
+    keys: dict[str, list[int] | None],
+) -> list[RunSummary]:
+    """``collect``'s summaries: ``found`` (``FinishedRuns.lookup``) where it is one,
+    else read afresh (kept in ``finished`` with the run's key in ``keys``)."""
     summaries = []
     for run_id, row in rows.items():
         cached = found.get(run_id)
         if (
-            isinstance(cached, list)
+            cached.__class__ is list
             and len(cached) == _CACHED_FIELDS
             and cached[0] == row.get("label")
             and cached[1] == row.get("agent")
@@ -190,8 +211,32 @@ def collect(root: Path) -> list[RunSummary]:
             summaries.append(_summary(root, row, finished, file_key(f"{root}/{run_id}")))
         else:
             summaries.append(summarize_run(root, row))
-    finished.save()
     return summaries
+
+
+_FIELD_TYPES: tuple[set[type], ...] = (
+    {str},
+    {str},
+    {str, type(None)},
+    {str},
+    {int, type(None)},
+    {int},
+    {int},
+    {float, int},
+)
+"""The types each field of a ``RunSummary`` made afresh can have (in field order)."""
+
+
+def _well_typed(summaries: list[RunSummary]) -> bool:
+    """Does every field of every summary have a type a fresh one can have (checked a
+    field at a time, in C: ``map`` of ``type``)?"""
+    if not summaries:
+        return True
+    columns = zip(*summaries, strict=True)
+    return all(
+        set(map(type, column)) <= allowed
+        for column, allowed in zip(columns, _FIELD_TYPES, strict=True)
+    )
 
 
 def _summary(
@@ -233,12 +278,17 @@ def aggregate(summaries: Iterable[RunSummary]) -> dict[str, Any]:
         ``costUsd``.
     """
     items = list(summaries)
-    counts = [item.iterations for item in items if item.iterations is not None]
+    counts = [count for count in map(_ITERATIONS, items) if count is not None]
+    agents = Counter(map(_AGENT, items))
+    if None in agents:
+        agents["unknown"] += agents.pop(None)
+    if "" in agents:
+        agents["unknown"] += agents.pop("")
     return {
         "runs": len(items),
-        "byOutcome": _ranked(Counter(item.outcome for item in items)),
-        "byLabel": _ranked(Counter(item.label for item in items)),
-        "byAgent": _ranked(Counter(item.agent or "unknown" for item in items)),
+        "byOutcome": _ranked(Counter(map(_OUTCOME, items))),
+        "byLabel": _ranked(Counter(map(_LABEL, items))),
+        "byAgent": _ranked(agents),
         "iterations": {
             "min": min(counts) if counts else None,
             "median": _median(counts) if counts else None,
@@ -246,11 +296,18 @@ def aggregate(summaries: Iterable[RunSummary]) -> dict[str, Any]:
             "total": sum(counts),
         },
         "tokens": {
-            "input": sum(item.tokens_in for item in items),
-            "output": sum(item.tokens_out for item in items),
+            "input": sum(map(_TOKENS_IN, items)),
+            "output": sum(map(_TOKENS_OUT, items)),
         },
-        "costUsd": round(sum(item.cost_usd for item in items), 6),
+        "costUsd": round(sum(map(_COST, items)), 6),
     }
+
+
+_LABEL, _AGENT, _OUTCOME, _ITERATIONS, _TOKENS_IN, _TOKENS_OUT, _COST = (
+    itemgetter(RunSummary._fields.index(name))
+    for name in ("label", "agent", "outcome", "iterations", "tokens_in", "tokens_out", "cost_usd")
+)
+"""A ``RunSummary``'s fields, taken by ``map`` (in C) over thousands of runs."""
 
 
 def _median(values: list[int]) -> float | int:
