@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from autopilot.cli.echo import say_json, write_line
-from autopilot.store.bulk import CollectorOff
+from autopilot.store.bulk import CollectorOff, keep_until_exit
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
 from autopilot.store.paths import runs_root
@@ -95,6 +95,7 @@ def _list_runs(as_json: bool, limit: str | None) -> int:
     if cells:
         write_line(_shown_lines(lines, cells))
     finished.save()
+    keep_until_exit(rows, finished, found, keys, cells, lines)
     return 0
 
 

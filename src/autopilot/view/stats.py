@@ -20,6 +20,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from autopilot.store.bulk import keep_until_exit
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
 from autopilot.store.paths import is_valid_run_id
@@ -183,6 +184,7 @@ def collect(root: Path) -> list[RunSummary]:
         keys.update((run_id, file_key(f"{root}/{run_id}")) for run_id in found)
         summaries = _summaries(root, rows, finished, {}, keys)
     finished.save()
+    keep_until_exit(rows, finished, found, keys)
     return summaries
 
 
