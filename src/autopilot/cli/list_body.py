@@ -187,8 +187,11 @@ def _still_gone(where: str, driver: list[Any]) -> bool:
 def _fresh_row(
     folder: Path, key: list[int] | None, finished: FinishedRuns, now_ms: int
 ) -> list[Any]:
-    """``_list_row`` of a run read from its files (``state.json``, its driver, the end
-    of its log), kept in ``finished`` when its files change no more."""
+    """What ``list`` shows of a run, as ``_LIST_FIELDS``: ``status``, ``reason``,
+    ``iterations``, ``text`` (its status in words) and ``worktree`` (a
+    ``--worktree`` run's, else None), read from its files (``state.json``, its
+    driver, the end of its log); kept in ``finished`` under ``key`` (its files before
+    they were read) when its files change no more."""
     if "\0" in folder.name:  # no such file can exist (and open() refuses the name)
         return [None, None, None, "missing", None]
     running = _running_row(folder)
