@@ -139,10 +139,16 @@ def _has_command(launcher: Path, env: dict[str, str], name: str) -> bool:
     return re.search(rf"^\s+{re.escape(name)}\s", done.stdout, re.M) is not None
 
 
-def bench_startup(tmp: Path, rounds: int) -> list[Row]:
-    """Start-up of the everyday commands against ``python -c pass``; a run is live."""
+def bench_startup(tmp: Path, rounds: int, against: str | None = None) -> list[Row]:
+    """Start-up of the everyday commands against ``python -c pass``; a run is live.
+    With ``against``, that commit's commands too, in the same rounds (the same live
+    run, driven by the code measured)."""
     env = _env(tmp)
     launcher = _launcher(tmp)
+    old_env = None
+    if against is not None:
+        old_src = _export(tmp, against)
+        old_env = dict(env, PYTHONPATH=os.pathsep.join([str(old_src), env.get("PYTHONPATH", "")]))
     project = tmp / "startup-project"
     project.mkdir()
     # A live run: one iteration whose agent sleeps until the end of this section.
@@ -179,12 +185,14 @@ def bench_startup(tmp: Path, rounds: int) -> list[Row]:
         plain = tmp / "startup-elsewhere"  # for the hook: a directory with nothing armed
         plain.mkdir()
 
-        def command(args: list[str]) -> Callable[[], None]:
+        def command(args: list[str], env: dict[str, str] = env) -> Callable[[], None]:
             cwd = plain if args[0] == "hook" else project
             return lambda: _run([str(launcher), *args], cwd=cwd, env=env)
 
         runs = [lambda: _run([sys.executable, "-c", "pass"], cwd=project, env=env)]
         runs += [command(args) for _, args in commands]
+        if old_env is not None:
+            runs += [command(args, old_env) for _, args in commands]
         for warm in runs:  # bytecode written, caches warm
             warm()
         medians = _medians(rounds, runs)
@@ -197,10 +205,16 @@ def bench_startup(tmp: Path, rounds: int) -> list[Row]:
         except subprocess.TimeoutExpired:
             driver.kill()
             driver.wait()
-    base = medians[0]
+    base, *took_all = medians
+    named = [(name, "") for name, _ in commands]
+    if old_env is not None:
+        before = [(name, f" at {against}") for name, _ in commands]
+        named = [pair for now, then in zip(named, before, strict=True) for pair in (then, now)]
+        count = len(commands)
+        took_all = [t for i in range(count) for t in (took_all[count + i], took_all[i])]
     rows = [
         _row(
-            f"startup: autopilot {name}",
+            f"startup: autopilot {name}{at}",
             _ms(took),
             f"python -c pass {_ms(base)}",
             took / base,
@@ -208,7 +222,7 @@ def bench_startup(tmp: Path, rounds: int) -> list[Row]:
             took / base <= 4,
             {"seconds": took, "python_s": base},
         )
-        for (name, _), took in zip(commands, medians[1:], strict=True)
+        for (name, at), took in zip(named, took_all, strict=True)
     ]
     rows += [
         _row(f"startup: autopilot {name}", "not built yet", "", None, "≤ 4x") for name in missing
@@ -420,8 +434,17 @@ def _check_concurrent_run(folder: Path, iterations: int) -> str | None:
     return None
 
 
-def bench_many(tmp: Path, runs: int, concurrent: int, iterations: int, rounds: int) -> list[Row]:
-    """``list``/``stats`` over many runs; many runs at once."""
+def bench_many(
+    tmp: Path,
+    runs: int,
+    concurrent: int,
+    iterations: int,
+    rounds: int,
+    against: str | None = None,
+) -> list[Row]:
+    """``list``/``stats`` over many runs (with ``against``, that commit's too, in the
+    same rounds, over a copy of the same runs); many runs at once (none when
+    ``concurrent`` is 0)."""
     import watch_bench
 
     env = _env(tmp, "many-state")
@@ -431,20 +454,35 @@ def bench_many(tmp: Path, runs: int, concurrent: int, iterations: int, rounds: i
     commands = [["list"], ["stats"]]
     every = [lambda: _run([sys.executable, "-c", "pass"], cwd=tmp, env=env)]
     every += [lambda args=args: _run([str(launcher), *args], cwd=tmp, env=env) for args in commands]
+    if against is not None:  # its own copy: each keeps its own finished.json
+        old_src = _export(tmp, against)
+        shutil.copytree(tmp / "many-state", tmp / "many-state-before", symlinks=True)
+        old_env = _env(tmp, "many-state-before")
+        old_env["PYTHONPATH"] = os.pathsep.join([str(old_src), env.get("PYTHONPATH", "")])
+        every += [
+            lambda args=args: _run([str(launcher), *args], cwd=tmp, env=old_env)
+            for args in commands
+        ]
     for warm in every:
         warm()
     base, *took = _medians(rounds, every)
-    rows = [
-        _row(
-            f"many: autopilot {' '.join(args)} over {runs:,} runs",
-            _ms(seconds),
-            f"python -c pass {_ms(base)}",
-            seconds / base,
-            "≤ 10x",
-            seconds / base <= 10,
-        )
-        for args, seconds in zip(commands, took, strict=True)
-    ]
+    rows = []
+    for index, args in enumerate(commands):
+        figures = [(f"at {against}", took[index + len(commands)])] if against else []
+        figures.append(("", took[index]))
+        rows += [
+            _row(
+                f"many: autopilot {' '.join(args)} over {runs:,} runs{' ' if at else ''}{at}",
+                _ms(seconds),
+                f"python -c pass {_ms(base)}",
+                seconds / base,
+                "≤ 10x",
+                seconds / base <= 10,
+            )
+            for at, seconds in figures
+        ]
+    if concurrent == 0:
+        return rows
 
     env = _env(tmp, "concurrent-state")
     root = tmp / "concurrent-state" / "autopilot" / "runs"
@@ -599,7 +637,13 @@ def main() -> int:
     parser.add_argument(
         "--against",
         metavar="REV",
-        help="loop: also time this commit's run in the same rounds (a before/after table)",
+        help="startup, loop, many: also time this commit in the same rounds (before/after)",
+    )
+    parser.add_argument(
+        "--at-once",
+        type=int,
+        metavar="N",
+        help="many: how many runs go at once (default 50, quick 10; 0: only list and stats)",
     )
     args = parser.parse_args()
     quick = args.quick
@@ -611,7 +655,7 @@ def main() -> int:
     try:
         code = core_bench._use_code(tmp, args.rev)
         sections: list[tuple[str, Callable[[], list[Row]]]] = [
-            ("startup", lambda: bench_startup(tmp, rounds)),
+            ("startup", lambda: bench_startup(tmp, rounds, against=args.against)),
             (
                 "loop",
                 lambda: bench_loop(
@@ -624,9 +668,10 @@ def main() -> int:
                 lambda: bench_many(
                     tmp,
                     1_000 if quick else 10_000,
-                    10 if quick else 50,
+                    (10 if quick else 50) if args.at_once is None else args.at_once,
                     5 if quick else 20,
                     max(3, rounds // 2),
+                    against=args.against,
                 ),
             ),
             ("watch", lambda: bench_watch(quick)),

@@ -1,27 +1,30 @@
 """The body of ``autopilot list``, without click: the command line (``cli.view_cmds``)
-and the fast path (``cli.fast``) both call it."""
+and the fast path (``cli.fast``) both call it.
+
+A run in ``finished.json`` costs one ``stat`` (``store.finished``); a run whose driver
+runs here with nothing pending is read from ``state.json`` as plain JSON
+(``_running_row``); any other run is read the typed way (``_fresh_row``). The values a
+line takes from the runs are redacted and escaped value by value (``_shown_lines``).
+"""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from autopilot.cli.control_body import status_text, worktree_of
-from autopilot.cli.echo import say, say_json
-from autopilot.config_values import parse_int
-from autopilot.manage.activity import Activity, run_activity, settled_state
-from autopilot.runtime.liveness import driver_record, still_gone
-from autopilot.store.bulk import CollectorOff
+from autopilot.cli.echo import say_json, write_line
+from autopilot.store.bulk import CollectorOff, keep_until_exit
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
 from autopilot.store.paths import runs_root
-from autopilot.store.rundir import RunDir
-from autopilot.store.state import read_state_quietly
-from autopilot.view.plain import format_moment
-from autopilot.view.safe import shown
+
+# What a run not yet in ``finished.json`` needs (its typed ``state.json``, its
+# driver, its status in words) and the redaction of what a row shows are loaded by
+# the functions that use them: a list of ended runs, or a short one, needs little.
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 
@@ -32,22 +35,37 @@ def list_runs(as_json: bool, limit: str | None) -> int:
 
 
 def _list_runs(as_json: bool, limit: str | None) -> int:
-    count = parse_int(limit, name="--limit", minimum=1) if limit is not None else None
+    if limit is not None:
+        from autopilot.config_values import parse_int
+
+        count: int | None = parse_int(limit, name="--limit", minimum=1)
+    else:
+        count = None
     root = runs_root(create=False)
     rows = list(read_index(root))[::-1]
     if count is not None:
         rows = rows[:count]
     unclaimed = _unclaimed_until(root)
     finished = FinishedRuns(root)
+    run_ids = [str(row["runId"]) for row in rows]
     if count is None:
-        finished.keep_only({str(row["runId"]) for row in rows})
-    lines = [f"{'started':<16}  {'run':<40} {'iteration':<10} status"] if rows else []
+        finished.keep_only(set(run_ids))
+    found, keys = finished.lookup(root, run_ids, "list", _still_gone)
     now_ms = int(time.time() * 1000)
+    # The text is made in the same loop (thousands of runs): each line of the values
+    # as they are, which ``_shown_lines`` checks (and remakes, if it must) at the end.
+    cells: list[tuple[str, str, str, str, str, str]] = []
+    lines = [f"{'started':<16}  {'run':<40} {'iteration':<10} status"]
     minutes: dict[int, str] = {}
-    for row in rows:
-        run_id = str(row["runId"])
-        status, reason, iterations, text, worktree = _list_row(root, run_id, finished, now_ms)
+    for row, run_id in zip(rows, run_ids, strict=True):
+        shown_row = found.get(run_id)
+        if shown_row.__class__ is not list or len(shown_row) != _FIELD_COUNT:
+            key = keys[run_id] if run_id in keys else file_key(f"{root}/{run_id}")
+            shown_row = _fresh_row(root / run_id, key, finished, now_ms)
+        status, reason, iterations, text, worktree = shown_row
         if run_id in unclaimed and reason is None:
+            from autopilot.view.plain import format_moment
+
             until = format_moment(unclaimed[run_id], day_of_ms=now_ms)
             text = f"armed, unclaimed until {until} (no session has stopped yet)"
         if as_json:
@@ -57,18 +75,75 @@ def _list_runs(as_json: bool, limit: str | None) -> int:
         started = row.get("ts")
         if not isinstance(started, int):
             started = row.get("startedAt")
-        when = _minute(started, minutes) if isinstance(started, int) else "????-??-?? ??:??"
+        if isinstance(started, int):
+            when = minutes.get(started // 60_000) or _minute(started, minutes)
+        else:
+            when = "????-??-?? ??:??"
+        done = "?" if iterations is None else str(iterations)
+        most = str(row.get("maxIterations") or "∞")
+        text = str(text)
+        if worktree is None:  # nearly every run: no branch to show
+            cells.append((when, run_id, done, most, text, ""))
+            lines.append(f"{when}  {run_id:<40} iter {done}/{most:<4} {text}")
+            continue
         branch = worktree.get("branch") if isinstance(worktree, dict) else None
-        on_branch = f"  (worktree, branch {_one_line(branch)})" if isinstance(branch, str) else ""
-        lines.append(
-            f"{when}  {_one_line(run_id):<40} iter {'?' if iterations is None else iterations}/"
-            f"{_one_line(str(row.get('maxIterations') or '∞')):<4} {_one_line(text)}"
-            + (on_branch if branch else "")
-        )
-    if not as_json and lines:
-        say("\n".join(lines))  # redacted and escaped as a whole
+        if not (isinstance(branch, str) and branch):
+            branch = ""
+        cells.append((when, run_id, done, most, text, branch))
+        on_branch = f"  (worktree, branch {branch})" if branch else ""
+        lines.append(f"{when}  {run_id:<40} iter {done}/{most:<4} {text}{on_branch}")
+    if cells:
+        write_line(_shown_lines(lines, cells))
     finished.save()
+    keep_until_exit(rows, finished, found, keys, cells, lines)
     return 0
+
+
+def _shown_lines(lines: list[str], cells: list[tuple[str, str, str, str, str, str]]) -> str:
+    """The text of ``list``: ``lines`` (a header, then a line per run made of the
+    run's ``cells`` as they are) when no value taken from a run's files or its index
+    row (its id, iteration counts, status text, branch) needs ``view.safe.shown``
+    (checked once over them all, ``_shower``); else the lines made again of each
+    distinct value shown (secrets redacted, controls escaped)."""
+    show = _shower({cell for line in cells for cell in line[1:]})
+    if show is not _as_it_is:
+        lines[1:] = [_line(line, show) for line in cells]
+    return "\n".join(lines)
+
+
+def _line(cells: tuple[str, str, str, str, str, str], show: Callable[[str], str]) -> str:
+    """One run's line of ``list`` (as ``_list_runs`` makes it), its values shown by
+    ``show``."""
+    when, run_id, done, most, text, branch = cells
+    on_branch = f"  (worktree, branch {show(branch)})" if branch else ""
+    return f"{when}  {show(run_id):<40} iter {show(done)}/{show(most):<4} {show(text)}{on_branch}"
+
+
+def _shower(pool: set[str]) -> Callable[[str], str]:
+    """How the values in ``pool`` are shown: as they are when none holds a control
+    character (all printable) and no secret shape is found in them together (as
+    ``core.redact.redact`` finds one, in values joined by NULs, which no pattern
+    crosses); else ``view.safe.shown``, once per distinct value."""
+    from autopilot.core.redact import redact
+
+    joined = "\0".join(pool)
+    if " ".join(pool).isprintable() and redact(joined) == joined:
+        return _as_it_is
+    from autopilot.view.safe import shown
+
+    memo: dict[str, str] = {}
+
+    def show(value: str) -> str:
+        got = memo.get(value)
+        if got is None:
+            got = memo[value] = shown(value)
+        return got
+
+    return show
+
+
+def _as_it_is(value: str) -> str:
+    return value
 
 
 def _minute(ms: int, shown: dict[int, str]) -> str:
@@ -99,27 +174,35 @@ def _unclaimed_until(root: Path) -> dict[str, int]:
     return {a.run_id: a.claim_until_ms for a in armings if not a.session_id}
 
 
-def _one_line(text: str) -> str:
-    """A field of a ``list`` line: ``shown`` on one line. A printable field has no
-    control or line break to escape, and ``say`` redacts the whole output."""
-    return text if text.isprintable() else shown(text)
-
-
 _LIST_FIELDS = ("status", "reason", "iterations", "text", "worktree")
+_FIELD_COUNT = len(_LIST_FIELDS)
 
 
-def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> list[Any]:
+def _still_gone(where: str, driver: list[Any]) -> bool:
+    from autopilot.runtime.liveness import still_gone
+
+    return still_gone(where, driver)
+
+
+def _fresh_row(
+    folder: Path, key: list[int] | None, finished: FinishedRuns, now_ms: int
+) -> list[Any]:
     """What ``list`` shows of a run, as ``_LIST_FIELDS``: ``status``, ``reason``,
     ``iterations``, ``text`` (its status in words) and ``worktree`` (a
-    ``--worktree`` run's, else None); an ended run's from ``finished.json`` when it
-    is current."""
+    ``--worktree`` run's, else None), read from its files (``state.json``, its
+    driver, the end of its log); kept in ``finished`` under ``key`` (its files before
+    they were read) when its files change no more."""
+    if "\0" in folder.name:  # no such file can exist (and open() refuses the name)
+        return [None, None, None, "missing", None]
+    running = _running_row(folder)
+    if running is not None:
+        return running
+    from autopilot.cli.control_body import status_text, worktree_of
+    from autopilot.manage.activity import Activity, run_activity, settled_state
+    from autopilot.runtime.liveness import driver_record
+    from autopilot.store.rundir import RunDir
+    from autopilot.store.state import read_state_quietly
 
-    where = f"{root}/{run_id}"
-    key = file_key(where)
-    cached = finished.get(run_id, "list", key, lambda driver: still_gone(where, driver))
-    if isinstance(cached, list) and len(cached) == len(_LIST_FIELDS):
-        return cached
-    folder = root / run_id
     state = read_state_quietly(RunDir(folder).state)
     if state is None:
         return [None, None, None, "missing", None]
@@ -133,5 +216,75 @@ def _list_row(root: Path, run_id: str, finished: FinishedRuns, now_ms: int) -> l
     shown_row = [str(state.status), state.termination_reason, state.iteration, text, worktree]
     if state.terminated or gone:  # its files change no more (until a driver is back)
         driver = driver_record(state) if gone else None
-        finished.put(run_id, "list", key, shown_row, driver)
+        finished.put(folder.name, "list", key, shown_row, driver)
     return shown_row
+
+
+_PLAIN_STATUSES = ("running", "planning")
+"""The statuses whose words in ``list`` are the status alone, when nothing is pending
+(``control_body.status_text``)."""
+
+
+def _running_row(folder: Path) -> list[Any] | None:
+    """``_fresh_row`` of a run whose driver runs here and has nothing pending, read
+    from its ``state.json`` as plain JSON (a live run's list needs neither the typed
+    ``RunState`` nor the code that settles an ended or abandoned one); None for any
+    other run (read the typed way): not ``running`` or ``planning``, ended, paused,
+    asked to stop, gated, held, OFF in its project, or its driver not found alive
+    by pid and identity on this host. Only the fields the row shows or depends on
+    are looked at: a state file the typed reader would refuse for another field is
+    shown from these.
+    """
+    import json
+
+    try:
+        data = json.loads((folder / "state.json").read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or data.get("status") not in _PLAIN_STATUSES:
+        return None
+    pending = ("terminated", "terminationReason", "paused", "stopRequested", "stopNow")
+    if any(data.get(name) for name in pending) or data.get("gate") is not None:
+        return None
+    if data.get("hold") is not None:
+        return None
+    pid, start, command, host = (data.get(k) for k in ("pid", "pidStartTime", "pidCommand", "host"))
+    if not isinstance(pid, int) or isinstance(pid, bool):
+        return None
+    if start is not None and (isinstance(start, bool) or not isinstance(start, int | float)):
+        return None
+    if not (command is None or isinstance(command, str)):
+        return None
+    from _socket import gethostname
+
+    if not (host is None or host == gethostname()):  # ``liveness.driver_running``'s lock
+        return None
+    cwd = data.get("cwd")
+    worktree = data.get("worktree")
+    from autopilot.store.project_files import off_switch
+
+    if off_switch(cwd if isinstance(cwd, str) else None, _worktree(worktree, loose=True)):
+        return None
+    from autopilot.runtime.liveness import process_alive
+
+    if process_alive(pid, start, command, host) is not True:
+        return None
+    iteration = data.get("iter")
+    if isinstance(iteration, bool) or not isinstance(iteration, int | float):
+        iteration = 0
+    status = data["status"]
+    return [status, None, int(iteration), status, _worktree(worktree)]
+
+
+def _worktree(record: Any, *, loose: bool = False) -> Any:
+    """``control_body.worktree_of`` of the ``worktree`` field of a ``state.json``
+    (``path``, ``branch``, ``base``, ``origin``, all strings), or None; with
+    ``loose``, any object (as ``project_files.run_off_switch`` takes it)."""
+    if not isinstance(record, dict):
+        return None
+    if loose:
+        return record
+    keys = ("path", "branch", "base", "origin")
+    if not all(isinstance(record.get(key), str) and record.get(key) for key in keys):
+        return None
+    return {key: str(record[key]) for key in keys}

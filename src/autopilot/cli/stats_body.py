@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from autopilot.cli.echo import say, say_json
-from autopilot.store.bulk import CollectorOff
+from autopilot.store.bulk import CollectorOff, keep_until_exit
 from autopilot.store.paths import runs_root
 from autopilot.view.stats import aggregate, collect, format_stats
 
@@ -13,7 +13,9 @@ def stats(as_json: bool) -> int:
     """``autopilot stats [--json]``; its exit code."""
     root = runs_root(create=False)
     with CollectorOff():
-        totals = aggregate(collect(root))
+        summaries = collect(root)
+        totals = aggregate(summaries)
+        keep_until_exit(summaries)  # with what ``collect`` read (``store.bulk``)
     if as_json:
         say_json(totals)
     else:

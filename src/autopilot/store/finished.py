@@ -11,7 +11,8 @@ themselves. Each entry holds the inode, size and modification time (ns) of the r
 ``events.jsonl`` (of its ``state.json`` when it has no log), taken **before** the run
 was read; an entry is used only while that file still matches, so a run whose log was
 appended to, edited, replaced or removed is read afresh and never shown from the
-cache. One ``stat`` per run is what keeps ``list`` of 10,000 runs quick; ``state.json``
+cache. One ``stat`` per run (``lookup`` takes them all in one loop, relative to the
+runs root opened once) is what keeps ``list`` of 10,000 runs quick; ``state.json``
 is not looked at: every change autopilot makes to an ended run's state that ``list``
 or ``stats`` shows comes with an event (a ``stop``, a relaunch's ``armed``), while a
 hand edit of ``state.json`` alone shows once the log changes (or once
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from autopilot.store.atomic import write_atomically
@@ -57,15 +58,20 @@ def file_key(run_folder: str) -> _Files | None:
     Args:
         run_folder: The run's folder (a string: this runs for every run listed).
     """
+    return _file_key(run_folder, None)
+
+
+def _file_key(run_folder: str, dir_fd: int | None) -> _Files | None:
+    """``file_key`` of ``run_folder``, relative to ``dir_fd`` when it is given."""
     try:
-        found = os.stat(run_folder + "/events.jsonl")
+        found = os.stat(run_folder + "/events.jsonl", dir_fd=dir_fd)
     except FileNotFoundError:
         try:
-            found = os.stat(run_folder + "/state.json")
-        except OSError:
+            found = os.stat(run_folder + "/state.json", dir_fd=dir_fd)
+        except (OSError, ValueError):  # ValueError: a NUL in the run id
             return None
         return [found.st_ino, found.st_size, found.st_mtime_ns, 0]
-    except OSError:
+    except (OSError, ValueError):
         return None
     return [found.st_ino, found.st_size, found.st_mtime_ns]
 
@@ -104,6 +110,67 @@ class FinishedRuns:
         if driver is not None and not gone:
             return None  # its driver may be back: read afresh (``put`` replaces the entry)
         return entry.get(part)
+
+    def lookup(
+        self,
+        root: Path,
+        run_ids: Iterable[str],
+        part: str,
+        still_gone: Callable[[str, list[Any]], bool],
+    ) -> tuple[dict[str, Any], dict[str, _Files | None]]:
+        """``get`` for many runs of ``root`` at once (one loop, each run's files looked
+        at relative to the runs root, opened once).
+
+        Args:
+            root: The runs root.
+            run_ids: The runs, as the index names them.
+            part: What is wanted (``list``, ``stats``).
+            still_gone: Whether the driver of the run folder (a string), put with
+                its driver gone, is still gone (``runtime.liveness.still_gone``).
+
+        Returns:
+            The current ``part`` of each run that has one, by run id; and for every
+            other run its ``file_key``, taken now (for ``put``).
+        """
+        found: dict[str, Any] = {}
+        keys: dict[str, _Files | None] = {}
+        runs = self._runs
+        where = str(root)
+        try:
+            root_fd: int | None = os.open(where, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            root_fd = None
+        stat = os.stat
+        try:
+            for run_id in run_ids:
+                key: _Files | None
+                if root_fd is None or run_id[:1] == "/":  # as ``file_key`` has it
+                    key = _file_key(f"{where}/{run_id}", None)
+                else:
+                    try:  # ``_file_key`` inlined: this runs for every run listed
+                        found_at = stat(run_id + "/events.jsonl", dir_fd=root_fd)
+                        key = [found_at.st_ino, found_at.st_size, found_at.st_mtime_ns]
+                    except (OSError, ValueError):
+                        key = _file_key(run_id, root_fd)
+                entry = runs.get(run_id)
+                if entry is not None:
+                    if key is None or entry.get("files") != key:
+                        del runs[run_id]
+                        self._changed = True
+                    else:
+                        driver = entry.get("driver")
+                        if driver is None or (
+                            isinstance(driver, list) and still_gone(f"{where}/{run_id}", driver)
+                        ):
+                            value = entry.get(part)
+                            if value is not None:
+                                found[run_id] = value
+                                continue
+                keys[run_id] = key
+        finally:
+            if root_fd is not None:
+                os.close(root_fd)
+        return found, keys
 
     def put(
         self,

@@ -13,23 +13,21 @@ survives restarts, else from the terminal event.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import statistics
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from autopilot.runtime.liveness import driver_record, driver_running, still_gone
+from autopilot.store.bulk import keep_until_exit
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
 from autopilot.store.paths import is_valid_run_id
-from autopilot.store.rundir import RunDir
-from autopilot.store.state import read_state_quietly
-from autopilot.view.present import as_mapping, fmt_cost, fmt_count
-from autopilot.view.safe import shown
-from autopilot.view.tail import read_lines_backward
+
+# A run's typed ``state.json``, its driver and the end of its log are read by the
+# functions that summarise a run afresh: ``stats`` of ended runs takes them from
+# ``finished.json`` and loads none of that code.
 
 _SCAN_BLOCK_BYTES = 4096
 _STOP_TYPES = frozenset({"iteration_start", "armed"})
@@ -84,6 +82,8 @@ def last_logged_tokens(path: Path) -> Mapping[str, Any]:
     """
     for row in _rows_backward(path):
         if isinstance(row.get("tokens"), Mapping):
+            from autopilot.view.present import as_mapping
+
             return as_mapping(row["tokens"])
         if row.get("type") in _STOP_TYPES:
             break
@@ -91,6 +91,8 @@ def last_logged_tokens(path: Path) -> Mapping[str, Any]:
 
 
 def _rows_backward(path: Path) -> Iterator[dict[str, Any]]:
+    from autopilot.view.tail import read_lines_backward
+
     for raw in read_lines_backward(path, block_bytes=_SCAN_BLOCK_BYTES):
         try:
             row = json.loads(raw)
@@ -114,6 +116,10 @@ def summarize_run(root: Path, row: Mapping[str, Any]) -> RunSummary:
 def _summarize(root: Path, row: Mapping[str, Any]) -> tuple[RunSummary, list[Any] | None]:
     """``summarize_run``, and the record of the run's driver when it is gone
     (``runtime.liveness.driver_record``; else None)."""
+    from autopilot.runtime.liveness import driver_record, driver_running
+    from autopilot.store.rundir import RunDir
+    from autopilot.store.state import read_state_quietly
+
     run_id = str(row["runId"])
     folder = root / run_id
     valid = is_valid_run_id(run_id)
@@ -161,35 +167,103 @@ def _summarize(root: Path, row: Mapping[str, Any]) -> tuple[RunSummary, list[Any
 
 def collect(root: Path) -> list[RunSummary]:
     """Summaries of every run in the index, oldest first (one per run id); an ended
-    run's from ``finished.json`` while its files are as they were (``store.finished``)."""
+    run's from ``finished.json`` while its files are as they were (``store.finished``)
+    and its summary there has the types a fresh one has (else every run is read
+    afresh, and the cache rewritten)."""
     rows: dict[str, dict[str, Any]] = {}
     for row in read_index(root):
-        rows.pop(str(row["runId"]), None)
-        rows[str(row["runId"])] = row
+        run_id = row["runId"]  # a string (``read_index``)
+        rows.pop(run_id, None)
+        rows[run_id] = row
     finished = FinishedRuns(root)
     finished.keep_only(set(rows))
-    summaries = [_summary(root, row, finished) for row in rows.values()]
+    valid = [run_id for run_id in rows if is_valid_run_id(run_id)]
+    found, keys = finished.lookup(root, valid, "stats", _still_gone)
+    summaries = _summaries(root, rows, finished, found, keys)
+    if not _well_typed(summaries):  # a cache edited by hand: read every run afresh
+        keys.update((run_id, file_key(f"{root}/{run_id}")) for run_id in found)
+        summaries = _summaries(root, rows, finished, {}, keys)
     finished.save()
+    keep_until_exit(rows, finished, found, keys)
     return summaries
 
 
-def _summary(root: Path, row: Mapping[str, Any], finished: FinishedRuns) -> RunSummary:
-    run_id = str(row["runId"])
-    if not is_valid_run_id(run_id):
-        return summarize_run(root, row)
-    where = f"{root}/{run_id}"
-    key = file_key(where)
-    given = [row.get("label"), row.get("agent")]  # what it takes from the index row
-    cached = finished.get(run_id, "stats", key, lambda driver: still_gone(where, driver))
-    if isinstance(cached, list) and cached[:2] == given:
-        with contextlib.suppress(TypeError):
-            return RunSummary(*cached[2:])
+def _summaries(
+    root: Path,
+    rows: dict[str, dict[str, Any]],
+    finished: FinishedRuns,
+    found: dict[str, Any],
+    keys: dict[str, list[int] | None],
+) -> list[RunSummary]:
+    """``collect``'s summaries: ``found`` (``FinishedRuns.lookup``) where it is one,
+    else read afresh (kept in ``finished`` with the run's key in ``keys``)."""
+    summaries = []
+    for run_id, row in rows.items():
+        cached = found.get(run_id)
+        if (
+            cached.__class__ is list
+            and len(cached) == _CACHED_FIELDS
+            and cached[0] == row.get("label")
+            and cached[1] == row.get("agent")
+        ):
+            summaries.append(RunSummary._make(cached[2:]))
+        elif run_id in keys:
+            summaries.append(_summary(root, row, finished, keys[run_id]))
+        elif run_id in found:  # a cached summary not of this shape: read afresh
+            summaries.append(_summary(root, row, finished, file_key(f"{root}/{run_id}")))
+        else:
+            summaries.append(summarize_run(root, row))
+    return summaries
+
+
+_FIELD_TYPES: tuple[set[type], ...] = (
+    {str},
+    {str},
+    {str, type(None)},
+    {str},
+    {int, type(None)},
+    {int},
+    {int},
+    {float, int},
+)
+"""The types each field of a ``RunSummary`` made afresh can have (in field order)."""
+
+
+def _well_typed(summaries: list[RunSummary]) -> bool:
+    """Does every field of every summary have a type a fresh one can have (checked a
+    field at a time, in C: ``map`` of ``type``)?"""
+    if not summaries:
+        return True
+    columns = zip(*summaries, strict=True)
+    return all(
+        set(map(type, column)) <= allowed
+        for column, allowed in zip(columns, _FIELD_TYPES, strict=True)
+    )
+
+
+def _summary(
+    root: Path, row: Mapping[str, Any], finished: FinishedRuns, key: list[int] | None
+) -> RunSummary:
+    """The run summarised afresh, and kept in ``finished`` (with ``key``, its files as
+    they were before it was read) when its summary can no longer change by itself."""
     summary, gone = _summarize(root, row)
     # An ended run's summary depends on its files alone; an interrupted one's also on
     # its driver staying gone.
     if summary.outcome.startswith(("complete", "abort")) or gone is not None:
-        finished.put(run_id, "stats", key, [*given, *summary], gone)
+        given = [row.get("label"), row.get("agent")]  # what it takes from the index row
+        finished.put(str(row["runId"]), "stats", key, [*given, *summary], gone)
     return summary
+
+
+_CACHED_FIELDS = 2 + len(RunSummary._fields)
+"""A run's ``stats`` in ``finished.json``: its index row's label and agent, then its
+``RunSummary``."""
+
+
+def _still_gone(where: str, driver: list[Any]) -> bool:
+    from autopilot.runtime.liveness import still_gone
+
+    return still_gone(where, driver)
 
 
 def _ranked(counter: Counter[str]) -> dict[str, int]:
@@ -206,32 +280,58 @@ def aggregate(summaries: Iterable[RunSummary]) -> dict[str, Any]:
         ``costUsd``.
     """
     items = list(summaries)
-    counts = [item.iterations for item in items if item.iterations is not None]
+    counts = [count for count in map(_ITERATIONS, items) if count is not None]
+    agents = Counter(map(_AGENT, items))
+    if None in agents:
+        agents["unknown"] += agents.pop(None)
+    if "" in agents:
+        agents["unknown"] += agents.pop("")
     return {
         "runs": len(items),
-        "byOutcome": _ranked(Counter(item.outcome for item in items)),
-        "byLabel": _ranked(Counter(item.label for item in items)),
-        "byAgent": _ranked(Counter(item.agent or "unknown" for item in items)),
+        "byOutcome": _ranked(Counter(map(_OUTCOME, items))),
+        "byLabel": _ranked(Counter(map(_LABEL, items))),
+        "byAgent": _ranked(agents),
         "iterations": {
             "min": min(counts) if counts else None,
-            "median": statistics.median(counts) if counts else None,
+            "median": _median(counts) if counts else None,
             "max": max(counts) if counts else None,
             "total": sum(counts),
         },
         "tokens": {
-            "input": sum(item.tokens_in for item in items),
-            "output": sum(item.tokens_out for item in items),
+            "input": sum(map(_TOKENS_IN, items)),
+            "output": sum(map(_TOKENS_OUT, items)),
         },
-        "costUsd": round(sum(item.cost_usd for item in items), 6),
+        "costUsd": round(sum(map(_COST, items)), 6),
     }
 
 
+_LABEL, _AGENT, _OUTCOME, _ITERATIONS, _TOKENS_IN, _TOKENS_OUT, _COST = (
+    itemgetter(RunSummary._fields.index(name))
+    for name in ("label", "agent", "outcome", "iterations", "tokens_in", "tokens_out", "cost_usd")
+)
+"""A ``RunSummary``'s fields, taken by ``map`` (in C) over thousands of runs."""
+
+
+def _median(values: list[int]) -> float | int:
+    """The median of ``values`` (not empty), as ``statistics.median`` gives it (the mean
+    of the middle two of an even count), without that module's imports."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2
+
+
 def _counts(values: Mapping[str, int]) -> str:
+    from autopilot.view.safe import shown
+
     return " · ".join(f"{shown(key)} {count}" for key, count in values.items()) or "-"
 
 
 def format_stats(totals: Mapping[str, Any]) -> list[str]:
     """The text form of ``aggregate``'s result, one line per figure."""
+    from autopilot.view.present import fmt_cost, fmt_count
+
     iterations = totals["iterations"]
     if iterations["min"] is None:
         iteration_line = "-"

@@ -1,0 +1,187 @@
+"""``list`` and ``stats`` over a ``finished.json`` that is stale, missing or corrupt give
+the answers of a fresh read and rewrite it; a live run with nothing pending is listed
+from its ``state.json`` as plain JSON, as the typed reader lists it; what a row shows
+is redacted and escaped value by value."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from autopilot.cli import list_body
+from autopilot.cli.list_body import list_runs
+from autopilot.store.finished import FINISHED_FILE
+from autopilot.store.index import append_index_row
+from autopilot.store.project_files import off_path
+from autopilot.view.stats import aggregate, collect
+from tests.manage.runs import alive_driver, dead_driver, make_run, now_ms
+
+
+def _listed(capsys: pytest.CaptureFixture[str], *, as_json: bool = False) -> str:
+    assert list_runs(as_json, None) == 0
+    return capsys.readouterr().out
+
+
+def _root(tmp_path: Path) -> tuple[Path, list[str]]:
+    root = tmp_path / "runs"
+    start = now_ms() - 10_000_000
+    ids = [
+        make_run(root, "docs", start, terminal=("complete", "completion_promise"), iterations=3),
+        make_run(root, "api", start + 1, terminal=("abort", "max_iterations"), iterations=10),
+        make_run(root, "api", start + 2, iterations=1, state=dead_driver()),
+    ]
+    return root, ids
+
+
+def test_a_missing_cache_is_built_again_with_the_same_answers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, ids = _root(tmp_path)
+    fresh_list, fresh_json = _listed(capsys), _listed(capsys, as_json=True)
+    fresh_stats = aggregate(collect(root))
+    (root / FINISHED_FILE).unlink()
+    assert _listed(capsys) == fresh_list
+    assert set(json.loads((root / FINISHED_FILE).read_text())["runs"]) == set(ids)
+    (root / FINISHED_FILE).unlink()
+    assert aggregate(collect(root)) == fresh_stats
+    assert _listed(capsys, as_json=True) == fresh_json
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda entry: entry.update(list=["completed"], stats="not a summary"),
+        lambda entry: entry.update(list="running", stats=[1, 2, 3]),
+        lambda entry: entry.update(list=None, stats=None),
+        lambda entry: entry.update(files="not a key"),
+        lambda entry: entry.update(driver="not a driver"),
+        lambda entry: entry.clear(),
+    ],
+)
+def test_a_corrupt_entry_never_hides_a_run_it_is_read_afresh_and_rewritten(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: object
+) -> None:
+    root, ids = _root(tmp_path)
+    fresh_list, fresh_stats = _listed(capsys), aggregate(collect(root))
+    cache = json.loads((root / FINISHED_FILE).read_text())
+    for entry in cache["runs"].values():
+        damage(entry)  # type: ignore[operator]
+    cache["runs"]["not-a-run-1796000000000"] = {"list": ["x"] * 5, "files": [1, 2, 3]}
+    (root / FINISHED_FILE).write_text(json.dumps(cache))
+    assert _listed(capsys) == fresh_list
+    assert aggregate(collect(root)) == fresh_stats
+    rewritten = json.loads((root / FINISHED_FILE).read_text())["runs"]
+    assert set(rewritten) == set(ids)
+    assert all(
+        len(entry["list"]) == 5 and len(entry["stats"]) == 10 for entry in rewritten.values()
+    )
+
+
+def test_an_entry_whose_run_changed_after_it_was_put_is_stale(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run whose driver was gone and that ended meanwhile (its log and state.json
+    written by a driver that came back) is shown ended, not gone."""
+    root, ids = _root(tmp_path)
+    gone = ids[2]
+    assert "driver gone" in next(line for line in _listed(capsys).splitlines() if gone in line)
+    state_path = root / gone / "state.json"
+    state = json.loads(state_path.read_text())
+    state.update(terminated=True, terminationReason="max_iterations", status="stopped")
+    state_path.write_text(json.dumps(state))
+    with (root / gone / "events.jsonl").open("a") as log:
+        log.write(json.dumps({"type": "abort", "ts": now_ms(), "runId": gone, "reason": "x"}))
+        log.write("\n")
+    line = next(line for line in _listed(capsys).splitlines() if gone in line)
+    assert "driver gone" not in line and "max_iterations" in line
+    assert aggregate(collect(root))["byOutcome"]["abort:x"] == 1
+
+
+def test_odd_run_ids_in_the_index_are_listed_missing_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, _ = _root(tmp_path)
+    for odd in ("/etc", "../outside-1796000000000", "nul\x00byte-1796000000000"):
+        append_index_row(root, {"type": "armed", "ts": now_ms(), "runId": odd})
+    (tmp_path / "outside-1796000000000").mkdir()
+    shown = _listed(capsys)
+    assert "/etc" in shown and "nul\\x00byte" in shown
+    assert [line.endswith("missing") for line in shown.splitlines()[1:4]] == [True] * 3
+    assert aggregate(collect(root))["byOutcome"]["missing"] == 3
+    _listed(capsys)  # and again, from the cache
+
+
+def test_a_secret_or_a_control_in_a_run_id_is_redacted_and_escaped_the_rest_shown_as_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, ids = _root(tmp_path)
+    token = "ghp_" + "A1b2C3d4" * 5
+    append_index_row(root, {"type": "armed", "ts": now_ms(), "runId": f"{token}-1796000000000"})
+    append_index_row(root, {"type": "armed", "ts": now_ms(), "runId": "bell\x07-1796000000001"})
+    shown = _listed(capsys)
+    assert token not in shown and "ghp_[REDACTED]-1796000000000" in shown
+    assert "\x07" not in shown and "bell\\x07-1796000000001" in shown
+    assert all(run_id in shown for run_id in ids)
+
+
+def _live(root: Path, project: Path, label: str, **fields: object) -> str:
+    state = {**alive_driver(), "status": "running", "cwd": str(project), **fields}
+    return make_run(root, label, now_ms(), iterations=2, state=state, age_files=False)
+
+
+def test_a_live_run_is_listed_from_plain_json_as_the_typed_reader_lists_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "runs"
+    project, held = tmp_path / "project", tmp_path / "held"
+    for folder in (project, held):
+        folder.mkdir()
+    off_path(held).parent.mkdir()
+    off_path(held).write_text("")
+    worktree = {"path": str(project), "branch": "ap/x", "base": "main", "origin": str(project)}
+    plain = [
+        _live(root, project, "plain"),
+        _live(root, project, "planning", status="planning"),
+        _live(root, project, "worktree", worktree=worktree),
+    ]
+    _live(root, project, "stopping", stopRequested=True)
+    _live(root, project, "pausing", paused=True)
+    _live(root, project, "gated", gate="which database?")
+    _live(root, held, "held")
+    _live(root, project, "elsewhere", host="another-host")
+    _live(root, project, "dead", pid=999_999_999)
+    read_plain: list[str] = []
+    running_row = list_body._running_row
+
+    def spy(folder: Path) -> object:
+        row = running_row(folder)
+        if row is not None:
+            read_plain.append(folder.name)
+        return row
+
+    monkeypatch.setattr(list_body, "_running_row", spy)
+    light_text, light_json = _listed(capsys), _listed(capsys, as_json=True)
+    assert sorted(read_plain) == sorted(plain * 2)
+    monkeypatch.setattr(list_body, "_running_row", lambda folder: None)
+    assert _listed(capsys) == light_text
+    assert _listed(capsys, as_json=True) == light_json
+    assert "(stop requested)" in light_text and "(pause requested)" in light_text
+    assert "held by" in light_text and "branch ap/x" in light_text
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [(3, ["a", "list"]), (4, {"an": "object"}), (6, True), (7, "many"), (9, "0.5"), (5, None)],
+)
+def test_a_cached_summary_of_the_wrong_types_is_read_afresh_not_a_crash(
+    tmp_path: Path, field: int, value: object
+) -> None:
+    root, ids = _root(tmp_path)
+    fresh = aggregate(collect(root))
+    cache = json.loads((root / FINISHED_FILE).read_text())
+    cache["runs"][ids[0]]["stats"][field] = value
+    (root / FINISHED_FILE).write_text(json.dumps(cache))
+    assert aggregate(collect(root)) == fresh
+    assert json.loads((root / FINISHED_FILE).read_text()) != cache
