@@ -37,7 +37,7 @@ from autopilot.loop.identity import process_identity
 from autopilot.store.atomic import fsync_folder_soon
 from autopilot.store.events import EventLog
 from autopilot.store.run_state import RunState
-from autopilot.store.state import StateStore
+from autopilot.store.state import StateStore, copy_state
 
 CONTROL_FIELDS = (
     "paused",
@@ -185,7 +185,7 @@ class RunRecord:
 
         def merge(on_disk: RunState) -> None:
             self._report_outside_change(on_disk)
-            mine = copy.deepcopy(self.state)
+            mine = copy_state(self.state)
             for name in CONTROL_FIELDS:
                 setattr(mine, name, getattr(on_disk, name))
             change(mine)

@@ -53,14 +53,21 @@ def read_state_json(path: Path) -> dict[str, Any]:
     Raises:
         StateFileError: the file is missing, unreadable, not JSON or not an object.
     """
+    return _parse(_read_bytes(path), path)
+
+
+def _read_bytes(path: Path) -> bytes:
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         raise StateFileError(f"{path} does not exist") from None
     except OSError as error:
         raise StateFileError(
             f"cannot read {path}: {error.strerror or error}", errno=error.errno
         ) from None
+
+
+def _parse(data: bytes, path: Path) -> dict[str, Any]:
     try:
         value = json.loads(data)
         if _SURROGATE_ESCAPE_RE.search(data):
@@ -80,6 +87,21 @@ def read_state(path: Path) -> RunState:
             a field autopilot reads has the wrong type.
     """
     return decode_state(read_state_json(path), path)
+
+
+def copy_state(state: RunState) -> RunState:
+    """A copy of ``state`` that shares nothing a change may mutate in place: its
+    ``spend`` (and its ``tokens``), ``loop`` and ``extra`` are copied, the rest is
+    immutable (strings, tuples, frozen dataclasses). Far cheaper than ``deepcopy``."""
+    copied = copy.copy(state)
+    spend = state.spend
+    copied.spend = dataclasses.replace(spend, tokens=dataclasses.replace(spend.tokens))
+    copied.loop = dataclasses.replace(state.loop)
+    if state.extra:
+        copied.extra = copy.deepcopy(state.extra)
+    else:
+        copied.extra = {}
+    return copied
 
 
 def read_state_quietly(path: Path) -> RunState | None:
@@ -124,6 +146,10 @@ class StateStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock_path = path.with_name(path.name + ".lock")
+        # The bytes this store last wrote or decoded, and their state: a file that
+        # still holds them is not decoded and checked again (a driver reads its own
+        # writes back at every iteration).
+        self._known: tuple[bytes, RunState] | None = None
 
     def read(self) -> RunState:
         """The current state, read without the lock.
@@ -131,7 +157,13 @@ class StateStore:
         Raises:
             StateFileError: see ``read_state``.
         """
-        return read_state(self.path)
+        data = _read_bytes(self.path)
+        known = self._known
+        if known is not None and known[0] == data:
+            return copy_state(known[1])
+        state = decode_state(_parse(data, self.path), self.path)
+        self._known = (data, copy_state(state))
+        return state
 
     def create(self, state: RunState) -> RunState:
         """Write the first version of the file (``version`` 1).
@@ -179,7 +211,7 @@ class StateStore:
                 ) from None
         with self._locked():
             try:
-                state = read_state(self.path)
+                state = self.read()
             except StateFileError:
                 if fallback is None:
                     raise
@@ -199,8 +231,11 @@ class StateStore:
             pass
 
     def _write(self, state: RunState, *, sync_dir: bool = True) -> None:
+        self._known = None
         try:
-            write_atomically(self.path, encode_state(state), sync_dir=sync_dir)
+            data = encode_state(state)
+            write_atomically(self.path, data, sync_dir=sync_dir)
+            self._known = (data, copy_state(state))
         except (OSError, ValueError) as error:
             number = error.errno if isinstance(error, OSError) else None
             detail = error.strerror if isinstance(error, OSError) else str(error)
