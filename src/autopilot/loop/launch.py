@@ -200,6 +200,7 @@ class Launcher:
             invocation.argv, env, invocation.stdin, self.cwd, attempt, self.limits(), self.run_id
         )
         watch = AgentWatch(on_line, lambda: parser.report().result_seen, self.should_kill, on_start)
+        self.record.sync_soon()  # the held step's log fsync, while the agent starts
         result = self.runner.run(request_run, watch)
         self._markers, found = finish_markers(self._markers, ok=result.exit_code == 0)
         self._emit_markers(number, found)

@@ -14,7 +14,9 @@ open attempt, which recovery concludes from its saved output. A step that only g
 on to the next attempt may be *held* (``RunRecord.apply``): its events are appended,
 and the log's fsync and the state write are made by the write that opens the next
 attempt, so an iteration costs one state write, not two (``docs/architecture.md``,
-"One state write per iteration").
+"One state write per iteration"). That log fsync runs on a thread of its own, from
+just before the agent is started (``sync_soon``), while the state's temp file is
+written and synced; the state's rename waits for it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from autopilot.core.step import Step
 from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.errors import StateFileError
 from autopilot.loop.identity import process_identity
-from autopilot.store.atomic import fsync_folder_soon
+from autopilot.store.atomic import fsync_folder_soon, soon
 from autopilot.store.events import EventLog
 from autopilot.store.run_state import RunState
 from autopilot.store.state import StateStore, copy_state
@@ -147,6 +149,8 @@ class RunRecord:
         self._held: RunState | None = None
         # The folder fsync of the write that took a held step, still under way.
         self._synced_later: Callable[[], None] | None = None
+        # The held step's log fsync under way (``sync_soon``), and the log's end it covers.
+        self._log_syncing: tuple[object, Callable[[], None]] | None = None
 
     def emit(self, event_type: EventType, **fields: Any) -> dict[str, Any] | None:
         """Append one event and show it; returns it (None: the log refused it)."""
@@ -193,13 +197,36 @@ class RunRecord:
             on_disk.__dict__.update(mine.__dict__)
 
         held = self._held is not None
-        if held:
-            self.log.sync()  # the held step's events, before the state that absorbs them
-        self.state = self.store.update(merge, fallback=self.state, sync_dir=sync_dir)
+        # The held step's events are synced before the state that absorbs them is
+        # renamed into place; meanwhile its temp file is written and synced.
+        log_synced = self._log_synced_soon() if held else None
+        try:
+            self.state = self.store.update(
+                merge, fallback=self.state, sync_dir=sync_dir, before_rename=log_synced
+            )
+        finally:
+            if log_synced is not None:
+                log_synced()
         if held and not sync_dir:
             self._synced_later = fsync_folder_soon(self.store.path.parent)
         self._held = None
         return self.state
+
+    def sync_soon(self) -> None:
+        """While a step is held: start the log's fsync now, on a thread of its own
+        (an agent is about to start); the write that takes the step waits for it."""
+        if self._held is not None and self._log_syncing is None:
+            self._log_syncing = (self.log.last_written, soon(self.log.sync))
+
+    def _log_synced_soon(self) -> Callable[[], None]:
+        """The log fsync under way, if it covers every event appended so far; else one
+        started now."""
+        syncing, self._log_syncing = self._log_syncing, None
+        if syncing is not None:
+            if syncing[0] == self.log.last_written:
+                return syncing[1]
+            syncing[1]()  # events were appended since it started
+        return soon(self.log.sync)
 
     def _settle(self) -> None:
         """Wait for the folder fsync of the last write that took a held step: its
@@ -207,6 +234,9 @@ class RunRecord:
         wait, self._synced_later = self._synced_later, None
         if wait is not None:
             wait()
+        syncing, self._log_syncing = self._log_syncing, None
+        if syncing is not None:  # an agent that never started: no write took it
+            syncing[1]()
 
     def refresh(self) -> RunState:
         """Take the file's control fields; a corrupt file is rewritten from memory, and

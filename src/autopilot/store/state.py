@@ -184,6 +184,7 @@ class StateStore:
         *,
         fallback: RunState | None = None,
         sync_dir: bool = True,
+        before_rename: Callable[[], None] | None = None,
     ) -> RunState:
         """Apply ``change`` to the state under the lock and write it back.
 
@@ -194,6 +195,7 @@ class StateStore:
                 nothing is lost, and a run folder that was deleted is made again
                 (0700). Without a fallback a corrupt file raises.
             sync_dir: See ``write_atomically``.
+            before_rename: See ``write_atomically``.
 
         Returns:
             The state as written (with its new ``version``).
@@ -219,7 +221,7 @@ class StateStore:
                 state = copy.deepcopy(fallback)
             change(state)
             state.version += 1
-            self._write(state, sync_dir=sync_dir)
+            self._write(state, sync_dir=sync_dir, before_rename=before_rename)
             return state
 
     def _keep_corrupt_copy(self, fallback: RunState) -> None:
@@ -230,11 +232,17 @@ class StateStore:
         except OSError:
             pass
 
-    def _write(self, state: RunState, *, sync_dir: bool = True) -> None:
+    def _write(
+        self,
+        state: RunState,
+        *,
+        sync_dir: bool = True,
+        before_rename: Callable[[], None] | None = None,
+    ) -> None:
         self._known = None
         try:
             data = encode_state(state)
-            write_atomically(self.path, data, sync_dir=sync_dir)
+            write_atomically(self.path, data, sync_dir=sync_dir, before_rename=before_rename)
             self._known = (data, copy_state(state))
         except (OSError, ValueError) as error:
             number = error.errno if isinstance(error, OSError) else None
