@@ -81,7 +81,9 @@ class SubprocessRunner:
 
     def run(self, request: RunRequest, watch: AgentWatch) -> ProcessResult:
         """See ``AgentRunner.run``."""
-        cgroup = AgentCgroup.for_run(request.run_id, os.environ) if request.run_id else None
+        cgroup = self._cgroups.get(request.run_id)
+        if cgroup is None or not os.path.isdir(cgroup.path):  # made once, again if removed
+            cgroup = AgentCgroup.for_run(request.run_id, os.environ) if request.run_id else None
         if cgroup is not None:
             self._cgroups[request.run_id] = cgroup
         return run_agent_process(
