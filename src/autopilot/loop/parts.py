@@ -30,9 +30,10 @@ from autopilot.loop.descendants import RUN_ID_ENV
 from autopilot.loop.launch import Launcher
 from autopilot.loop.notify import RunNotifier
 from autopilot.loop.prompt import PromptReader
-from autopilot.loop.record import RunRecord, loop_state
+from autopilot.loop.record import RunRecord
 from autopilot.loop.runner import AgentRunner, SubprocessRunner
 from autopilot.loop.signals import Interrupts
+from autopilot.loop.step_state import loop_state
 from autopilot.loop.tree_marks import IterationMarks
 from autopilot.loop.waits import Waits
 from autopilot.store.events import EventLog, read_events
@@ -129,6 +130,7 @@ class RunParts:
         close = getattr(self.launcher.runner, "close", None)  # an injected one may have none
         if close is not None:
             close()
+        self.record.drain()  # a write an error left under way
         self.log.close()
 
     def take_config(self) -> None:

@@ -51,13 +51,17 @@ class AgentWatch:
         on_line: Called with each stdout line (decoded, no newline).
         result_seen: True once the agent's final result has arrived.
         should_kill: Polled; True ends the process group now.
-        on_start: Called with the agent's pid once it runs.
+        on_start: Called with the agent's pid once it runs; the attempt is then
+            opened in ``state.json`` while the agent runs.
+        opened: Waits until that write is done (a runner that acts for the agent
+            before its first line, as the test doubles do, calls it first).
     """
 
     on_line: Callable[[str], None]
     result_seen: Callable[[], bool]
     should_kill: Callable[[], bool]
     on_start: Callable[[int], None]
+    opened: Callable[[], None] = lambda: None
 
 
 class AgentRunner(Protocol):
