@@ -207,7 +207,6 @@ class Launcher:
         )
         self.record.sync_soon()  # the held step's log fsync, while the agent starts
         result = self.runner.run(request_run, watch)
-        self.record.collect()
         self._markers, found = finish_markers(self._markers, ok=result.exit_code == 0)
         self._emit_markers(number, found)
         return result, parser

@@ -108,7 +108,9 @@ class RunParts:
 
     @property
     def state(self) -> RunState:
-        """The driver's own (authoritative) copy of the run's state."""
+        """The driver's own (authoritative) copy of the run's state (once the write
+        that opened the attempt is done: ``RunRecord.collect``)."""
+        self.record.collect()
         return self.record.state
 
     def warn(self, note: str, **fields: Any) -> None:
@@ -141,7 +143,7 @@ class RunParts:
     def loop_state(self) -> LoopState:
         """The core's view of the run before the next step (``core.step.conclude``)."""
         return loop_state(
-            self.state,
+            self.state,  # the attempt's opening taken, after the work tree's end mark
             interrupted=self.interrupts.stop,
             stop_note=self.waits.stop_note(),
             agent=self.adapter.name,

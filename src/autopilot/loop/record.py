@@ -18,7 +18,8 @@ attempt, so an iteration costs one state write, not two (``docs/architecture.md`
 agent runs (``open_soon``); the log's fsync, started just before the agent
 (``sync_soon``), runs while the state's temp file is written and synced, and the
 state's rename waits for it. The driver takes the write's outcome (``collect``) before
-it reads or writes its state again, and at the latest when the agent has ended.
+it reads or writes its state again (after the work tree's end mark: ``git status``
+runs meanwhile) and before the next step reaches the log.
 """
 
 from __future__ import annotations
