@@ -24,6 +24,7 @@ runs meanwhile) and before the next step reaches the log.
 
 from __future__ import annotations
 
+import _thread  # a lock, without threading's imports
 import contextlib
 import copy
 import os
@@ -36,38 +37,11 @@ from autopilot.core.step import Step
 from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.errors import StateFileError
 from autopilot.loop.identity import process_identity
-from autopilot.loop.step_state import absorb, missing_env_note
-from autopilot.store.atomic import soon
+from autopilot.loop.step_state import CONTROL_FIELDS, absorb, changed_owned, missing_env_note
+from autopilot.store.atomic import fsync_folder, soon
 from autopilot.store.events import EventLog
 from autopilot.store.run_state import RunState
 from autopilot.store.state import StateStore, copy_state
-
-CONTROL_FIELDS = (
-    "paused",
-    "paused_at_ms",
-    "total_paused_ms",
-    "stop_requested",
-    "stop_now",
-    "stop_reason",
-    "supervisor_pid",
-    "supervisor_start_time",
-    "supervisor_restarts",
-    "gate_answer",
-    "extra",
-)
-"""``RunState`` fields other processes may write while a driver runs."""
-
-_OWNED_FIELDS = (
-    "spend",
-    "loop",
-    "iteration",
-    "session_id",
-    "config",
-    "terminated",
-    "ending",
-    "delivery",
-)
-"""Fields only the driver writes; a change by anyone else is reported."""
 
 
 class RunRecord:
@@ -95,8 +69,10 @@ class RunRecord:
         self.state = store.read()
         # While a step is held (``apply``): the state as state.json holds it.
         self._held: RunState | None = None
-        # The write that opens an attempt, under way (``open_soon``).
+        # The write that opens an attempt, under way (``open_soon``), and the folder
+        # fsync after it, when it took a held step.
         self._opening: _Opening | None = None
+        self._synced_later: Callable[[], None] | None = None
         # The held step's log fsync under way (``sync_soon``), and the log's end it covers.
         self._log_syncing: tuple[object, Callable[[], None]] | None = None
 
@@ -143,7 +119,11 @@ class RunRecord:
         made while its agent runs. ``then`` (the hand-off's events) is called on this
         thread once the write is done (``collect``)."""
         self.collect()
-        write = self._writer(change)
+        # A held step's rename is made durable here, after the outcome is given (the
+        # next step waits for it: ``_settle``); an attempt's opening alone is made
+        # durable by the write that concludes it (a power cut ends the agent too).
+        held = self._held is not None
+        write = self._writer(change, sync_dir=False)
         opening = _Opening(then)
 
         def run() -> None:
@@ -152,6 +132,9 @@ class RunRecord:
             except BaseException as error:  # raised again by ``collect``
                 opening.outcome = error
             opening.done = True
+            opening.written.release()
+            if held and not isinstance(opening.outcome, BaseException):
+                fsync_folder(self.store.path.parent)
 
         opening.wait = soon(run)
         self._opening = opening
@@ -167,7 +150,8 @@ class RunRecord:
         if opening is None or not (block or opening.done):
             return
         self._opening = None
-        opening.wait()
+        with opening.written:
+            self._synced_later = opening.wait  # the folder's fsync, still under way
         if isinstance(opening.outcome, BaseException):
             raise opening.outcome
         assert opening.outcome is not None
@@ -182,8 +166,17 @@ class RunRecord:
         opening, self._opening = self._opening, None
         if opening is not None:
             opening.wait()
+        self._settle_folder()
 
-    def _writer(self, change: Callable[[RunState], None]) -> Callable[[], _Written]:
+    def _settle_folder(self) -> None:
+        """Wait for the folder fsync of the write that took a held step."""
+        wait, self._synced_later = self._synced_later, None
+        if wait is not None:
+            wait()
+
+    def _writer(
+        self, change: Callable[[RunState], None], *, sync_dir: bool = True
+    ) -> Callable[[], _Written]:
         """The write of ``change`` over the driver's copy as it is now (with the file's
         control fields); it returns the owned fields someone else changed, and the
         state written. A held step goes with it (``_held`` is cleared now)."""
@@ -195,7 +188,7 @@ class RunRecord:
         changed: list[str] = []
 
         def merge(on_disk: RunState) -> None:
-            changed[:] = _changed(on_disk, held or base)
+            changed[:] = changed_owned(on_disk, held or base)
             mine = copy_state(base)
             for name in CONTROL_FIELDS:
                 setattr(mine, name, getattr(on_disk, name))
@@ -205,7 +198,10 @@ class RunRecord:
 
         def write() -> _Written:
             try:
-                return changed, self.store.update(merge, fallback=base, before_rename=log_synced)
+                state = self.store.update(
+                    merge, fallback=base, sync_dir=sync_dir, before_rename=log_synced
+                )
+                return changed, state
             finally:
                 if log_synced is not None:
                     log_synced()
@@ -229,9 +225,10 @@ class RunRecord:
         return soon(self.log.sync)
 
     def _settle(self) -> None:
-        """Take the write that opened the attempt (``collect``): it is durable before
-        the log gets the next step or the run's end."""
+        """Take the write that opened the attempt (``collect``) and wait for its folder
+        fsync: it is durable before the log gets the next step or the run's end."""
         self.collect()
+        self._settle_folder()
         syncing, self._log_syncing = self._log_syncing, None
         if syncing is not None:  # an agent that never started: no write took it
             syncing[1]()
@@ -350,7 +347,7 @@ class RunRecord:
             self.update(lambda s: setattr(s, "ending", reason))
 
     def _changed_outside(self, on_disk: RunState) -> list[str]:
-        return _changed(on_disk, self._held or self.state)  # a held step is not on disk yet
+        return changed_owned(on_disk, self._held or self.state)  # a held step is not on disk yet
 
     def _report_outside_change(self, changed: list[str]) -> None:
         self.emit(
@@ -370,11 +367,8 @@ class _Opening:
 
     def __init__(self, then: Callable[[], None]) -> None:
         self.then = then
-        self.wait: Callable[[], None] = lambda: None
+        self.wait: Callable[[], None] = lambda: None  # the whole thread
         self.outcome: _Written | BaseException | None = None
         self.done = False
-
-
-def _changed(on_disk: RunState, mine: RunState) -> list[str]:
-    """The driver-owned fields of ``on_disk`` that differ from ``mine``."""
-    return [name for name in _OWNED_FIELDS if getattr(on_disk, name) != getattr(mine, name)]
+        self.written = _thread.allocate_lock()  # released once ``outcome`` is set
+        self.written.acquire()

@@ -1,6 +1,6 @@
 """What a step changes in a run's ``state.json``, and what ``conclude`` reads of it:
-the pure parts of ``loop.record``, shared with recovery and the hooks, and the step
-applied where no driver runs (``write_step``)."""
+the pure parts of ``loop.record`` (and which fields are whose), shared with recovery
+and the hooks, and the step applied where no driver runs (``write_step``)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,38 @@ from autopilot.errors import StateFileError
 from autopilot.store.events import EventLog
 from autopilot.store.run_state import RunState
 from autopilot.store.state import StateStore
+
+CONTROL_FIELDS = (
+    "paused",
+    "paused_at_ms",
+    "total_paused_ms",
+    "stop_requested",
+    "stop_now",
+    "stop_reason",
+    "supervisor_pid",
+    "supervisor_start_time",
+    "supervisor_restarts",
+    "gate_answer",
+    "extra",
+)
+"""``RunState`` fields other processes may write while a driver runs."""
+
+_OWNED_FIELDS = (
+    "spend",
+    "loop",
+    "iteration",
+    "session_id",
+    "config",
+    "terminated",
+    "ending",
+    "delivery",
+)
+"""Fields only the driver writes; a change by anyone else is reported."""
+
+
+def changed_owned(on_disk: RunState, mine: RunState) -> list[str]:
+    """The driver-owned fields of ``on_disk`` that differ from ``mine``."""
+    return [name for name in _OWNED_FIELDS if getattr(on_disk, name) != getattr(mine, name)]
 
 
 def absorb(state: RunState, change: StateChange) -> None:
