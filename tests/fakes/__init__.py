@@ -196,6 +196,7 @@ class FakeRunner:
                 EndedBy.LAUNCH_FAILED, None, script.launch_error, script.launch_error, 0, 0, 0.0
             )
         watch.on_start(NO_SUCH_PID)
+        watch.opened()  # the attempt is open in state.json before the script acts
         if script.on_start is not None:
             script.on_start(request)
         request.attempt.stdout.write_text("".join(line + "\n" for line in script.lines))

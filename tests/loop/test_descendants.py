@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,10 +16,12 @@ import psutil
 import pytest
 
 from autopilot.core.vocabulary import EndedBy
+from autopilot.loop.agent_group import AgentGroup
 from autopilot.loop.cgroup import AgentCgroup
 from autopilot.loop.descendants import end_leftovers
 from autopilot.loop.process import ProcessLimits
 from autopilot.loop.recovery import end_left_processes
+from autopilot.loop.subreaper import become_subreaper
 from autopilot.store.run_state import RunState
 from tests.conftest import FakeAgent
 from tests.loop.agent_process import FAKE_AGENT, run_agent
@@ -296,3 +299,65 @@ def test_a_cgroup_that_vanished_before_the_agent_started_costs_nothing(
     assert len(kids) == len(KINDS)
     assert survivors(kids) == []
     assert not cgroup.path.exists()
+
+
+def _exited_agent(script: str) -> AgentGroup:
+    """An agent (``script`` in ``sh``) in a session of its own, once it has exited;
+    this process a subreaper, as the driver is."""
+    assert become_subreaper()
+    proc = subprocess.Popen(["/bin/sh", "-c", script], start_new_session=True)
+    group = AgentGroup(proc, None, subreaper=True)
+    deadline = time.monotonic() + 10
+    while not group.exited():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    return group
+
+
+_LEFT_NOTHING = """
+import subprocess, time
+from autopilot.loop import descendants
+from autopilot.loop.agent_group import AgentGroup
+from autopilot.loop.subreaper import become_subreaper
+
+def no_table():
+    raise AssertionError("the whole process table was read")
+
+assert become_subreaper()
+proc = subprocess.Popen(["/bin/sh", "-c", "exit 0"], start_new_session=True)
+group = AgentGroup(proc, None, subreaper=True)
+while not group.exited():
+    time.sleep(0.01)
+assert group.left_nothing()
+descendants._process_table = no_table
+group.end(kill_grace_seconds=1.0)
+assert proc.returncode == 0
+print("ok")
+"""
+
+
+def test_an_agent_that_left_nothing_is_told_without_the_process_table() -> None:
+    # In a process of its own: this one may have children other tests left.
+    done = subprocess.run(
+        [sys.executable, "-c", _LEFT_NOTHING],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout == "ok\n", done.stderr
+
+
+def test_an_agent_whose_orphan_lives_is_searched_for_and_the_orphan_ended(
+    tmp_path: Path, cleanup: list[int]
+) -> None:
+    pid_file = tmp_path / "kids"
+    pid_file.touch()
+    group = _exited_agent(spawner(pid_file, ("env-i-setsid-double-fork",)))
+    kids = recorded(pid_file)
+    cleanup.extend(kids)
+    assert not group.left_nothing()  # the orphan is this process's child now
+    assert set(kids) <= set(group.find())
+    group.end(kill_grace_seconds=1.0)
+    assert survivors(kids) == []
+    assert AgentGroup(group.proc, None, subreaper=False).left_nothing() is False

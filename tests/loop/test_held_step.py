@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from autopilot.config import RunConfig
 from autopilot.store.run_state import RunState
@@ -45,3 +49,49 @@ def test_an_iteration_that_goes_on_writes_the_state_once(tmp_path: Path) -> None
     # Each step before the last reaches state.json in the write that opens the next.
     opened = [spent for spent, open_ in six if open_]
     assert opened == [0, 1, 2, 3, 4, 5]
+
+
+def test_the_held_steps_log_is_synced_before_the_state_that_takes_it_is_renamed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig = arm(tmp_path, RunConfig(max_iterations=4))
+    log, state = rig.folder / "events.jsonl", rig.folder / "state.json"
+    # "step" (a step's events appended), "synced" (the log) and "took" (a state.json
+    # that opens an attempt after a spent one renamed into place), in order.
+    seen: list[str] = []
+    real_write, real_fsync, real_replace = os.write, os.fsync, os.replace
+
+    def is_log(fd: int) -> bool:
+        try:
+            return os.path.samestat(os.fstat(fd), os.stat(log))
+        except OSError:
+            return False
+
+    def write(fd: int, data: bytes) -> int:
+        if b'"decision_applied"' in data and is_log(fd):
+            seen.append("step")
+        return real_write(fd, data)
+
+    def fsync(fd: int) -> None:
+        real_fsync(fd)
+        if is_log(fd):
+            time.sleep(0.05)  # a slow disk: a rename that does not wait comes first
+            seen.append("synced")
+
+    def replace(src: Any, dst: Any) -> None:
+        real_replace(src, dst)
+        if Path(dst) == state:
+            written = read_state(state)
+            if written.iteration_open and written.spend.iterations:
+                seen.append("took")
+
+    monkeypatch.setattr(os, "write", write)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    driver, _ = rig.driver([working(rig)])
+    assert driver.run().reason == "max_iterations"
+    assert seen.count("took") == 3, seen
+    unsynced = False
+    for what in seen:
+        unsynced = (unsynced or what == "step") and what != "synced"
+        assert not (what == "took" and unsynced), seen

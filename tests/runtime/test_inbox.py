@@ -18,6 +18,7 @@ from autopilot.loop.arming import arm_run
 from autopilot.loop.clock import SystemClock
 from autopilot.loop.delivery import Delivery
 from autopilot.loop.messages import pending_messages, queue_message
+from autopilot.store import inbox as inbox_module
 from autopilot.store.events import EventLog, EventType
 from autopilot.store.inbox import Inbox
 from autopilot.store.run_state import PromptSource
@@ -215,3 +216,24 @@ def test_a_message_delivered_to_the_running_iteration_is_no_longer_pending(
     log.emit(EventType.MESSAGE_DELIVERED, messageId=message.id, iteration=1)
     log.close()
     assert pending_messages(run_folder) == ()
+
+
+def test_an_empty_inbox_is_claimed_without_its_lock_and_a_queued_message_with_it(
+    run_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inbox = Inbox(run_folder)
+    assert inbox.claim(lambda m: None, set) == ()  # makes the folders
+    locked: list[Path] = []
+    real = inbox_module.holding
+
+    def holding(path: Path, **kwargs: Any) -> Any:
+        locked.append(path)
+        return real(path, **kwargs)
+
+    monkeypatch.setattr(inbox_module, "holding", holding)
+    assert inbox.claim(lambda m: None, set) == ()
+    assert locked == []
+    queue_message(run_folder, "hello", SystemClock())
+    locked.clear()
+    assert [m.text for m in inbox.claim(lambda m: None, set)] == ["hello"]
+    assert locked

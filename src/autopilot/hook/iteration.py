@@ -41,7 +41,8 @@ from autopilot.loop.armed_limits import held_config, logged_limits, put_back_lim
 from autopilot.loop.briefing import Briefing
 from autopilot.loop.clock import Clock
 from autopilot.loop.prompt import PromptReader
-from autopilot.loop.record import RunRecord, loop_state
+from autopilot.loop.record import RunRecord
+from autopilot.loop.step_state import loop_state
 from autopilot.store.events import EventLog, read_events
 from autopilot.store.hook_registry import Arming
 from autopilot.store.private import make_private_dir, write_private

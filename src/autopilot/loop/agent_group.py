@@ -3,6 +3,13 @@
 The leader gets a parent-death signal (so it dies with the driver) and joins the run's
 cgroup where there is one. Ending it ends every process it started, wherever it went
 (``loop.descendants``).
+
+Once the leader has exited, the usual case, whether it left anything is told without
+reading the whole process table: the driver is a child subreaper, so every living
+process the agent started is then in the tree of a child of the driver other than the
+leader. No such child (each thread's ``children`` file, proc(5)) and an empty cgroup
+mean nothing is left. Anything else, or a kernel without those files, takes the
+whole-table search.
 """
 
 from __future__ import annotations
@@ -58,10 +65,12 @@ class AgentGroup:
         cgroup: AgentCgroup | None,
         *,
         keep_cgroup: bool = False,
+        subreaper: bool = False,
     ) -> None:
         self.proc = proc
         self.cgroup = cgroup
         self.keep_cgroup = keep_cgroup  # emptied at the end, not removed
+        self.subreaper = subreaper  # this process is a child subreaper
         self.ended = False
 
     def exited(self) -> bool:
@@ -72,7 +81,22 @@ class AgentGroup:
             return True
 
     def find(self) -> dict[int, psutil.Process]:
+        """The leader and what it started (``descendants.agent_processes``); nothing
+        without a look at the whole process table when ``left_nothing``."""
+        if self.left_nothing():
+            return {}
         return agent_processes(self.proc.pid, self.cgroup)
+
+    def left_nothing(self) -> bool:
+        """True when the leader has exited and no process it started can be alive: this
+        process, a subreaper, has no child but the leader, and the cgroup (if any) is
+        empty. False when that cannot be told."""
+        if not self.subreaper or not self.exited():
+            return False
+        children = children_of_this_process()
+        if children is None or children - {self.proc.pid}:
+            return False
+        return self.cgroup is None or not self.cgroup.pids()
 
     def end(self, kill_grace_seconds: float) -> None:
         """End the leader and every descendant (TERM, grace, KILL); reap the leader."""
@@ -94,6 +118,19 @@ class AgentGroup:
         reap_adopted()
         if self.cgroup is not None and not self.keep_cgroup:
             self.cgroup.remove()
+
+
+def children_of_this_process() -> set[int] | None:
+    """This process's children, zombies too, from each of its threads' ``children``
+    file (Linux 3.5+ with ``CONFIG_PROC_CHILDREN``); None where they cannot be read."""
+    children: set[int] = set()
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children", "rb") as handle:
+                children.update(int(word) for word in handle.read().split())
+    except (OSError, ValueError):
+        return None
+    return children
 
 
 def is_stopped(pid: int) -> bool:

@@ -63,9 +63,14 @@ def process_identity(pid: int) -> ProcessIdentity | None:
 
 
 def process_start_time(pid: int) -> float | None:
-    """A process's start time (epoch s), or None if it is gone."""
-    identity = process_identity(pid)
-    return identity.start_time if identity is not None else None
+    """A process's start time (epoch s), or None if it is gone or cannot be looked
+    at. Only its ``stat`` is read, not its command line (an agent just started may
+    be in the middle of its ``exec``)."""
+    try:
+        seen = _seen(pid)
+    except _AccessDenied:
+        return None
+    return seen.start_time if seen is not None else None
 
 
 def is_same_process(pid: int, start_time: float | None, command: str | None) -> bool | None:

@@ -163,6 +163,7 @@ class Launcher:
 
         def on_line(line: str) -> None:
             nonlocal tool_calls
+            self.record.collect(block=False)  # the attempt's opening, once written
             for event in parser.feed(line):  # a guarded parser (``agents.guard``)
                 if event.subagent:
                     continue
@@ -191,15 +192,20 @@ class Launcher:
                 s.attempt_dir = str(attempt.path)
                 self.handoff.hand_off(s)
 
-            # Its rename is made durable by the write that concludes the attempt: a
-            # power cut ends the agent too, and the state before it is whole.
-            self.record.update(open_attempt, sync_dir=False)
-            self.handoff.handed(number)
+            # Written while the agent runs; the hand-off is logged once it is done.
+            self.record.open_soon(open_attempt, then=lambda: self.handoff.handed(number))
 
         request_run = RunRequest(
             invocation.argv, env, invocation.stdin, self.cwd, attempt, self.limits(), self.run_id
         )
-        watch = AgentWatch(on_line, lambda: parser.report().result_seen, self.should_kill, on_start)
+        watch = AgentWatch(
+            on_line,
+            lambda: parser.report().result_seen,
+            self.should_kill,
+            on_start,
+            self.record.collect,
+        )
+        self.record.sync_soon()  # the held step's log fsync, while the agent starts
         result = self.runner.run(request_run, watch)
         self._markers, found = finish_markers(self._markers, ok=result.exit_code == 0)
         self._emit_markers(number, found)

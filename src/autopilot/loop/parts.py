@@ -30,9 +30,10 @@ from autopilot.loop.descendants import RUN_ID_ENV
 from autopilot.loop.launch import Launcher
 from autopilot.loop.notify import RunNotifier
 from autopilot.loop.prompt import PromptReader
-from autopilot.loop.record import RunRecord, loop_state
+from autopilot.loop.record import RunRecord
 from autopilot.loop.runner import AgentRunner, SubprocessRunner
 from autopilot.loop.signals import Interrupts
+from autopilot.loop.step_state import loop_state
 from autopilot.loop.tree_marks import IterationMarks
 from autopilot.loop.waits import Waits
 from autopilot.store.events import EventLog, read_events
@@ -107,7 +108,9 @@ class RunParts:
 
     @property
     def state(self) -> RunState:
-        """The driver's own (authoritative) copy of the run's state."""
+        """The driver's own (authoritative) copy of the run's state (once the write
+        that opened the attempt is done: ``RunRecord.collect``)."""
+        self.record.collect()
         return self.record.state
 
     def warn(self, note: str, **fields: Any) -> None:
@@ -129,6 +132,7 @@ class RunParts:
         close = getattr(self.launcher.runner, "close", None)  # an injected one may have none
         if close is not None:
             close()
+        self.record.drain()  # a write an error left under way
         self.log.close()
 
     def take_config(self) -> None:
@@ -139,7 +143,7 @@ class RunParts:
     def loop_state(self) -> LoopState:
         """The core's view of the run before the next step (``core.step.conclude``)."""
         return loop_state(
-            self.state,
+            self.state,  # the attempt's opening taken, after the work tree's end mark
             interrupted=self.interrupts.stop,
             stop_note=self.waits.stop_note(),
             agent=self.adapter.name,

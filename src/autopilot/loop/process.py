@@ -145,7 +145,7 @@ def run_agent_process(
         A ``ProcessResult``; the agent and every process it started (whatever it
         did: ``setsid``, double fork, ``nohup``, ``env -i``) have ended by then.
     """
-    become_subreaper()
+    subreaper = become_subreaper()
     started = time.monotonic()
     # Unbuffered: the live view tails these files, and a crash loses nothing.
     stdout_file = create_private(stdout_path)
@@ -174,7 +174,7 @@ def run_agent_process(
             return ProcessResult(
                 EndedBy.LAUNCH_FAILED, None, message, message, 0, 0, time.monotonic() - started
             )
-        agent = AgentGroup(proc, cgroup, keep_cgroup=keep_cgroup)
+        agent = AgentGroup(proc, cgroup, keep_cgroup=keep_cgroup, subreaper=subreaper)
         try:
             if on_start is not None:
                 on_start(proc.pid)

@@ -14,110 +14,34 @@ open attempt, which recovery concludes from its saved output. A step that only g
 on to the next attempt may be *held* (``RunRecord.apply``): its events are appended,
 and the log's fsync and the state write are made by the write that opens the next
 attempt, so an iteration costs one state write, not two (``docs/architecture.md``,
-"One state write per iteration").
+"One state write per iteration"). That write is made on a thread of its own while the
+agent runs (``open_soon``); the log's fsync, started just before the agent
+(``sync_soon``), runs while the state's temp file is written and synced, and the
+state's rename waits for it. The driver takes the write's outcome (``collect``) before
+it reads or writes its state again (after the work tree's end mark: ``git status``
+runs meanwhile) and before the next step reaches the log.
 """
 
 from __future__ import annotations
 
+import _thread  # a lock, without threading's imports
 import contextlib
 import copy
 import os
 import socket
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
-from autopilot.core.change import LoopState, StateChange
-from autopilot.core.delivery import conclude as conclude_delivery
 from autopilot.core.ending import RunResult, exit_code_for, status_for
 from autopilot.core.step import Step
 from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.errors import StateFileError
 from autopilot.loop.identity import process_identity
-from autopilot.store.atomic import fsync_folder_soon
+from autopilot.loop.step_state import CONTROL_FIELDS, absorb, changed_owned, missing_env_note
+from autopilot.store.atomic import fsync_folder, soon
 from autopilot.store.events import EventLog
 from autopilot.store.run_state import RunState
-from autopilot.store.state import StateStore
-
-CONTROL_FIELDS = (
-    "paused",
-    "paused_at_ms",
-    "total_paused_ms",
-    "stop_requested",
-    "stop_now",
-    "stop_reason",
-    "supervisor_pid",
-    "supervisor_start_time",
-    "supervisor_restarts",
-    "gate_answer",
-    "extra",
-)
-"""``RunState`` fields other processes may write while a driver runs."""
-
-_OWNED_FIELDS = (
-    "spend",
-    "loop",
-    "iteration",
-    "session_id",
-    "config",
-    "terminated",
-    "ending",
-    "delivery",
-)
-"""Fields only the driver writes; a change by anyone else is reported."""
-
-
-def absorb(state: RunState, change: StateChange) -> None:
-    """Write a step's ``change`` into ``state`` (the attempt is closed; the messages
-    handed to it are retired unless they are to be handed again)."""
-    state.iteration, state.iteration_open = change.iteration, change.iteration_open
-    state.delivery = conclude_delivery(state.delivery, outcome_stands=change.messages_stand)
-    state.spend, state.loop = change.spend, change.counters
-    state.session_id, state.usage_baseline = change.session_id, change.usage_baseline
-    state.agent_pid = state.agent_start_time = state.attempt_dir = None
-    if state.stop_now:
-        state.stop_requested = True
-    if change.gate is not None:
-        state.gate, state.status = change.gate, RunStatus.AWAITING_USER
-    if change.max_iterations is not None:
-        state.max_iterations = change.max_iterations
-        state.config = replace(state.config, max_iterations=change.max_iterations)
-    ending = change.ending
-    if ending is not None:
-        state.terminated, state.termination_reason = True, ending.reason
-        state.termination_note, state.status = ending.note, ending.status
-        state.iteration_open, state.waiting_until_ms, state.pid = False, None, None
-
-
-def loop_state(state: RunState, *, interrupted: bool, stop_note: str, agent: str) -> LoopState:
-    """What ``conclude`` reads of ``state`` (``interrupted``: a signal asked to stop)."""
-    return LoopState(
-        spend=state.spend,
-        counters=state.loop,
-        session_id=state.session_id,
-        usage_baseline=state.usage_baseline,
-        continue_session=state.config.context == "continue",
-        stop_requested=state.stop_requested or state.stop_now or interrupted,
-        stop_note=stop_note,
-        pause_requested=state.paused,
-        agent=agent,
-        model=state.config.model,
-    )
-
-
-def write_step(store: StateStore, log: EventLog, step: Step) -> RunState:
-    """Apply ``step`` where no driver runs (recovery by ``stop``): log, fsync, state.
-
-    Raises:
-        StateFileError: the state cannot be read or written.
-    """
-    if step.ending is not None and step.ending.event is EventType.COMPLETE:
-        reason = step.ending.reason
-        with contextlib.suppress(StateFileError):  # see RunRecord.intend_completion
-            store.update(lambda s: setattr(s, "ending", reason))
-    log.emit_all([(event.type, event.fields) for event in step.events])
-    log.sync()
-    return store.update(lambda s: absorb(s, step.change))
+from autopilot.store.state import StateStore, copy_state
 
 
 class RunRecord:
@@ -145,8 +69,12 @@ class RunRecord:
         self.state = store.read()
         # While a step is held (``apply``): the state as state.json holds it.
         self._held: RunState | None = None
-        # The folder fsync of the write that took a held step, still under way.
+        # The write that opens an attempt, under way (``open_soon``), and the folder
+        # fsync after it, when it took a held step.
+        self._opening: _Opening | None = None
         self._synced_later: Callable[[], None] | None = None
+        # The held step's log fsync under way (``sync_soon``), and the log's end it covers.
+        self._log_syncing: tuple[object, Callable[[], None]] | None = None
 
     def emit(self, event_type: EventType, **fields: Any) -> dict[str, Any] | None:
         """Append one event and show it; returns it (None: the log refused it)."""
@@ -165,53 +93,151 @@ class RunRecord:
                 # The terminal or pipe went away; the run goes on, on the record.
                 self.on_event = None
 
-    def update(self, change: Callable[[RunState], None], *, sync_dir: bool = True) -> RunState:
+    def update(self, change: Callable[[RunState], None]) -> RunState:
         """Apply ``change`` to the driver's copy, with the file's control fields.
 
-        A held step (``apply``) is written with it: the log is fsynced first, and the
-        folder after the rename — on a thread of its own when ``sync_dir`` is False
-        (the write that opens an attempt, whose agent starts meanwhile); the next
-        step or end waits for it (``_settle``), so ``state.json`` on disk is never
-        more than one step behind the log.
+        A held step (``apply``) is written with it: the log is fsynced before the
+        rename, so ``state.json`` on disk is never ahead of the log, nor more than one
+        step behind it.
 
         Args:
             change: Changes the state in place.
-            sync_dir: False for a write whose rename need not survive a power cut on
-                its own (``StateStore.update``): the next write's folder fsync covers it.
 
         Raises:
-            StateFileError: the file cannot be written.
+            StateFileError: the file cannot be written (or the write that opened the
+                attempt could not be: ``collect``).
         """
+        self.collect()
+        write = self._writer(change)
+        changed, self.state = write()
+        if changed:
+            self._report_outside_change(changed)
+        return self.state
+
+    def open_soon(self, change: Callable[[RunState], None], then: Callable[[], None]) -> None:
+        """``update(change)`` on a thread of its own: the write that opens an attempt,
+        made while its agent runs. ``then`` (the hand-off's events) is called on this
+        thread once the write is done (``collect``)."""
+        self.collect()
+        # A held step's rename is made durable here, after the outcome is given (the
+        # next step waits for it: ``_settle``); an attempt's opening alone is made
+        # durable by the write that concludes it (a power cut ends the agent too).
+        held = self._held is not None
+        write = self._writer(change, sync_dir=False)
+        opening = _Opening(then)
+
+        def run() -> None:
+            try:
+                opening.outcome = write()
+            except BaseException as error:  # raised again by ``collect``
+                opening.outcome = error
+            opening.done = True
+            opening.written.release()
+            if held and not isinstance(opening.outcome, BaseException):
+                fsync_folder(self.store.path.parent)
+
+        opening.wait = soon(run)
+        self._opening = opening
+
+    def collect(self, *, block: bool = True) -> None:
+        """Take the outcome of the write ``open_soon`` started (waiting for it unless
+        ``block`` is False and it is still under way): the state it wrote, or its error.
+
+        Raises:
+            StateFileError: that write failed.
+        """
+        opening = self._opening
+        if opening is None or not (block or opening.done):
+            return
+        self._opening = None
+        with opening.written:
+            self._synced_later = opening.wait  # the folder's fsync, still under way
+        if isinstance(opening.outcome, BaseException):
+            raise opening.outcome
+        assert opening.outcome is not None
+        changed, self.state = opening.outcome
+        if changed:
+            self._report_outside_change(changed)
+        opening.then()
+
+    def drain(self) -> None:
+        """Wait for a write ``open_soon`` started, whatever its outcome (the driver is
+        closing after an error)."""
+        opening, self._opening = self._opening, None
+        if opening is not None:
+            opening.wait()
+        self._settle_folder()
+
+    def _settle_folder(self) -> None:
+        """Wait for the folder fsync of the write that took a held step."""
+        wait, self._synced_later = self._synced_later, None
+        if wait is not None:
+            wait()
+
+    def _writer(
+        self, change: Callable[[RunState], None], *, sync_dir: bool = True
+    ) -> Callable[[], _Written]:
+        """The write of ``change`` over the driver's copy as it is now (with the file's
+        control fields); it returns the owned fields someone else changed, and the
+        state written. A held step goes with it (``_held`` is cleared now)."""
+        base, held = copy_state(self.state), self._held
+        # The held step's events are synced before the state that absorbs them is
+        # renamed into place; meanwhile its temp file is written and synced.
+        log_synced = self._log_synced_soon() if held is not None else None
+        self._held = None
+        changed: list[str] = []
 
         def merge(on_disk: RunState) -> None:
-            self._report_outside_change(on_disk)
-            mine = copy.deepcopy(self.state)
+            changed[:] = changed_owned(on_disk, held or base)
+            mine = copy_state(base)
             for name in CONTROL_FIELDS:
                 setattr(mine, name, getattr(on_disk, name))
             change(mine)
             mine.version = on_disk.version
             on_disk.__dict__.update(mine.__dict__)
 
-        held = self._held is not None
-        if held:
-            self.log.sync()  # the held step's events, before the state that absorbs them
-        self.state = self.store.update(merge, fallback=self.state, sync_dir=sync_dir)
-        if held and not sync_dir:
-            self._synced_later = fsync_folder_soon(self.store.path.parent)
-        self._held = None
-        return self.state
+        def write() -> _Written:
+            try:
+                state = self.store.update(
+                    merge, fallback=base, sync_dir=sync_dir, before_rename=log_synced
+                )
+                return changed, state
+            finally:
+                if log_synced is not None:
+                    log_synced()
+
+        return write
+
+    def sync_soon(self) -> None:
+        """While a step is held: start the log's fsync now, on a thread of its own
+        (an agent is about to start); the write that takes the step waits for it."""
+        if self._held is not None and self._log_syncing is None:
+            self._log_syncing = (self.log.last_written, soon(self.log.sync))
+
+    def _log_synced_soon(self) -> Callable[[], None]:
+        """The log fsync under way, if it covers every event appended so far; else one
+        started now."""
+        syncing, self._log_syncing = self._log_syncing, None
+        if syncing is not None:
+            if syncing[0] == self.log.last_written:
+                return syncing[1]
+            syncing[1]()  # events were appended since it started
+        return soon(self.log.sync)
 
     def _settle(self) -> None:
-        """Wait for the folder fsync of the last write that took a held step: its
-        rename is durable before the log gets the next step or the run's end."""
-        wait, self._synced_later = self._synced_later, None
-        if wait is not None:
-            wait()
+        """Take the write that opened the attempt (``collect``) and wait for its folder
+        fsync: it is durable before the log gets the next step or the run's end."""
+        self.collect()
+        self._settle_folder()
+        syncing, self._log_syncing = self._log_syncing, None
+        if syncing is not None:  # an agent that never started: no write took it
+            syncing[1]()
 
     def refresh(self) -> RunState:
         """Take the file's control fields; a corrupt file is rewritten from memory, and
         one whose driver-owned fields were changed gets the driver's back (reported
         once, not at every read)."""
+        self.collect()
         try:
             on_disk = self.store.read()
         except StateFileError as error:
@@ -321,25 +347,28 @@ class RunRecord:
             self.update(lambda s: setattr(s, "ending", reason))
 
     def _changed_outside(self, on_disk: RunState) -> list[str]:
-        mine = self._held or self.state  # a held step is not on disk yet
-        return [name for name in _OWNED_FIELDS if getattr(on_disk, name) != getattr(mine, name)]
+        return changed_owned(on_disk, self._held or self.state)  # a held step is not on disk yet
 
-    def _report_outside_change(self, on_disk: RunState) -> None:
-        changed = self._changed_outside(on_disk)
-        if changed:
-            self.emit(
-                EventType.WARNING,
-                note=f"state.json's {', '.join(changed)} changed outside the driver; "
-                "the driver's own figures stand",
-                outsideChange=changed,
-            )
+    def _report_outside_change(self, changed: list[str]) -> None:
+        self.emit(
+            EventType.WARNING,
+            note=f"state.json's {', '.join(changed)} changed outside the driver; "
+            "the driver's own figures stand",
+            outsideChange=changed,
+        )
 
 
-def missing_env_note(missing: tuple[str, ...]) -> str:
-    """The words for a driver whose environment lacks the agent's ``missing``
-    variables that the run started with."""
-    return (
-        f"this driver's environment lacks {', '.join(missing)}, which the run started "
-        "with: the agent runs without them (autopilot never stores their values; start "
-        "the run again from a shell that has them)"
-    )
+_Written = tuple[list[str], RunState]
+"""What a write returns: the owned fields changed outside the driver, the state."""
+
+
+class _Opening:
+    """A write ``open_soon`` started: what to do once it is done, its outcome."""
+
+    def __init__(self, then: Callable[[], None]) -> None:
+        self.then = then
+        self.wait: Callable[[], None] = lambda: None  # the whole thread
+        self.outcome: _Written | BaseException | None = None
+        self.done = False
+        self.written = _thread.allocate_lock()  # released once ``outcome`` is set
+        self.written.acquire()

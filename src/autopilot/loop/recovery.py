@@ -39,7 +39,8 @@ from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.loop.cut_short import attempt_from_output, iteration_started_ms
 from autopilot.loop.descendants import end_leftovers
 from autopilot.loop.identity import is_same_process
-from autopilot.loop.record import RunRecord, absorb, loop_state, write_step
+from autopilot.loop.record import RunRecord
+from autopilot.loop.step_state import absorb, loop_state, write_step
 from autopilot.loop.torn import torn_step, without_logged
 from autopilot.store.events import EventLog, read_events
 from autopilot.store.logged_end import is_drivers, logged_decision

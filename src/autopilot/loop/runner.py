@@ -51,13 +51,17 @@ class AgentWatch:
         on_line: Called with each stdout line (decoded, no newline).
         result_seen: True once the agent's final result has arrived.
         should_kill: Polled; True ends the process group now.
-        on_start: Called with the agent's pid once it runs.
+        on_start: Called with the agent's pid once it runs; the attempt is then
+            opened in ``state.json`` while the agent runs.
+        opened: Waits until that write is done (a runner that acts for the agent
+            before its first line, as the test doubles do, calls it first).
     """
 
     on_line: Callable[[str], None]
     result_seen: Callable[[], bool]
     should_kill: Callable[[], bool]
     on_start: Callable[[int], None]
+    opened: Callable[[], None] = lambda: None
 
 
 class AgentRunner(Protocol):
@@ -81,7 +85,9 @@ class SubprocessRunner:
 
     def run(self, request: RunRequest, watch: AgentWatch) -> ProcessResult:
         """See ``AgentRunner.run``."""
-        cgroup = AgentCgroup.for_run(request.run_id, os.environ) if request.run_id else None
+        cgroup = self._cgroups.get(request.run_id)
+        if cgroup is None or not os.path.isdir(cgroup.path):  # made once, again if removed
+            cgroup = AgentCgroup.for_run(request.run_id, os.environ) if request.run_id else None
         if cgroup is not None:
             self._cgroups[request.run_id] = cgroup
         return run_agent_process(

@@ -12,17 +12,28 @@ import sys
 _PR_SET_CHILD_SUBREAPER = 36
 
 
+_made_subreaper: list[int] = []
+"""The pid of the process ``become_subreaper`` made a subreaper (a forked child is not
+one: the attribute is not inherited)."""
+
+
 def become_subreaper() -> bool:
-    """Make this process a child subreaper (Linux only); True if it is one."""
+    """Make this process a child subreaper (Linux only); True if it is one. Once it is
+    one it stays one: later calls ask nothing of the kernel."""
+    if _made_subreaper == [os.getpid()]:
+        return True
     if not sys.platform.startswith("linux"):
         return False
     import ctypes
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+        made = bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
+    if made:
+        _made_subreaper[:] = [os.getpid()]
+    return made
 
 
 def has_children() -> bool:

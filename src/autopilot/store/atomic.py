@@ -20,7 +20,14 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def write_atomically(path: Path, data: bytes, *, mode: int = 0o600, sync_dir: bool = True) -> None:
+def write_atomically(
+    path: Path,
+    data: bytes,
+    *,
+    mode: int = 0o600,
+    sync_dir: bool = True,
+    before_rename: Callable[[], None] | None = None,
+) -> None:
     """Write ``data`` to ``path`` via a temp file, fsync and rename, then fsync the
     folder so the rename itself survives a power cut.
 
@@ -31,6 +38,9 @@ def write_atomically(path: Path, data: bytes, *, mode: int = 0o600, sync_dir: bo
         sync_dir: False leaves the folder's fsync to the next write that does it (it
             covers every rename before it): after a power cut the file is then this
             version or the one before, each whole.
+        before_rename: Called once the temp file is synced, before the rename (it
+            waits for what must be durable before the new file is: an event log's
+            fsync, made meanwhile on another thread).
 
     Raises:
         OSError: the write failed; ``path`` is unchanged and the temp file removed.
@@ -43,6 +53,8 @@ def write_atomically(path: Path, data: bytes, *, mode: int = 0o600, sync_dir: bo
             os.fsync(handle.fileno())
             if mode != 0o600:
                 os.fchmod(handle.fileno(), mode)
+        if before_rename is not None:
+            before_rename()
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -68,14 +80,20 @@ def fsync_folder(folder: Path) -> None:
 
 def fsync_folder_soon(folder: Path) -> Callable[[], None]:
     """Start ``fsync_folder(folder)`` on a thread of its own; returns the call that
-    waits for it to be done. The caller goes on meanwhile (an agent starting). Where
-    no thread can be started, the fsync is done here and now."""
+    waits for it to be done (see ``soon``)."""
+    return soon(lambda: fsync_folder(folder))
+
+
+def soon(call: Callable[[], None]) -> Callable[[], None]:
+    """Start ``call`` (an fsync: it must not raise) on a thread of its own; returns
+    the call that waits for it to be done. The caller goes on meanwhile (an agent
+    starting). Where no thread can be started, ``call`` is made here and now."""
     done = _thread.allocate_lock()
     done.acquire()
 
     def sync() -> None:
         try:
-            fsync_folder(folder)
+            call()
         finally:
             done.release()
 

@@ -85,6 +85,12 @@ class EventLog:
         self._reported_error = False
         self.refused = 0
 
+    @property
+    def last_written(self) -> tuple[int, int, int] | None:
+        """(device, inode, size) of the file after this log's last append (None
+        before it appended): it changes with every append."""
+        return self._last_written
+
     def emit(self, event_type: EventType | str, **fields: Any) -> dict[str, Any] | None:
         """Append one event and return it as written (None if it was refused)."""
         return self.emit_all([(event_type, fields)])[0]

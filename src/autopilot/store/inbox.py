@@ -205,6 +205,8 @@ class Inbox:
         Raises:
             StateFileError: the inbox cannot be locked or changed.
         """
+        if not self._queued():  # the usual case: nothing to claim, no lock to take
+            return self.taken()
         with self._locked():
             orphans = sorted(self._dir("tmp").glob("*" + _SUFFIX))
             if orphans:
@@ -222,6 +224,18 @@ class Inbox:
             if claimed:  # nothing moved, nothing to make durable
                 _fsync_dir(self._dir("cur"))
         return self.taken()
+
+    def _queued(self) -> bool:
+        """Whether ``tmp/`` or ``new/`` may hold a message (True where either cannot
+        be listed: the locked claim makes the folders and looks)."""
+        try:
+            return any(
+                name.endswith(_SUFFIX)
+                for folder in ("tmp", "new")
+                for name in os.listdir(self._dir(folder))
+            )
+        except OSError:
+            return True
 
     def _move(self, path: Path, folder: str) -> None:
         try:

@@ -27,6 +27,8 @@ from autopilot.store.run_state import RunState, decode_state
 from autopilot.store.state_file import (
     LOCK_TIMEOUT_SECONDS,
     encode_state_json,
+    parse_state_json,
+    read_state_bytes,
     read_state_json,
 )
 
@@ -52,6 +54,21 @@ def read_state(path: Path) -> RunState:
             a field autopilot reads has the wrong type.
     """
     return decode_state(read_state_json(path), path)
+
+
+def copy_state(state: RunState) -> RunState:
+    """A copy of ``state`` that shares nothing a change may mutate in place: its
+    ``spend`` (and its ``tokens``), ``loop`` and ``extra`` are copied, the rest is
+    immutable (strings, tuples, frozen dataclasses). Far cheaper than ``deepcopy``."""
+    copied = copy.copy(state)
+    spend = state.spend
+    copied.spend = dataclasses.replace(spend, tokens=dataclasses.replace(spend.tokens))
+    copied.loop = dataclasses.replace(state.loop)
+    if state.extra:
+        copied.extra = copy.deepcopy(state.extra)
+    else:
+        copied.extra = {}
+    return copied
 
 
 def read_state_quietly(path: Path) -> RunState | None:
@@ -82,6 +99,10 @@ class StateStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock_path = path.with_name(path.name + ".lock")
+        # The bytes this store last wrote or decoded, and their state: a file that
+        # still holds them is not decoded and checked again (a driver reads its own
+        # writes back at every iteration).
+        self._known: tuple[bytes, RunState] | None = None
 
     def read(self) -> RunState:
         """The current state, read without the lock.
@@ -89,7 +110,13 @@ class StateStore:
         Raises:
             StateFileError: see ``read_state``.
         """
-        return read_state(self.path)
+        data = read_state_bytes(self.path)
+        known = self._known
+        if known is not None and known[0] == data:
+            return copy_state(known[1])
+        state = decode_state(parse_state_json(data, self.path), self.path)
+        self._known = (data, copy_state(state))
+        return state
 
     def create(self, state: RunState) -> RunState:
         """Write the first version of the file (``version`` 1).
@@ -110,6 +137,7 @@ class StateStore:
         *,
         fallback: RunState | None = None,
         sync_dir: bool = True,
+        before_rename: Callable[[], None] | None = None,
     ) -> RunState:
         """Apply ``change`` to the state under the lock and write it back.
 
@@ -120,6 +148,7 @@ class StateStore:
                 nothing is lost, and a run folder that was deleted is made again
                 (0700). Without a fallback a corrupt file raises.
             sync_dir: See ``write_atomically``.
+            before_rename: See ``write_atomically``.
 
         Returns:
             The state as written (with its new ``version``).
@@ -137,7 +166,7 @@ class StateStore:
                 ) from None
         with self._locked():
             try:
-                state = read_state(self.path)
+                state = self.read()
             except StateFileError:
                 if fallback is None:
                     raise
@@ -145,7 +174,7 @@ class StateStore:
                 state = copy.deepcopy(fallback)
             change(state)
             state.version += 1
-            self._write(state, sync_dir=sync_dir)
+            self._write(state, sync_dir=sync_dir, before_rename=before_rename)
             return state
 
     def _keep_corrupt_copy(self, fallback: RunState) -> None:
@@ -156,9 +185,18 @@ class StateStore:
         except OSError:
             pass
 
-    def _write(self, state: RunState, *, sync_dir: bool = True) -> None:
+    def _write(
+        self,
+        state: RunState,
+        *,
+        sync_dir: bool = True,
+        before_rename: Callable[[], None] | None = None,
+    ) -> None:
+        self._known = None
         try:
-            write_atomically(self.path, encode_state(state), sync_dir=sync_dir)
+            data = encode_state(state)
+            write_atomically(self.path, data, sync_dir=sync_dir, before_rename=before_rename)
+            self._known = (data, copy_state(state))
         except (OSError, ValueError) as error:
             number = error.errno if isinstance(error, OSError) else None
             detail = error.strerror if isinstance(error, OSError) else str(error)

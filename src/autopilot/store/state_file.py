@@ -52,14 +52,31 @@ def read_state_json(path: Path) -> dict[str, Any]:
     Raises:
         StateFileError: the file is missing, unreadable, not JSON or not an object.
     """
+    return parse_state_json(read_state_bytes(path), path)
+
+
+def read_state_bytes(path: Path) -> bytes:
+    """The bytes of a ``state.json``.
+
+    Raises:
+        StateFileError: the file is missing or unreadable.
+    """
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         raise StateFileError(f"{path} does not exist") from None
     except OSError as error:
         raise StateFileError(
             f"cannot read {path}: {error.strerror or error}", errno=error.errno
         ) from None
+
+
+def parse_state_json(data: bytes, path: Path) -> dict[str, Any]:
+    """``data`` (a ``state.json``'s bytes) as a JSON object, lone surrogates repaired.
+
+    Raises:
+        StateFileError: not JSON or not an object.
+    """
     try:
         value = json.loads(data)
         if _SURROGATE_ESCAPE_RE.search(data):
