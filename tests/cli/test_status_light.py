@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from autopilot.cli import control_body, status_light
+from autopilot.cli import control_body
 from autopilot.core.vocabulary import HOOK_MODE, RunStatus
 from autopilot.store.flock import FileLock
 from tests.store.test_status_figures import MESSAGES, events_of, moments, write_inbox
@@ -134,7 +134,7 @@ def test_light_and_typed_status_agree(
         driver = FileLock(folder / "driver.lock")
         assert not held or driver.acquire()
         try:
-            light = status_light.plain_status_lines(folder, _NOW_MS)
+            light = control_body.plain_status_lines(folder, _NOW_MS)
             event("light" if light is not None else "typed")
             if light is None:
                 return
@@ -174,7 +174,7 @@ def test_the_light_path_is_taken_for_the_usual_runs(
         {"type": "usage_update", "ts": _START + 2, "runId": _RUN, "excerpt": "working"},
     ]
     folder = _write_run(tmp_path, _usual_state(**changes), events, {0, 1})
-    lines = status_light.plain_status_lines(folder, _NOW_MS)
+    lines = control_body.plain_status_lines(folder, _NOW_MS)
     assert (lines is not None) is plain
     if lines is not None:
         assert lines[0] == f"run        {_RUN}"
@@ -190,10 +190,10 @@ def test_a_malformed_message_is_left_to_the_typed_path(tmp_path: Path) -> None:
     """The inbox puts a message it cannot read aside: only the typed path does that."""
     folder = _write_run(tmp_path, _usual_state(), [], {0})
     (folder / "inbox" / "new" / "1700000000001-0000000a.json").write_text("{")
-    assert status_light.plain_status_lines(folder, _NOW_MS) is None
+    assert control_body.plain_status_lines(folder, _NOW_MS) is None
 
 
 def test_a_long_log_is_left_to_the_typed_path(tmp_path: Path) -> None:
     events = [{"type": "stagnation", "ts": _START, "runId": _RUN, "pad": "x" * 1000}] * 300
     folder = _write_run(tmp_path, _usual_state(), events, set())
-    assert status_light.plain_status_lines(folder, _NOW_MS) is None
+    assert control_body.plain_status_lines(folder, _NOW_MS) is None

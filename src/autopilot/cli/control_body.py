@@ -20,9 +20,7 @@ from autopilot.view.safe import shown
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
-    from typing import Any
-
-    from autopilot.cli.status_light import StatusView
+    from autopilot.cli.status_light import StatusFacts, StatusView
     from autopilot.hook.status import HookRunView
     from autopilot.store.run_state import RunState
 
@@ -251,13 +249,21 @@ def status(as_json: bool, run_ref: str | None) -> int:
     folder = _run_dir(run_ref)
     now_ms = int(time.time() * 1000)
     if not as_json:
-        from autopilot.cli.status_light import plain_status_lines
-
         plain = plain_status_lines(folder, now_ms)
         if plain is not None:
             say("\n".join(plain))
             return 0
     return typed_status(folder, as_json, now_ms)
+
+
+def plain_status_lines(folder: Path, now_ms: int) -> list[str] | None:
+    """``status_lines`` of the run in ``folder`` at ``now_ms`` (epoch ms) from its files
+    read as plain JSON (``cli.status_light.plain_status``), or None where the typed
+    path must read it."""
+    from autopilot.cli.status_light import plain_status
+
+    read = plain_status(folder, now_ms)
+    return None if read is None else status_lines(read[0], read[1], now_ms)
 
 
 def typed_status(folder: Path, as_json: bool, now_ms: int) -> int:
@@ -268,6 +274,7 @@ def typed_status(folder: Path, as_json: bool, now_ms: int) -> int:
         StateFileError: the run's ``state.json`` cannot be read (with the way out).
     """
     from autopilot import control
+    from autopilot.cli.status_light import StatusFacts
     from autopilot.store.rundir import RunDir
     from autopilot.view.present import elapsed_ms
 
@@ -299,41 +306,6 @@ def typed_status(folder: Path, as_json: bool, now_ms: int) -> int:
     )
     say("\n".join(lines))
     return 0
-
-
-class StatusFacts:
-    """What ``status`` shows besides the state: its driver's and supervisor's liveness
-    (``driver_running``, ``supervisor_alive``), the messages waiting (``pending``, of
-    them the user's ``users``), the run's time so far (ms, None: unknown), the log's
-    last restore and excerpt, and a hook run's view."""
-
-    __slots__ = (
-        "alive",
-        "elapsed_ms",
-        "excerpt",
-        "hook",
-        "pending",
-        "restored",
-        "supervisor",
-        "users",
-    )
-
-    def __init__(
-        self,
-        *,
-        alive: bool | None,
-        supervisor: bool | None,
-        pending: int,
-        users: int,
-        elapsed_ms: int | None,
-        restored: dict[str, Any] | None,
-        excerpt: str | None,
-        hook: HookRunView | None = None,
-    ) -> None:
-        self.alive, self.supervisor = alive, supervisor
-        self.pending, self.users = pending, users
-        self.elapsed_ms, self.restored, self.excerpt = elapsed_ms, restored, excerpt
-        self.hook = hook
 
 
 def status_lines(state: State, facts: StatusFacts, now_ms: int) -> list[str]:

@@ -3,14 +3,15 @@
 (``store.run_state``, a tree of dataclasses), config, snapshot fold or delivery
 model, so that it starts in about the time Python takes.
 
-``plain_status_lines`` gives up (None) wherever the typed path
+``plain_status`` gives up (None) wherever the typed path
 (``cli.control_body.typed_status``, through ``autopilot.control``) would read or
 show more than these files say as they are: a ``state.json`` that does not read, or
 whose agent or budget come from its ``config`` (a Node-written one); a hook run (its
 claim window may end it) or a parallel run (its lanes); a run not ended whose driver
 is not known to run (the log may hold its end, ``manage.activity.settled_state``); a
-log longer than a short read; a malformed message (the inbox puts it aside). The
-lines are the typed path's, byte for byte (``tests/cli/test_status_light.py``).
+log longer than a short read; a malformed message (the inbox puts it aside).
+``control_body.status_lines`` makes the same lines of both, byte for byte
+(``tests/cli/test_status_light.py``).
 """
 
 from __future__ import annotations
@@ -22,10 +23,17 @@ from autopilot.store.run_files import EVENTS_FILE, STATE_FILE
 from autopilot.store.state_file import StateView, read_state_view
 from autopilot.store.status_figures import LogFigures, log_figures, pending_counts
 
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
-def plain_status_lines(folder: Path, now_ms: int) -> list[str] | None:
-    """The lines of ``autopilot status`` for the run in ``folder`` at ``now_ms``
-    (epoch ms), or None where the typed path must read it (see the module)."""
+    from autopilot.hook.status import HookRunView
+
+
+def plain_status(folder: Path, now_ms: int) -> tuple[StatusView, StatusFacts] | None:
+    """The state and facts ``autopilot status`` shows (``control_body.status_lines``)
+    of the run in ``folder`` at ``now_ms`` (epoch ms), or None where the typed path
+    must read it (see the module)."""
     from autopilot.errors import StateFileError
 
     try:
@@ -46,8 +54,6 @@ def plain_status_lines(folder: Path, now_ms: int) -> list[str] | None:
     counts = pending_counts(folder, figures.delivered)
     if counts is None:
         return None
-    from autopilot.cli.control_body import StatusFacts, status_lines
-
     facts = StatusFacts(
         alive=alive,
         supervisor=supervisor_alive(view),
@@ -57,7 +63,42 @@ def plain_status_lines(folder: Path, now_ms: int) -> list[str] | None:
         restored=figures.last_restore,
         excerpt=figures.last_excerpt,
     )
-    return status_lines(view, facts, now_ms)
+    return view, facts
+
+
+class StatusFacts:
+    """What ``status`` shows besides the state: its driver's and supervisor's liveness
+    (``driver_running``, ``supervisor_alive``), the messages waiting (``pending``, of
+    them the user's ``users``), the run's time so far (ms, None: unknown), the log's
+    last restore and excerpt, and a hook run's view."""
+
+    __slots__ = (
+        "alive",
+        "elapsed_ms",
+        "excerpt",
+        "hook",
+        "pending",
+        "restored",
+        "supervisor",
+        "users",
+    )
+
+    def __init__(
+        self,
+        *,
+        alive: bool | None,
+        supervisor: bool | None,
+        pending: int,
+        users: int,
+        elapsed_ms: int | None,
+        restored: dict[str, Any] | None,
+        excerpt: str | None,
+        hook: HookRunView | None = None,
+    ) -> None:
+        self.alive, self.supervisor = alive, supervisor
+        self.pending, self.users = pending, users
+        self.elapsed_ms, self.restored, self.excerpt = elapsed_ms, restored, excerpt
+        self.hook = hook
 
 
 def _config_decides(data: dict[str, object]) -> bool:
