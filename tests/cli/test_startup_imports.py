@@ -222,6 +222,8 @@ def test_status_of_a_live_run_loads_no_typed_state(tmp_path: Path, held: bool) -
             driver.release()
     assert _forbidden(modules, _TYPED_STATUS) == []
     assert "autopilot.cli.status_light" in modules
+    # The few words of a state and of a log (``core.run_words``, ``core.event_words``).
+    assert "autopilot.core.vocabulary" not in modules
 
 
 def test_status_of_a_run_whose_driver_is_gone_is_read_the_typed_way(tmp_path: Path) -> None:
