@@ -1,6 +1,8 @@
 """The body of ``autopilot status [RUN]`` and its lines, without click: the command
 line (``cli.control_cmds``) and the fast path (``cli.fast``) both call it (``pause``,
-``resume`` and ``stop`` are ``cli.control_light``'s)."""
+``resume`` and ``stop`` are ``cli.control_light``'s). Its plain form reads a run its
+driver runs, or that has ended, as plain JSON (``cli.status_light``), every other
+case through ``autopilot.control``; ``status_lines`` prints both."""
 
 from __future__ import annotations
 
