@@ -185,6 +185,56 @@ def test_control_commands_of_a_held_run_load_no_typed_state(
         assert "autopilot.core.vocabulary" not in modules
 
 
+_TYPED_STATUS = (
+    *(name for name in _TYPED_STATE if name != "autopilot.cli.control_body"),
+    "autopilot.store.snapshot",  # the fold's dataclass
+    "autopilot.store.fold",
+    "autopilot.store.reader",
+    "autopilot.store.inbox",
+    "autopilot.loop.messages",
+    "autopilot.view.present",
+)
+"""What plain ``status`` of a live run leaves alone: the typed state, the snapshot fold
+and the delivery model (``cli.status_light`` reads the files as plain JSON)."""
+
+
+@pytest.mark.parametrize("held", [False, True])
+def test_status_of_a_live_run_loads_no_typed_state(tmp_path: Path, held: bool) -> None:
+    """A run whose driver is recorded alive, or only holds its ``driver.lock``."""
+    runs = tmp_path / "runs"
+    project = tmp_path / "project"
+    project.mkdir()
+    driver_fields = {"pid": None, "pidStartTime": None} if held else alive_driver()
+    run_id = make_run(
+        runs,
+        "project",
+        now_ms(),
+        iterations=2,
+        state={**driver_fields, "cwd": str(project.resolve())},
+        age_files=False,
+    )
+    driver = FileLock(runs / run_id / "driver.lock")
+    assert not held or driver.acquire()
+    try:
+        modules = _imported(["status"], project, runs)
+    finally:
+        if held:
+            driver.release()
+    assert _forbidden(modules, _TYPED_STATUS) == []
+    assert "autopilot.cli.status_light" in modules
+    # The few words of a state and of a log (``core.run_words``, ``core.event_words``).
+    assert "autopilot.core.vocabulary" not in modules
+
+
+def test_status_of_a_run_whose_driver_is_gone_is_read_the_typed_way(tmp_path: Path) -> None:
+    """The check can fail: the log may hold the end of a run whose driver is gone."""
+    runs = tmp_path / "runs"
+    run_id = make_run(runs, "project", now_ms(), state=dead_driver(), age_files=False)
+    modules = _imported(["status", run_id], tmp_path, runs)
+    assert "autopilot.control" in modules
+    assert "dataclasses" in modules
+
+
 def test_a_run_no_driver_holds_is_stopped_the_typed_way(tmp_path: Path) -> None:
     """The check can fail: ``stop`` of a run whose ``driver.lock`` is free loads them."""
     runs = tmp_path / "runs"

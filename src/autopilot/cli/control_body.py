@@ -1,6 +1,8 @@
 """The body of ``autopilot status [RUN]`` and its lines, without click: the command
 line (``cli.control_cmds``) and the fast path (``cli.fast``) both call it (``pause``,
-``resume`` and ``stop`` are ``cli.control_light``'s)."""
+``resume`` and ``stop`` are ``cli.control_light``'s). Its plain form reads a run its
+driver runs, or that has ended, as plain JSON (``cli.status_light``), every other
+case through ``autopilot.control``; ``status_lines`` prints both."""
 
 from __future__ import annotations
 
@@ -8,31 +10,52 @@ import time
 from pathlib import Path
 
 from autopilot.cli.echo import say, say_json
-from autopilot.core.vocabulary import RunStatus
+from autopilot.core.run_words import RunStatus
 from autopilot.errors import StateFileError
 from autopilot.store.paths import resolve_run, run_dir, runs_root
 from autopilot.store.project_files import run_off_switch
-from autopilot.store.run_state import RunState
-from autopilot.store.rundir import RunDir
 from autopilot.view.safe import shown
 
-# ``autopilot.control`` (for the commands), the views of time and ending, liveness and
-# lanes (for ``status`` and ``list``) are loaded by the functions that use them: each
-# command loads only its own.
+# ``autopilot.control`` and the typed state (for ``status --json`` and the rare runs
+# ``cli.status_light`` leaves to it), the views of time and ending, liveness and lanes
+# are loaded by the functions that use them: each case loads only its own.
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
+    from autopilot.cli.status_light import StatusFacts, StatusView
     from autopilot.hook.status import HookRunView
+    from autopilot.store.run_state import RunState
+
+    State = RunState | StatusView
 
 
-def ending_of(state: RunState) -> str:
+def _driver_lines(state: State, facts: StatusFacts, now_ms: int) -> list[str]:
+    """The ``cost`` and ``driver`` lines, or a hook run's (``hook_lines``)."""
+    if facts.hook is not None:
+        from autopilot.store.run_state import RunState
+
+        if isinstance(state, RunState):  # ``cli.status_light`` leaves hooks to the typed path
+            return hook_lines(state, facts.hook, now_ms)
+    alive = {True: "alive", False: "gone", None: "none"}[facts.alive]
+    relaunch = (
+        f" — relaunch: autopilot start {state.run_id}; end it: autopilot stop {state.run_id}"
+        if facts.alive is False and not state.terminated
+        else ""
+    )
+    return [
+        f"cost       ${state.spend.cost_usd:.4f}",
+        f"driver     {alive}" + (f" (pid {state.pid})" if state.pid else "") + relaunch,
+    ]
+
+
+def ending_of(state: State) -> str:
     """``describe_ending`` for a terminated run's state."""
     from autopilot.core.ending import describe_ending
 
     return describe_ending(state.termination_reason, completed=state.completed)
 
 
-def worktree_of(state: RunState) -> dict[str, str] | None:
+def worktree_of(state: State) -> dict[str, str] | None:
     """A ``--worktree`` run's ``worktree`` record in ``state.json`` (``path``,
     ``branch``, ``base``, ``origin``), or None; read here without loading git code."""
     record = state.extra.get("worktree")
@@ -44,7 +67,7 @@ def worktree_of(state: RunState) -> dict[str, str] | None:
     return {key: str(record[key]) for key in keys}
 
 
-def status_text(state: RunState, now_ms: int) -> str:
+def status_text(state: State, now_ms: int) -> str:
     """The run's status in words: how it ended, or its status with what is pending.
 
     ``completed (completion_promise)``, ``stopped by the user``; ``running (stop
@@ -127,7 +150,7 @@ def hook_lines(state: RunState, hook: HookRunView, now_ms: int) -> list[str]:
     return lines
 
 
-def messages_text(user: int, pending: int, state: RunState) -> str | None:
+def messages_text(user: int, pending: int, state: State) -> str | None:
     """What ``status`` says of messages not yet delivered: ``user`` of the ``pending``
     are the user's, the rest autopilot's own notices (a reopened item, a budget
     warning), which are moot once the run ended; None when there is nothing to say."""
@@ -146,7 +169,7 @@ MAX_BLOCKED_LINES = 5
 """Blocked work items ``status`` names (the rest are counted)."""
 
 
-def blocked_lines(state: RunState) -> list[str]:
+def blocked_lines(state: State) -> list[str]:
     """``status`` lines for a backlog run's blocked work items and why, as the
     project's ``tasks.jsonl`` has them now (nothing if it cannot be read)."""
     if state.mode != "backlog" or state.cwd is None:
@@ -173,7 +196,7 @@ def blocked_lines(state: RunState) -> list[str]:
     return lines
 
 
-def env_text(state: RunState) -> str:
+def env_text(state: State) -> str:
     """What ``status`` says of the agent's environment: the names of its variables the
     run started with (never their values), and those the current driver lacks. A
     supervisor's restart keeps the daemon's environment; a relaunch (``start``, bare
@@ -187,7 +210,7 @@ def env_text(state: RunState) -> str:
     return f"{_field(names)} (a relaunch passes on its own shell's environment)"
 
 
-def orphan_agent_line(state: RunState, driver_alive: bool | None) -> str | None:
+def orphan_agent_line(state: State, driver_alive: bool | None) -> str | None:
     """The ``agent`` line of a run whose driver is gone while the agent it recorded
     (``agentPid``, same start time) still runs, e.g. after ``kill -9`` of both daemon
     and supervisor; None otherwise."""
@@ -217,14 +240,46 @@ def _run_dir(run_ref: str | None) -> Path:
 def status(as_json: bool, run_ref: str | None) -> int:
     """``autopilot status [--json] [RUN]``; its exit code.
 
+    The plain form of a run its driver runs (or that has ended) reads ``state.json``,
+    the log and the inbox as plain JSON (``cli.status_light``); ``--json`` and every
+    other case read the typed state through ``autopilot.control``, and print the
+    same lines (``tests/cli/test_status_light.py``).
+
+    Raises:
+        StateFileError: the run's ``state.json`` cannot be read (with the way out).
+    """
+    folder = _run_dir(run_ref)
+    now_ms = int(time.time() * 1000)
+    if not as_json:
+        plain = plain_status_lines(folder, now_ms)
+        if plain is not None:
+            say("\n".join(plain))
+            return 0
+    return typed_status(folder, as_json, now_ms)
+
+
+def plain_status_lines(folder: Path, now_ms: int) -> list[str] | None:
+    """``status_lines`` of the run in ``folder`` at ``now_ms`` (epoch ms) from its files
+    read as plain JSON (``cli.status_light.plain_status``), or None where the typed
+    path must read it."""
+    from autopilot.cli.status_light import plain_status
+
+    read = plain_status(folder, now_ms)
+    return None if read is None else status_lines(read[0], read[1], now_ms)
+
+
+def typed_status(folder: Path, as_json: bool, now_ms: int) -> int:
+    """``autopilot status [--json]`` of the run in ``folder`` through
+    ``autopilot.control``; its exit code.
+
     Raises:
         StateFileError: the run's ``state.json`` cannot be read (with the way out).
     """
     from autopilot import control
-    from autopilot.view.plain import format_moment
-    from autopilot.view.present import elapsed_ms, fmt_duration
+    from autopilot.cli.status_light import StatusFacts
+    from autopilot.store.rundir import RunDir
+    from autopilot.view.present import elapsed_ms
 
-    folder = _run_dir(run_ref)
     try:
         report = control.status(folder)
     except StateFileError as unreadable:
@@ -237,64 +292,72 @@ def status(as_json: bool, run_ref: str | None) -> int:
         say_json(report.to_json(), indent=2)
         return 0
     state, snap = report.state, report.snapshot
-    now_ms = int(time.time() * 1000)
+    lines = status_lines(
+        state,
+        StatusFacts(
+            alive=report.alive,
+            supervisor=report.supervisor,
+            pending=report.pending_messages,
+            users=report.pending_user_messages,
+            elapsed_ms=elapsed_ms(state.to_json(), snap, now_ms),
+            restored=snap.lastRestore,
+            excerpt=snap.lastExcerpt,
+            hook=report.hook,
+        ),
+        now_ms,
+    )
+    say("\n".join(lines))
+    return 0
+
+
+def status_lines(state: State, facts: StatusFacts, now_ms: int) -> list[str]:
+    """The lines of ``autopilot status`` for a run's state and ``facts``."""
+    from autopilot.view.plain import fmt_duration, format_moment
+
     spend = state.spend
     maximum = state.max_iterations or "∞"
-    alive = {True: "alive", False: "gone", None: "none"}[report.alive]
     directory = state.cwd or "unknown (written by another implementation)"
     lines = [
         f"run        {_field(state.run_id)}",
         f"status     {status_text(state, now_ms)}",
         f"agent      {_field(state.agent)}" + (f" ({_field(state.model)})" if state.model else ""),
         f"iteration  {state.iteration} of {maximum} ({spend.iterations} spent)",
-        f"elapsed    {fmt_duration(elapsed_ms(state.to_json(), snap, now_ms))}",
+        f"elapsed    {fmt_duration(facts.elapsed_ms)}",
         f"tokens     {spend.tokens.input} in / {spend.tokens.output} out",
-        *(
-            hook_lines(state, report.hook, now_ms)
-            if report.hook is not None
-            else [
-                f"cost       ${spend.cost_usd:.4f}",
-                f"driver     {alive}"
-                + (f" (pid {state.pid})" if state.pid else "")
-                + (
-                    f" — relaunch: autopilot start {state.run_id}; "
-                    f"end it: autopilot stop {state.run_id}"
-                    if report.alive is False and not state.terminated
-                    else ""
-                ),
-            ]
-        ),
+        *_driver_lines(state, facts, now_ms),
         f"directory  {_field(directory)}",
     ]
     worktree = worktree_of(state)
     if worktree is not None:
         lines.append(f"worktree   {_field(worktree['path'])}")
         lines.append(f"branch     {_field(worktree['branch'])} (from {_field(worktree['origin'])})")
-    root = runs_root(create=False)
     if "parallel" in state.extra:  # where ``lane_views`` finds a parallel run's lanes
         from autopilot.store.lanes import lane_views
+        from autopilot.store.run_state import RunState
 
-        lines.extend(shown(view.line()) for view in lane_views(root, state))
-    if state.supervisor_pid or report.supervisor is not None:
-        supervisor = {True: "alive", False: "gone", None: "none"}[report.supervisor]
-        if report.supervisor is False and report.alive is True and not state.terminated:
+        if isinstance(state, RunState):  # ``cli.status_light`` leaves these to the typed path
+            root = runs_root(create=False)
+            lines.extend(shown(view.line()) for view in lane_views(root, state))
+    if state.supervisor_pid or facts.supervisor is not None:
+        supervisor = {True: "alive", False: "gone", None: "none"}[facts.supervisor]
+        if facts.supervisor is False and facts.alive is True and not state.terminated:
             supervisor += (
                 f"; nothing restarts its daemon if it crashes: autopilot start {state.run_id} "
                 "adopts it"
             )
         lines.insert(-1, f"supervisor {supervisor} (pid {state.supervisor_pid})")
-    orphan = orphan_agent_line(state, report.alive)
+    orphan = orphan_agent_line(state, facts.alive)
     if orphan is not None:
         lines.insert(-1, orphan)
     if not state.terminated and state.agent_env is not None:
         lines.append(f"env        {env_text(state)}")
-    messages = messages_text(report.pending_user_messages, report.pending_messages, state)
+    messages = messages_text(facts.users, facts.pending, state)
     if messages:
         lines.append(f"messages   {messages}")
     lines.extend(blocked_lines(state))
     if state.termination_note:
         lines.append(f"note       {_field(' '.join(state.termination_note.split()))}")
-    restored = snap.lastRestore
+    restored = facts.restored
     if restored is not None:
         when = format_moment(restored["ts"], day_of_ms=now_ms)
         count = restored["filesChanged"]
@@ -304,7 +367,6 @@ def status(as_json: bool, run_ref: str | None) -> int:
             f"autopilot restore {state.run_id} --checkpoint "
             f"{_field(restored['safetyCheckpoint'])}"
         )
-    if snap.lastExcerpt:
-        lines.append(f"last       {' '.join(snap.lastExcerpt.split())[:200]}")
-    say("\n".join(lines))
-    return 0
+    if facts.excerpt:
+        lines.append(f"last       {' '.join(facts.excerpt.split())[:200]}")
+    return lines

@@ -16,9 +16,9 @@ import json
 import math
 from collections.abc import Mapping
 
+from autopilot.core.event_words import EventType
 from autopilot.core.redact import redact_value
 from autopilot.core.text import cut_units, repair_surrogates
-from autopilot.core.vocabulary import EventType
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:

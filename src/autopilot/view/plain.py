@@ -29,6 +29,20 @@ _NO_TIME = "??:??:??.???"
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
+def fmt_duration(ms: float | None) -> str:
+    """``1h02m03s``, ``2m03s`` or ``45s``; ``-`` for None."""
+    if ms is None:
+        return "-"
+    total = max(0, int(ms // 1000))
+    hours, rest = divmod(total, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m{seconds:02d}s"
+    if minutes:
+        return f"{minutes}m{seconds:02d}s"
+    return f"{seconds}s"
+
+
 def _cut(text: str) -> str:
     return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 1] + "…"
 

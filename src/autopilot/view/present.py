@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from autopilot.store.snapshot import Snapshot
+from autopilot.view.plain import fmt_duration as fmt_duration  # noqa: PLC0414 (its users)
 from autopilot.view.plain import format_time
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
@@ -32,20 +33,6 @@ def as_number(value: Any) -> float | None:
 def as_mapping(value: Any) -> Mapping[str, Any]:
     """``value`` if it is a mapping, else an empty one."""
     return value if isinstance(value, Mapping) else {}
-
-
-def fmt_duration(ms: float | None) -> str:
-    """``1h02m03s``, ``2m03s`` or ``45s``; ``-`` for None."""
-    if ms is None:
-        return "-"
-    total = max(0, int(ms // 1000))
-    hours, rest = divmod(total, 3600)
-    minutes, seconds = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m{seconds:02d}s"
-    if minutes:
-        return f"{minutes}m{seconds:02d}s"
-    return f"{seconds}s"
 
 
 def fmt_count(value: Any) -> str:
