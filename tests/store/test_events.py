@@ -507,6 +507,29 @@ def test_emit_appends_a_line_and_returns_the_event(tmp_path: Path) -> None:
     assert (tmp_path / "events.jsonl").read_bytes().endswith(b"\n")
 
 
+def test_a_sync_racing_the_close_of_its_log_warns_of_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The log's fsync runs on a thread while the driver may close the log: a
+    descriptor closed under it is not a failure to report."""
+    log = EventLog(tmp_path / "events.jsonl", RUN, FakeClock())
+    log.emit("iteration_start", iteration=1)
+    fd = log._fd
+    assert fd is not None
+    os.close(fd)  # as the driver's close would, between the thread's read and fsync
+    log.sync()
+    log._fd = None
+    log.sync()
+    assert capsys.readouterr().err == ""
+    log.emit("iteration_end", iteration=1)
+    log.sync()
+    log.close()
+    assert [e["type"] for e in read_events(tmp_path / "events.jsonl")] == [
+        "iteration_start",
+        "iteration_end",
+    ]
+
+
 def test_emit_cuts_the_excerpt_it_writes(tmp_path: Path) -> None:
     log = EventLog(tmp_path / "events.jsonl", RUN, FakeClock())
     log.emit("iteration_end", iteration=1, excerpt="a" * 499 + EMOJI)

@@ -8,6 +8,7 @@ their names are importable from here too.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -237,12 +238,18 @@ class EventLog:
         return True
 
     def sync(self) -> None:
-        """fsync the log (used after the terminal event)."""
-        if self._fd is not None:
+        """fsync the log (after the terminal event; on a thread while an agent starts).
+
+        The descriptor is read once: the driver's thread may close the log meanwhile
+        (a write error, a log removed and reopened), and a descriptor closed under the
+        fsync (``EBADF``) leaves nothing of this log to sync."""
+        fd = self._fd
+        if fd is not None:
             try:
-                os.fsync(self._fd)
+                os.fsync(fd)
             except OSError as error:
-                self._report(f"cannot sync {self.path}: {error.strerror or error}")
+                if error.errno != errno.EBADF:
+                    self._report(f"cannot sync {self.path}: {error.strerror or error}")
 
     def close(self) -> None:
         """Close the file; a later ``emit`` reopens it."""
