@@ -53,7 +53,8 @@ def fake_inhibit(tmp_path: Path) -> Path:
         "#!/bin/sh\n"
         'if [ "$1" = "--list" ]; then echo "no logind here" >&2; '
         'exit "${FAKE_LIST_RC:-0}"; fi\n'
-        f'echo "$@" > {tmp_path}/inhibit.args\n'
+        # Written whole, then renamed: a reader never sees the file half written.
+        f'echo "$@" > {tmp_path}/inhibit.args.tmp && mv {tmp_path}/inhibit.args.tmp {tmp_path}/inhibit.args\n'
         "shift 4\n"
         'exec "$@"\n'
     )
@@ -72,14 +73,16 @@ def test_held_while_asked_and_released_after(fake_inhibit: Path, tmp_path: Path)
     notes: list[str] = []
     awake = KeepAwake("r", notes.append, argv=_argv(fake_inhibit, os.getpid()))
     assert awake.hold() is True and awake.held
-    assert awake.hold() is True  # idempotent: still one inhibitor
-    deadline = time.monotonic() + 30
-    while not (tmp_path / "inhibit.args").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert "--why=autopilot run r-1 --mode=block" in (tmp_path / "inhibit.args").read_text()
-    process = awake._process
-    assert process is not None and process.poll() is None  # tail --pid holds it
-    awake.release()
+    try:
+        assert awake.hold() is True  # idempotent: still one inhibitor
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "inhibit.args").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "--why=autopilot run r-1 --mode=block" in (tmp_path / "inhibit.args").read_text()
+        process = awake._process
+        assert process is not None and process.poll() is None  # tail --pid holds it
+    finally:
+        awake.release()  # a failed check leaves no inhibitor behind for later tests
     assert not awake.held and process.poll() is not None
     assert notes == []
 
