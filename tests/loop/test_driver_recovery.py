@@ -235,6 +235,39 @@ def test_stop_without_a_driver_takes_the_larger_spend_of_state_and_log(tmp_path:
     assert any("restored from the event log" in e["note"] for e in _of(rig, "warning"))
 
 
+@pytest.mark.parametrize("state_knew", [False, True])
+def test_stop_without_a_driver_charges_an_attempt_only_the_log_started(
+    tmp_path: Path, state_knew: bool
+) -> None:
+    # The driver died after the log's ``iteration_start`` of attempt 2 and before
+    # state.json opened it (the opening write is made while the agent runs), its agent
+    # having run: state.json still shows attempt 1 (open, its decision on the log, or
+    # concluded). ``stop`` charges attempt 2 as a relaunch would.
+    rig = arm(tmp_path, RunConfig(max_iterations=5))
+    lost = Scripted(claude_lines("half way", cost_usd=0.5), crash=True)
+    first, _ = rig.driver([working(rig), lost])
+    with pytest.raises(SimulatedCrash):
+        first.run()
+    state_file = rig.folder / "state.json"
+    data = json.loads(state_file.read_text())
+    data["pid"] = None  # the driver ran in this process: record it as gone
+    data["iteration"] = 1
+    if state_knew:  # attempt 1 still open in state.json, its decision on the log
+        data["iterationOpen"], data["agentPid"] = True, NO_SUCH_PID
+        data["spend"] = {"iterations": 0, "costUsd": 0, "tokens": {"input": 0, "output": 0}}
+    else:
+        data["iterationOpen"], data["agentPid"] = False, None
+    state_file.write_text(json.dumps(data))
+    control.stop(rig.folder, rig.clock, reason="enough")
+    state = _state(rig)
+    ends = _of(rig, "iteration_end")
+    assert [e["iteration"] for e in ends] == [1, 2]
+    assert ends[1]["endedBy"] == "driver_died" and ends[1]["iterationCostUsd"] == 0.5
+    assert state.terminated and state.spend.iterations == 2
+    assert state.spend.cost_usd == pytest.approx(0.51)
+    assert [e["iteration"] for e in _of(rig, "abort")] == [2]
+
+
 def test_a_failed_resume_starts_one_fresh_session_and_keeps_the_attempt(
     tmp_path: Path,
 ) -> None:

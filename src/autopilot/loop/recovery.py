@@ -247,7 +247,9 @@ def settle_open_attempt(
     what a dead driver's agent left running is ended (``end_left_processes``, also
     when no attempt is open), and the attempt it left open is settled as a relaunch
     would settle it — its logged decision applied, or else the attempt concluded from
-    its saved output (``stop_note``: recorded as stopped, with these words).
+    its saved output (``stop_note``: recorded as stopped, with these words); then an
+    attempt the log started but ``state.json`` never opened (``unrecorded_attempt``)
+    is concluded and charged the same way.
 
     Call holding the run's ``driver.lock``.
 
@@ -264,17 +266,20 @@ def settle_open_attempt(
         state = store.update(lambda s: setattr(s, "spend", restored))
         log.emit(EventType.WARNING, note=SPEND_RESTORED_NOTE)
     outlived = end_left_processes(state) > 0
-    if state.agent_pid is None:
-        return state
-    change = logged_change(folder, state)
-    if change is not None:
-        return store.update(lambda s: absorb(s, change))
 
     def warn(note: str) -> None:
         log.emit(EventType.WARNING, note=note)
 
     adapter = guarded(adapter, warn)
-    attempt = interrupted_attempt(state, folder, adapter, now_ms, outlived=outlived)
+    attempt = None
+    if state.agent_pid is not None:
+        change = logged_change(folder, state)
+        if change is None:
+            attempt = interrupted_attempt(state, folder, adapter, now_ms, outlived=outlived)
+        else:
+            state = store.update(lambda s: absorb(s, change))
+    if attempt is None:  # the next attempt may have started before state.json said so
+        attempt = unrecorded_attempt(state, folder, adapter, now_ms, outlived=outlived)
     if attempt is None:
         return state
     before = loop_state(

@@ -68,14 +68,18 @@ def end_without_driver(run_dir: Path, store: StateStore, clock: Clock, note: str
     try:
         state = reconciled(folder, store, log)
         refuse_ended(state, run_dir.name)
-        if state.agent_pid is not None:
-            # The interrupted attempt is charged, and recorded as stopped by the user.
+        # An interrupted attempt (one state.json opened, or one only the log started)
+        # is charged and recorded as stopped by the user; leftover processes are ended.
+        try:
             adapter = adapter_for_state(state)
+        except UsageError:  # an agent this autopilot cannot parse: its output is not read
+            if state.agent_pid is not None:
+                raise
+            end_left_processes(state)
+        else:
             state = settle_open_attempt(folder, store, log, adapter, clock.now_ms(), stop_note=note)
             if state.terminated:
                 return state
-        else:
-            end_left_processes(state)  # a crash during the spawn leaves no agent pid
 
         def end(s: RunState) -> None:
             s.terminated, s.termination_reason = True, "user_stopped"
