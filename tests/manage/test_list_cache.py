@@ -16,7 +16,14 @@ from autopilot.store.finished import FINISHED_FILE
 from autopilot.store.index import append_index_row
 from autopilot.store.project_files import off_path
 from autopilot.view.stats import aggregate, collect
-from tests.manage.runs import alive_driver, dead_driver, make_run, now_ms
+from tests.manage.runs import (
+    alive_driver,
+    cache_parts,
+    dead_driver,
+    make_run,
+    now_ms,
+    write_cache_parts,
+)
 
 
 def _listed(capsys: pytest.CaptureFixture[str], *, as_json: bool = False) -> str:
@@ -43,7 +50,7 @@ def test_a_missing_cache_is_built_again_with_the_same_answers(
     fresh_stats = aggregate(collect(root))
     (root / FINISHED_FILE).unlink()
     assert _listed(capsys) == fresh_list
-    assert set(json.loads((root / FINISHED_FILE).read_text())["runs"]) == set(ids)
+    assert set(cache_parts(root)["list"]["runs"]) == set(ids)
     (root / FINISHED_FILE).unlink()
     assert aggregate(collect(root)) == fresh_stats
     assert _listed(capsys, as_json=True) == fresh_json
@@ -52,12 +59,12 @@ def test_a_missing_cache_is_built_again_with_the_same_answers(
 @pytest.mark.parametrize(
     "damage",
     [
-        lambda entry: entry.update(list=["completed"], stats="not a summary"),
-        lambda entry: entry.update(list="running", stats=[1, 2, 3]),
-        lambda entry: entry.update(list=None, stats=None),
-        lambda entry: entry.update(files="not a key"),
-        lambda entry: entry.update(driver="not a driver"),
-        lambda entry: entry.clear(),
+        lambda entry, part: entry.update(value=["completed"] if part == "list" else "a summary"),
+        lambda entry, part: entry.update(value="running" if part == "list" else [1, 2, 3]),
+        lambda entry, part: entry.update(value=None),
+        lambda entry, part: entry.update(files="not a key"),
+        lambda entry, part: entry.update(driver="not a driver"),
+        lambda entry, part: entry.clear(),
     ],
 )
 def test_a_corrupt_entry_never_hides_a_run_it_is_read_afresh_and_rewritten(
@@ -65,18 +72,18 @@ def test_a_corrupt_entry_never_hides_a_run_it_is_read_afresh_and_rewritten(
 ) -> None:
     root, ids = _root(tmp_path)
     fresh_list, fresh_stats = _listed(capsys), aggregate(collect(root))
-    cache = json.loads((root / FINISHED_FILE).read_text())
-    for entry in cache["runs"].values():
-        damage(entry)  # type: ignore[operator]
-    cache["runs"]["not-a-run-1796000000000"] = {"list": ["x"] * 5, "files": [1, 2, 3]}
-    (root / FINISHED_FILE).write_text(json.dumps(cache))
+    parts = cache_parts(root)
+    for part in parts.values():
+        for entry in part["runs"].values():
+            damage(entry, part["part"])  # type: ignore[operator]
+        part["runs"]["not-a-run-1796000000000"] = {"value": ["x"] * 5, "files": [1, 2, 3]}
+    write_cache_parts(root, parts)
     assert _listed(capsys) == fresh_list
     assert aggregate(collect(root)) == fresh_stats
-    rewritten = json.loads((root / FINISHED_FILE).read_text())["runs"]
-    assert set(rewritten) == set(ids)
-    assert all(
-        len(entry["list"]) == 5 and len(entry["stats"]) == 10 for entry in rewritten.values()
-    )
+    rewritten = cache_parts(root)
+    assert all(set(rewritten[part]["runs"]) == set(ids) for part in ("list", "stats"))
+    assert all(len(entry["value"]) == 5 for entry in rewritten["list"]["runs"].values())
+    assert all(len(entry["value"]) == 10 for entry in rewritten["stats"]["runs"].values())
 
 
 def test_an_entry_whose_run_changed_after_it_was_put_is_stale(
@@ -180,8 +187,8 @@ def test_a_cached_summary_of_the_wrong_types_is_read_afresh_not_a_crash(
 ) -> None:
     root, ids = _root(tmp_path)
     fresh = aggregate(collect(root))
-    cache = json.loads((root / FINISHED_FILE).read_text())
-    cache["runs"][ids[0]]["stats"][field] = value
-    (root / FINISHED_FILE).write_text(json.dumps(cache))
+    parts = cache_parts(root)
+    parts["stats"]["runs"][ids[0]]["value"][field] = value
+    write_cache_parts(root, parts)
     assert aggregate(collect(root)) == fresh
-    assert json.loads((root / FINISHED_FILE).read_text()) != cache
+    assert cache_parts(root) != parts

@@ -46,11 +46,11 @@ def _list_runs(as_json: bool, limit: str | None) -> int:
     if count is not None:
         rows = rows[:count]
     unclaimed = _unclaimed_until(root)
-    finished = FinishedRuns(root)
+    finished = FinishedRuns(root, "list")
     run_ids = [str(row["runId"]) for row in rows]
     if count is None:
         finished.keep_only(set(run_ids))
-    found, keys = finished.lookup(root, run_ids, "list", _still_gone)
+    found, keys = finished.lookup(root, run_ids, _still_gone)
     now_ms = int(time.time() * 1000)
     # The text is made in the same loop (thousands of runs): each line of the values
     # as they are, which ``_shown_lines`` checks (and remakes, if it must) at the end.
@@ -216,7 +216,7 @@ def _fresh_row(
     shown_row = [str(state.status), state.termination_reason, state.iteration, text, worktree]
     if state.terminated or gone:  # its files change no more (until a driver is back)
         driver = driver_record(state) if gone else None
-        finished.put(folder.name, "list", key, shown_row, driver)
+        finished.put(folder.name, key, shown_row, driver)
     return shown_row
 
 

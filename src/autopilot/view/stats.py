@@ -175,10 +175,10 @@ def collect(root: Path) -> list[RunSummary]:
         run_id = row["runId"]  # a string (``read_index``)
         rows.pop(run_id, None)
         rows[run_id] = row
-    finished = FinishedRuns(root)
+    finished = FinishedRuns(root, "stats")
     finished.keep_only(set(rows))
     valid = [run_id for run_id in rows if is_valid_run_id(run_id)]
-    found, keys = finished.lookup(root, valid, "stats", _still_gone)
+    found, keys = finished.lookup(root, valid, _still_gone)
     summaries = _summaries(root, rows, finished, found, keys)
     if not _well_typed(summaries):  # a cache edited by hand: read every run afresh
         keys.update((run_id, file_key(f"{root}/{run_id}")) for run_id in found)
@@ -251,7 +251,7 @@ def _summary(
     # its driver staying gone.
     if summary.outcome.startswith(("complete", "abort")) or gone is not None:
         given = [row.get("label"), row.get("agent")]  # what it takes from the index row
-        finished.put(str(row["runId"]), "stats", key, [*given, *summary], gone)
+        finished.put(str(row["runId"]), key, [*given, *summary], gone)
     return summary
 
 
