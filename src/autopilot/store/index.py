@@ -13,11 +13,10 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
-from autopilot.errors import EnvironmentProblem
-from autopilot.store.event_format import serialize_event
-from autopilot.store.event_stream import iter_event_lines
-from autopilot.store.flock import FileLock
-from autopilot.store.private import open_private
+from autopilot.store.lines import READ_LINE_CAP, iter_lines
+
+# What writing a row takes (the event format and its vocabulary, the lock) is loaded
+# by the functions that write: ``list`` and ``stats`` only read the index.
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
@@ -37,6 +36,9 @@ def index_lock(root: Path) -> Iterator[None]:
     Raises:
         EnvironmentProblem: the lock stayed taken for 30 seconds.
     """
+    from autopilot.errors import EnvironmentProblem
+    from autopilot.store.flock import FileLock
+
     lock = FileLock(root / INDEX_LOCK, timeout_seconds=_LOCK_TIMEOUT_SECONDS)
     if not lock.acquire():
         raise EnvironmentProblem(f"{root / INDEX_LOCK} stayed locked for 30 s") from None
@@ -53,6 +55,9 @@ def append_index_row(root: Path, armed_event: Mapping[str, Any]) -> None:
         OSError: the index cannot be written.
         EnvironmentProblem: the index lock stayed taken for 30 seconds.
     """
+    from autopilot.store.event_format import serialize_event
+    from autopilot.store.private import open_private
+
     line = serialize_event(armed_event)
     if line is None:
         return
@@ -125,9 +130,11 @@ def read_index(root: Path) -> Iterator[dict[str, Any]]:
     with stream:
         values: Iterable[Any]
         if os.fstat(stream.fileno()).st_size > PLAIN_INDEX_BYTES:
-            values = _decode_all([line for line in iter_event_lines(stream) if line.strip()])
+            values = _decode_all(
+                [line for line in iter_lines(stream, max_line_bytes=READ_LINE_CAP) if line.strip()]
+            )
         else:
-            values = map(_decode_one, iter_event_lines(stream))
+            values = map(_decode_one, iter_lines(stream, max_line_bytes=READ_LINE_CAP))
         for row in values:
             if (
                 isinstance(row, dict)
