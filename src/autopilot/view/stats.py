@@ -330,7 +330,7 @@ def _counts(values: Mapping[str, int]) -> str:
 
 def format_stats(totals: Mapping[str, Any]) -> list[str]:
     """The text form of ``aggregate``'s result, one line per figure."""
-    from autopilot.view.present import fmt_cost, fmt_count
+    from autopilot.view.figures import fmt_cost, fmt_count
 
     iterations = totals["iterations"]
     if iterations["min"] is None:
