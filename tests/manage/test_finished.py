@@ -101,7 +101,7 @@ def test_a_run_whose_driver_was_gone_is_read_afresh_once_a_driver_holds_it(
     assert "driver gone" in next(line for line in _list(tmp_path).splitlines() if gone in line)
     parts = cache_parts(root)
     assert {"list", "stats"} == set(parts)
-    assert all(part["runs"][gone]["driver"][0] == 999_999_999 for part in parts.values())
+    assert all(part["drivers"][gone][0] == 999_999_999 for part in parts.values())
     # A driver started again holds driver.lock before it writes state.json.
     with (root / gone / "driver.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

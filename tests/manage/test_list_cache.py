@@ -59,12 +59,16 @@ def test_a_missing_cache_is_built_again_with_the_same_answers(
 @pytest.mark.parametrize(
     "damage",
     [
-        lambda entry, part: entry.update(value=["completed"] if part == "list" else "a summary"),
-        lambda entry, part: entry.update(value="running" if part == "list" else [1, 2, 3]),
-        lambda entry, part: entry.update(value=None),
-        lambda entry, part: entry.update(files="not a key"),
-        lambda entry, part: entry.update(driver="not a driver"),
-        lambda entry, part: entry.clear(),
+        lambda runs, run_id, part: runs[run_id].__setitem__(
+            0, ["completed"] if part == "list" else "a summary"
+        ),
+        lambda runs, run_id, part: runs[run_id].__setitem__(
+            0, "running" if part == "list" else [1, 2, 3]
+        ),
+        lambda runs, run_id, part: runs[run_id].__setitem__(0, None),
+        lambda runs, run_id, part: runs[run_id].__setitem__(slice(1, None), ["not a key"]),
+        lambda runs, run_id, part: runs.__setitem__(run_id, []),
+        lambda runs, run_id, part: runs.__setitem__(run_id, {"value": "not a list"}),
     ],
 )
 def test_a_corrupt_entry_never_hides_a_run_it_is_read_afresh_and_rewritten(
@@ -74,16 +78,33 @@ def test_a_corrupt_entry_never_hides_a_run_it_is_read_afresh_and_rewritten(
     fresh_list, fresh_stats = _listed(capsys), aggregate(collect(root))
     parts = cache_parts(root)
     for part in parts.values():
-        for entry in part["runs"].values():
-            damage(entry, part["part"])  # type: ignore[operator]
-        part["runs"]["not-a-run-1796000000000"] = {"value": ["x"] * 5, "files": [1, 2, 3]}
+        for run_id in list(part["runs"]):
+            damage(part["runs"], run_id, part["part"])  # type: ignore[operator]
+        part["runs"]["not-a-run-1796000000000"] = [["x"] * 5, 1, 2, 3]
     write_cache_parts(root, parts)
     assert _listed(capsys) == fresh_list
     assert aggregate(collect(root)) == fresh_stats
     rewritten = cache_parts(root)
     assert all(set(rewritten[part]["runs"]) == set(ids) for part in ("list", "stats"))
-    assert all(len(entry["value"]) == 5 for entry in rewritten["list"]["runs"].values())
-    assert all(len(entry["value"]) == 10 for entry in rewritten["stats"]["runs"].values())
+    assert all(len(entry[0]) == 5 for entry in rewritten["list"]["runs"].values())
+    assert all(len(entry[0]) == 10 for entry in rewritten["stats"]["runs"].values())
+
+
+@pytest.mark.parametrize("driver", ["not a driver", [1, 2], None])
+def test_a_corrupt_driver_record_never_hides_a_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], driver: object
+) -> None:
+    """A run put with its driver gone whose record in ``drivers`` is not one (or was
+    dropped: then it is shown from the cache, as an ended run) is read afresh."""
+    root, ids = _root(tmp_path)
+    fresh_list, fresh_stats = _listed(capsys), aggregate(collect(root))
+    parts = cache_parts(root)
+    for part in parts.values():
+        assert set(part["drivers"]) == {ids[2]}
+        part["drivers"][ids[2]] = driver
+    write_cache_parts(root, parts)
+    assert _listed(capsys) == fresh_list
+    assert aggregate(collect(root)) == fresh_stats
 
 
 def test_an_entry_whose_run_changed_after_it_was_put_is_stale(
@@ -188,7 +209,7 @@ def test_a_cached_summary_of_the_wrong_types_is_read_afresh_not_a_crash(
     root, ids = _root(tmp_path)
     fresh = aggregate(collect(root))
     parts = cache_parts(root)
-    parts["stats"]["runs"][ids[0]]["value"][field] = value
+    parts["stats"]["runs"][ids[0]][0][field] = value
     write_cache_parts(root, parts)
     assert aggregate(collect(root)) == fresh
     assert cache_parts(root) != parts

@@ -3,30 +3,30 @@ kept in one file so that thousands of runs cost one read, not a ``state.json`` a
 log each.
 
 ``<runs-root>/finished.json`` (0600) is derived data: one line per command, each a
-JSON object ``{"version": 4, "part": <part>, "runs": {runId: {"files": [...],
-"driver": [...], "value": ...}}}``, where a part is what one command shows of a run
-(``list``, ``stats``). Each command decodes its own line alone (``list`` over 10,000
-runs reads half the bytes and objects it would read of both) and rewrites the file
-with the other command's line kept as it was; each part's entries are checked by
-themselves. A run gets an entry once its ``state.json``
-says it ended, or once its driver is gone (no process with the recorded pid and
-identity, no ``driver.lock`` held): either way its files no longer change by
-themselves. Each entry holds the inode, size and modification time (ns) of the run's
-``events.jsonl`` (of its ``state.json`` when it has no log), taken **before** the run
-was read; an entry is used only while that file still matches, so a run whose log was
-appended to, edited, replaced or removed is read afresh and never shown from the
-cache. One ``stat`` per run (``lookup`` takes them all in one loop, relative to the
-runs root opened once) is what keeps ``list`` of 10,000 runs quick; ``state.json``
-is not looked at: every change autopilot makes to an ended run's state that ``list``
-or ``stats`` shows comes with an event (a ``stop``, a relaunch's ``armed``), while a
-hand edit of ``state.json`` alone shows once the log changes (or once
-``finished.json`` is removed). The entry of a run whose
-driver was gone also holds that driver's record (``driver``: pid, start time, command,
-host) and is used only while the caller finds it still gone (a driver started again
-holds the lock before it writes a file). A missing, unreadable, corrupt or older line
-counts as empty, and the file is rewritten (temp file, fsync, rename) only when an
-entry was added or dropped; a cache that cannot be written is simply not kept (nor is
-a part whose line another command rewrote at the same moment: it is built again).
+JSON object ``{"version": 4, "part": <part>, "runs": {runId: [value, inode, size,
+mtime_ns]}, "drivers": {runId: driver}}``, where a part is what one command shows of a
+run (``list``, ``stats``). Each command decodes its own line alone (``list`` over
+10,000 runs reads half the bytes and objects it would read of both) and rewrites the
+file with the other command's line kept as it was; each part's entries are checked by
+themselves. A run gets an entry once its ``state.json`` says it ended, or once its
+driver is gone (no process with the recorded pid and identity, no ``driver.lock``
+held): either way its files no longer change by themselves. Each entry holds the
+inode, size and modification time (ns) of the run's ``events.jsonl`` (of its
+``state.json`` when it has no log), taken **before** the run was read; an entry is
+used only while that file still matches, so a run whose log was appended to, edited,
+replaced or removed is read afresh and never shown from the cache. One ``stat`` per
+run (``lookup`` takes them all in one loop, relative to the runs root opened once) is
+what keeps ``list`` of 10,000 runs quick; ``state.json`` is not looked at: every
+change autopilot makes to an ended run's state that ``list`` or ``stats`` shows comes
+with an event (a ``stop``, a relaunch's ``armed``), while a hand edit of
+``state.json`` alone shows once the log changes (or once ``finished.json`` is
+removed). A run put with its driver gone has that driver's record in ``drivers`` (pid,
+start time, command, host) and is used only while the caller finds it still gone (a
+driver started again holds the lock before it writes a file). A missing, unreadable,
+corrupt or older line counts as empty, and the file is rewritten (temp file, fsync,
+rename) only when an entry was added or dropped; a cache that cannot be written is
+simply not kept (nor is a part whose line another command rewrote at the same moment:
+it is built again).
 The file is read and written with ``json`` alone: loading msgspec would cost more than
 its faster decoding saves, even for 10,000 runs.
 """
@@ -91,32 +91,11 @@ class FinishedRuns:
     def __init__(self, root: Path, part: str) -> None:
         self.path = root / FINISHED_FILE
         self.part = part
-        self._runs: dict[str, dict[str, Any]]
+        self._runs: dict[str, list[Any]]
+        self._drivers: dict[str, Any]
         self._others: list[bytes]
-        self._runs, self._others = _load(self.path, part)
+        self._runs, self._drivers, self._others = _load(self.path, part)
         self._changed = False
-
-    def get(
-        self,
-        run_id: str,
-        key: _Files | None,
-        still_gone: Callable[[list[Any]], bool] | None = None,
-    ) -> Any:
-        """The run's value as it was put, if the run's files are still ``key``
-        (from ``file_key``, taken now) and, for a run put with its driver gone,
-        ``still_gone(driver)`` says so; else None (a stale entry is dropped)."""
-        entry = self._runs.get(run_id)
-        if entry is None:
-            return None
-        if key is None or entry.get("files") != key:
-            del self._runs[run_id]
-            self._changed = True
-            return None
-        driver = entry.get("driver")
-        gone = isinstance(driver, list) and still_gone is not None and still_gone(driver)
-        if driver is not None and not gone:
-            return None  # its driver may be back: read afresh (``put`` replaces the entry)
-        return entry.get("value")
 
     def lookup(
         self,
@@ -124,8 +103,10 @@ class FinishedRuns:
         run_ids: Iterable[str],
         still_gone: Callable[[str, list[Any]], bool],
     ) -> tuple[dict[str, Any], dict[str, _Files | None]]:
-        """``get`` for many runs of ``root`` at once (one loop, each run's files looked
-        at relative to the runs root, opened once).
+        """The kept value of each run in ``run_ids`` whose files are still as they were
+        when it was put and, for a run put with its driver gone, whose driver is still
+        gone; a stale entry is dropped (one loop, each run's files looked at relative
+        to the runs root, opened once).
 
         Args:
             root: The runs root.
@@ -140,6 +121,7 @@ class FinishedRuns:
         found: dict[str, Any] = {}
         keys: dict[str, _Files | None] = {}
         runs = self._runs
+        drivers = self._drivers
         where = str(root)
         try:
             root_fd: int | None = os.open(where, os.O_RDONLY | os.O_DIRECTORY)
@@ -159,15 +141,16 @@ class FinishedRuns:
                         key = _file_key(run_id, root_fd)
                 entry = runs.get(run_id)
                 if entry is not None:
-                    if key is None or entry.get("files") != key:
+                    if key is None or entry[1:] != key:
                         del runs[run_id]
+                        drivers.pop(run_id, None)
                         self._changed = True
                     else:
-                        driver = entry.get("driver")
+                        driver = drivers.get(run_id)
                         if driver is None or (
                             isinstance(driver, list) and still_gone(f"{where}/{run_id}", driver)
                         ):
-                            value = entry.get("value")
+                            value = entry[0]
                             if value is not None:
                                 found[run_id] = value
                                 continue
@@ -184,8 +167,8 @@ class FinishedRuns:
         value: Any,
         driver: list[Any] | None = None,
     ) -> None:
-        """Keep ``value`` as what the command shows of the run; ``key`` must have been taken before
-        the files were read (``file_key``). Nothing is kept without a key.
+        """Keep ``value`` as what the command shows of the run; ``key`` must have been
+        taken before the files were read (``file_key``). Nothing is kept without a key.
 
         Args:
             run_id: The run.
@@ -195,18 +178,18 @@ class FinishedRuns:
         """
         if key is None:
             return
-        entry = self._runs.get(run_id)
-        if entry is None or entry.get("files") != key or entry.get("driver") != driver:
-            entry = self._runs[run_id] = {"files": key}
-            if driver is not None:
-                entry["driver"] = driver
-        entry["value"] = value
+        self._runs[run_id] = [value, *key]
+        if driver is not None:
+            self._drivers[run_id] = driver
+        else:
+            self._drivers.pop(run_id, None)
         self._changed = True
 
     def keep_only(self, run_ids: set[str]) -> None:
         """Drop the entries of runs not in ``run_ids`` (removed from the index)."""
         for run_id in [r for r in self._runs if r not in run_ids]:
             del self._runs[run_id]
+            self._drivers.pop(run_id, None)
             self._changed = True
 
     def save(self) -> None:
@@ -214,7 +197,10 @@ class FinishedRuns:
         read); a failure to write is ignored."""
         if not self._changed or not self.path.parent.is_dir():
             return
-        cache = {"version": _VERSION, "part": self.part, "runs": self._runs}
+        drivers = {
+            run_id: self._drivers[run_id] for run_id in self._drivers if run_id in self._runs
+        }
+        cache = {"version": _VERSION, "part": self.part, "runs": self._runs, "drivers": drivers}
         try:
             line = json.dumps(cache, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
             data = b"".join(raw + b"\n" for raw in [line.encode(), *self._others])
@@ -224,13 +210,13 @@ class FinishedRuns:
         self._changed = False
 
 
-def _load(path: Path, part: str) -> tuple[dict[str, dict[str, Any]], list[bytes]]:
-    """The entries of ``part`` in the cache (none when its line is missing or
-    corrupt), and the lines of the other parts, undecoded."""
+def _load(path: Path, part: str) -> tuple[dict[str, list[Any]], dict[str, Any], list[bytes]]:
+    """The entries and the drivers of ``part`` in the cache (none when its line is
+    missing or corrupt), and the lines of the other parts, undecoded."""
     try:
         raw = path.read_bytes()
     except OSError:
-        return {}, []
+        return {}, {}, []
     mine = _line_start(part)
     others: list[bytes] = []
     found: bytes | None = None
@@ -240,17 +226,17 @@ def _load(path: Path, part: str) -> tuple[dict[str, dict[str, Any]], list[bytes]
         elif line.startswith(b'{"version":%d,"part":' % _VERSION):
             others.append(line)
     if found is None:
-        return {}, others
+        return {}, {}, others
     try:
         data = json.loads(found, parse_constant=_not_json)
     except (ValueError, RecursionError):
-        return {}, others
+        return {}, {}, others
     if not isinstance(data, dict) or data.get("version") != _VERSION:
-        return {}, others
-    runs = data.get("runs")
-    if not isinstance(runs, dict):
-        return {}, others
-    return {k: v for k, v in runs.items() if isinstance(v, dict)}, others
+        return {}, {}, others
+    runs, drivers = data.get("runs"), data.get("drivers")
+    if not isinstance(runs, dict) or not isinstance(drivers, dict):
+        return {}, {}, others
+    return {k: v for k, v in runs.items() if v.__class__ is list and v}, drivers, others
 
 
 def _not_json(name: str) -> Any:
