@@ -91,7 +91,7 @@ class FinishedRuns:
     def __init__(self, root: Path, part: str) -> None:
         self.path = root / FINISHED_FILE
         self.part = part
-        self._runs: dict[str, list[Any]]
+        self._runs: dict[str, Any]
         self._drivers: dict[str, Any]
         self._others: list[bytes]
         self._runs, self._drivers, self._others = _load(self.path, part)
@@ -141,7 +141,8 @@ class FinishedRuns:
                         key = _file_key(run_id, root_fd)
                 entry = runs.get(run_id)
                 if entry is not None:
-                    if key is None or entry[1:] != key:
+                    # An entry as ``put`` makes it (not one edited by hand), files unchanged:
+                    if key is None or entry.__class__ is not list or entry[1:] != key:
                         del runs[run_id]
                         drivers.pop(run_id, None)
                         self._changed = True
@@ -210,7 +211,7 @@ class FinishedRuns:
         self._changed = False
 
 
-def _load(path: Path, part: str) -> tuple[dict[str, list[Any]], dict[str, Any], list[bytes]]:
+def _load(path: Path, part: str) -> tuple[dict[str, Any], dict[str, Any], list[bytes]]:
     """The entries and the drivers of ``part`` in the cache (none when its line is
     missing or corrupt), and the lines of the other parts, undecoded."""
     try:
@@ -236,7 +237,7 @@ def _load(path: Path, part: str) -> tuple[dict[str, list[Any]], dict[str, Any], 
     runs, drivers = data.get("runs"), data.get("drivers")
     if not isinstance(runs, dict) or not isinstance(drivers, dict):
         return {}, {}, others
-    return {k: v for k, v in runs.items() if v.__class__ is list and v}, drivers, others
+    return runs, drivers, others  # each entry is checked where it is used (``lookup``)
 
 
 def _not_json(name: str) -> Any:

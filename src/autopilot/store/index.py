@@ -76,30 +76,50 @@ a longer one in one pass over its text (``_decode_all``)."""
 
 def _decode_all(lines: list[bytes]) -> list[Any]:
     """Each line decoded as ``json.loads`` decodes it alone (None where it refuses),
-    in one pass of ``json``'s scanner over the lines' text: a value that starts where
-    its line starts and ends where it ends is that line's, any other line is decoded
-    by itself. About twice as fast as a ``json.loads`` a line for thousands of runs,
-    and no msgspec to load.
+    by ``json``'s scanner over the lines' text: a value that starts where its line
+    starts and ends where it ends is that line's, any other line is decoded by itself.
+    When every line's value is scanned without an error, the scanner is driven by
+    ``map`` (no Python loop a line); about twice as fast as a ``json.loads`` a line for
+    thousands of runs, and no msgspec to load.
     """
+    if not lines:
+        return []
     try:
         text = b"\n".join(lines).decode()
     except UnicodeDecodeError:  # each line is decided by itself (a BOM, surrogates)
         return [_decode_one(raw) for raw in lines]
+    from itertools import accumulate, repeat
+    from operator import add, itemgetter
+
+    lengths = list(map(len, text.split("\n")))  # one a line: a line holds no newline
+    starts = list(accumulate(map((1).__add__, lengths[:-1]), initial=0))
+    stops = list(map(add, starts, lengths))
     scan = _scanner()
-    find = text.find
+    try:
+        scanned = list(map(scan, repeat(text), starts))
+    except (StopIteration, ValueError, RecursionError):  # a line that is not one value
+        return _decode_each(text, lines, starts, stops, scan)
+    if list(map(itemgetter(1), scanned)) != stops:  # a value over two lines, or two on one
+        return _decode_each(text, lines, starts, stops, scan)
+    return list(map(itemgetter(0), scanned))
+
+
+def _decode_each(
+    text: str,
+    lines: list[bytes],
+    starts: list[int],
+    stops: list[int],
+    scan: Callable[[str, int], tuple[Any, int]],
+) -> list[Any]:
+    """``_decode_all`` a line at a time: the scanned value where it is exactly the
+    line's (``starts`` and ``stops`` in ``text``), else ``json.loads`` of the line."""
     values: list[Any] = []
-    keep = values.append
-    start = 0
-    for raw in lines:
-        stop = find("\n", start)
-        if stop < 0:
-            stop = len(text)
+    for raw, start, stop in zip(lines, starts, stops, strict=True):
         try:
             value, end = scan(text, start)
         except (StopIteration, ValueError, RecursionError):
             end = -1
-        keep(value if end == stop else _decode_one(raw))
-        start = stop + 1
+        values.append(value if end == stop else _decode_one(raw))
     return values
 
 
