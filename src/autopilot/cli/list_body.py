@@ -105,7 +105,8 @@ def _shown_lines(lines: list[str], cells: list[tuple[str, str, str, str, str, st
     row (its id, iteration counts, status text, branch) needs ``view.safe.shown``
     (checked once over them all, ``_shower``); else the lines made again of each
     distinct value shown (secrets redacted, controls escaped)."""
-    show = _shower({cell for line in cells for cell in line[1:]})
+    _, *shown_columns = zip(*cells, strict=True)  # in C: a column a field, the time left out
+    show = _shower(set().union(*shown_columns))
     if show is not _as_it_is:
         lines[1:] = [_line(line, show) for line in cells]
     return "\n".join(lines)
