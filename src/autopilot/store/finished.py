@@ -38,8 +38,6 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from autopilot.store.atomic import write_atomically
-
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
@@ -205,6 +203,8 @@ class FinishedRuns:
         try:
             line = json.dumps(cache, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
             data = b"".join(raw + b"\n" for raw in [line.encode(), *self._others])
+            from autopilot.store.atomic import write_atomically  # only when it changed
+
             write_atomically(self.path, data)
         except (OSError, ValueError, UnicodeError):  # a NaN or lone surrogate: not kept
             return
