@@ -10,6 +10,7 @@ line takes from the runs are redacted and escaped value by value (``_shown_lines
 from __future__ import annotations
 
 import time
+from operator import itemgetter
 from pathlib import Path
 
 from autopilot.cli.echo import say_json, write_line
@@ -47,7 +48,7 @@ def _list_runs(as_json: bool, limit: str | None) -> int:
         rows = rows[:count]
     unclaimed = _unclaimed_until(root)
     finished = FinishedRuns(root, "list")
-    run_ids = [str(row["runId"]) for row in rows]
+    run_ids: list[str] = list(map(itemgetter("runId"), rows))  # strings (``read_index``)
     if count is None:
         finished.keep_only(set(run_ids))
     found, keys = finished.lookup(root, run_ids, _still_gone)
