@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from autopilot.store.lines import READ_LINE_CAP, iter_lines
@@ -148,18 +148,38 @@ def read_index(root: Path) -> Iterator[dict[str, Any]]:
     except FileNotFoundError:
         return
     with stream:
-        values: Iterable[Any]
         if os.fstat(stream.fileno()).st_size > PLAIN_INDEX_BYTES:
-            values = _decode_all(
-                [line for line in iter_lines(stream, max_line_bytes=READ_LINE_CAP) if line.strip()]
-            )
-        else:
-            values = map(_decode_one, iter_lines(stream, max_line_bytes=READ_LINE_CAP))
-        for row in values:
-            if (
-                isinstance(row, dict)
-                and row.get("type") == "armed"
-                and isinstance(row.get("runId"), str)
-                and row["runId"]
-            ):
+            lines = iter_lines(stream, max_line_bytes=READ_LINE_CAP)
+            yield from _armed_rows(_decode_all(list(filter(bytes.strip, lines))))
+            return
+        for row in map(_decode_one, iter_lines(stream, max_line_bytes=READ_LINE_CAP)):
+            if _is_armed(row):
                 yield row
+
+
+def _is_armed(row: Any) -> bool:
+    """Is ``row`` an index row: an object whose ``type`` is ``armed``, with a
+    non-empty string ``runId``?"""
+    return (
+        isinstance(row, dict)
+        and row.get("type") == "armed"
+        and isinstance(row.get("runId"), str)
+        and bool(row["runId"])
+    )
+
+
+def _armed_rows(values: list[Any]) -> list[Any]:
+    """The index rows of ``values`` (``_is_armed``): all of them, found in C (``map``
+    of ``dict.get``) when every value is one, as in an index autopilot wrote; else
+    checked one by one."""
+    from itertools import repeat
+
+    try:
+        kinds = list(map(dict.get, values, repeat("type")))
+        run_ids = list(map(dict.get, values, repeat("runId")))
+    except TypeError:  # a value that is not an object
+        return [row for row in values if _is_armed(row)]
+    every_one = kinds.count("armed") == len(kinds) and set(map(type, run_ids)) == {str}
+    if every_one and "" not in run_ids:
+        return values
+    return [row for row in values if _is_armed(row)]
