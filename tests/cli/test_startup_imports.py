@@ -45,7 +45,7 @@ _NOT_FOR_STATUS = (
     "autopilot.workspace",
     "autopilot.core.restart",
     "autopilot.store.backlog",
-    "msgspec",  # a short log, index or finished.json is read with json
+    "msgspec",  # a short log, and the index and finished.json of any size, are read with json
     "autopilot.store.records",
 )
 
@@ -348,3 +348,19 @@ def test_a_new_run_reads_its_short_log_without_msgspec(tmp_path: Path) -> None:
     """A new run's driver does not fold the log it just created for a relaunch's
     repairs, and reads its short log (the armed limits) with json."""
     assert _forbidden(_driven(tmp_path), _NOT_FOR_A_NEW_RUN) == []
+
+
+@pytest.mark.parametrize("command", ["list", "stats"])
+def test_list_and_stats_of_ended_runs_over_a_long_index_load_no_msgspec(
+    tmp_path: Path, command: str
+) -> None:
+    """A long index and ``finished.json`` are read with ``json`` alone, and a run kept
+    there loads no typed state."""
+    runs = tmp_path / "runs"
+    start = now_ms() - 10_000_000
+    make_run(runs, "project", start, terminal=("complete", "completion_promise"), iterations=3)
+    with (runs / "index.jsonl").open("a") as index:  # past a short index's size
+        index.write(json.dumps({"type": "note", "text": "x" * 300_000}) + "\n")
+    _probe([command], tmp_path, runs)  # puts the run in finished.json
+    modules = set(_probe([command], tmp_path, runs)["modules"])
+    assert _forbidden(modules, ("msgspec", *_TYPED_STATE)) == []

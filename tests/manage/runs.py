@@ -135,3 +135,19 @@ def tree(root: Path) -> dict[str, tuple[bytes, int]]:
             path = Path(folder) / name
             found[str(path.relative_to(root))] = (path.read_bytes(), path.stat().st_mtime_ns)
     return found
+
+
+def cache_parts(root: Path) -> dict[str, dict[str, Any]]:
+    """``finished.json`` by part (``list``, ``stats``): each line's object."""
+    from autopilot.store.finished import FINISHED_FILE
+
+    lines = (root / FINISHED_FILE).read_text().splitlines()
+    return {part["part"]: part for part in map(json.loads, lines)}
+
+
+def write_cache_parts(root: Path, parts: dict[str, dict[str, Any]]) -> None:
+    """Write ``parts`` (as ``cache_parts`` gives them) as ``finished.json``."""
+    from autopilot.store.finished import FINISHED_FILE
+
+    lines = [json.dumps(part, separators=(",", ":")) + "\n" for part in parts.values()]
+    (root / FINISHED_FILE).write_text("".join(lines))

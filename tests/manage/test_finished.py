@@ -14,7 +14,7 @@ import pytest
 from autopilot.store.finished import FINISHED_FILE
 from autopilot.view.stats import aggregate, collect
 from tests.conftest import run_cli
-from tests.manage.runs import alive_driver, dead_driver, make_run, now_ms
+from tests.manage.runs import alive_driver, cache_parts, dead_driver, make_run, now_ms
 
 
 def _root(tmp_path: Path) -> tuple[Path, list[str]]:
@@ -43,7 +43,9 @@ def test_answers_from_the_cache_are_those_of_a_fresh_read(tmp_path: Path) -> Non
     assert cache.exists()
     assert stat.S_IMODE(cache.stat().st_mode) == 0o600
     # The two ended runs and the one whose driver is gone, not the one running.
-    assert set(json.loads(cache.read_text())["runs"]) == {ids[0], ids[1], ids[3]}
+    parts = cache_parts(root)
+    assert set(parts) == {"list", "stats"}
+    assert all(set(part["runs"]) == {ids[0], ids[1], ids[3]} for part in parts.values())
     assert aggregate(collect(root)) == fresh_stats
     assert _list(tmp_path) == fresh_list
     assert _list(tmp_path, "--json") == fresh_json
@@ -77,7 +79,7 @@ def test_a_removed_run_is_missing_and_leaves_the_cache(tmp_path: Path) -> None:
     _list(tmp_path)
     shutil.rmtree(root / ids[1])
     assert aggregate(collect(root))["byOutcome"]["missing"] == 1
-    assert ids[1] not in json.loads((root / FINISHED_FILE).read_text())["runs"]
+    assert ids[1] not in cache_parts(root)["stats"]["runs"]
     line = next(line for line in _list(tmp_path).splitlines() if ids[1] in line)
     assert line.endswith("missing")
 
@@ -87,7 +89,7 @@ def test_a_corrupt_cache_is_ignored_and_rewritten(tmp_path: Path) -> None:
     fresh = aggregate(collect(root))
     (root / FINISHED_FILE).write_text('{"version": 3, "runs": {"x": [')
     assert aggregate(collect(root)) == fresh
-    assert json.loads((root / FINISHED_FILE).read_text())["version"] == 3
+    assert cache_parts(root)["stats"]["version"] == 4
 
 
 def test_a_run_whose_driver_was_gone_is_read_afresh_once_a_driver_holds_it(
@@ -97,9 +99,9 @@ def test_a_run_whose_driver_was_gone_is_read_afresh_once_a_driver_holds_it(
     gone = ids[3]
     assert aggregate(collect(root))["byOutcome"]["interrupted"] == 1
     assert "driver gone" in next(line for line in _list(tmp_path).splitlines() if gone in line)
-    entry = json.loads((root / FINISHED_FILE).read_text())["runs"][gone]
-    assert entry["driver"][0] == 999_999_999
-    assert {"list", "stats"} <= set(entry)
+    parts = cache_parts(root)
+    assert {"list", "stats"} == set(parts)
+    assert all(part["drivers"][gone][0] == 999_999_999 for part in parts.values())
     # A driver started again holds driver.lock before it writes state.json.
     with (root / gone / "driver.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -110,38 +112,33 @@ def test_a_run_whose_driver_was_gone_is_read_afresh_once_a_driver_holds_it(
     assert "driver gone" not in line and "running" in line
 
 
-def test_a_cache_of_many_runs_is_read_and_written_by_msgspec_as_json_does(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A short cache goes through ``json``, a long one through msgspec: the same bytes,
-    the same entries, and a NaN (not JSON) is corrupt either way."""
+def test_each_command_reads_and_rewrites_its_own_line_of_the_cache(tmp_path: Path) -> None:
+    """``list`` and ``stats`` each keep one line of ``finished.json``: rewriting its own,
+    a command keeps the other's as it was, and a line holding a NaN (not JSON) is
+    corrupt to its command alone."""
     from autopilot.store import finished
 
     root, ids = _root(tmp_path)
-    fresh = aggregate(collect(root))
-    plain = (root / FINISHED_FILE).read_bytes()
-    cached = finished.FinishedRuns(root)._runs
-    assert set(cached) == {ids[0], ids[1], ids[3]}
-    monkeypatch.setattr(finished, "PLAIN_RUNS", 0)
-    monkeypatch.setattr(finished, "PLAIN_BYTES", 0)
-    again = finished.FinishedRuns(root)
-    assert again._runs == cached
-    again._changed = True
-    again.save()
-    assert (root / FINISHED_FILE).read_bytes() == plain
-    assert aggregate(collect(root)) == fresh
-    nan = plain.replace(b'"version":3', b'"version":3,"x":NaN')
-    for size in (0, len(nan)):
-        monkeypatch.setattr(finished, "PLAIN_BYTES", size)
-        (root / FINISHED_FILE).write_bytes(nan)
-        assert finished.FinishedRuns(root)._runs == {}
+    fresh_stats, fresh_list = aggregate(collect(root)), _list(tmp_path)
+    list_line, stats_line = (root / FINISHED_FILE).read_bytes().splitlines()  # its own first
+    assert stats_line.startswith(b'{"version":4,"part":"stats",')
+    assert list_line.startswith(b'{"version":4,"part":"list",')
+    (root / FINISHED_FILE).write_bytes(stats_line + b"\n")
+    assert _list(tmp_path) == fresh_list
+    assert (root / FINISHED_FILE).read_bytes() == list_line + b"\n" + stats_line + b"\n"
+    nan = stats_line.replace(b'"part":"stats",', b'"part":"stats","x":NaN,')
+    (root / FINISHED_FILE).write_bytes(list_line + b"\n" + nan + b"\n")
+    assert finished.FinishedRuns(root, "stats")._runs == {}
+    assert set(finished.FinishedRuns(root, "list")._runs) == {ids[0], ids[1], ids[3]}
+    assert aggregate(collect(root)) == fresh_stats
+    assert (root / FINISHED_FILE).read_bytes() == stats_line + b"\n" + list_line + b"\n"
 
 
 def test_a_long_index_is_read_as_a_short_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``read_index`` decodes a long index with msgspec and a short one with ``json``:
-    the same rows, a NaN or a huge integer decided by ``json`` either way."""
+    """``read_index`` decodes a long index in one pass and a short one a line at a
+    time: the same rows, a NaN or a huge integer decided by ``json`` either way."""
     from autopilot.store import index
 
     root, _ = _root(tmp_path)
@@ -178,9 +175,9 @@ def test_a_log_edited_by_hand_is_read_afresh(tmp_path: Path) -> None:
 def test_a_long_index_decoded_at_once_gives_the_rows_of_one_line_at_a_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, odd: bytes
 ) -> None:
-    """msgspec decodes a long index in one call only where each line is exactly one
-    object; a line holding two values, or a value over two lines, is decided line by
-    line, as ``json`` decides a short index."""
+    """A long index is decoded in one pass only where each line is exactly one value;
+    a line holding two values, or a value over two lines, is decided line by line, as
+    ``json`` decides a short index."""
     from autopilot.store import index
 
     root, ids = _root(tmp_path)
@@ -205,7 +202,7 @@ def test_a_worktree_runs_branch_is_listed_fresh_and_from_the_cache(tmp_path: Pat
     )
     fresh = next(line for line in _list(tmp_path).splitlines() if run_id in line)
     assert fresh.endswith("completed (completion_promise)  (worktree, branch autopilot/x-1)")
-    assert run_id in json.loads((root / FINISHED_FILE).read_text())["runs"]
+    assert run_id in cache_parts(root)["list"]["runs"]
     assert next(line for line in _list(tmp_path).splitlines() if run_id in line) == fresh
     row = json.loads(_list(tmp_path, "--json").splitlines()[0])
     assert row["worktree"] == record and row["iterations"] == 2

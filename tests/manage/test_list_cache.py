@@ -16,7 +16,14 @@ from autopilot.store.finished import FINISHED_FILE
 from autopilot.store.index import append_index_row
 from autopilot.store.project_files import off_path
 from autopilot.view.stats import aggregate, collect
-from tests.manage.runs import alive_driver, dead_driver, make_run, now_ms
+from tests.manage.runs import (
+    alive_driver,
+    cache_parts,
+    dead_driver,
+    make_run,
+    now_ms,
+    write_cache_parts,
+)
 
 
 def _listed(capsys: pytest.CaptureFixture[str], *, as_json: bool = False) -> str:
@@ -43,7 +50,7 @@ def test_a_missing_cache_is_built_again_with_the_same_answers(
     fresh_stats = aggregate(collect(root))
     (root / FINISHED_FILE).unlink()
     assert _listed(capsys) == fresh_list
-    assert set(json.loads((root / FINISHED_FILE).read_text())["runs"]) == set(ids)
+    assert set(cache_parts(root)["list"]["runs"]) == set(ids)
     (root / FINISHED_FILE).unlink()
     assert aggregate(collect(root)) == fresh_stats
     assert _listed(capsys, as_json=True) == fresh_json
@@ -52,12 +59,16 @@ def test_a_missing_cache_is_built_again_with_the_same_answers(
 @pytest.mark.parametrize(
     "damage",
     [
-        lambda entry: entry.update(list=["completed"], stats="not a summary"),
-        lambda entry: entry.update(list="running", stats=[1, 2, 3]),
-        lambda entry: entry.update(list=None, stats=None),
-        lambda entry: entry.update(files="not a key"),
-        lambda entry: entry.update(driver="not a driver"),
-        lambda entry: entry.clear(),
+        lambda runs, run_id, part: runs[run_id].__setitem__(
+            0, ["completed"] if part == "list" else "a summary"
+        ),
+        lambda runs, run_id, part: runs[run_id].__setitem__(
+            0, "running" if part == "list" else [1, 2, 3]
+        ),
+        lambda runs, run_id, part: runs[run_id].__setitem__(0, None),
+        lambda runs, run_id, part: runs[run_id].__setitem__(slice(1, None), ["not a key"]),
+        lambda runs, run_id, part: runs.__setitem__(run_id, []),
+        lambda runs, run_id, part: runs.__setitem__(run_id, {"value": "not a list"}),
     ],
 )
 def test_a_corrupt_entry_never_hides_a_run_it_is_read_afresh_and_rewritten(
@@ -65,18 +76,35 @@ def test_a_corrupt_entry_never_hides_a_run_it_is_read_afresh_and_rewritten(
 ) -> None:
     root, ids = _root(tmp_path)
     fresh_list, fresh_stats = _listed(capsys), aggregate(collect(root))
-    cache = json.loads((root / FINISHED_FILE).read_text())
-    for entry in cache["runs"].values():
-        damage(entry)  # type: ignore[operator]
-    cache["runs"]["not-a-run-1796000000000"] = {"list": ["x"] * 5, "files": [1, 2, 3]}
-    (root / FINISHED_FILE).write_text(json.dumps(cache))
+    parts = cache_parts(root)
+    for part in parts.values():
+        for run_id in list(part["runs"]):
+            damage(part["runs"], run_id, part["part"])  # type: ignore[operator]
+        part["runs"]["not-a-run-1796000000000"] = [["x"] * 5, 1, 2, 3]
+    write_cache_parts(root, parts)
     assert _listed(capsys) == fresh_list
     assert aggregate(collect(root)) == fresh_stats
-    rewritten = json.loads((root / FINISHED_FILE).read_text())["runs"]
-    assert set(rewritten) == set(ids)
-    assert all(
-        len(entry["list"]) == 5 and len(entry["stats"]) == 10 for entry in rewritten.values()
-    )
+    rewritten = cache_parts(root)
+    assert all(set(rewritten[part]["runs"]) == set(ids) for part in ("list", "stats"))
+    assert all(len(entry[0]) == 5 for entry in rewritten["list"]["runs"].values())
+    assert all(len(entry[0]) == 10 for entry in rewritten["stats"]["runs"].values())
+
+
+@pytest.mark.parametrize("driver", ["not a driver", [1, 2], None])
+def test_a_corrupt_driver_record_never_hides_a_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], driver: object
+) -> None:
+    """A run put with its driver gone whose record in ``drivers`` is not one (or was
+    dropped: then it is shown from the cache, as an ended run) is read afresh."""
+    root, ids = _root(tmp_path)
+    fresh_list, fresh_stats = _listed(capsys), aggregate(collect(root))
+    parts = cache_parts(root)
+    for part in parts.values():
+        assert set(part["drivers"]) == {ids[2]}
+        part["drivers"][ids[2]] = driver
+    write_cache_parts(root, parts)
+    assert _listed(capsys) == fresh_list
+    assert aggregate(collect(root)) == fresh_stats
 
 
 def test_an_entry_whose_run_changed_after_it_was_put_is_stale(
@@ -180,8 +208,8 @@ def test_a_cached_summary_of_the_wrong_types_is_read_afresh_not_a_crash(
 ) -> None:
     root, ids = _root(tmp_path)
     fresh = aggregate(collect(root))
-    cache = json.loads((root / FINISHED_FILE).read_text())
-    cache["runs"][ids[0]]["stats"][field] = value
-    (root / FINISHED_FILE).write_text(json.dumps(cache))
+    parts = cache_parts(root)
+    parts["stats"]["runs"][ids[0]][0][field] = value
+    write_cache_parts(root, parts)
     assert aggregate(collect(root)) == fresh
-    assert json.loads((root / FINISHED_FILE).read_text()) != cache
+    assert cache_parts(root) != parts

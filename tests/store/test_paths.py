@@ -18,6 +18,7 @@ from autopilot.store.paths import (
     run_dir,
     runs_root,
     started_at_of,
+    valid_run_ids,
     validate_label,
 )
 
@@ -334,3 +335,21 @@ def test_an_omitted_run_with_no_run_of_the_project_is_not_found(root: Path) -> N
 def test_an_omitted_run_in_an_empty_root_is_not_found(tmp_path: Path) -> None:
     with pytest.raises(RunNotFoundError, match="no runs in"):
         resolve_run(tmp_path, None)
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        [],
+        ["x"],
+        ["a-1796000000000\nb-1796000000001"],  # two good ids in one
+        ["a..b-1796000000000"],
+        ["a-1796000000000\n"],
+        ["", "a-1796000000000"],
+        ["-1796000000000"],
+    ],
+)
+def test_run_ids_checked_together_are_those_checked_one_by_one(odd: list[str]) -> None:
+    good = [f"proj{n}-{1796000000000 + n}" for n in range(3)]
+    for ids in (odd, good + odd, odd + good, good):
+        assert valid_run_ids(ids) == [run_id for run_id in ids if is_valid_run_id(run_id)]

@@ -10,6 +10,7 @@ line takes from the runs are redacted and escaped value by value (``_shown_lines
 from __future__ import annotations
 
 import time
+from operator import itemgetter
 from pathlib import Path
 
 from autopilot.cli.echo import say_json, write_line
@@ -46,11 +47,11 @@ def _list_runs(as_json: bool, limit: str | None) -> int:
     if count is not None:
         rows = rows[:count]
     unclaimed = _unclaimed_until(root)
-    finished = FinishedRuns(root)
-    run_ids = [str(row["runId"]) for row in rows]
+    finished = FinishedRuns(root, "list")
+    run_ids: list[str] = list(map(itemgetter("runId"), rows))  # strings (``read_index``)
     if count is None:
         finished.keep_only(set(run_ids))
-    found, keys = finished.lookup(root, run_ids, "list", _still_gone)
+    found, keys = finished.lookup(root, run_ids, _still_gone)
     now_ms = int(time.time() * 1000)
     # The text is made in the same loop (thousands of runs): each line of the values
     # as they are, which ``_shown_lines`` checks (and remakes, if it must) at the end.
@@ -105,7 +106,8 @@ def _shown_lines(lines: list[str], cells: list[tuple[str, str, str, str, str, st
     row (its id, iteration counts, status text, branch) needs ``view.safe.shown``
     (checked once over them all, ``_shower``); else the lines made again of each
     distinct value shown (secrets redacted, controls escaped)."""
-    show = _shower({cell for line in cells for cell in line[1:]})
+    _, *shown_columns = zip(*cells, strict=True)  # in C: a column a field, the time left out
+    show = _shower(set().union(*shown_columns))
     if show is not _as_it_is:
         lines[1:] = [_line(line, show) for line in cells]
     return "\n".join(lines)
@@ -216,7 +218,7 @@ def _fresh_row(
     shown_row = [str(state.status), state.termination_reason, state.iteration, text, worktree]
     if state.terminated or gone:  # its files change no more (until a driver is back)
         driver = driver_record(state) if gone else None
-        finished.put(folder.name, "list", key, shown_row, driver)
+        finished.put(folder.name, key, shown_row, driver)
     return shown_row
 
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from autopilot.core.event_words import EventType
 from autopilot.core.redact import redact_value
 from autopilot.core.text import cut_units, repair_surrogates
+from autopilot.store.lines import READ_LINE_CAP
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
@@ -28,9 +29,10 @@ MAX_EVENT_LINE_BYTES = 16 * 1024
 """A serialized event line (without its newline) may be at most this long."""
 
 
-MAX_READ_LINE_BYTES = 1024 * 1024
+MAX_READ_LINE_BYTES = READ_LINE_CAP
 """Readers skip longer lines: 64 times what a writer may write, so something else
-appending to a log (or a corrupt file) cannot make a reader hold gigabytes."""
+appending to a log (or a corrupt file) cannot make a reader hold gigabytes
+(``store.lines.READ_LINE_CAP``, which the index's reader takes without this module)."""
 
 
 EVENT_TYPES: tuple[str, ...] = tuple(t.value for t in EventType)

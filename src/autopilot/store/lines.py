@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from typing import IO
 
 DEFAULT_CHUNK_BYTES = 1024 * 1024
+READ_LINE_CAP = 1024 * 1024
+"""The longest line a reader of a log or of the index takes (``event_format``'s
+``MAX_READ_LINE_BYTES``): 64 times what a writer may write."""
 
 
 class LineSplitter:

@@ -19,11 +19,15 @@ from autopilot.store.xdg import xdg_runs_root
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from autopilot.store.state_file import StateView
 
 RUNS_DIR_ENV = "AUTOPILOT_RUNS_DIR"
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}-\d{10,16}$")
+_RUN_IDS_RE = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9._-]{0,63}-\d{10,16}\n)+")
+"""``_RUN_ID_RE`` of run ids each followed by a newline (which none may hold)."""
 
 
 def runs_root(*, create: bool = True) -> Path:
@@ -87,6 +91,22 @@ def make_run_id(label: str, started_at_ms: int) -> str:
 def is_valid_run_id(run_id: str) -> bool:
     """True for a well-formed run id (no separators, no traversal, no NUL)."""
     return bool(_RUN_ID_RE.fullmatch(run_id)) and ".." not in run_id
+
+
+def valid_run_ids(run_ids: Iterable[str]) -> list[str]:
+    """The well-formed ones of ``run_ids`` (``is_valid_run_id``), in their order:
+    checked by one match over them all when every one is (``stats`` of thousands of
+    runs), else one by one."""
+    ids = list(run_ids)
+    joined = "\n".join(ids) + "\n"
+    if (
+        ids
+        and joined.count("\n") == len(ids)  # no id holds a newline
+        and ".." not in joined
+        and _RUN_IDS_RE.fullmatch(joined)
+    ):
+        return ids
+    return [run_id for run_id in ids if is_valid_run_id(run_id)]
 
 
 def run_dir(root: Path, run_id: str) -> Path:

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from autopilot.core.vocabulary import RunStatus
 from autopilot.store.snapshot import Snapshot
+from autopilot.view.figures import as_number
 from autopilot.view.plain import format_time
-from autopilot.view.present import as_number, fmt_duration
+from autopilot.view.present import fmt_duration
 
 if TYPE_CHECKING:
     from autopilot.view.present import State

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from autopilot.view.figures import fmt_cost, fmt_count
 from autopilot.view.plain import format_event, format_time
-from autopilot.view.present import as_mapping, fmt_cost, fmt_count, fmt_duration
+from autopilot.view.present import as_mapping, fmt_duration
 
 
 def _num(value: Any) -> float | None:

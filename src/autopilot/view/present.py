@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from autopilot.store.snapshot import Snapshot
+from autopilot.view.figures import as_number
 from autopilot.view.plain import fmt_duration as fmt_duration  # noqa: PLC0414 (its users)
 from autopilot.view.plain import format_time
 
@@ -23,32 +24,9 @@ if TYPE_CHECKING:
     """A run's ``state.json`` as read (a type for annotations only)."""
 
 
-def as_number(value: Any) -> float | None:
-    """``value`` as a float if it is a JSON number (not a bool), else None."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
 def as_mapping(value: Any) -> Mapping[str, Any]:
     """``value`` if it is a mapping, else an empty one."""
     return value if isinstance(value, Mapping) else {}
-
-
-def fmt_count(value: Any) -> str:
-    """A token count: ``850``, ``12.3k``, ``4.51M``."""
-    number = as_number(value) or 0.0
-    if number >= 1_000_000:
-        return f"{number / 1_000_000:.3g}M"
-    if number >= 10_000:
-        return f"{number / 1000:.1f}k"
-    return f"{int(number)}"
-
-
-def fmt_cost(value: Any) -> str:
-    """USD: ``$0.0036`` below a dollar, ``$12.34`` above."""
-    number = as_number(value) or 0.0
-    return f"${number:.4f}" if number < 1 else f"${number:,.2f}"
 
 
 def elapsed_ms(state: State | None, snapshot: Snapshot, now_ms: int) -> int | None:

@@ -21,7 +21,7 @@ from textual.message import Message
 from textual.widgets import RichLog, Sparkline, Static
 
 from autopilot.store.snapshot import Snapshot
-from autopilot.view import present
+from autopilot.view import figures, present
 from autopilot.view.badge import Badge
 from autopilot.view.describe import EVENT_TONES, describe_event
 from autopilot.view.output import LineKind, OutputLine
@@ -147,9 +147,9 @@ class RunHeader(Vertical):
             f" · elapsed {present.fmt_duration(present.elapsed_ms(state, snapshot, now_ms))}"
         )
         meta.append(
-            f" · tokens {present.fmt_count(in_tokens)} in / {present.fmt_count(out_tokens)} out"
+            f" · tokens {figures.fmt_count(in_tokens)} in / {figures.fmt_count(out_tokens)} out"
         )
-        meta.append(f" · {present.fmt_cost(cost)}", style="bold")
+        meta.append(f" · {figures.fmt_cost(cost)}", style="bold")
         if note:
             meta.append(f" · {note}", style="italic yellow")
         self.query_one("#meta", TextPane).set_text(meta, layout=False)
