@@ -264,6 +264,7 @@ def test_stop_without_a_driver_charges_an_attempt_only_the_log_started(
     assert [e["iteration"] for e in ends] == [1, 2]
     assert ends[1]["endedBy"] == "driver_died" and ends[1]["iterationCostUsd"] == 0.5
     assert state.terminated and state.spend.iterations == 2
+    assert state.stop_requested and state.stop_reason == "enough"
     assert state.spend.cost_usd == pytest.approx(0.51)
     assert [e["iteration"] for e in _of(rig, "abort")] == [2]
 

@@ -78,8 +78,10 @@ def end_without_driver(run_dir: Path, store: StateStore, clock: Clock, note: str
             end_left_processes(state)
         else:
             state = settle_open_attempt(folder, store, log, adapter, clock.now_ms(), stop_note=note)
-            if state.terminated:
-                return state
+            if state.terminated:  # the attempt's step ended it: the stop is on record
+                if state.stop_requested:
+                    return state
+                return store.update(lambda s: _record_stop(s, note))
 
         def end(s: RunState) -> None:
             s.terminated, s.termination_reason = True, "user_stopped"
@@ -94,6 +96,10 @@ def end_without_driver(run_dir: Path, store: StateStore, clock: Clock, note: str
     finally:
         log.close()
     return state
+
+
+def _record_stop(state: RunState, note: str) -> None:
+    state.stop_requested, state.stop_reason = True, note
 
 
 def stop_without_driver(run_dir: Path, clock: Clock, note: str) -> RunState | None:
