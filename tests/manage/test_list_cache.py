@@ -200,6 +200,33 @@ def test_a_live_run_is_listed_from_plain_json_as_the_typed_reader_lists_it(
 
 
 @pytest.mark.parametrize(
+    "fields",
+    [
+        {"iter": -5},
+        {"iter": 10**25},
+        {"iter": 3.7},
+        {"totalPausedMs": "soon"},
+        {"spend": {"costUsd": "12"}},
+    ],
+)
+def test_a_live_run_the_typed_reader_refuses_is_listed_as_the_typed_way_lists_it(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    fields: dict[str, object],
+) -> None:
+    # ``status`` calls such a state.json corrupt; ``list`` must not call it running.
+    root = tmp_path / "runs"
+    project = tmp_path / "project"
+    project.mkdir()
+    _live(root, project, "odd", **fields)
+    light = _listed(capsys)
+    assert "missing" in light and "running" not in light
+    monkeypatch.setattr(list_body, "_running_row", lambda folder: None)
+    assert _listed(capsys) == light
+
+
+@pytest.mark.parametrize(
     ("field", "value"),
     [(3, ["a", "list"]), (4, {"an": "object"}), (6, True), (7, "many"), (9, "0.5"), (5, None)],
 )

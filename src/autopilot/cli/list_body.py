@@ -233,17 +233,20 @@ def _running_row(folder: Path) -> list[Any] | None:
     ``RunState`` nor the code that settles an ended or abandoned one); None for any
     other run (read the typed way): not ``running`` or ``planning``, ended, paused,
     asked to stop, gated, held, OFF in its project, or its driver not found alive
-    by pid and identity on this host. Only the fields the row shows or depends on
-    are looked at: a state file the typed reader would refuse for another field is
-    shown from these.
+    by pid and identity on this host, or a state file the typed reader refuses
+    (``store.state_file.check_state_json``: the typed way shows it as ``missing``,
+    as ``status`` calls it corrupt).
     """
-    import json
+    from autopilot.errors import StateFileError
+    from autopilot.store.state_file import check_state_json, read_state_json
 
+    path = folder / "state.json"
     try:
-        data = json.loads((folder / "state.json").read_bytes())
-    except (OSError, ValueError, RecursionError):
+        data = read_state_json(path)
+        check_state_json(data, path)
+    except StateFileError:
         return None
-    if not isinstance(data, dict) or data.get("status") not in _PLAIN_STATUSES:
+    if data.get("status") not in _PLAIN_STATUSES:
         return None
     pending = ("terminated", "terminationReason", "paused", "stopRequested", "stopNow")
     if any(data.get(name) for name in pending) or data.get("gate") is not None:
