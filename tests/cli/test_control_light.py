@@ -151,3 +151,38 @@ def test_the_light_path_is_taken_for_a_plain_live_run(
         f"{_RUN}: pause requested; it takes effect at the next boundary",
         f"{_RUN}: stop requested; the run stops at the next boundary",
     ]
+
+
+@pytest.mark.parametrize("status", [None, "exploded", 7])
+@pytest.mark.parametrize("which", range(4))
+def test_a_status_word_the_typed_reader_derives_is_written_as_the_typed_path_writes_it(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    status: object,
+    which: int,
+) -> None:
+    """A hand-edited ``status`` (missing, unknown, not a word): the light path leaves
+    it to the typed one, which derives it before the change (a pause asked for is
+    ``running (pause requested)``, not ``paused``)."""
+    name, light, typed = _commands()[which]
+    monkeypatch.setattr(SystemClock, "now_ms", lambda self: _NOW_MS)
+    data = json.loads(encode_state(RunState(run_id=_RUN, cwd=None)))
+    data["status"] = status
+    written = []
+    for root, act in ((tmp_path / "light", light), (tmp_path / "typed", None)):
+        folder = root / _RUN
+        folder.mkdir(parents=True)
+        (folder / "state.json").write_text(json.dumps(data))
+        monkeypatch.setenv("AUTOPILOT_RUNS_DIR", str(root))
+        monkeypatch.chdir(tmp_path)
+        driver = FileLock(folder / "driver.lock")
+        assert driver.acquire()
+        try:
+            _outcome(act or (lambda folder=folder: typed(folder)), capsys)
+        finally:
+            driver.release()
+        written.append(json.loads((folder / "state.json").read_bytes()))
+    assert written[0] == written[1], name
+    if status != 7:  # a status of the wrong JSON type is refused (corrupt) by both
+        assert written[0]["status"] == "running", name

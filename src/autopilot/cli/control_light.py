@@ -46,9 +46,15 @@ def run_folder(run_ref: str | None) -> Path:
 
 def _plain(view: StateView) -> None:
     """Refuse (``_Typed``) a state only ``autopilot.control`` handles: an ended run
-    (its refusal), a parallel run (its lanes), a hook run (its session)."""
+    (its refusal), a parallel run (its lanes), a hook run (its session), a ``status``
+    that is not one of autopilot's words (the typed reader derives and writes it)."""
     if view.terminated or "parallel" in view.data or view.mode == HOOK_MODE:
         raise _Typed
+    if view.data.get("status") not in _STATUS_WORDS:
+        raise _Typed
+
+
+_STATUS_WORDS = frozenset(status.value for status in RunStatus)
 
 
 def pause(run_ref: str | None) -> int:
