@@ -121,6 +121,16 @@ def test_numbers_that_are_not_finite_are_corrupt(tmp_path: Path, number: bytes) 
         read_state(path)
 
 
+@pytest.mark.parametrize("field", ["startedAt", "iter"])
+def test_a_whole_number_too_large_for_a_float_is_corrupt_not_a_crash(
+    tmp_path: Path, field: str
+) -> None:
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps({field: int("9" * 400)}))
+    with pytest.raises(StateFileError, match=f"field '{field}' must be a "):
+        read_state(path)
+
+
 def test_missing_and_null_fields_are_fine(tmp_path: Path) -> None:
     path = tmp_path / "state.json"
     state = {"spend": None, "iter": None, "config": None, "loop": {}, "prompt": {"path": None}}

@@ -105,6 +105,8 @@ def _fits(value: Any, kind: str) -> bool:
         return False
     if kind == _COUNT and not isinstance(value, int):
         return False
+    if isinstance(value, int):  # a whole number of any size: no float conversion
+        return 0 <= value <= _MAX_NUMBER
     return math.isfinite(value) and 0 <= value <= _MAX_NUMBER
 
 
