@@ -174,17 +174,24 @@ def test_a_live_run_is_listed_from_plain_json_as_the_typed_reader_lists_it(
         _live(root, project, "planning", status="planning"),
         _live(root, project, "worktree", worktree=worktree),
     ]
-    _live(root, project, "stopping", stopRequested=True)
-    _live(root, project, "pausing", paused=True)
-    _live(root, project, "gated", gate="which database?")
-    _live(root, held, "held")
+    plain += [
+        _live(root, project, "stopping", stopRequested=True),
+        _live(root, project, "pausing", paused=True),
+        _live(root, project, "gated", gate="which database?"),
+        _live(root, held, "held"),
+        _live(root, project, "stop-now", stopRequested=True, stopNow=True),
+        _live(root, project, "paused", status="paused", paused=True, hold="tasks.jsonl line 3"),
+        _live(root, project, "waiting", status="rate_limited", waitingUntil=now_ms() + 60_000),
+    ]
     _live(root, project, "elsewhere", host="another-host")
+    _live(root, project, "hook", mode="hook")
+    _live(root, project, "unknown", status="exploded")
     _live(root, project, "dead", pid=999_999_999)
     read_plain: list[str] = []
     running_row = list_body._running_row
 
-    def spy(folder: Path) -> object:
-        row = running_row(folder)
+    def spy(folder: Path, now: int) -> object:
+        row = running_row(folder, now)
         if row is not None:
             read_plain.append(folder.name)
         return row
@@ -192,7 +199,7 @@ def test_a_live_run_is_listed_from_plain_json_as_the_typed_reader_lists_it(
     monkeypatch.setattr(list_body, "_running_row", spy)
     light_text, light_json = _listed(capsys), _listed(capsys, as_json=True)
     assert sorted(read_plain) == sorted(plain * 2)
-    monkeypatch.setattr(list_body, "_running_row", lambda folder: None)
+    monkeypatch.setattr(list_body, "_running_row", lambda folder, now: None)
     assert _listed(capsys) == light_text
     assert _listed(capsys, as_json=True) == light_json
     assert "(stop requested)" in light_text and "(pause requested)" in light_text
@@ -222,7 +229,7 @@ def test_a_live_run_the_typed_reader_refuses_is_listed_as_the_typed_way_lists_it
     _live(root, project, "odd", **fields)
     light = _listed(capsys)
     assert "missing" in light and "running" not in light
-    monkeypatch.setattr(list_body, "_running_row", lambda folder: None)
+    monkeypatch.setattr(list_body, "_running_row", lambda folder, now: None)
     assert _listed(capsys) == light
 
 

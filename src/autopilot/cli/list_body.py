@@ -2,9 +2,9 @@
 and the fast path (``cli.fast``) both call it.
 
 A run in ``finished.json`` costs one ``stat`` (``store.finished``); a run whose driver
-runs here with nothing pending is read from ``state.json`` as plain JSON
-(``_running_row``); any other run is read the typed way (``_fresh_row``). The values a
-line takes from the runs are redacted and escaped value by value (``_shown_lines``).
+runs here is read from ``state.json`` as plain JSON (``_running_row``); any other run
+is read the typed way (``_fresh_row``). The values a line takes from the runs are
+redacted and escaped value by value (``_shown_lines``).
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def _fresh_row(
     they were read) when its files change no more."""
     if "\0" in folder.name:  # no such file can exist (and open() refuses the name)
         return [None, None, None, "missing", None]
-    running = _running_row(folder)
+    running = _running_row(folder, now_ms)
     if running is not None:
         return running
     from autopilot.cli.control_body import status_text, worktree_of
@@ -222,21 +222,19 @@ def _fresh_row(
     return shown_row
 
 
-_PLAIN_STATUSES = ("running", "planning")
-"""The statuses whose words in ``list`` are the status alone, when nothing is pending
-(``control_body.status_text``)."""
-
-
-def _running_row(folder: Path) -> list[Any] | None:
-    """``_fresh_row`` of a run whose driver runs here and has nothing pending, read
-    from its ``state.json`` as plain JSON (a live run's list needs neither the typed
-    ``RunState`` nor the code that settles an ended or abandoned one); None for any
-    other run (read the typed way): not ``running`` or ``planning``, ended, paused,
-    asked to stop, gated, held, OFF in its project, or its driver not found alive
-    by pid and identity on this host, or a state file the typed reader refuses
-    (``store.state_file.check_state_json``: the typed way shows it as ``missing``,
-    as ``status`` calls it corrupt).
+def _running_row(folder: Path, now_ms: int) -> list[Any] | None:
+    """``_fresh_row`` of a run whose driver runs here, read from its ``state.json`` as
+    plain JSON (a live run's list needs neither the typed ``RunState`` nor the code
+    that settles an ended or abandoned one), its words made by the same
+    ``control_body.status_text`` as the typed row's (pause or stop requested, OFF,
+    gate, hold); None for any other run (read the typed way): ended, a hook or
+    parallel run, a ``status`` or agent the typed reader derives, its driver not
+    found alive by pid and identity on this host, or a state file the typed reader
+    refuses (``store.state_file.check_state_json``: the typed way shows it as
+    ``missing``, as ``status`` calls it corrupt).
     """
+    from autopilot.cli.status_light import StatusView, config_decides
+    from autopilot.core.run_words import HOOK_MODE
     from autopilot.errors import StateFileError
     from autopilot.store.state_file import check_state_json, read_state_json
 
@@ -246,12 +244,9 @@ def _running_row(folder: Path) -> list[Any] | None:
         check_state_json(data, path)
     except StateFileError:
         return None
-    if data.get("status") not in _PLAIN_STATUSES:
+    if data.get("status") not in _STATUS_WORDS or data.get("terminated"):
         return None
-    pending = ("terminated", "terminationReason", "paused", "stopRequested", "stopNow")
-    if any(data.get(name) for name in pending) or data.get("gate") is not None:
-        return None
-    if data.get("hold") is not None:
+    if data.get("mode") == HOOK_MODE or "parallel" in data or config_decides(data):
         return None
     pid, start, command, host = (data.get(k) for k in ("pid", "pidStartTime", "pidCommand", "host"))
     if not isinstance(pid, int) or isinstance(pid, bool):
@@ -264,31 +259,29 @@ def _running_row(folder: Path) -> list[Any] | None:
 
     if not (host is None or host == gethostname()):  # ``liveness.driver_running``'s lock
         return None
-    cwd = data.get("cwd")
     worktree = data.get("worktree")
-    from autopilot.store.project_files import off_switch
-
-    if off_switch(cwd if isinstance(cwd, str) else None, _worktree(worktree, loose=True)):
-        return None
     from autopilot.runtime.liveness import process_alive
 
     if process_alive(pid, start, command, host) is not True:
         return None
-    iteration = data.get("iter")
-    if isinstance(iteration, bool) or not isinstance(iteration, int | float):
-        iteration = 0
-    status = data["status"]
-    return [status, None, int(iteration), status, _worktree(worktree)]
+    from autopilot.cli.control_body import status_text
+
+    view = StatusView(data)
+    return [data["status"], None, view.iteration, status_text(view, now_ms), _worktree(worktree)]
 
 
-def _worktree(record: Any, *, loose: bool = False) -> Any:
+_STATUS_WORDS = frozenset(
+    ("planning", "running", "paused", "waiting", "rate_limited", "gated", "awaiting_user", "idle")
+)
+"""The statuses of a run not ended (``core.run_words.RunStatus``) listed from plain
+JSON; any other word is the typed reader's to derive."""
+
+
+def _worktree(record: Any) -> Any:
     """``control_body.worktree_of`` of the ``worktree`` field of a ``state.json``
-    (``path``, ``branch``, ``base``, ``origin``, all strings), or None; with
-    ``loose``, any object (as ``project_files.run_off_switch`` takes it)."""
+    (``path``, ``branch``, ``base``, ``origin``, all strings), or None."""
     if not isinstance(record, dict):
         return None
-    if loose:
-        return record
     keys = ("path", "branch", "base", "origin")
     if not all(isinstance(record.get(key), str) and record.get(key) for key in keys):
         return None

@@ -41,7 +41,7 @@ def plain_status(folder: Path, now_ms: int) -> tuple[StatusView, StatusFacts] | 
     except StateFileError:
         return None
     data = view.data
-    if view.mode == HOOK_MODE or "parallel" in data or _config_decides(data):
+    if view.mode == HOOK_MODE or "parallel" in data or config_decides(data):
         return None
     from autopilot.runtime.liveness import driver_running, supervisor_alive
 
@@ -101,7 +101,7 @@ class StatusFacts:
         self.hook = hook
 
 
-def _config_decides(data: dict[str, object]) -> bool:
+def config_decides(data: dict[str, object]) -> bool:
     """Whether ``decode_state`` takes the agent or the budget from the ``config`` (or
     the Node implementation's fields) rather than from ``agent`` and ``max``."""
     agent, budget = data.get("agent"), data.get("max")
@@ -159,7 +159,7 @@ def _whole(value: object) -> int:
 
 class StatusView(StateView):
     """A ``StateView`` with the fields ``status`` prints, each the ``RunState``
-    attribute of the same name (for a state ``_config_decides`` passes)."""
+    attribute of the same name (for a state ``config_decides`` passes)."""
 
     __slots__ = ()
 
