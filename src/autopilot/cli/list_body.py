@@ -259,15 +259,14 @@ def _running_row(folder: Path, now_ms: int) -> list[Any] | None:
 
     if not (host is None or host == gethostname()):  # ``liveness.driver_running``'s lock
         return None
-    worktree = data.get("worktree")
     from autopilot.runtime.liveness import process_alive
 
     if process_alive(pid, start, command, host) is not True:
         return None
-    from autopilot.cli.control_body import status_text
+    from autopilot.cli.control_body import status_text, worktree_of
 
     view = StatusView(data)
-    return [data["status"], None, view.iteration, status_text(view, now_ms), _worktree(worktree)]
+    return [data["status"], None, view.iteration, status_text(view, now_ms), worktree_of(view)]
 
 
 _STATUS_WORDS = frozenset(
@@ -275,14 +274,3 @@ _STATUS_WORDS = frozenset(
 )
 """The statuses of a run not ended (``core.run_words.RunStatus``) listed from plain
 JSON; any other word is the typed reader's to derive."""
-
-
-def _worktree(record: Any) -> Any:
-    """``control_body.worktree_of`` of the ``worktree`` field of a ``state.json``
-    (``path``, ``branch``, ``base``, ``origin``, all strings), or None."""
-    if not isinstance(record, dict):
-        return None
-    keys = ("path", "branch", "base", "origin")
-    if not all(isinstance(record.get(key), str) and record.get(key) for key in keys):
-        return None
-    return {key: str(record[key]) for key in keys}
