@@ -206,6 +206,30 @@ def test_a_state_of_the_wrong_shape_is_exit_4_for_every_command(
         assert _files(tmp_path) == before, command
 
 
+def test_a_state_nested_hundreds_deep_is_exit_4_for_every_command(
+    tmp_path: Path, repo: Path, fake_agent: FakeAgent
+) -> None:
+    folder = _finished_run(tmp_path, repo, fake_agent)
+    nested: dict[str, Any] = {}
+    for _ in range(500):
+        nested = {"a": nested}
+    _as_if_crashed(folder, forged=nested)
+    before = _files(tmp_path)
+    for command in (
+        ["status"],
+        ["status", "--json"],
+        ["start", "--plain"],
+        ["pause"],
+        ["resume"],
+        ["stop"],
+    ):
+        done = run_cli([*command, folder.name], cwd=repo)
+        _assert_one_line_error(
+            done, 4, f"{folder / 'state.json'} nests deeper than 64 levels (corrupt state file)"
+        )
+        assert _files(tmp_path) == before, command
+
+
 @pytest.mark.parametrize("changes", [{"spend": "x"}, {"paused": "yes"}, {"loop": 3}])
 def test_a_state_broken_under_a_running_driver_is_rewritten_from_memory(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent, changes: dict[str, Any]

@@ -5,6 +5,7 @@ refused with the same line, the same value for every field ``StateView`` has, an
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,11 @@ from autopilot.errors import StateFileError
 from autopilot.store.run_state import RunState, decode_state
 from autopilot.store.state import encode_state
 from autopilot.store.state_file import (
+    MAX_STATE_DEPTH,
     StateView,
     check_state_json,
     encode_state_json,
+    read_state_json,
     read_state_view,
     update_state_json,
 )
@@ -179,3 +182,34 @@ def test_a_change_that_raises_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(LookupError):
         update_state_json(path, change)
     assert path.read_bytes() == before
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    """A state whose ``extra`` makes the whole file ``depth`` objects deep."""
+    value: dict[str, Any] = {}
+    for _ in range(depth - 2):
+        value = {"a": value}
+    return {"iter": 1, "forged": value}
+
+
+@pytest.mark.parametrize("depth", [MAX_STATE_DEPTH, MAX_STATE_DEPTH + 1, 500])
+def test_a_state_nested_too_deep_is_corrupt_not_a_recursion_error(
+    tmp_path: Path, depth: int
+) -> None:
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(_nested(depth)))
+    if depth <= MAX_STATE_DEPTH:
+        assert read_state_json(path)["iter"] == 1
+        return
+    with pytest.raises(StateFileError, match=f"nests deeper than {MAX_STATE_DEPTH} levels"):
+        read_state_json(path)
+
+
+def test_arrays_count_toward_the_depth_as_objects_do(tmp_path: Path) -> None:
+    value: Any = []
+    for _ in range(MAX_STATE_DEPTH):
+        value = [value]
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps({"forged": value}))
+    with pytest.raises(StateFileError, match="nests deeper"):
+        read_state_json(path)

@@ -34,6 +34,11 @@ LOCK_TIMEOUT_SECONDS = 30.0
 KNOWN_FIELDS = frozenset(SHAPE) | {"config", "delivery"}
 """The fields ``RunState`` models; the others are its ``extra``."""
 
+MAX_STATE_DEPTH = 64
+"""How deeply a ``state.json`` may nest objects and arrays (the file ``RunState``
+writes nests about five deep). Deeper is a corrupt state: the readers copy and redact
+what they read recursively, and would fail on a forged file nested hundreds deep."""
+
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE_RE = re.compile(rb"\\u[dD][89a-fA-F]")
 
@@ -75,7 +80,8 @@ def parse_state_json(data: bytes, path: Path) -> dict[str, Any]:
     """``data`` (a ``state.json``'s bytes) as a JSON object, lone surrogates repaired.
 
     Raises:
-        StateFileError: not JSON or not an object.
+        StateFileError: not JSON, not an object, or nested deeper than
+            ``MAX_STATE_DEPTH``.
     """
     try:
         value = json.loads(data)
@@ -85,7 +91,28 @@ def parse_state_json(data: bytes, path: Path) -> dict[str, Any]:
         raise StateFileError(f"{path} is not valid JSON (corrupt state file)") from None
     if not isinstance(value, dict):
         raise StateFileError(f"{path} does not hold a JSON object (corrupt state file)")
+    if _too_deep(data, value):
+        raise StateFileError(
+            f"{path} nests deeper than {MAX_STATE_DEPTH} levels (corrupt state file)"
+        )
     return value
+
+
+def _too_deep(data: bytes, value: dict[str, Any]) -> bool:
+    """Whether ``value`` (parsed from ``data``) nests deeper than ``MAX_STATE_DEPTH``;
+    walked without recursion, and only where ``data`` has enough brackets to."""
+    if data.count(b"{") + data.count(b"[") <= MAX_STATE_DEPTH:
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        inner = item.values() if isinstance(item, dict) else item
+        for child in inner:
+            if isinstance(child, dict | list):
+                if depth >= MAX_STATE_DEPTH:
+                    return True
+                stack.append((child, depth + 1))
+    return False
 
 
 def check_state_json(data: dict[str, Any], path: Path | str = "state.json") -> None:
