@@ -59,6 +59,23 @@ def test_status_says_what_is_pending_and_how_it_ended_once(
     assert _status_line(tmp_path, **alive_driver(), **state) == shown
 
 
+@pytest.mark.parametrize(
+    ("state", "shown"),
+    [
+        ({}, "driver gone — was running"),
+        ({"paused": True, "status": "paused"}, "driver gone — was paused"),
+        (
+            {"terminated": True, "status": "completed", "terminationReason": "completion_promise"},
+            "completed (completion_promise)",
+        ),
+    ],
+)
+def test_status_of_a_run_whose_driver_died_leads_with_that(
+    tmp_path: Path, state: dict[str, object], shown: str
+) -> None:
+    assert _status_line(tmp_path, **dead_driver(), **state) == shown
+
+
 def test_status_shows_a_limit_wait_in_local_time(tmp_path: Path, utc: None) -> None:
     until = int(time.time() * 1000) + 3_600_000
     shown = _status_line(tmp_path, **alive_driver(), status="rate_limited", waitingUntil=until)

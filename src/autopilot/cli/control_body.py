@@ -317,9 +317,12 @@ def status_lines(state: State, facts: StatusFacts, now_ms: int) -> list[str]:
     spend = state.spend
     maximum = state.max_iterations or "∞"
     directory = state.cwd or "unknown (written by another implementation)"
+    status = status_text(state, now_ms)
+    if facts.alive is False and not state.terminated:
+        status = f"driver gone — was {status}"  # what state.json says, until a relaunch
     lines = [
         f"run        {_field(state.run_id)}",
-        f"status     {status_text(state, now_ms)}",
+        f"status     {status}",
         f"agent      {_field(state.agent)}" + (f" ({_field(state.model)})" if state.model else ""),
         f"iteration  {state.iteration} of {maximum} ({spend.iterations} spent)",
         f"elapsed    {fmt_duration(facts.elapsed_ms)}",
