@@ -15,17 +15,17 @@ whole-table search.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
 from collections.abc import Callable
-from typing import Any
-
-import psutil
+from typing import TYPE_CHECKING, Any
 
 from autopilot.loop.cgroup import AgentCgroup
 from autopilot.loop.descendants import agent_processes, end_all, reap_adopted
+
+if TYPE_CHECKING:
+    import psutil
 
 _PR_SET_PDEATHSIG = 1
 _PEEK = os.WEXITED | os.WNOHANG | os.WNOWAIT
@@ -35,6 +35,8 @@ def child_setup(cgroup: AgentCgroup | None) -> Callable[[], None]:
     """What the agent runs between fork and exec: the parent-death signal and the
     cgroup. libc is looked up here, in the driver: a child forked from a threaded
     process must not take the loader's locks."""
+    import ctypes  # only where setpriv cannot set the signal (``loop.spawn``)
+
     prctl: Any = None
     with contextlib.suppress(OSError, AttributeError):
         prctl = ctypes.CDLL(None, use_errno=True).prctl
@@ -134,6 +136,8 @@ def children_of_this_process() -> set[int] | None:
 
 
 def is_stopped(pid: int) -> bool:
+    import psutil
+
     try:
         return bool(psutil.Process(pid).status() == psutil.STATUS_STOPPED)
     except psutil.Error:

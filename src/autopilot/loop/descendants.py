@@ -37,10 +37,12 @@ import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-
-import psutil
+from typing import TYPE_CHECKING
 
 from autopilot.loop.cgroup import AgentCgroup, cgroups_of_run
+
+if TYPE_CHECKING:  # imported where a process is found or ended: not at all in the usual case
+    import psutil
 
 RUN_ID_ENV = "AUTOPILOT_RUN_ID"
 """The variable every agent inherits, naming its run."""
@@ -49,13 +51,15 @@ _POLL_SECONDS = 0.05
 _KILL_ROUNDS = 20
 _SAME_START_SECONDS = 1.0  # a recorded start time is rounded; a reused pid is not this close
 
-Found = dict[int, psutil.Process]
+Found = dict[int, "psutil.Process"]
 
 
 # -- finding -------------------------------------------------------------------------
 
 
 def _cgroup_members(cgroups: Iterable[AgentCgroup]) -> Found:
+    import psutil
+
     found: Found = {}
     for cgroup in cgroups:
         for pid in cgroup.pids():
@@ -80,6 +84,8 @@ def _process_table() -> dict[int, _Row]:
     iteration reads each several times, too slow for every iteration), else psutil."""
     rows: dict[int, _Row] = {}
     if not os.path.isdir("/proc/self"):
+        import psutil
+
         for process in psutil.process_iter(["ppid", "create_time", "status"]):
             with contextlib.suppress(OSError):
                 info = process.info
@@ -115,6 +121,8 @@ def agent_processes(leader_pid: int, cgroup: AgentCgroup | None) -> Found:
     it in sight: its cgroup's members, the members of its process group, and this
     process's tree outside this process's session started no earlier than the leader.
     """
+    import psutil
+
     found = _cgroup_members([cgroup] if cgroup is not None else [])
     own_pid, own_session = os.getpid(), os.getsid(0)
     table = _process_table()
@@ -144,6 +152,8 @@ def started_processes(leader_pid: int, since_ticks: int) -> Found:
     process's tree outside this process's session started no earlier than
     ``since_ticks`` (``start_ticks`` of the leader, read while it ran). An orphan is
     in this tree only while this process is a subreaper (``loop.subreaper``)."""
+    import psutil
+
     own_pid, own_session = os.getpid(), os.getsid(0)
     table = _process_table()
     found: Found = {}
@@ -173,6 +183,8 @@ def _descends_from(pid: int, ancestor: int, table: Mapping[int, _Row]) -> bool:
 
 
 def _alive(process: psutil.Process) -> bool:
+    import psutil
+
     try:
         return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
@@ -180,6 +192,8 @@ def _alive(process: psutil.Process) -> bool:
 
 
 def _signal(processes: Iterable[psutil.Process], signum: int) -> None:
+    import psutil
+
     for process in processes:
         with contextlib.suppress(psutil.Error, OSError):
             process.send_signal(signum)  # psutil refuses a pid reused since it was found
@@ -262,6 +276,8 @@ def end_descendants(ancestor: int, *, grace_seconds: float = 2.0) -> int:
     """End every process descending from ``ancestor`` but this one and what it
     started: what a subreaper (the supervisor) adopted once the process it watched
     died. Returns how many were found alive."""
+    import psutil
+
     own = os.getpid()
 
     def find() -> Found:
@@ -291,6 +307,8 @@ def _recorded_group(pid: int | None, started: float | None) -> tuple[int, float]
     its own session (``loop.process``), so its group's members are in the session of
     the same id: a group of that id in another session (a shell's job, once the pid
     was reused) is not the agent's."""
+    import psutil
+
     if not isinstance(pid, int) or pid <= 1 or not isinstance(started, int | float):
         return None
     try:
@@ -305,6 +323,8 @@ def _recorded_group(pid: int | None, started: float | None) -> tuple[int, float]
 
 def _spared() -> set[int]:
     """This process and its ancestors: never ended, whatever they carry."""
+    import psutil
+
     spared = {os.getpid()}
     with contextlib.suppress(psutil.Error):
         spared.update(p.pid for p in psutil.Process().parents())
@@ -343,6 +363,8 @@ def end_leftovers(
     Returns:
         How many processes were ended.
     """
+    import psutil
+
     cgroups = cgroups_of_run(run_id)
     spared = _spared()
     own_group = os.getpgrp()
@@ -384,6 +406,8 @@ def end_leftovers(
 
 def _carrying(run_id: str) -> list[psutil.Process]:
     """Every process whose environment names the run (those this user may read)."""
+    import psutil
+
     carrying = []
     for process in psutil.process_iter():
         try:

@@ -21,11 +21,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
+from _socket import gethostname  # socket.gethostname itself, without socket's imports
 from pathlib import Path
 from typing import Any
-
-import psutil
 
 from autopilot.agents.base import AgentAdapter
 from autopilot.agents.guard import guarded
@@ -154,6 +152,8 @@ def _drivers_ending(snapshot: Any, state: RunState, log: EventLog) -> bool:
 def remove_stale_temp_files(folder: RunDir) -> None:
     """Remove ``state.json.tmp.*`` left by writers that died mid-write."""
     for leftover in folder.path.glob(f"{folder.state.name}.tmp.*"):
+        import psutil  # only where a temp file was left
+
         pid = leftover.name.split(".")[3] if leftover.name.count(".") >= 3 else ""
         if pid.isdigit() and psutil.pid_exists(int(pid)):
             continue  # a writer is at work
@@ -183,7 +183,7 @@ def end_left_processes(state: RunState) -> int:
     Returns:
         How many processes were ended.
     """
-    if state.host and state.host != socket.gethostname():
+    if state.host and state.host != gethostname():
         return 0  # its agent ran on another machine
     if state.pid is not None and (
         is_same_process(state.pid, state.pid_start_time, state.pid_command) is not False
