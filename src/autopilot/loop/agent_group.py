@@ -124,15 +124,37 @@ class AgentGroup:
 
 def children_of_this_process() -> set[int] | None:
     """This process's children, zombies too, from each of its threads' ``children``
-    file (Linux 3.5+ with ``CONFIG_PROC_CHILDREN``); None where they cannot be read."""
-    children: set[int] = set()
+    file (Linux 3.5+ with ``CONFIG_PROC_CHILDREN``); None where they cannot be read.
+
+    A thread that ended while its file was about to be read (the driver's short-lived
+    write threads) gave its children, if any, to another thread, perhaps one already
+    read: the whole reading is made again (a few times at most)."""
+    for _ in range(_CHILDREN_TRIES):
+        children: set[int] = set()
+        try:
+            for tid in os.listdir("/proc/self/task"):
+                children.update(int(word) for word in _read(f"/proc/self/task/{tid}/children"))
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread ended meanwhile
+        except (OSError, ValueError):
+            return None
+        return children
+    return None
+
+
+_CHILDREN_TRIES = 3
+
+
+def _read(path: str) -> list[bytes]:
+    """The words of a ``/proc`` file, read to its end."""
+    fd = os.open(path, os.O_RDONLY)
     try:
-        for tid in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{tid}/children", "rb") as handle:
-                children.update(int(word) for word in handle.read().split())
-    except (OSError, ValueError):
-        return None
-    return children
+        data = b""
+        while chunk := os.read(fd, 65536):
+            data += chunk
+    finally:
+        os.close(fd)
+    return data.split()
 
 
 def is_stopped(pid: int) -> bool:
