@@ -207,8 +207,7 @@ def _spawn(
     fast = fast_spawn_argv(argv, cwd=cwd, env=env)
     entered = fast is not None and cgroup is not None and cgroup.usable and cgroup.enter()
     if fast is not None and cgroup is not None and not entered:
-        procs = cgroup.path / "cgroup.procs"
-        fast = fast_spawn_argv(argv, cwd=cwd, env=env, cgroup_procs=procs)
+        fast = fast_spawn_argv(argv, cwd=cwd, env=env, cgroup_procs=cgroup.path / "cgroup.procs")
     try:
         return subprocess.Popen(
             fast or argv,

@@ -35,7 +35,6 @@ from autopilot.core.state import Spend, Tokens
 from autopilot.core.step import conclude
 from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.loop.cut_short import attempt_from_output, iteration_started_ms
-from autopilot.loop.descendants import end_leftovers
 from autopilot.loop.identity import is_same_process
 from autopilot.loop.record import RunRecord
 from autopilot.loop.step_state import absorb, loop_state, write_step
@@ -175,7 +174,7 @@ def logged_change(folder: RunDir, state: RunState) -> StateChange | None:
 
 
 def end_left_processes(state: RunState) -> int:
-    """End what the agent of a dead driver left running (``loop.descendants``): the
+    """End what the agent of a dead driver left running (``loop.leftovers``): the
     run's cgroup, every process carrying its run id and their process groups, and the
     recorded agent's group — unless the run's driver (by pid and identity) is alive,
     or ran on another host.
@@ -189,6 +188,8 @@ def end_left_processes(state: RunState) -> int:
         is_same_process(state.pid, state.pid_start_time, state.pid_command) is not False
     ):
         return 0  # alive, or it cannot be told: never signal a live driver's agent
+    from autopilot.loop.leftovers import end_leftovers  # psutil: only after a crash
+
     return end_leftovers(
         state.run_id, agent_pid=state.agent_pid, agent_started=state.agent_start_time
     )
