@@ -258,6 +258,8 @@ _NOT_FOR_A_DRIVER = (
     "tempfile",  # nothing written through a temp file of its own
     "bz2",  # shutil's archive support, for a which or a copy it does not need here
     "lzma",
+    "psutil",  # only where an agent left processes (or a stopped one) to find or end
+    "socket",  # the host name comes from _socket
     "autopilot.agents.claude",
     "autopilot.agents.codex",
     "autopilot.agents.pi",

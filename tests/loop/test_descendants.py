@@ -18,7 +18,7 @@ import pytest
 from autopilot.core.vocabulary import EndedBy
 from autopilot.loop.agent_group import AgentGroup
 from autopilot.loop.cgroup import AgentCgroup
-from autopilot.loop.descendants import end_leftovers
+from autopilot.loop.leftovers import end_leftovers
 from autopilot.loop.process import ProcessLimits
 from autopilot.loop.recovery import end_left_processes
 from autopilot.loop.subreaper import become_subreaper

@@ -176,3 +176,34 @@ def test_the_driver_touches_a_silent_agents_raw_stdout(
     assert stdout.read_text().count("thinking") == 1
     # Its last write came 3 s (the idle timeout) before the end; the beats came later.
     assert ended - stdout.stat().st_mtime < 3.0
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="Linux /proc only")
+def test_a_thread_ending_while_the_children_are_read_does_not_hide_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A write thread that ends between the listing of this process's threads and the
+    read of its ``children`` file makes the reading start again, not give up (which
+    would cost a look at the whole process table after every agent)."""
+    import subprocess
+
+    from autopilot.loop import agent_group
+
+    child = subprocess.Popen(["sleep", "5"])
+    try:
+        real_open = os.open
+        vanished: list[str] = []
+
+        def open_once_gone(path: str, flags: int) -> int:
+            if path.endswith("/children") and not vanished:
+                vanished.append(path)
+                raise FileNotFoundError(path)
+            return real_open(path, flags)
+
+        monkeypatch.setattr(agent_group.os, "open", open_once_gone)
+        children = agent_group.children_of_this_process()
+        assert vanished
+        assert children is not None and child.pid in children
+    finally:
+        child.kill()
+        child.wait()

@@ -184,6 +184,7 @@ def test_a_runner_keeps_the_runs_cgroup_between_agents_and_removes_it_on_close(
     if probe is None:
         pytest.skip("this machine gives this user no cgroup v2")
     runner = SubprocessRunner()
+    before = _own_cgroup()
     try:
         for number in (1, 2):
             attempt = AttemptDir(tmp_path / f"iter-{number}")
@@ -194,10 +195,59 @@ def test_a_runner_keeps_the_runs_cgroup_between_agents_and_removes_it_on_close(
             limits = ProcessLimits()
             request = RunRequest(argv, dict(os.environ), None, tmp_path, attempt, limits, run_id)
             runner.run(request, watch)
-            # The agent ran in the run's cgroup, which is empty now and kept.
+            # The agent ran in the run's cgroup, which is empty now and kept; this
+            # process, which moved in for the spawn, is back in its own.
             assert any(line.endswith("/" + probe.path.name) for line in lines)
             assert probe.path.is_dir() and probe.pids() == []
+            assert _own_cgroup() == before
         runner.close()
         assert not probe.path.exists()
     finally:
         probe.remove()
+
+
+def _own_cgroup() -> str:
+    text = Path("/proc/self/cgroup").read_text()
+    return next(line for line in text.splitlines() if line.startswith("0::"))
+
+
+@needs_setpriv
+def test_a_driver_that_cannot_leave_the_runs_cgroup_is_not_killed_with_its_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from autopilot.loop import cgroup as cgroup_module
+    from autopilot.loop.process import ProcessLimits, run_agent_process
+
+    cgroup = AgentCgroup.for_run(f"stuck-test-{time.time_ns()}", {})
+    if cgroup is None:
+        pytest.skip("this machine gives this user no cgroup v2")
+    before = _own_cgroup()
+    home = cgroup.path.parent / "cgroup.procs"
+    real = cgroup_module._write_pid
+    monkeypatch.setattr(cgroup_module, "_write_pid", lambda procs: procs != home and real(procs))
+    try:
+        lines: list[str] = []
+        result = run_agent_process(
+            ["cat", "/proc/self/cgroup"],
+            cwd=tmp_path,
+            env=os.environ,
+            stdin_data=None,
+            stdout_path=tmp_path / "out",
+            stderr_path=tmp_path / "err",
+            on_line=lines.append,
+            result_seen=lambda: False,
+            should_kill=lambda: False,
+            limits=ProcessLimits(),
+            cgroup=cgroup,
+            keep_cgroup=True,
+        )
+        # The agent ran in the cgroup; this process, stuck in it, was not killed with
+        # it, and gives it to no agent from then on.
+        assert result.exit_code == 0
+        assert any(line.endswith("/" + cgroup.path.name) for line in lines)
+        assert not cgroup.usable
+    finally:
+        monkeypatch.undo()
+        assert real(home)
+        cgroup.remove()
+    assert _own_cgroup() == before

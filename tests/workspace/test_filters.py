@@ -108,3 +108,29 @@ def test_a_relaunched_driver_trusts_the_filters_the_first_one_found(
     assert relaunched.mark().entries is not None
     assert relaunched.checkpoint(1) is not None
     assert _runs(planted) == 0
+
+
+def test_a_filter_planted_through_an_include_never_runs_even_once_the_includer_is_known(
+    tmp_path: Path, repo: Path
+) -> None:
+    """The config files are read once each and again only once changed: one that
+    comes to include another is read then, and the included file's filters are
+    turned off in every call after, whatever that file later holds."""
+    planted = tmp_path / "planted-ran"
+    run_dir = tmp_path / "runs" / "r-1"
+    run_dir.mkdir(parents=True)
+    workspace = GitWorkspace(repo, run_dir)
+    assert workspace.mark().entries is not None  # the config files read once
+    extra = tmp_path / "extra.config"
+    extra.write_text("")
+    git(repo, "config", "include.path", str(extra))
+    assert workspace.mark().entries is not None
+    # The included file gains a filter: the including config is unchanged.
+    evil = _filter(tmp_path / "evil.sh", planted)
+    extra.write_text(f'[filter "evil"]\n\tclean = {evil}\n\trequired = true\n')
+    (repo / ".gitattributes").write_text("*.md filter=evil\n")
+    (repo / "README.md").write_text("changed\n")
+    assert workspace.mark().entries is not None
+    assert workspace.checkpoint(1) is not None
+    assert _runs(planted) == 0
+    assert workspace.take_warnings() == []

@@ -212,12 +212,12 @@ leaves it, and the next merge of the run ends what its commands left running."""
 def _end_verify_leftovers(folder: Path) -> None:
     """End what the ``--verify`` commands of a merge killed outright left running:
     every process carrying the run's id (``RUN_ID_ENV``, which they inherit) and the
-    process groups they are in (``loop.descendants.end_leftovers``). Called with the
+    process groups they are in (``loop.leftovers.end_leftovers``). Called with the
     run held, so no driver of the run is alive whose processes carry it too."""
     marker = folder / VERIFY_RUNNING
     if not marker.exists():
         return
-    from autopilot.loop.descendants import end_leftovers
+    from autopilot.loop.leftovers import end_leftovers
 
     ended = end_leftovers(folder.name, agent_pid=None, agent_started=None)
     if ended:

@@ -39,7 +39,7 @@ from autopilot.core.ending import describe_ending
 from autopilot.core.vocabulary import EventType, Progress
 from autopilot.hook.transcript import TurnView
 from autopilot.hook.tree_mark import changed_since, mark_now
-from autopilot.loop.descendants import end_leftovers
+from autopilot.loop.leftovers import end_leftovers
 from autopilot.loop.record import RunRecord
 from autopilot.loop.step_state import absorb
 from autopilot.store.atomic import write_atomically

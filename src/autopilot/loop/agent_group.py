@@ -15,17 +15,17 @@ whole-table search.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
 from collections.abc import Callable
-from typing import Any
-
-import psutil
+from typing import TYPE_CHECKING, Any
 
 from autopilot.loop.cgroup import AgentCgroup
 from autopilot.loop.descendants import agent_processes, end_all, reap_adopted
+
+if TYPE_CHECKING:
+    import psutil
 
 _PR_SET_PDEATHSIG = 1
 _PEEK = os.WEXITED | os.WNOHANG | os.WNOWAIT
@@ -35,6 +35,8 @@ def child_setup(cgroup: AgentCgroup | None) -> Callable[[], None]:
     """What the agent runs between fork and exec: the parent-death signal and the
     cgroup. libc is looked up here, in the driver: a child forked from a threaded
     process must not take the loader's locks."""
+    import ctypes  # only where setpriv cannot set the signal (``loop.spawn``)
+
     prctl: Any = None
     with contextlib.suppress(OSError, AttributeError):
         prctl = ctypes.CDLL(None, use_errno=True).prctl
@@ -122,18 +124,42 @@ class AgentGroup:
 
 def children_of_this_process() -> set[int] | None:
     """This process's children, zombies too, from each of its threads' ``children``
-    file (Linux 3.5+ with ``CONFIG_PROC_CHILDREN``); None where they cannot be read."""
-    children: set[int] = set()
+    file (Linux 3.5+ with ``CONFIG_PROC_CHILDREN``); None where they cannot be read.
+
+    A thread that ended while its file was about to be read (the driver's short-lived
+    write threads) gave its children, if any, to another thread, perhaps one already
+    read: the whole reading is made again (a few times at most)."""
+    for _ in range(_CHILDREN_TRIES):
+        children: set[int] = set()
+        try:
+            for tid in os.listdir("/proc/self/task"):
+                children.update(int(word) for word in _read(f"/proc/self/task/{tid}/children"))
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread ended meanwhile
+        except (OSError, ValueError):
+            return None
+        return children
+    return None
+
+
+_CHILDREN_TRIES = 3
+
+
+def _read(path: str) -> list[bytes]:
+    """The words of a ``/proc`` file, read to its end."""
+    fd = os.open(path, os.O_RDONLY)
     try:
-        for tid in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{tid}/children", "rb") as handle:
-                children.update(int(word) for word in handle.read().split())
-    except (OSError, ValueError):
-        return None
-    return children
+        data = b""
+        while chunk := os.read(fd, 65536):
+            data += chunk
+    finally:
+        os.close(fd)
+    return data.split()
 
 
 def is_stopped(pid: int) -> bool:
+    import psutil
+
     try:
         return bool(psutil.Process(pid).status() == psutil.STATUS_STOPPED)
     except psutil.Error:

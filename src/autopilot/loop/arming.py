@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import socket
 import sys
+from _socket import gethostname  # socket.gethostname itself, without socket's imports
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -98,7 +98,7 @@ def arm_run(
         started_at_ms=started_at,
         max_iterations=config.max_iterations,
         min_iterations=config.min_iterations,
-        host=socket.gethostname(),
+        host=gethostname(),
         config=config,
         prompt=prompt,
         extra_args=extra_args,

@@ -71,6 +71,9 @@ class AgentCgroup:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        # False once this process could not leave it (``leave``): it is then not
+        # for any agent, whose end would kill this process with it.
+        self.usable = True
 
     @classmethod
     def for_run(cls, run_id: str, environ: Mapping[str, str]) -> AgentCgroup | None:
@@ -106,6 +109,24 @@ class AgentCgroup:
             os.write(fd, b"0")
         os.close(fd)
 
+    def enter(self) -> bool:
+        """Move this process (all its threads) in, so that a child it spawns now is
+        born in the cgroup (``loop.process``: no ``sh`` between the driver and the
+        agent); ``leave`` at once after the spawn. False (this process stays where
+        it was) when the move is refused."""
+        return _write_pid(self.path / "cgroup.procs")
+
+    def leave(self) -> bool:
+        """Move this process back to the cgroup the run's cgroup was made in (its own,
+        ``for_run``). False when that is refused: this process is then still in
+        the run's cgroup, and must not kill it (``usable`` is False from then on)."""
+        back = _write_pid(self.path.parent / "cgroup.procs") or _write_pid(
+            self.path.parent / "cgroup.procs"
+        )
+        if not back:
+            self.usable = False
+        return back
+
     def pids(self) -> list[int]:
         """The processes in it now (none once it is gone)."""
         try:
@@ -127,6 +148,21 @@ class AgentCgroup:
         """Remove the directory if it is empty (a process left in it keeps it)."""
         with contextlib.suppress(OSError):
             self.path.rmdir()
+
+
+def _write_pid(procs: Path) -> bool:
+    """Move this process into the cgroup whose ``cgroup.procs`` is ``procs``."""
+    try:
+        fd = os.open(procs, os.O_WRONLY)
+    except OSError:
+        return False
+    try:
+        os.write(fd, b"0")
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 def cgroups_of_run(run_id: str) -> list[AgentCgroup]:

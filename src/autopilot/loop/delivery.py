@@ -153,6 +153,8 @@ class Delivery:
 
         Call after the agent process started and the hand-off's ledger is written.
         """
+        if not handoff.to_record:
+            return  # nothing handed for the first time: no OFF switch to look at
         by_id = {m.id: m for m in handoff.messages}
         autopilot_on = self._autopilot_on()
         for ident in handoff.to_record:

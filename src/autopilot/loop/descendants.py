@@ -20,10 +20,8 @@ An agent's children do what they like: ``setsid``, double forks, ``nohup``,
 SIGKILL until the finder comes back empty, since a process may fork while it is being
 ended) and reaps the zombies the driver adopted. Signals go through psutil, which
 refuses a pid whose start time changed, so a reused pid is never signalled.
-``end_leftovers`` is a relaunch after a driver crash, when the tree is gone: it ends
-the run's cgroup, every process carrying the run's id and the process groups they are
-in, and the recorded agent's group unless its pid names another process now (its
-caller makes sure the run's driver is dead). ``end_descendants`` is the supervisor's
+What a relaunch ends after a driver crash, when the tree is gone, is
+``loop.leftovers``. ``end_descendants`` is the supervisor's
 part: it is a subreaper too, so when a detached run's daemon dies, what its agents left
 is re-parented to the supervisor, which ends it — even a grandchild that shed the run
 id, its session and its parent where there is no cgroup.
@@ -37,30 +35,38 @@ import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import psutil
+from autopilot.loop.cgroup import AgentCgroup
 
-from autopilot.loop.cgroup import AgentCgroup, cgroups_of_run
+if TYPE_CHECKING:  # imported where a process is found or ended: not at all in the usual case
+    import psutil
 
 RUN_ID_ENV = "AUTOPILOT_RUN_ID"
 """The variable every agent inherits, naming its run."""
 
 _POLL_SECONDS = 0.05
 _KILL_ROUNDS = 20
-_SAME_START_SECONDS = 1.0  # a recorded start time is rounded; a reused pid is not this close
 
-Found = dict[int, psutil.Process]
+Found = dict[int, "psutil.Process"]
 
 
 # -- finding -------------------------------------------------------------------------
 
 
-def _cgroup_members(cgroups: Iterable[AgentCgroup]) -> Found:
+def _keep(found: Found, pid: int) -> None:
+    """``psutil.Process(pid)`` into ``found``, unless it is gone."""
+    import psutil
+
+    with contextlib.suppress(psutil.Error):
+        found[pid] = psutil.Process(pid)
+
+
+def cgroup_members(cgroups: Iterable[AgentCgroup]) -> Found:
     found: Found = {}
     for cgroup in cgroups:
         for pid in cgroup.pids():
-            with contextlib.suppress(psutil.Error):
-                found[pid] = psutil.Process(pid)
+            _keep(found, pid)
     return found
 
 
@@ -80,6 +86,8 @@ def _process_table() -> dict[int, _Row]:
     iteration reads each several times, too slow for every iteration), else psutil."""
     rows: dict[int, _Row] = {}
     if not os.path.isdir("/proc/self"):
+        import psutil
+
         for process in psutil.process_iter(["ppid", "create_time", "status"]):
             with contextlib.suppress(OSError):
                 info = process.info
@@ -115,7 +123,7 @@ def agent_processes(leader_pid: int, cgroup: AgentCgroup | None) -> Found:
     it in sight: its cgroup's members, the members of its process group, and this
     process's tree outside this process's session started no earlier than the leader.
     """
-    found = _cgroup_members([cgroup] if cgroup is not None else [])
+    found = cgroup_members([cgroup] if cgroup is not None else [])
     own_pid, own_session = os.getpid(), os.getsid(0)
     table = _process_table()
     leader = table.get(leader_pid)
@@ -127,8 +135,7 @@ def agent_processes(leader_pid: int, cgroup: AgentCgroup | None) -> Found:
             and _descends_from(pid, own_pid, table)
         )
         if ours:
-            with contextlib.suppress(psutil.Error):
-                found[pid] = psutil.Process(pid)
+            _keep(found, pid)
     return found
 
 
@@ -153,8 +160,7 @@ def started_processes(leader_pid: int, since_ticks: int) -> Found:
         if row.pgid == leader_pid or (
             row.sid != own_session and _descends_from(pid, own_pid, table)
         ):
-            with contextlib.suppress(psutil.Error):
-                found[pid] = psutil.Process(pid)
+            _keep(found, pid)
     return found
 
 
@@ -173,6 +179,8 @@ def _descends_from(pid: int, ancestor: int, table: Mapping[int, _Row]) -> bool:
 
 
 def _alive(process: psutil.Process) -> bool:
+    import psutil
+
     try:
         return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
@@ -180,6 +188,8 @@ def _alive(process: psutil.Process) -> bool:
 
 
 def _signal(processes: Iterable[psutil.Process], signum: int) -> None:
+    import psutil
+
     for process in processes:
         with contextlib.suppress(psutil.Error, OSError):
             process.send_signal(signum)  # psutil refuses a pid reused since it was found
@@ -272,123 +282,7 @@ def end_descendants(ancestor: int, *, grace_seconds: float = 2.0) -> int:
                 continue
             if _descends_from(pid, own, table):
                 continue
-            with contextlib.suppress(psutil.Error):
-                found[pid] = psutil.Process(pid)
+            _keep(found, pid)
         return found
 
     return end_all(find, grace_seconds=grace_seconds)
-
-
-# -- after a driver crash --------------------------------------------------------------
-
-
-def _recorded_group(pid: int | None, started: float | None) -> tuple[int, float] | None:
-    """The recorded agent's process group and the earliest start its members may
-    have, if the group may still be the agent's: its leader is the recorded process
-    (same start time), or is gone. The leader dies with its driver (parent-death
-    signal) while its group lives on in what it started; and a process group id is
-    never given to a new process while a member of the group lives. The agent leads
-    its own session (``loop.process``), so its group's members are in the session of
-    the same id: a group of that id in another session (a shell's job, once the pid
-    was reused) is not the agent's."""
-    if not isinstance(pid, int) or pid <= 1 or not isinstance(started, int | float):
-        return None
-    try:
-        if abs(psutil.Process(pid).create_time() - started) > _SAME_START_SECONDS:
-            return None  # the pid names another process now
-    except psutil.NoSuchProcess:
-        pass
-    except psutil.Error:
-        return None
-    return pid, float(started) - _SAME_START_SECONDS
-
-
-def _spared() -> set[int]:
-    """This process and its ancestors: never ended, whatever they carry."""
-    spared = {os.getpid()}
-    with contextlib.suppress(psutil.Error):
-        spared.update(p.pid for p in psutil.Process().parents())
-    return spared
-
-
-def end_leftovers(
-    run_id: str,
-    *,
-    agent_pid: int | None,
-    agent_started: float | None,
-    grace_seconds: float = 2.0,
-) -> int:
-    """End what a dead driver's agent left running, by every means there is. Call
-    only once the run's driver is known dead (``loop.recovery.end_left_processes``).
-
-    The run's cgroups; every process whose environment carries
-    ``AUTOPILOT_RUN_ID=<run_id>``; and every member of a process group that is the
-    agent's: the recorded one if its leader is still the recorded process or is gone
-    (members started no earlier than the agent), and any group a process carrying the
-    run's id is in (a process group never outlives its members, so while one lives
-    its id names the same group; and only descendants of the agent share a session,
-    and so a group, with them). That reaches an ``env -i`` grandchild left in the
-    agent's group. A member of the recorded group must be in the session of the
-    same id, as the agent's are: a shell's job that got the id once the pid was
-    reused is spared. (A stranger could own a group of that id only if the agent's
-    group emptied and its pid was given to a new session leader that started members
-    and exited, all between the crash and this call.)
-
-    Args:
-        run_id: The run.
-        agent_pid: The agent leader's pid (its process group id), as recorded.
-        agent_started: Its recorded start time (epoch s).
-        grace_seconds: Between SIGTERM and SIGKILL.
-
-    Returns:
-        How many processes were ended.
-    """
-    cgroups = cgroups_of_run(run_id)
-    spared = _spared()
-    own_group = os.getpgrp()
-    # Each group to end → the earliest start time a member of it may have.
-    groups: dict[int, float] = {}
-    recorded = _recorded_group(agent_pid, agent_started)
-    if recorded is not None:
-        groups[recorded[0]] = recorded[1]
-    recorded_group = recorded[0] if recorded is not None else None
-    for process in _carrying(run_id):
-        with contextlib.suppress(OSError):
-            groups.setdefault(os.getpgid(process.pid), 0.0)
-    groups.pop(own_group, None)
-    identified_at = time.time()
-
-    def find() -> Found:
-        found = _cgroup_members(cgroups)
-        for process in psutil.process_iter():
-            try:
-                # A member started after its group was identified may be in a new group
-                # that reuses the id of one that has emptied meanwhile: not ours.
-                group = os.getpgid(process.pid)
-                earliest = groups.get(group)
-                if earliest is None or not earliest <= process.create_time() <= identified_at:
-                    continue
-                if group == recorded_group and os.getsid(process.pid) != group:
-                    continue  # the agent's session is its group's: another's group now
-                found[process.pid] = process
-            except (psutil.Error, OSError):
-                continue
-        found.update((p.pid, p) for p in _carrying(run_id))
-        return {pid: p for pid, p in found.items() if pid not in spared}
-
-    ended = end_all(find, grace_seconds=grace_seconds, cgroups=cgroups)
-    for cgroup in cgroups:
-        cgroup.remove()
-    return ended
-
-
-def _carrying(run_id: str) -> list[psutil.Process]:
-    """Every process whose environment names the run (those this user may read)."""
-    carrying = []
-    for process in psutil.process_iter():
-        try:
-            if process.environ().get(RUN_ID_ENV) == run_id:
-                carrying.append(process)
-        except (psutil.Error, OSError):
-            continue
-    return carrying

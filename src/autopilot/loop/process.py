@@ -152,20 +152,7 @@ def run_agent_process(
     stderr_file = create_private(stderr_path)
     try:
         try:
-            # No preexec_fn where setpriv sets the parent-death signal: vfork, not fork.
-            procs = cgroup.path / "cgroup.procs" if cgroup is not None else None
-            fast = fast_spawn_argv(argv, cwd=cwd, env=env, cgroup_procs=procs)
-            proc = subprocess.Popen(
-                fast or argv,
-                cwd=cwd,
-                env=dict(env),
-                stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                preexec_fn=None if fast else child_setup(cgroup),  # noqa: PLW1509 - os calls only
-                close_fds=True,
-            )
+            proc = _spawn(argv, cwd=cwd, env=env, stdin_data=stdin_data, cgroup=cgroup)
         except OSError as error:
             message = f"cannot start {argv[0]}: {error.strerror or error}"
             stderr_file.write(message.encode() + b"\n")
@@ -174,6 +161,8 @@ def run_agent_process(
             return ProcessResult(
                 EndedBy.LAUNCH_FAILED, None, message, message, 0, 0, time.monotonic() - started
             )
+        if cgroup is not None and not cgroup.usable:  # this process could not leave it
+            cgroup = None
         agent = AgentGroup(proc, cgroup, keep_cgroup=keep_cgroup, subreaper=subreaper)
         try:
             if on_start is not None:
@@ -196,6 +185,45 @@ def run_agent_process(
     finally:
         stdout_file.close()
         stderr_file.close()
+
+
+def _spawn(
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    stdin_data: bytes | None,
+    cgroup: AgentCgroup | None,
+) -> subprocess.Popen[bytes]:
+    """Start the agent: no ``preexec_fn`` where ``setpriv`` sets the parent-death signal
+    (vfork, not fork: ``loop.spawn``). In the run's cgroup: this process moves in for
+    the moment of the spawn, so the agent is born there (``AgentCgroup.enter``), and
+    back out; where the move is refused, ``sh`` joins it before it execs ``setpriv``
+    (an exec more an agent).
+
+    Raises:
+        OSError: the program cannot be started.
+    """
+    fast = fast_spawn_argv(argv, cwd=cwd, env=env)
+    entered = fast is not None and cgroup is not None and cgroup.usable and cgroup.enter()
+    if fast is not None and cgroup is not None and not entered:
+        fast = fast_spawn_argv(argv, cwd=cwd, env=env, cgroup_procs=cgroup.path / "cgroup.procs")
+    try:
+        return subprocess.Popen(
+            fast or argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=None if fast else child_setup(cgroup),  # noqa: PLW1509 - os calls only
+            close_fds=True,
+        )
+    finally:
+        if entered:
+            assert cgroup is not None
+            cgroup.leave()
 
 
 def _feed_stdin(proc: subprocess.Popen[bytes], data: bytes) -> None:

@@ -28,7 +28,7 @@ import _thread  # a lock, without threading's imports
 import contextlib
 import copy
 import os
-import socket
+from _socket import gethostname  # socket.gethostname itself, without socket's imports
 from collections.abc import Callable
 from typing import Any
 
@@ -294,7 +294,7 @@ class RunRecord:
         identity = process_identity(pid)
 
         def attach(s: RunState) -> None:
-            s.pid, s.host, s.status = pid, socket.gethostname(), RunStatus.RUNNING
+            s.pid, s.host, s.status = pid, gethostname(), RunStatus.RUNNING
             s.pid_start_time = identity.start_time if identity else None
             s.pid_command = identity.command if identity else None
             s.agent_pid = s.agent_start_time = None

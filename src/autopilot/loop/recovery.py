@@ -21,11 +21,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
+from _socket import gethostname  # socket.gethostname itself, without socket's imports
 from pathlib import Path
 from typing import Any
-
-import psutil
 
 from autopilot.agents.base import AgentAdapter
 from autopilot.agents.guard import guarded
@@ -37,7 +35,6 @@ from autopilot.core.state import Spend, Tokens
 from autopilot.core.step import conclude
 from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.loop.cut_short import attempt_from_output, iteration_started_ms
-from autopilot.loop.descendants import end_leftovers
 from autopilot.loop.identity import is_same_process
 from autopilot.loop.record import RunRecord
 from autopilot.loop.step_state import absorb, loop_state, write_step
@@ -154,6 +151,8 @@ def _drivers_ending(snapshot: Any, state: RunState, log: EventLog) -> bool:
 def remove_stale_temp_files(folder: RunDir) -> None:
     """Remove ``state.json.tmp.*`` left by writers that died mid-write."""
     for leftover in folder.path.glob(f"{folder.state.name}.tmp.*"):
+        import psutil  # only where a temp file was left
+
         pid = leftover.name.split(".")[3] if leftover.name.count(".") >= 3 else ""
         if pid.isdigit() and psutil.pid_exists(int(pid)):
             continue  # a writer is at work
@@ -175,7 +174,7 @@ def logged_change(folder: RunDir, state: RunState) -> StateChange | None:
 
 
 def end_left_processes(state: RunState) -> int:
-    """End what the agent of a dead driver left running (``loop.descendants``): the
+    """End what the agent of a dead driver left running (``loop.leftovers``): the
     run's cgroup, every process carrying its run id and their process groups, and the
     recorded agent's group — unless the run's driver (by pid and identity) is alive,
     or ran on another host.
@@ -183,12 +182,14 @@ def end_left_processes(state: RunState) -> int:
     Returns:
         How many processes were ended.
     """
-    if state.host and state.host != socket.gethostname():
+    if state.host and state.host != gethostname():
         return 0  # its agent ran on another machine
     if state.pid is not None and (
         is_same_process(state.pid, state.pid_start_time, state.pid_command) is not False
     ):
         return 0  # alive, or it cannot be told: never signal a live driver's agent
+    from autopilot.loop.leftovers import end_leftovers  # psutil: only after a crash
+
     return end_leftovers(
         state.run_id, agent_pid=state.agent_pid, agent_started=state.agent_start_time
     )

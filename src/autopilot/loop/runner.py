@@ -77,7 +77,7 @@ class SubprocessRunner:
     """Runs the agent as a real process (``loop.process.run_agent_process``), in the
     run's cgroup where the machine gives one (``AUTOPILOT_CGROUP=off``: never). The
     cgroup is emptied after each agent and kept for the next one; ``close`` removes
-    it (a driver that died leaves it to its relaunch: ``descendants.end_leftovers``).
+    it (a driver that died leaves it to its relaunch: ``leftovers.end_leftovers``).
     """
 
     def __init__(self) -> None:

@@ -15,7 +15,7 @@ the signal (util-linux before 2.33 has no ``--pdeathsig``; a sandbox may refuse 
 A driver killed in the moment between the spawn and ``setpriv``'s ``prctl`` leaves
 the agent running without the signal (a ``preexec_fn`` would have seen it and exited);
 what a dead driver left is ended by the relaunch or the supervisor all the same, by
-cgroup, run id and process group (``loop.descendants.end_leftovers``).
+cgroup, run id and process group (``loop.leftovers.end_leftovers``).
 
 The program is looked up here first, as ``subprocess`` would, so that one that
 cannot be started is still an ``OSError`` of the driver (``cannot start X: No such

@@ -28,7 +28,7 @@ import os
 from pathlib import Path
 
 from autopilot.core.digest import sha256_hex
-from autopilot.errors import CheckoutBusyError, ProjectBusyError, RunLockedError
+from autopilot.errors import CheckoutBusyError, ProjectBusyError, RunLockedError, StateFileError
 from autopilot.runtime.liveness import driver_alive
 from autopilot.store.flock import FileLock
 from autopilot.store.lanes import LaneOf
@@ -37,6 +37,7 @@ from autopilot.store.private import make_private_dir, write_private
 from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly
+from autopilot.store.state_file import read_state_json
 from autopilot.workspace.git import work_tree_root
 from autopilot.workspace.worktrees import RunWorktree, project_home
 
@@ -50,6 +51,16 @@ def _key(work_tree: Path) -> str:
 
 BACKLOG_MODE = "backlog"
 """The ``mode`` of a ``run --backlog`` run (``cli.run_sources``)."""
+
+
+def _says_ended(path: Path) -> bool:
+    """Does a run's ``state.json``, as plain JSON, say it ended? The typed read then
+    finds it ended too (``terminated`` is read as the same truth value) or refuses the
+    file: either way it is no rival, told without decoding the whole state."""
+    try:
+        return bool(read_state_json(path).get("terminated"))
+    except StateFileError:
+        return False
 
 
 def worked_backlog(state: RunState) -> tuple[Path, str] | None:
@@ -165,7 +176,10 @@ class ProjectLock:
         for other in list_run_ids(self.root):
             if other == run_id:
                 continue
-            state = read_state_quietly(RunDir(self.root / other).state)
+            path = RunDir(self.root / other).state
+            if _says_ended(path):
+                continue
+            state = read_state_quietly(path)
             if state is None or state.terminated or state.cwd is None:
                 continue
             if self.backlog is not None and other in armed:

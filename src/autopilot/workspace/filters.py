@@ -103,6 +103,8 @@ class FilterGuard:
         self, cwd: Path, record: Path | None = None, work_tree: Repository | None = None
     ) -> None:
         self._files = _config_files(cwd, work_tree)
+        # Each file's identity when it was last read, and whether it included another.
+        self._includes: dict[Path, tuple[tuple[int, int, int], bool]] = {}
         remembered = _read_record(record) if record is not None else None
         found = filter_config(cwd) if remembered is None else None
         self.trusted = remembered if remembered is not None else found or {}
@@ -136,15 +138,22 @@ class FilterGuard:
         found: list[object] = []
         for path in self._files:
             try:
-                info = path.stat()
-                if b"include" in path.read_bytes().lower():
+                info = os.stat(path)
+                identity = (info.st_ino, info.st_size, info.st_mtime_ns)
+                known = self._includes.get(path)
+                # Read again only once changed: an unchanged identity is an unchanged
+                # file, as the signature itself takes it.
+                if known is None or known[0] != identity:
+                    known = (identity, b"include" in path.read_bytes().lower())
+                    self._includes[path] = known
+                if known[1]:
                     return None
             except FileNotFoundError:
                 found.append(None)
                 continue
             except OSError:
                 return None
-            found.append((info.st_ino, info.st_size, info.st_mtime_ns))
+            found.append(identity)
         return tuple(found)
 
 
