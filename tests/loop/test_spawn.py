@@ -251,3 +251,42 @@ def test_a_driver_that_cannot_leave_the_runs_cgroup_is_not_killed_with_its_agent
         assert real(home)
         cgroup.remove()
     assert _own_cgroup() == before
+
+
+@needs_setpriv
+def test_the_driver_does_not_step_into_a_frozen_runs_cgroup(tmp_path: Path) -> None:
+    from autopilot.loop.process import ProcessLimits, run_agent_process
+
+    cgroup = AgentCgroup.for_run(f"frozen-test-{time.time_ns()}", {})
+    if cgroup is None:
+        pytest.skip("this machine gives this user no cgroup v2")
+    freeze = cgroup.path / "cgroup.freeze"
+    if not freeze.exists():
+        pytest.skip("this kernel has no cgroup.freeze")
+    before = _own_cgroup()
+    freeze.write_text("1")
+    try:
+        assert not cgroup.enter()
+        assert _own_cgroup() == before
+        freeze.write_text("0")
+        lines: list[str] = []
+        result = run_agent_process(
+            ["cat", "/proc/self/cgroup"],
+            cwd=tmp_path,
+            env=os.environ,
+            stdin_data=None,
+            stdout_path=tmp_path / "out",
+            stderr_path=tmp_path / "err",
+            on_line=lines.append,
+            result_seen=lambda: False,
+            should_kill=lambda: False,
+            limits=ProcessLimits(),
+            cgroup=cgroup,
+            keep_cgroup=True,
+        )
+        assert result.exit_code == 0
+        assert any(line.endswith("/" + cgroup.path.name) for line in lines)
+        assert _own_cgroup() == before
+    finally:
+        freeze.write_text("0")
+        cgroup.remove()

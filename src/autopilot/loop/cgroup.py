@@ -113,7 +113,14 @@ class AgentCgroup:
         """Move this process (all its threads) in, so that a child it spawns now is
         born in the cgroup (``loop.process``: no ``sh`` between the driver and the
         agent); ``leave`` at once after the spawn. False (this process stays where
-        it was) when the move is refused."""
+        it was) when the move is refused, or when the cgroup is frozen (someone wrote
+        1 to its ``cgroup.freeze``: this process would freeze in it)."""
+        try:
+            with open(self.path / "cgroup.freeze", "rb") as freeze:
+                if freeze.read(1) == b"1":
+                    return False
+        except OSError:
+            pass  # no such file (an older kernel) or gone: the move says
         return _write_pid(self.path / "cgroup.procs")
 
     def leave(self) -> bool:
