@@ -218,14 +218,7 @@ def _load(path: Path, part: str) -> tuple[dict[str, Any], dict[str, Any], list[b
         raw = path.read_bytes()
     except OSError:
         return {}, {}, []
-    mine = _line_start(part)
-    others: list[bytes] = []
-    found: bytes | None = None
-    for line in raw.split(b"\n"):
-        if line.startswith(mine):
-            found = line
-        elif line.startswith(b'{"version":%d,"part":' % _VERSION):
-            others.append(line)
+    found, others = _lines_of(raw, _line_start(part))
     if found is None:
         return {}, {}, others
     try:
@@ -238,6 +231,26 @@ def _load(path: Path, part: str) -> tuple[dict[str, Any], dict[str, Any], list[b
     if not isinstance(runs, dict) or not isinstance(drivers, dict):
         return {}, {}, others
     return runs, drivers, others  # each entry is checked where it is used (``lookup``)
+
+
+def _lines_of(raw: bytes, mine: bytes) -> tuple[bytes | None, list[bytes]]:
+    """The last line of ``raw`` that starts with ``mine`` (None when none does), and
+    the lines of the other parts of this version. The cache's few lines are found by
+    ``find`` rather than by splitting it: each line is a copy of up to megabytes."""
+    found: bytes | None = None
+    others: list[bytes] = []
+    start = 0
+    version_start = b'{"version":%d,"part":' % _VERSION
+    while start < len(raw):
+        end = raw.find(b"\n", start)
+        if end < 0:
+            end = len(raw)
+        if raw.startswith(mine, start):
+            found = raw[start:end]
+        elif raw.startswith(version_start, start):
+            others.append(raw[start:end])
+        start = end + 1
+    return found, others
 
 
 def _not_json(name: str) -> Any:
