@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import time
 from operator import itemgetter
-from pathlib import Path
 
 from autopilot.cli.echo import say_json, write_line
 from autopilot.store.bulk import CollectorOff, keep_until_exit
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
-from autopilot.store.paths import runs_root
+from autopilot.store.paths import runs_root_path
 
 # What a run not yet in ``finished.json`` needs (its typed ``state.json``, its
 # driver, its status in words) and the redaction of what a row shows are loaded by
@@ -26,6 +25,7 @@ from autopilot.store.paths import runs_root
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
     from typing import Any
 
 
@@ -42,7 +42,7 @@ def _list_runs(as_json: bool, limit: str | None) -> int:
         count: int | None = parse_int(limit, name="--limit", minimum=1)
     else:
         count = None
-    root = runs_root(create=False)
+    root = runs_root_path(create=False)  # a string: pathlib is loaded for a fresh row only
     rows = list(read_index(root))[::-1]
     if count is not None:
         rows = rows[:count]
@@ -62,7 +62,7 @@ def _list_runs(as_json: bool, limit: str | None) -> int:
         shown_row = found.get(run_id)
         if shown_row.__class__ is not list or len(shown_row) != _FIELD_COUNT:
             key = keys[run_id] if run_id in keys else file_key(f"{root}/{run_id}")
-            shown_row = _fresh_row(root / run_id, key, finished, now_ms)
+            shown_row = _fresh_row(_folder(root, run_id), key, finished, now_ms)
         status, reason, iterations, text, worktree = shown_row
         if run_id in unclaimed and reason is None:
             from autopilot.view.plain import format_moment
@@ -159,20 +159,28 @@ def _minute(ms: int, shown: dict[int, str]) -> str:
     return text
 
 
-def _unclaimed_until(root: Path) -> dict[str, int]:
+def _folder(root: str, run_id: str) -> Path:
+    from pathlib import Path
+
+    return Path(root, run_id)
+
+
+def _unclaimed_until(root: str) -> dict[str, int]:
     """The hook runs still waiting for a session to claim them, with the end of their
     claim window (epoch ms); those whose window passed are ended first
     (``hook.control.expire_unclaimed``, without waiting for a Stop being answered)."""
     from autopilot.store.hook_armed import anything_armed
 
-    if not anything_armed(str(root)):
+    if not anything_armed(root):
         return {}
+    from pathlib import Path
+
     from autopilot.hook.control import expire_unclaimed
     from autopilot.loop.clock import SystemClock
     from autopilot.store.hook_registry import load_armings
 
-    expire_unclaimed(root, SystemClock(), wait_seconds=0)
-    armings, _ = load_armings(root)
+    expire_unclaimed(Path(root), SystemClock(), wait_seconds=0)
+    armings, _ = load_armings(Path(root))
     return {a.run_id: a.claim_until_ms for a in armings if not a.session_id}
 
 

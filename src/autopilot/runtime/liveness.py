@@ -18,12 +18,12 @@ import errno
 import fcntl
 import os
 from _socket import gethostname  # socket.gethostname itself, without socket's imports
-from pathlib import Path
 
 from autopilot.store.run_files import DRIVER_LOCK_FILE
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
     from autopilot.store.run_state import RunState

@@ -36,11 +36,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
+
+    Root = str | os.PathLike[str]
 
 FINISHED_FILE = "finished.json"
 _VERSION = 4
@@ -82,12 +83,12 @@ class FinishedRuns:
     """One command's part of the cache of ended runs under one runs root.
 
     Args:
-        root: The runs root.
+        root: The runs root (a string where pathlib is not loaded: ``list``).
         part: What the command shows of a run (``list``, ``stats``).
     """
 
-    def __init__(self, root: Path, part: str) -> None:
-        self.path = root / FINISHED_FILE
+    def __init__(self, root: Root, part: str) -> None:
+        self.path = os.path.join(root, FINISHED_FILE)
         self.part = part
         self._runs: dict[str, Any]
         self._drivers: dict[str, Any]
@@ -97,7 +98,7 @@ class FinishedRuns:
 
     def lookup(
         self,
-        root: Path,
+        root: Root,
         run_ids: Iterable[str],
         still_gone: Callable[[str, list[Any]], bool],
     ) -> tuple[dict[str, Any], dict[str, _Files | None]]:
@@ -194,7 +195,7 @@ class FinishedRuns:
     def save(self) -> None:
         """Write the cache if this part changed (the other parts' lines as they were
         read); a failure to write is ignored."""
-        if not self._changed or not self.path.parent.is_dir():
+        if not self._changed or not os.path.isdir(os.path.dirname(self.path)):
             return
         drivers = {
             run_id: self._drivers[run_id] for run_id in self._drivers if run_id in self._runs
@@ -203,19 +204,22 @@ class FinishedRuns:
         try:
             line = json.dumps(cache, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
             data = b"".join(raw + b"\n" for raw in [line.encode(), *self._others])
+            from pathlib import Path
+
             from autopilot.store.atomic import write_atomically  # only when it changed
 
-            write_atomically(self.path, data)
+            write_atomically(Path(self.path), data)
         except (OSError, ValueError, UnicodeError):  # a NaN or lone surrogate: not kept
             return
         self._changed = False
 
 
-def _load(path: Path, part: str) -> tuple[dict[str, Any], dict[str, Any], list[bytes]]:
+def _load(path: str, part: str) -> tuple[dict[str, Any], dict[str, Any], list[bytes]]:
     """The entries and the drivers of ``part`` in the cache (none when its line is
     missing or corrupt), and the lines of the other parts, undecoded."""
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as stream:
+            raw = stream.read()
     except OSError:
         return {}, {}, []
     found, others = _lines_of(raw, _line_start(part))

@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 
 from autopilot.store.lines import READ_LINE_CAP, iter_lines
 
@@ -20,6 +19,7 @@ from autopilot.store.lines import READ_LINE_CAP, iter_lines
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 INDEX_FILE = "index.jsonl"
@@ -141,10 +141,14 @@ def _decode_one(raw: bytes) -> Any:
         return None
 
 
-def read_index(root: Path) -> Iterator[dict[str, Any]]:
-    """Yield index rows oldest first, skipping anything that is not an ``armed`` row."""
+def read_index(root: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """Yield index rows oldest first, skipping anything that is not an ``armed`` row.
+
+    Args:
+        root: The runs root (a string where pathlib is not loaded: ``list``).
+    """
     try:
-        stream = (root / INDEX_FILE).open("rb")
+        stream = open(os.path.join(root, INDEX_FILE), "rb")  # noqa: SIM115 - closed below
     except FileNotFoundError:
         return
     with stream:

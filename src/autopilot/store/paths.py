@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
 from autopilot.errors import RunNotFoundError, RunsRootError, UsageError
 from autopilot.store.run_files import EVENTS_FILE, STATE_FILE, has_records
@@ -20,6 +19,7 @@ from autopilot.store.xdg import xdg_runs_root
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from pathlib import Path
 
     from autopilot.store.state_file import StateView
 
@@ -37,32 +37,44 @@ def runs_root(*, create: bool = True) -> Path:
         RunsRootError: the path exists but is not a directory, is not owned by this
             user, or is not writable; or it cannot be created.
     """
+    from pathlib import Path
+
+    return Path(runs_root_path(create=create))
+
+
+def runs_root_path(*, create: bool = True) -> str:
+    """``runs_root`` as a string, found and checked without pathlib (``list`` and
+    ``stats`` of ended runs do not load it).
+
+    Raises:
+        RunsRootError: as ``runs_root``.
+    """
     configured = os.environ.get(RUNS_DIR_ENV, "").strip()
     if configured:
-        root = Path(configured).expanduser()
-        if not root.is_absolute():
-            root = Path.cwd() / root
+        root = os.path.expanduser(configured)
+        if not os.path.isabs(root):
+            root = os.path.join(os.getcwd(), root)
     elif (quick := xdg_runs_root()) is not None:
-        root = Path(quick)
+        root = quick
     else:
         import platformdirs  # only where the platform's rule needs it
 
-        root = platformdirs.user_state_path("autopilot") / "runs"
+        root = os.path.join(platformdirs.user_state_dir("autopilot"), "runs")
     if create:
         try:
-            root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.makedirs(root, mode=0o700, exist_ok=True)
         except FileExistsError:
             raise RunsRootError(f"runs root {root} exists and is not a directory") from None
         except OSError as error:
             raise RunsRootError(
                 f"cannot create runs root {root}: {error.strerror or error}"
             ) from None
-    elif not root.exists():
+    elif not os.path.exists(root):
         return root
-    root = root.resolve()
-    if not root.is_dir():
+    root = os.path.realpath(root)
+    if not os.path.isdir(root):
         raise RunsRootError(f"runs root {root} is not a directory")
-    if hasattr(os, "getuid") and root.stat().st_uid != os.getuid():
+    if hasattr(os, "getuid") and os.stat(root).st_uid != os.getuid():
         raise RunsRootError(f"runs root {root} is not owned by this user")
     if create and not os.access(root, os.W_OK | os.X_OK):
         raise RunsRootError(f"runs root {root} is not writable")
@@ -149,6 +161,8 @@ def _started_in(state: StateView) -> str | None:
     path, origin = place.get("path"), place.get("origin")
     if not isinstance(path, str) or not isinstance(origin, str):
         return None
+    from pathlib import Path
+
     try:
         return str(Path(origin) / Path(state.cwd).relative_to(path))
     except ValueError:
@@ -184,6 +198,8 @@ def project_of(cwd: Path) -> Path:
     the work tree's top and never takes the home directory above ``cwd`` (a stray
     ``~/.autopilot`` is not every project's). Reads folder names only, no git.
     """
+    from pathlib import Path
+
     home = Path.home()
     for folder in (cwd, *cwd.parents):
         if folder != cwd and folder == home:

@@ -14,16 +14,22 @@ survives restarts, else from the terminal event.
 from __future__ import annotations
 
 import json
-from collections import Counter
+import os
+from collections import Counter, namedtuple
 from collections.abc import Iterable, Iterator, Mapping
 from operator import itemgetter
-from pathlib import Path
-from typing import Any, NamedTuple
 
 from autopilot.store.bulk import keep_until_exit
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
 from autopilot.store.paths import is_valid_run_id, valid_run_ids
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any, NamedTuple
+
+    Root = str | os.PathLike[str]
 
 # A run's typed ``state.json``, its driver and the end of its log are read by the
 # functions that summarise a run afresh: ``stats`` of ended runs takes them from
@@ -33,30 +39,37 @@ _SCAN_BLOCK_BYTES = 4096
 _STOP_TYPES = frozenset({"iteration_start", "armed"})
 
 
-class RunSummary(NamedTuple):
-    """One run as ``stats`` counts it (a tuple: ten thousand are made from
-    ``finished.json`` in one ``stats``).
+if TYPE_CHECKING:
 
-    Attributes:
-        run_id: The run id.
-        label: The run's label.
-        agent: The agent name (None when unknown).
-        outcome: ``complete:<reason>``, ``abort:<reason>``, ``active``,
-            ``interrupted``, ``unknown`` or ``missing``.
-        iterations: Iterations started (None when unknown).
-        tokens_in: Cumulative input tokens.
-        tokens_out: Cumulative output tokens.
-        cost_usd: Cumulative cost in USD.
-    """
+    class RunSummary(NamedTuple):
+        """One run as ``stats`` counts it (a tuple: ten thousand are made from
+        ``finished.json`` in one ``stats``).
 
-    run_id: str
-    label: str
-    agent: str | None
-    outcome: str
-    iterations: int | None
-    tokens_in: int
-    tokens_out: int
-    cost_usd: float
+        Attributes:
+            run_id: The run id.
+            label: The run's label.
+            agent: The agent name (None when unknown).
+            outcome: ``complete:<reason>``, ``abort:<reason>``, ``active``,
+                ``interrupted``, ``unknown`` or ``missing``.
+            iterations: Iterations started (None when unknown).
+            tokens_in: Cumulative input tokens.
+            tokens_out: Cumulative output tokens.
+            cost_usd: Cumulative cost in USD.
+        """
+
+        run_id: str
+        label: str
+        agent: str | None
+        outcome: str
+        iterations: int | None
+        tokens_in: int
+        tokens_out: int
+        cost_usd: float
+
+else:  # the same tuple, without importing typing (``stats`` loads no typing)
+    RunSummary = namedtuple(
+        "RunSummary", "run_id label agent outcome iterations tokens_in tokens_out cost_usd"
+    )
 
 
 def last_terminal_event(path: Path) -> dict[str, Any] | None:
@@ -108,20 +121,22 @@ def _int(value: Any) -> int | None:
     return int(value)
 
 
-def summarize_run(root: Path, row: Mapping[str, Any]) -> RunSummary:
+def summarize_run(root: Root, row: Mapping[str, Any]) -> RunSummary:
     """Summarise one run from its index row, ``state.json`` and the end of its log."""
     return _summarize(root, row)[0]
 
 
-def _summarize(root: Path, row: Mapping[str, Any]) -> tuple[RunSummary, list[Any] | None]:
+def _summarize(root: Root, row: Mapping[str, Any]) -> tuple[RunSummary, list[Any] | None]:
     """``summarize_run``, and the record of the run's driver when it is gone
     (``runtime.liveness.driver_record``; else None)."""
+    from pathlib import Path
+
     from autopilot.runtime.liveness import driver_record, driver_running
     from autopilot.store.rundir import RunDir
     from autopilot.store.state import read_state_quietly
 
     run_id = str(row["runId"])
-    folder = root / run_id
+    folder = Path(root, run_id)
     valid = is_valid_run_id(run_id)
     gone = None
     state = read_state_quietly(RunDir(folder).state) if valid else None
@@ -165,7 +180,7 @@ def _summarize(root: Path, row: Mapping[str, Any]) -> tuple[RunSummary, list[Any
     return summary, gone
 
 
-def collect(root: Path) -> list[RunSummary]:
+def collect(root: Root) -> list[RunSummary]:
     """Summaries of every run in the index, oldest first (one per run id); an ended
     run's from ``finished.json`` while its files are as they were (``store.finished``)
     and its summary there has the types a fresh one has (else every run is read
@@ -189,7 +204,7 @@ def collect(root: Path) -> list[RunSummary]:
 
 
 def _summaries(
-    root: Path,
+    root: Root,
     rows: dict[str, dict[str, Any]],
     finished: FinishedRuns,
     found: dict[str, Any],
@@ -242,7 +257,7 @@ def _well_typed(summaries: list[RunSummary]) -> bool:
 
 
 def _summary(
-    root: Path, row: Mapping[str, Any], finished: FinishedRuns, key: list[int] | None
+    root: Root, row: Mapping[str, Any], finished: FinishedRuns, key: list[int] | None
 ) -> RunSummary:
     """The run summarised afresh, and kept in ``finished`` (with ``key``, its files as
     they were before it was read) when its summary can no longer change by itself."""
