@@ -36,6 +36,8 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable
+from itertools import compress, repeat
+from operator import and_, eq, is_not, itemgetter, not_
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
@@ -79,6 +81,31 @@ def _file_key(run_folder: str, dir_fd: int | None) -> _Files | None:
     return [found.st_ino, found.st_size, found.st_mtime_ns]
 
 
+def _keys_now(where: str, root_fd: int | None, run_ids: list[str]) -> list[_Files | None]:
+    """``file_key`` of each run, relative to ``root_fd`` (the runs root ``where``,
+    opened) when it is open."""
+    keys: list[_Files | None] = []
+    add = keys.append
+    stat = os.stat
+    for run_id in run_ids:
+        if root_fd is None or run_id[:1] == "/":  # as ``file_key`` has it
+            add(_file_key(f"{where}/{run_id}", None))
+            continue
+        try:  # ``_file_key`` inlined: this runs for every run listed
+            found = stat(run_id + "/events.jsonl", dir_fd=root_fd)
+        except (OSError, ValueError):
+            add(_file_key(run_id, root_fd))
+            continue
+        add([found.st_ino, found.st_size, found.st_mtime_ns])
+    return keys
+
+
+_NO_ENTRY: list[Any] = [None]
+"""A run without an entry, to ``_bulk_lookup``: no value, no files (never a key)."""
+_AFTER_VALUE = itemgetter(slice(1, None))
+_VALUE = itemgetter(0)
+
+
 class FinishedRuns:
     """One command's part of the cache of ended runs under one runs root.
 
@@ -117,47 +144,95 @@ class FinishedRuns:
             The current value of each run that has one, by run id; and for every
             other run its ``file_key``, taken now (for ``put``).
         """
-        found: dict[str, Any] = {}
-        keys: dict[str, _Files | None] = {}
-        runs = self._runs
-        drivers = self._drivers
-        where = str(root)
+        ids = list(run_ids)
+        where = os.fspath(root)
         try:
             root_fd: int | None = os.open(where, os.O_RDONLY | os.O_DIRECTORY)
         except OSError:
             root_fd = None
-        stat = os.stat
         try:
-            for run_id in run_ids:
-                key: _Files | None
-                if root_fd is None or run_id[:1] == "/":  # as ``file_key`` has it
-                    key = _file_key(f"{where}/{run_id}", None)
-                else:
-                    try:  # ``_file_key`` inlined: this runs for every run listed
-                        found_at = stat(run_id + "/events.jsonl", dir_fd=root_fd)
-                        key = [found_at.st_ino, found_at.st_size, found_at.st_mtime_ns]
-                    except (OSError, ValueError):
-                        key = _file_key(run_id, root_fd)
-                entry = runs.get(run_id)
-                if entry is not None:
-                    # An entry as ``put`` makes it (not one edited by hand), files unchanged:
-                    if key is None or entry.__class__ is not list or entry[1:] != key:
-                        del runs[run_id]
-                        drivers.pop(run_id, None)
-                        self._changed = True
-                    else:
-                        driver = drivers.get(run_id)
-                        if driver is None or (
-                            isinstance(driver, list) and still_gone(f"{where}/{run_id}", driver)
-                        ):
-                            value = entry[0]
-                            if value is not None:
-                                found[run_id] = value
-                                continue
-                keys[run_id] = key
+            now = _keys_now(where, root_fd, ids)
         finally:
             if root_fd is not None:
                 os.close(root_fd)
+        try:
+            return self._bulk_lookup(where, ids, now, still_gone)
+        except (TypeError, IndexError):  # an entry edited by hand: not a list, or empty
+            return self._lookup_each(where, ids, now, still_gone)
+
+    def _bulk_lookup(
+        self,
+        where: str,
+        ids: list[str],
+        now: list[_Files | None],
+        still_gone: Callable[[str, list[Any]], bool],
+    ) -> tuple[dict[str, Any], dict[str, _Files | None]]:
+        """``lookup`` of runs whose every entry is a list or missing: compared in C
+        (``map``) a field of every run at a time, then the few runs whose entry is
+        stale, empty, missing or put with its driver gone looked at one by one.
+
+        Raises:
+            TypeError, IndexError: an entry is not a list, or is an empty one
+                (``_lookup_each`` decides then).
+        """
+        runs = self._runs
+        entries = list(map(runs.get, ids, repeat(_NO_ENTRY)))
+        same = list(map(eq, map(_AFTER_VALUE, entries), now))
+        values = list(map(_VALUE, entries))
+        found = dict(zip(ids, values, strict=True))
+        keys: dict[str, _Files | None] = {}
+        kept = list(map(and_, same, map(is_not, values, repeat(None))))
+        if False in kept:  # a run stale, without an entry, or kept without a value
+            for index in compress(range(len(ids)), map(not_, kept)):
+                run_id = ids[index]
+                found.pop(run_id, None)
+                keys[run_id] = now[index]
+                if not same[index] and runs.pop(run_id, None) is not None:
+                    self._drivers.pop(run_id, None)
+                    self._changed = True
+        drivers = self._drivers
+        if drivers:
+            key_of = None
+            for run_id in [r for r in drivers if r in found]:
+                driver = drivers[run_id]
+                if driver is None:  # as no driver (``null`` in the file)
+                    continue
+                if not (isinstance(driver, list) and still_gone(f"{where}/{run_id}", driver)):
+                    del found[run_id]
+                    key_of = key_of or dict(zip(ids, now, strict=True))
+                    keys[run_id] = key_of[run_id]
+        return found, keys
+
+    def _lookup_each(
+        self,
+        where: str,
+        ids: list[str],
+        now: list[_Files | None],
+        still_gone: Callable[[str, list[Any]], bool],
+    ) -> tuple[dict[str, Any], dict[str, _Files | None]]:
+        """``lookup`` a run at a time (any entry, as a hand edit may leave it)."""
+        found: dict[str, Any] = {}
+        keys: dict[str, _Files | None] = {}
+        runs = self._runs
+        drivers = self._drivers
+        for run_id, key in zip(ids, now, strict=True):
+            entry = runs.get(run_id)
+            if entry is not None:
+                # An entry as ``put`` makes it (not one edited by hand), files unchanged:
+                if key is None or entry.__class__ is not list or entry[1:] != key:
+                    del runs[run_id]
+                    drivers.pop(run_id, None)
+                    self._changed = True
+                else:
+                    driver = drivers.get(run_id)
+                    if driver is None or (
+                        isinstance(driver, list) and still_gone(f"{where}/{run_id}", driver)
+                    ):
+                        value = entry[0]
+                        if value is not None:
+                            found[run_id] = value
+                            continue
+            keys[run_id] = key
         return found, keys
 
     def put(
