@@ -10,7 +10,8 @@ redacted and escaped value by value (``_shown_lines``).
 from __future__ import annotations
 
 import time
-from operator import itemgetter
+from itertools import repeat
+from operator import floordiv, itemgetter
 
 from autopilot.cli.echo import say_json, write_line
 from autopilot.store.bulk import CollectorOff, keep_until_exit
@@ -53,63 +54,125 @@ def _list_runs(as_json: bool, limit: str | None) -> int:
         finished.keep_only(set(run_ids))
     found, keys = finished.lookup(root, run_ids, _still_gone)
     now_ms = int(time.time() * 1000)
-    # The text is made in the same loop (thousands of runs): each line of the values
-    # as they are, which ``_shown_lines`` checks (and remakes, if it must) at the end.
-    cells: list[tuple[str, str, str, str, str, str]] = []
-    lines = [f"{'started':<16}  {'run':<40} {'iteration':<10} status"]
-    minutes: dict[int, str] = {}
+    if not as_json:
+        text = _list_text(root, rows, run_ids, found, keys, finished, unclaimed, now_ms)
+        if text is not None:
+            write_line(text)
+        finished.save()
+        keep_until_exit(rows, finished, found, keys)
+        return 0
     for row, run_id in zip(rows, run_ids, strict=True):
         shown_row = found.get(run_id)
         if shown_row.__class__ is not list or len(shown_row) != _FIELD_COUNT:
             key = keys[run_id] if run_id in keys else file_key(f"{root}/{run_id}")
             shown_row = _fresh_row(_folder(root, run_id), key, finished, now_ms)
-        status, reason, iterations, text, worktree = shown_row
-        if run_id in unclaimed and reason is None:
-            from autopilot.view.plain import format_moment
-
-            until = format_moment(unclaimed[run_id], day_of_ms=now_ms)
-            text = f"armed, unclaimed until {until} (no session has stopped yet)"
-        if as_json:
-            shown_row = {"status": status, "reason": reason, "iterations": iterations}
-            say_json(dict(row, **shown_row, worktree=worktree))
-            continue
-        started = row.get("ts")
-        if not isinstance(started, int):
-            started = row.get("startedAt")
-        if isinstance(started, int):
-            when = minutes.get(started // 60_000) or _minute(started, minutes)
-        else:
-            when = "????-??-?? ??:??"
-        done = "?" if iterations is None else str(iterations)
-        most = str(row.get("maxIterations") or "∞")
-        text = str(text)
-        if worktree is None:  # nearly every run: no branch to show
-            cells.append((when, run_id, done, most, text, ""))
-            lines.append(f"{when}  {run_id:<40} iter {done}/{most:<4} {text}")
-            continue
-        branch = worktree.get("branch") if isinstance(worktree, dict) else None
-        if not (isinstance(branch, str) and branch):
-            branch = ""
-        cells.append((when, run_id, done, most, text, branch))
-        on_branch = f"  (worktree, branch {branch})" if branch else ""
-        lines.append(f"{when}  {run_id:<40} iter {done}/{most:<4} {text}{on_branch}")
-    if cells:
-        write_line(_shown_lines(lines, cells))
+        status, reason, iterations, _, worktree = shown_row
+        shown_row = {"status": status, "reason": reason, "iterations": iterations}
+        say_json(dict(row, **shown_row, worktree=worktree))
     finished.save()
-    keep_until_exit(rows, finished, found, keys, cells, lines)
+    keep_until_exit(rows, finished, found, keys)
     return 0
 
 
-def _shown_lines(lines: list[str], cells: list[tuple[str, str, str, str, str, str]]) -> str:
-    """The text of ``list``: ``lines`` (a header, then a line per run made of the
-    run's ``cells`` as they are) when no value taken from a run's files or its index
-    row (its id, iteration counts, status text, branch) needs ``view.safe.shown``
-    (checked once over them all, ``_shower``); else the lines made again of each
-    distinct value shown (secrets redacted, controls escaped)."""
-    _, *shown_columns = zip(*cells, strict=True)  # in C: a column a field, the time left out
-    show = _shower(set().union(*shown_columns))
+_LINE = "%s  %-40s iter %s/%-4s %s"
+"""A run's line of ``list`` (its start, id, iterations done and most, status text),
+as ``_line`` makes it: filled a run at a time in C (``map`` of ``str.__mod__``)."""
+
+
+def _list_text(
+    root: str,
+    rows: list[dict[str, Any]],
+    run_ids: list[str],
+    found: dict[str, Any],
+    keys: dict[str, list[int] | None],
+    finished: FinishedRuns,
+    unclaimed: dict[str, int],
+    now_ms: int,
+) -> str | None:
+    """The text of ``list`` (None without a run), made a column at a time (thousands
+    of runs): each column taken from the rows and the runs' shown values in C where
+    every run's value is of the usual type, else run by run; the lines made of the
+    values as they are, which ``_shown_lines`` checks (and remakes, if it must)."""
+    if not rows:
+        return None
+    count = len(rows)
+    shown: list[Any] = list(map(found.get, run_ids))
+    if set(map(type, shown)) != {list} or set(map(len, shown)) != {_FIELD_COUNT}:
+        for index, shown_row in enumerate(shown):  # a run not kept: read from its files
+            if shown_row.__class__ is not list or len(shown_row) != _FIELD_COUNT:
+                run_id = run_ids[index]
+                key = keys[run_id] if run_id in keys else file_key(f"{root}/{run_id}")
+                shown[index] = _fresh_row(_folder(root, run_id), key, finished, now_ms)
+    _, reasons, iterations, shown_texts, worktrees = zip(*shown, strict=True)
+    texts = list(map(str, shown_texts))
+    for index in [i for i, run_id in enumerate(run_ids) if run_id in unclaimed]:
+        if reasons[index] is None:
+            from autopilot.view.plain import format_moment
+
+            until = format_moment(unclaimed[run_ids[index]], day_of_ms=now_ms)
+            texts[index] = f"armed, unclaimed until {until} (no session has stopped yet)"
+    whens = _whens(rows)
+    if None in iterations:
+        done = ["?" if made is None else str(made) for made in iterations]
+    else:
+        done = list(map(str, iterations))
+    most_of = list(map(dict.get, rows, repeat("maxIterations")))
+    if most_of.count(None) == count:  # no run has a limit
+        most = ["∞"] * count
+    else:
+        most = [str(limit or "∞") for limit in most_of]
+    lines = [f"{'started':<16}  {'run':<40} {'iteration':<10} status"]
+    lines += map(_LINE.__mod__, zip(whens, run_ids, done, most, texts, strict=True))
+    if worktrees.count(None) == count:  # nearly always: no branch to show
+        branches = [""] * count
+    else:
+        branches = list(map(_branch, worktrees))
+        for index in [i for i, branch in enumerate(branches) if branch]:
+            lines[index + 1] += f"  (worktree, branch {branches[index]})"
+    columns = [run_ids, done, most, texts, branches]
+    keep_until_exit(shown, whens, columns, lines)
+    return _shown_lines(lines, whens, columns)
+
+
+def _whens(rows: list[dict[str, Any]]) -> list[str]:
+    """Each row's local start minute (``_minute``) from its ``ts`` (an int), else its
+    ``startedAt``, else ``????-??-?? ??:??``: in C when every ``ts`` is an int."""
+    minutes: dict[int, str] = {}
+    started = list(map(dict.get, rows, repeat("ts")))
+    if set(map(type, started)) == {int}:
+        per_minute = list(map(floordiv, started, repeat(60_000)))
+        for minute in set(per_minute):
+            _minute(minute * 60_000, minutes)
+        return list(map(minutes.__getitem__, per_minute))
+    whens = []
+    for row in rows:
+        at = row.get("ts")
+        if not isinstance(at, int):
+            at = row.get("startedAt")
+        if isinstance(at, int):
+            whens.append(minutes.get(at // 60_000) or _minute(at, minutes))
+        else:
+            whens.append("????-??-?? ??:??")
+    return whens
+
+
+def _branch(worktree: Any) -> str:
+    """The branch shown of a run's worktree record (``control_body.worktree_of``):
+    its ``branch`` when a non-empty string, else none ("")."""
+    branch = worktree.get("branch") if isinstance(worktree, dict) else None
+    return branch if isinstance(branch, str) and branch else ""
+
+
+def _shown_lines(lines: list[str], whens: list[str], columns: list[list[str]]) -> str:
+    """The text of ``list``: ``lines`` (a header, then a line per run made of its
+    start ``whens`` and the values of ``columns`` as they are) when no value taken
+    from a run's files or its index row (its id, iteration counts, status text,
+    branch) needs ``view.safe.shown`` (checked once over them all, ``_shower``); else
+    the lines made again of each distinct value shown (secrets redacted, controls
+    escaped)."""
+    show = _shower(set().union(*columns))
     if show is not _as_it_is:
-        lines[1:] = [_line(line, show) for line in cells]
+        lines[1:] = [_line(cells, show) for cells in zip(whens, *columns, strict=True)]
     return "\n".join(lines)
 
 
