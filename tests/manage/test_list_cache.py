@@ -6,6 +6,7 @@ is redacted and escaped value by value."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -247,3 +248,37 @@ def test_a_cached_summary_of_the_wrong_types_is_read_afresh_not_a_crash(
     write_cache_parts(root, parts)
     assert aggregate(collect(root)) == fresh
     assert cache_parts(root) != parts
+
+
+def test_each_line_is_made_of_its_own_row_whatever_the_other_rows_hold(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``list`` fills its lines a column at a time: a start that is not an int (or
+    missing), a limit, a run never read (``?`` iterations) or a worktree's branch in
+    one row changes that row's line alone, which reads as one made by itself."""
+    root = tmp_path / "runs"
+    start = now_ms() - 10_000_000
+    worktree = {"path": str(tmp_path), "branch": "ap/x", "base": "main", "origin": str(tmp_path)}
+    for number in range(7):
+        state = {"worktree": worktree} if number == 5 else None
+        make_run(root, "api", start + number * 60_000, terminal=("complete", "done"), state=state)
+    make_run(root, "gone", start + 7 * 60_000, folder=False)
+    index = root / "index.jsonl"
+    rows = [json.loads(line) for line in index.read_text().splitlines()]
+    rows[0]["startedAt"] = rows[0].pop("ts")  # the seed's writer: no ts
+    rows[1]["ts"] = True
+    rows[2]["ts"] = "yesterday"
+    rows[3]["maxIterations"] = None
+    rows[4]["maxIterations"] = 0
+    index.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    for _ in range(2):  # read afresh, then from finished.json
+        header, *lines = _listed(capsys).splitlines()
+        assert header.startswith("started")
+        for row, line in zip(reversed(rows), lines, strict=True):
+            at = row.get("ts") if isinstance(row.get("ts"), int) else row.get("startedAt")
+            minute = time.localtime(at // 60_000 * 60) if isinstance(at, int) else None
+            when = "????-??-?? ??:??" if minute is None else time.strftime("%Y-%m-%d %H:%M", minute)
+            done = "?" if row["label"] == "gone" else "1"
+            most = str(row.get("maxIterations") or "∞")
+            assert line.startswith(f"{when}  {row['runId']:<40} iter {done}/{most:<4} "), line
+            assert line.endswith("  (worktree, branch ap/x)") == (row is rows[5])
