@@ -189,11 +189,14 @@ def _shower(pool: set[str]) -> Callable[[str], str]:
     character (all printable) and no secret shape is found in them together (as
     ``core.redact.redact`` finds one, in values joined by NULs, which no pattern
     crosses); else ``view.safe.shown``, once per distinct value."""
-    from autopilot.core.redact import redact
+    from autopilot.core.redact import may_hold_secret_in, redact
 
-    joined = "\0".join(pool)
-    if " ".join(pool).isprintable() and redact(joined) == joined:
-        return _as_it_is
+    if " ".join(pool).isprintable():
+        if not may_hold_secret_in(pool):  # as a rule: no value to look at again
+            return _as_it_is
+        joined = "\0".join(pool)
+        if redact(joined) == joined:
+            return _as_it_is
     from autopilot.view.safe import shown
 
     memo: dict[str, str] = {}

@@ -30,7 +30,7 @@ Shapes, as their issuers document them:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
@@ -147,6 +147,22 @@ def _may_hold_secret(text: str) -> bool:
 _UNLOWERED = ("\u017f", "\u0130", "\u0131")
 """The letters a case-insensitive pattern takes for ``s`` or ``i`` that ``lower``
 does not make ``s`` or ``i`` alone."""
+
+
+def may_hold_secret_in(values: Iterable[str]) -> bool:
+    """False only when no pattern can match any one of ``values`` (``redact`` of
+    each leaves it as it is): ``_may_hold_secret`` of them together, the ASCII ones
+    without their digits (no word of ``_QUICK`` or ``_QUICK_WORDS`` holds one, so
+    none is lost), each distinct rest once: ten thousand run ids that differ only in
+    their start time (``list``) are a few labels to look through."""
+    values = list(values)
+    plain = list(filter(str.isascii, values))
+    if len(plain) != len(values):
+        others = [value for value in values if not value.isascii()]
+        if _may_hold_secret("\0".join(others)):
+            return True
+    digitless = "\0".join(plain).encode("ascii").translate(None, b"0123456789")
+    return _may_hold_secret("\0".join(set(digitless.decode("ascii").split("\0"))))
 
 
 def _folded(text: str) -> str:
