@@ -10,7 +10,7 @@ redacted and escaped value by value (``_shown_lines``).
 from __future__ import annotations
 
 import time
-from itertools import repeat
+from itertools import chain, repeat
 from operator import floordiv, itemgetter
 
 from autopilot.cli.echo import say_json, write_line
@@ -74,9 +74,7 @@ def _list_runs(as_json: bool, limit: str | None) -> int:
     return 0
 
 
-_LINE = "%s  %-40s iter %s/%-4s %s"
-"""A run's line of ``list`` (its start, id, iterations done and most, status text),
-as ``_line`` makes it: filled a run at a time in C (``map`` of ``str.__mod__``)."""
+_HEADER = f"{'started':<16}  {'run':<40} {'iteration':<10} status"
 
 
 def _list_text(
@@ -121,17 +119,11 @@ def _list_text(
         most = ["∞"] * count
     else:
         most = [str(limit or "∞") for limit in most_of]
-    lines = [f"{'started':<16}  {'run':<40} {'iteration':<10} status"]
-    lines += map(_LINE.__mod__, zip(whens, run_ids, done, most, texts, strict=True))
-    if worktrees.count(None) == count:  # nearly always: no branch to show
-        branches = [""] * count
-    else:
-        branches = list(map(_branch, worktrees))
-        for index in [i for i, branch in enumerate(branches) if branch]:
-            lines[index + 1] += f"  (worktree, branch {branches[index]})"
+    no_worktree = worktrees.count(None) == count  # nearly always: no branch to show
+    branches = [""] * count if no_worktree else list(map(_branch, worktrees))
     columns = [run_ids, done, most, texts, branches]
-    keep_until_exit(shown, whens, columns, lines)
-    return _shown_lines(lines, whens, columns)
+    keep_until_exit(shown, whens, columns)
+    return _shown_lines(whens, columns)
 
 
 def _whens(rows: list[dict[str, Any]]) -> list[str]:
@@ -163,21 +155,38 @@ def _branch(worktree: Any) -> str:
     return branch if isinstance(branch, str) and branch else ""
 
 
-def _shown_lines(lines: list[str], whens: list[str], columns: list[list[str]]) -> str:
-    """The text of ``list``: ``lines`` (a header, then a line per run made of its
-    start ``whens`` and the values of ``columns`` as they are) when no value taken
-    from a run's files or its index row (its id, iteration counts, status text,
-    branch) needs ``view.safe.shown`` (checked once over them all, ``_shower``); else
-    the lines made again of each distinct value shown (secrets redacted, controls
-    escaped)."""
+def _shown_lines(whens: list[str], columns: list[list[str]]) -> str:
+    """The text of ``list``: a header, then a line per run (``_line``) made of its
+    start ``whens`` and the values of ``columns`` (id, iterations done and most,
+    status text, branch): as they are when no value taken from a run's files or its
+    index row needs ``view.safe.shown`` (checked once over them all, ``_shower``),
+    the text then joined in one pass over every run's pieces (in C); else each
+    distinct value shown (secrets redacted, controls escaped)."""
     show = _shower(set().union(*columns))
     if show is not _as_it_is:
-        lines[1:] = [_line(cells, show) for cells in zip(whens, *columns, strict=True)]
-    return "\n".join(lines)
+        lines = [_line(cells, show) for cells in zip(whens, *columns, strict=True)]
+        return "\n".join([_HEADER, *lines])
+    run_ids, done, most, texts, branches = columns
+    if branches.count("") != len(branches):
+        branches = [f"  (worktree, branch {branch})" if branch else "" for branch in branches]
+    pieces = zip(
+        repeat("\n"),
+        whens,
+        repeat("  "),
+        map(str.ljust, run_ids, repeat(40)),
+        repeat(" iter "),
+        done,
+        repeat("/"),
+        map(str.ljust, most, repeat(4)),
+        repeat(" "),
+        texts,
+        branches,
+    )
+    return _HEADER + "".join(chain.from_iterable(pieces))
 
 
 def _line(cells: tuple[str, str, str, str, str, str], show: Callable[[str], str]) -> str:
-    """One run's line of ``list`` (as ``_list_runs`` makes it), its values shown by
+    """One run's line of ``list`` (as ``_shown_lines`` joins it), its values shown by
     ``show``."""
     when, run_id, done, most, text, branch = cells
     on_branch = f"  (worktree, branch {show(branch)})" if branch else ""

@@ -174,7 +174,9 @@ def still_gone(run_dir: Path | str, driver: list[Any]) -> bool:
         return False
     if not (start_time is None or isinstance(start_time, int | float)):
         return False
-    if not all(value is None or isinstance(value, str) for value in (command, host)):
+    if not (command is None or isinstance(command, str)):
+        return False
+    if not (host is None or isinstance(host, str)):
         return False
     if process_alive(pid, start_time, command, host) is not False:
         return False
