@@ -24,9 +24,10 @@ if TYPE_CHECKING:
     from autopilot.store.state_file import StateView
 
 RUNS_DIR_ENV = "AUTOPILOT_RUNS_DIR"
-_LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}-\d{10,16}$")
-_RUN_IDS_RE = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9._-]{0,63}-\d{10,16}\n)+")
+# Patterns, compiled on first use by ``re``'s own cache (``list`` needs none of them).
+_LABEL_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+_RUN_ID_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}-\d{10,16}$"
+_RUN_IDS_RE = r"(?:[A-Za-z0-9][A-Za-z0-9._-]{0,63}-\d{10,16}\n)+"
 """``_RUN_ID_RE`` of run ids each followed by a newline (which none may hold)."""
 
 
@@ -88,7 +89,7 @@ def validate_label(label: str) -> str:
         UsageError: the label holds a separator, traversal, or other characters.
     """
     # fullmatch: "$" alone would let a trailing newline through.
-    if not _LABEL_RE.fullmatch(label) or ".." in label:
+    if not re.fullmatch(_LABEL_RE, label) or ".." in label:
         raise UsageError(
             f"invalid label {label!r}: use letters, digits, '.', '_' or '-' (at most 64)"
         )
@@ -102,7 +103,7 @@ def make_run_id(label: str, started_at_ms: int) -> str:
 
 def is_valid_run_id(run_id: str) -> bool:
     """True for a well-formed run id (no separators, no traversal, no NUL)."""
-    return bool(_RUN_ID_RE.fullmatch(run_id)) and ".." not in run_id
+    return bool(re.fullmatch(_RUN_ID_RE, run_id)) and ".." not in run_id
 
 
 def valid_run_ids(run_ids: Iterable[str]) -> list[str]:
@@ -115,7 +116,7 @@ def valid_run_ids(run_ids: Iterable[str]) -> list[str]:
         ids
         and joined.count("\n") == len(ids)  # no id holds a newline
         and ".." not in joined
-        and _RUN_IDS_RE.fullmatch(joined)
+        and re.fullmatch(_RUN_IDS_RE, joined)
     ):
         return ids
     return [run_id for run_id in ids if is_valid_run_id(run_id)]
