@@ -282,3 +282,39 @@ def test_each_line_is_made_of_its_own_row_whatever_the_other_rows_hold(
             most = str(row.get("maxIterations") or "∞")
             assert line.startswith(f"{when}  {row['runId']:<40} iter {done}/{most:<4} "), line
             assert line.endswith("  (worktree, branch ap/x)") == (row is rows[5])
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda index: index.__setitem__(1, [["x"], [1], "not a column"]),
+        lambda index: index[1][0].__setitem__(0, ""),
+        lambda index: index[1][0].__setitem__(0, 7),
+        lambda index: index[1][1].__setitem__(0, True),
+        lambda index: index[1][2].pop(),
+        lambda index: index.__setitem__(1, {"rows": []}),
+        lambda index: index.__setitem__(0, "not a key"),
+    ],
+)
+def test_the_index_kept_for_list_is_read_again_once_it_changed_or_is_not_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: object
+) -> None:
+    """``list`` keeps its columns of ``index.jsonl`` in ``finished.json`` and decodes
+    the index again only when it changed (a run started, a row edited by hand) or
+    what is kept is not of their shape: never a row the index no longer holds."""
+    root, ids = _root(tmp_path)
+    first = _listed(capsys)
+    kept = cache_parts(root)["list"]["index"]
+    assert kept[1][0] == ids
+    new = make_run(root, "late", now_ms() - 5_000_000, terminal=("complete", "done"))
+    listed = _listed(capsys)
+    assert new in listed and listed.endswith(first.split("\n", 1)[1])
+    index = root / "index.jsonl"
+    index.write_text(index.read_text().replace('"maxIterations":10', '"maxIterations":7'))
+    assert "iter 3/7 " in _listed(capsys)
+    parts = cache_parts(root)
+    damage(parts["list"]["index"])  # type: ignore[operator]
+    write_cache_parts(root, parts)
+    assert _listed(capsys) == listed.replace("/10 ", "/7  ")
+    rebuilt = cache_parts(root)["list"]["index"]
+    assert rebuilt[1][0] == [*ids, new] and rebuilt[1][2] == ["7"] * 4

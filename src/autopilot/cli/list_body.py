@@ -15,7 +15,7 @@ from operator import floordiv, itemgetter
 
 from autopilot.cli.echo import say_json, write_line
 from autopilot.store.bulk import CollectorOff, keep_until_exit
-from autopilot.store.finished import FinishedRuns, file_key
+from autopilot.store.finished import FinishedRuns, file_key, index_key
 from autopilot.store.index import read_index
 from autopilot.store.paths import runs_root_path
 
@@ -44,22 +44,23 @@ def _list_runs(as_json: bool, limit: str | None) -> int:
     else:
         count = None
     root = runs_root_path(create=False)  # a string: pathlib is loaded for a fresh row only
-    rows = list(read_index(root))[::-1]
-    if count is not None:
-        rows = rows[:count]
-    unclaimed = _unclaimed_until(root)
     finished = FinishedRuns(root, "list")
-    run_ids: list[str] = list(map(itemgetter("runId"), rows))  # strings (``read_index``)
+    if as_json:
+        rows = list(read_index(root))[::-1][:count]
+        run_ids: list[str] = list(map(itemgetter("runId"), rows))  # strings (``read_index``)
+    else:
+        run_ids, starts, most = (column[::-1][:count] for column in _index_columns(root, finished))
+    unclaimed = _unclaimed_until(root)
     if count is None:
         finished.keep_only(set(run_ids))
     found, keys = finished.lookup(root, run_ids, _still_gone)
     now_ms = int(time.time() * 1000)
     if not as_json:
-        text = _list_text(root, rows, run_ids, found, keys, finished, unclaimed, now_ms)
+        text = _list_text(root, run_ids, starts, most, found, keys, finished, unclaimed, now_ms)
         if text is not None:
             write_line(text)
         finished.save()
-        keep_until_exit(rows, finished, found, keys)
+        keep_until_exit(run_ids, finished, found, keys)
         return 0
     for row, run_id in zip(rows, run_ids, strict=True):
         shown_row = found.get(run_id)
@@ -77,10 +78,56 @@ def _list_runs(as_json: bool, limit: str | None) -> int:
 _HEADER = f"{'started':<16}  {'run':<40} {'iteration':<10} status"
 
 
+def _index_columns(root: str, finished: FinishedRuns) -> list[list[Any]]:
+    """What ``list`` shows of each row of ``index.jsonl``, oldest first, a column a
+    field: the run id, its start (epoch ms: its ``ts`` when an int, else its
+    ``startedAt`` when an int, else None) and the most iterations shown (``∞``
+    without a limit). Kept in ``finished.json`` with the index's inode, size and
+    mtime taken before it was read (``FinishedRuns.index_view``): the index is
+    decoded again only once it changed, or when what is kept is not of this shape."""
+    key = index_key(root)
+    kept = finished.index_view(key)
+    if _columns_fit(kept):
+        columns: list[list[Any]] = kept
+        return columns
+    rows = list(read_index(root))
+    columns = [list(map(itemgetter("runId"), rows)), list(map(_start_of, rows))]
+    columns.append([str(row.get("maxIterations") or "∞") for row in rows])
+    finished.put_index_view(key, columns)
+    return columns
+
+
+def _columns_fit(kept: Any) -> bool:
+    """Is ``kept`` columns as ``_index_columns`` makes them (as ``read_index`` would
+    give them: non-empty string run ids, int or None starts, string limits)?"""
+    if kept.__class__ is not list or len(kept) != 3:
+        return False
+    if any(column.__class__ is not list for column in kept):
+        return False
+    run_ids, starts, most = kept
+    return (
+        len(run_ids) == len(starts) == len(most)
+        and set(map(type, run_ids)) <= {str}
+        and "" not in run_ids
+        and set(map(type, starts)) <= {int, type(None)}
+        and set(map(type, most)) <= {str}
+    )
+
+
+def _start_of(row: dict[str, Any]) -> int | None:
+    """A row's start (epoch ms): its ``ts`` when an int, else its ``startedAt`` when
+    an int, else None."""
+    at = row.get("ts")
+    if not isinstance(at, int):
+        at = row.get("startedAt")
+    return int(at) if isinstance(at, int) else None  # int(): true is 1, as JSON keeps it
+
+
 def _list_text(
     root: str,
-    rows: list[dict[str, Any]],
     run_ids: list[str],
+    starts: list[int | None],
+    most: list[str],
     found: dict[str, Any],
     keys: dict[str, list[int] | None],
     finished: FinishedRuns,
@@ -88,12 +135,13 @@ def _list_text(
     now_ms: int,
 ) -> str | None:
     """The text of ``list`` (None without a run), made a column at a time (thousands
-    of runs): each column taken from the rows and the runs' shown values in C where
-    every run's value is of the usual type, else run by run; the lines made of the
-    values as they are, which ``_shown_lines`` checks (and remakes, if it must)."""
-    if not rows:
+    of runs): the index's columns (``_index_columns``) and the runs' shown values, in
+    C where every run's value is of the usual type, else run by run; the lines made
+    of the values as they are, which ``_shown_lines`` checks (and remakes, if it
+    must)."""
+    if not run_ids:
         return None
-    count = len(rows)
+    count = len(run_ids)
     shown: list[Any] = list(map(found.get, run_ids))
     if set(map(type, shown)) != {list} or set(map(len, shown)) != {_FIELD_COUNT}:
         for index, shown_row in enumerate(shown):  # a run not kept: read from its files
@@ -109,16 +157,11 @@ def _list_text(
 
             until = format_moment(unclaimed[run_ids[index]], day_of_ms=now_ms)
             texts[index] = f"armed, unclaimed until {until} (no session has stopped yet)"
-    whens = _whens(rows)
+    whens = _whens(starts)
     if None in iterations:
         done = ["?" if made is None else str(made) for made in iterations]
     else:
         done = list(map(str, iterations))
-    most_of = list(map(dict.get, rows, repeat("maxIterations")))
-    if most_of.count(None) == count:  # no run has a limit
-        most = ["∞"] * count
-    else:
-        most = [str(limit or "∞") for limit in most_of]
     no_worktree = worktrees.count(None) == count  # nearly always: no branch to show
     branches = [""] * count if no_worktree else list(map(_branch, worktrees))
     columns = [run_ids, done, most, texts, branches]
@@ -126,26 +169,19 @@ def _list_text(
     return _shown_lines(whens, columns)
 
 
-def _whens(rows: list[dict[str, Any]]) -> list[str]:
-    """Each row's local start minute (``_minute``) from its ``ts`` (an int), else its
-    ``startedAt``, else ``????-??-?? ??:??``: in C when every ``ts`` is an int."""
+def _whens(starts: list[int | None]) -> list[str]:
+    """Each start's local minute (``_minute``), ``????-??-?? ??:??`` for none: in C
+    when every run has one."""
     minutes: dict[int, str] = {}
-    started = list(map(dict.get, rows, repeat("ts")))
-    if set(map(type, started)) == {int}:
-        per_minute = list(map(floordiv, started, repeat(60_000)))
+    if set(map(type, starts)) == {int}:
+        per_minute = list(map(floordiv, starts, repeat(60_000)))
         for minute in set(per_minute):
             _minute(minute * 60_000, minutes)
         return list(map(minutes.__getitem__, per_minute))
-    whens = []
-    for row in rows:
-        at = row.get("ts")
-        if not isinstance(at, int):
-            at = row.get("startedAt")
-        if isinstance(at, int):
-            whens.append(minutes.get(at // 60_000) or _minute(at, minutes))
-        else:
-            whens.append("????-??-?? ??:??")
-    return whens
+    return [
+        "????-??-?? ??:??" if at is None else minutes.get(at // 60_000) or _minute(at, minutes)
+        for at in starts
+    ]
 
 
 def _branch(worktree: Any) -> str:

@@ -2,31 +2,33 @@
 kept in one file so that thousands of runs cost one read, not a ``state.json`` and a
 log each.
 
-``<runs-root>/finished.json`` (0600) is derived data: one line per command, each a
-JSON object ``{"version": 4, "part": <part>, "runs": {runId: [value, inode, size,
-mtime_ns]}, "drivers": {runId: driver}}``, where a part is what one command shows of a
-run (``list``, ``stats``). Each command decodes its own line alone (``list`` over
-10,000 runs reads half the bytes and objects it would read of both) and rewrites the
-file with the other command's line kept as it was; each part's entries are checked by
-themselves. A run gets an entry once its ``state.json`` says it ended, or once its
-driver is gone (no process with the recorded pid and identity, no ``driver.lock``
-held): either way its files no longer change by themselves. Each entry holds the
-inode, size and modification time (ns) of the run's ``events.jsonl`` (of its
-``state.json`` when it has no log), taken **before** the run was read; an entry is
-used only while that file still matches, so a run whose log was appended to, edited,
-replaced or removed is read afresh and never shown from the cache. One ``stat`` per
-run (``lookup`` takes them all in one loop, relative to the runs root opened once) is
-what keeps ``list`` of 10,000 runs quick; ``state.json`` is not looked at: every
-change autopilot makes to an ended run's state that ``list`` or ``stats`` shows comes
-with an event (a ``stop``, a relaunch's ``armed``), while a hand edit of
-``state.json`` alone shows once the log changes (or once ``finished.json`` is
-removed). A run put with its driver gone has that driver's record in ``drivers`` (pid,
-start time, command, host) and is used only while the caller finds it still gone (a
-driver started again holds the lock before it writes a file). A missing, unreadable,
-corrupt or older line counts as empty, and the file is rewritten (temp file, fsync,
-rename) only when an entry was added or dropped; a cache that cannot be written is
-simply not kept (nor is a part whose line another command rewrote at the same moment:
-it is built again).
+``<runs-root>/finished.json`` (0600) is derived data: one line per command, each a JSON
+object ``{"version": 4, "part": <part>, "runs": {runId: [value, inode, size, mtime_ns]},
+"drivers": {runId: driver}}``, where a part is what one command shows of a run
+(``list``, ``stats``); a part may also hold ``"index": [[inode, size, mtime_ns],
+view]``, what the command keeps of ``index.jsonl`` (``list``: its columns), used only
+while the index's inode, size and mtime are those taken before it was read. Each command
+decodes its own line alone (``list`` over 10,000 runs reads half the bytes and objects
+it would read of both) and rewrites the file with the other command's line kept as it
+was; each part's entries are checked by themselves. A run gets an entry once its
+``state.json`` says it ended, or once its driver is gone (no process with the recorded
+pid and identity, no ``driver.lock`` held): either way its files no longer change by
+themselves. Each entry holds the inode, size and modification time (ns) of the run's
+``events.jsonl`` (of its ``state.json`` when it has no log), taken **before** the run
+was read; an entry is used only while that file still matches, so a run whose log was
+appended to, edited, replaced or removed is read afresh and never shown from the cache.
+One ``stat`` per run (``lookup`` takes them all in one loop, relative to the runs root
+opened once) is what keeps ``list`` of 10,000 runs quick; ``state.json`` is not looked
+at: every change autopilot makes to an ended run's state that ``list`` or ``stats``
+shows comes with an event (a ``stop``, a relaunch's ``armed``), while a hand edit of
+``state.json`` alone shows once the log changes (or once ``finished.json`` is removed).
+A run put with its driver gone has that driver's record in ``drivers`` (pid, start time,
+command, host) and is used only while the caller finds it still gone (a driver started
+again holds the lock before it writes a file). A missing, unreadable, corrupt or older
+line counts as empty, and the file is rewritten (temp file, fsync, rename) only when an
+entry (or the view of the index) was added or dropped; a cache that cannot be written is
+simply not kept (nor is a part whose line another command rewrote at the same moment: it
+is built again).
 The file is read and written with ``json`` alone: loading msgspec would cost more than
 its faster decoding saves, even for 10,000 runs.
 """
@@ -53,6 +55,18 @@ _Files = list[int]
 def _line_start(part: str) -> bytes:
     """How the line of ``part`` begins (as ``save`` writes it)."""
     return b'{"version":%d,"part":%s,' % (_VERSION, json.dumps(part).encode())
+
+
+def index_key(root: Root) -> _Files | None:
+    """Inode, size and mtime (ns) of the runs root's ``index.jsonl`` (None when it
+    cannot be looked at): taken before the index is read for ``put_index_view``."""
+    from autopilot.store.index import INDEX_FILE
+
+    try:
+        found = os.stat(os.path.join(root, INDEX_FILE))
+    except (OSError, ValueError):
+        return None
+    return [found.st_ino, found.st_size, found.st_mtime_ns]
 
 
 def file_key(run_folder: str) -> _Files | None:
@@ -119,9 +133,25 @@ class FinishedRuns:
         self.part = part
         self._runs: dict[str, Any]
         self._drivers: dict[str, Any]
+        self._index: Any
         self._others: list[bytes]
-        self._runs, self._drivers, self._others = _load(self.path, part)
+        self._runs, self._drivers, self._index, self._others = _load(self.path, part)
         self._changed = False
+
+    def index_view(self, key: _Files | None) -> Any:
+        """What the command keeps of ``index.jsonl`` (``put_index_view``), while the
+        file is as it was before it was read for it (``key``, ``index_key``); else
+        None. Its shape is the caller's to check (a hand edit may leave anything)."""
+        kept = self._index
+        if key is None or kept.__class__ is not list or len(kept) != 2 or kept[0] != key:
+            return None
+        return kept[1]
+
+    def put_index_view(self, key: _Files | None, view: Any) -> None:
+        """Keep ``view`` (JSON) of ``index.jsonl`` as it was when ``key`` was taken,
+        before it was read (``index_key``); nothing is kept without a key."""
+        self._index = None if key is None else [key, view]
+        self._changed = True
 
     def lookup(
         self,
@@ -276,6 +306,8 @@ class FinishedRuns:
             run_id: self._drivers[run_id] for run_id in self._drivers if run_id in self._runs
         }
         cache = {"version": _VERSION, "part": self.part, "runs": self._runs, "drivers": drivers}
+        if self._index is not None:
+            cache["index"] = self._index
         try:
             line = json.dumps(cache, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
             data = b"".join(raw + b"\n" for raw in [line.encode(), *self._others])
@@ -289,27 +321,29 @@ class FinishedRuns:
         self._changed = False
 
 
-def _load(path: str, part: str) -> tuple[dict[str, Any], dict[str, Any], list[bytes]]:
-    """The entries and the drivers of ``part`` in the cache (none when its line is
-    missing or corrupt), and the lines of the other parts, undecoded."""
+def _load(path: str, part: str) -> tuple[dict[str, Any], dict[str, Any], Any, list[bytes]]:
+    """The entries, the drivers and the index view of ``part`` in the cache (none
+    when its line is missing or corrupt), and the lines of the other parts,
+    undecoded."""
     try:
         with open(path, "rb") as stream:
             raw = stream.read()
     except OSError:
-        return {}, {}, []
+        return {}, {}, None, []
     found, others = _lines_of(raw, _line_start(part))
     if found is None:
-        return {}, {}, others
+        return {}, {}, None, others
     try:
         data = json.loads(found, parse_constant=_not_json)
     except (ValueError, RecursionError):
-        return {}, {}, others
+        return {}, {}, None, others
     if not isinstance(data, dict) or data.get("version") != _VERSION:
-        return {}, {}, others
+        return {}, {}, None, others
     runs, drivers = data.get("runs"), data.get("drivers")
     if not isinstance(runs, dict) or not isinstance(drivers, dict):
-        return {}, {}, others
-    return runs, drivers, others  # each entry is checked where it is used (``lookup``)
+        return {}, {}, None, others
+    # Each entry is checked where it is used (``lookup``), the view by its user.
+    return runs, drivers, data.get("index"), others
 
 
 def _lines_of(raw: bytes, mine: bytes) -> tuple[bytes | None, list[bytes]]:
