@@ -318,3 +318,33 @@ def test_the_index_kept_for_list_is_read_again_once_it_changed_or_is_not_whole(
     assert _listed(capsys) == listed.replace("/10 ", "/7  ")
     rebuilt = cache_parts(root)["list"]["index"]
     assert rebuilt[1][0] == [*ids, new] and rebuilt[1][2] == ["7"] * 4
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda index: index[1][0].__setitem__(1, index[1][0][0]),  # a run id twice
+        lambda index: index[1][1].pop(),
+        lambda index: index[1].append([]),
+        lambda index: index.__setitem__(1, "not columns"),
+    ],
+)
+def test_the_index_kept_for_stats_is_read_again_once_it_changed_or_is_not_whole(
+    tmp_path: Path, damage: object
+) -> None:
+    """``stats`` keeps its columns of ``index.jsonl`` (run ids, labels, agents) as
+    ``list`` does: a run started or a label edited in the index counts at once, and
+    columns not of their shape are made again from the index."""
+    root, _ = _root(tmp_path)
+    before = aggregate(collect(root))
+    make_run(root, "late", now_ms() - 5_000_000, terminal=("complete", "done"))
+    assert aggregate(collect(root))["runs"] == before["runs"] + 1
+    index = root / "index.jsonl"
+    index.write_text(index.read_text().replace('"label":"api"', '"label":"web"'))
+    counted = aggregate(collect(root))
+    assert counted["byLabel"] == {"web": 2, "docs": 1, "late": 1}
+    parts = cache_parts(root)
+    damage(parts["stats"]["index"])  # type: ignore[operator]
+    write_cache_parts(root, parts)
+    assert aggregate(collect(root)) == counted
+    assert aggregate(collect(root)) == counted

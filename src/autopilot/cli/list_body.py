@@ -15,7 +15,7 @@ from operator import floordiv, itemgetter
 
 from autopilot.cli.echo import say_json, write_line
 from autopilot.store.bulk import CollectorOff, keep_until_exit
-from autopilot.store.finished import FinishedRuns, file_key, index_key
+from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
 from autopilot.store.paths import runs_root_path
 
@@ -25,7 +25,7 @@ from autopilot.store.paths import runs_root_path
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from pathlib import Path
     from typing import Any
 
@@ -82,35 +82,24 @@ def _index_columns(root: str, finished: FinishedRuns) -> list[list[Any]]:
     """What ``list`` shows of each row of ``index.jsonl``, oldest first, a column a
     field: the run id, its start (epoch ms: its ``ts`` when an int, else its
     ``startedAt`` when an int, else None) and the most iterations shown (``∞``
-    without a limit). Kept in ``finished.json`` with the index's inode, size and
-    mtime taken before it was read (``FinishedRuns.index_view``): the index is
-    decoded again only once it changed, or when what is kept is not of this shape."""
-    key = index_key(root)
-    kept = finished.index_view(key)
-    if _columns_fit(kept):
-        columns: list[list[Any]] = kept
-        return columns
-    rows = list(read_index(root))
-    columns = [list(map(itemgetter("runId"), rows)), list(map(_start_of, rows))]
-    columns.append([str(row.get("maxIterations") or "∞") for row in rows])
-    finished.put_index_view(key, columns)
-    return columns
+    without a limit); kept in ``finished.json`` while the index is unchanged
+    (``FinishedRuns.index_columns``)."""
+    return finished.index_columns(root, _columns_of, _columns_fit)
 
 
-def _columns_fit(kept: Any) -> bool:
-    """Is ``kept`` columns as ``_index_columns`` makes them (as ``read_index`` would
-    give them: non-empty string run ids, int or None starts, string limits)?"""
-    if kept.__class__ is not list or len(kept) != 3:
-        return False
-    if any(column.__class__ is not list for column in kept):
-        return False
-    run_ids, starts, most = kept
+def _columns_of(rows: Iterator[dict[str, Any]]) -> list[list[Any]]:
+    listed = list(rows)
+    columns = [list(map(itemgetter("runId"), listed)), list(map(_start_of, listed))]
+    return [*columns, [str(row.get("maxIterations") or "∞") for row in listed]]
+
+
+def _columns_fit(columns: list[list[Any]]) -> bool:
+    """Are ``columns`` as ``_columns_of`` makes them: int or None starts, string
+    limits?"""
     return (
-        len(run_ids) == len(starts) == len(most)
-        and set(map(type, run_ids)) <= {str}
-        and "" not in run_ids
-        and set(map(type, starts)) <= {int, type(None)}
-        and set(map(type, most)) <= {str}
+        len(columns) == 3
+        and set(map(type, columns[1])) <= {int, type(None)}
+        and set(map(type, columns[2])) <= {str}
     )
 
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from itertools import compress, repeat
 from operator import and_, eq, is_not, itemgetter, not_
 
@@ -57,9 +57,9 @@ def _line_start(part: str) -> bytes:
     return b'{"version":%d,"part":%s,' % (_VERSION, json.dumps(part).encode())
 
 
-def index_key(root: Root) -> _Files | None:
+def _index_key(root: Root) -> _Files | None:
     """Inode, size and mtime (ns) of the runs root's ``index.jsonl`` (None when it
-    cannot be looked at): taken before the index is read for ``put_index_view``."""
+    cannot be looked at)."""
     from autopilot.store.index import INDEX_FILE
 
     try:
@@ -67,6 +67,13 @@ def index_key(root: Root) -> _Files | None:
     except (OSError, ValueError):
         return None
     return [found.st_ino, found.st_size, found.st_mtime_ns]
+
+
+def _are_columns(kept: Any) -> bool:
+    """Is ``kept`` lists of one length, the first of non-empty strings?"""
+    if kept.__class__ is not list or not kept or {type(column) for column in kept} != {list}:
+        return False
+    return len(set(map(len, kept))) == 1 and set(map(type, kept[0])) <= {str} and "" not in kept[0]
 
 
 def file_key(run_folder: str) -> _Files | None:
@@ -138,20 +145,29 @@ class FinishedRuns:
         self._runs, self._drivers, self._index, self._others = _load(self.path, part)
         self._changed = False
 
-    def index_view(self, key: _Files | None) -> Any:
-        """What the command keeps of ``index.jsonl`` (``put_index_view``), while the
-        file is as it was before it was read for it (``key``, ``index_key``); else
-        None. Its shape is the caller's to check (a hand edit may leave anything)."""
+    def index_columns(
+        self,
+        root: Root,
+        make: Callable[[Iterator[dict[str, Any]]], list[list[Any]]],
+        fits: Callable[[list[list[Any]]], bool],
+    ) -> list[list[Any]]:
+        """What the command takes of ``index.jsonl``, a column a field, the run ids
+        first: ``make`` of its rows (``store.index.read_index``), kept with the index's
+        inode, size and mtime taken before it was read; decoded again only once the
+        index changed, or when what is kept is not columns of one length, of non-empty
+        string run ids first, that ``fits`` (a hand edit may leave anything)."""
+        key = _index_key(root)
         kept = self._index
-        if key is None or kept.__class__ is not list or len(kept) != 2 or kept[0] != key:
-            return None
-        return kept[1]
+        unchanged = key is not None and kept.__class__ is list and len(kept) == 2 and kept[0] == key
+        if unchanged and _are_columns(kept[1]) and fits(kept[1]):
+            columns: list[list[Any]] = kept[1]
+            return columns
+        from autopilot.store.index import read_index
 
-    def put_index_view(self, key: _Files | None, view: Any) -> None:
-        """Keep ``view`` (JSON) of ``index.jsonl`` as it was when ``key`` was taken,
-        before it was read (``index_key``); nothing is kept without a key."""
-        self._index = None if key is None else [key, view]
-        self._changed = True
+        columns = make(read_index(root))
+        self._changed = self._changed or key is not None or kept is not None
+        self._index = None if key is None else [key, columns]
+        return columns
 
     def lookup(
         self,

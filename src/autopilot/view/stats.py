@@ -21,7 +21,6 @@ from operator import itemgetter
 
 from autopilot.store.bulk import keep_until_exit
 from autopilot.store.finished import FinishedRuns, file_key
-from autopilot.store.index import read_index
 from autopilot.store.paths import is_valid_run_id, valid_run_ids
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
@@ -185,44 +184,66 @@ def collect(root: Root) -> list[RunSummary]:
     run's from ``finished.json`` while its files are as they were (``store.finished``)
     and its summary there has the types a fresh one has (else every run is read
     afresh, and the cache rewritten)."""
-    rows: dict[str, dict[str, Any]] = {}
-    for row in read_index(root):
-        run_id = row["runId"]  # a string (``read_index``)
-        rows.pop(run_id, None)
-        rows[run_id] = row
     finished = FinishedRuns(root, "stats")
-    finished.keep_only(set(rows))
-    valid = valid_run_ids(rows)
+    run_ids, labels, agents = _index_columns(root, finished)
+    finished.keep_only(set(run_ids))
+    valid = valid_run_ids(run_ids)
     found, keys = finished.lookup(root, valid, _still_gone)
-    summaries = _summaries(root, rows, finished, found, keys)
+    given = run_ids, labels, agents
+    summaries = _summaries(root, given, finished, found, keys)
     if not _well_typed(summaries):  # a cache edited by hand: read every run afresh
         keys.update((run_id, file_key(f"{root}/{run_id}")) for run_id in found)
-        summaries = _summaries(root, rows, finished, {}, keys)
+        summaries = _summaries(root, given, finished, {}, keys)
     finished.save()
-    keep_until_exit(rows, finished, found, keys)
+    keep_until_exit(given, finished, found, keys)
     return summaries
+
+
+def _index_columns(root: Root, finished: FinishedRuns) -> list[list[Any]]:
+    """What ``stats`` takes of ``index.jsonl``, a column a field: each run id (the
+    last row of a run id counts, in its place), its row's ``label`` and ``agent``
+    (None when missing); kept in ``finished.json`` while the index is unchanged
+    (``FinishedRuns.index_columns``)."""
+    return finished.index_columns(root, _columns_of, _columns_fit)
+
+
+def _columns_of(rows: Iterator[dict[str, Any]]) -> list[list[Any]]:
+    by_id: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        run_id = row["runId"]  # a string (``read_index``)
+        by_id.pop(run_id, None)
+        by_id[run_id] = row
+    labels = [row.get("label") for row in by_id.values()]
+    return [list(by_id), labels, [row.get("agent") for row in by_id.values()]]
+
+
+def _columns_fit(columns: list[list[Any]]) -> bool:
+    return len(columns) == 3 and len(set(columns[0])) == len(columns[0])  # one row a run
 
 
 def _summaries(
     root: Root,
-    rows: dict[str, dict[str, Any]],
+    given: tuple[list[str], list[Any], list[Any]],
     finished: FinishedRuns,
     found: dict[str, Any],
     keys: dict[str, list[int] | None],
 ) -> list[RunSummary]:
-    """``collect``'s summaries: ``found`` (``FinishedRuns.lookup``) where it is one,
-    else read afresh (kept in ``finished`` with the run's key in ``keys``)."""
+    """``collect``'s summaries of the runs ``given`` (their ids, labels and agents):
+    ``found`` (``FinishedRuns.lookup``) where it is one, else read afresh (kept in
+    ``finished`` with the run's key in ``keys``)."""
     summaries = []
-    for run_id, row in rows.items():
+    for run_id, label, agent in zip(*given, strict=True):
         cached = found.get(run_id)
         if (
             cached.__class__ is list
             and len(cached) == _CACHED_FIELDS
-            and cached[0] == row.get("label")
-            and cached[1] == row.get("agent")
+            and cached[0] == label
+            and cached[1] == agent
         ):
             summaries.append(_new_summary(RunSummary, cached[2:]))
-        elif run_id in keys:
+            continue
+        row = {"runId": run_id, "label": label, "agent": agent}  # all a summary takes
+        if run_id in keys:
             summaries.append(_summary(root, row, finished, keys[run_id]))
         elif run_id in found:  # a cached summary not of this shape: read afresh
             summaries.append(_summary(root, row, finished, file_key(f"{root}/{run_id}")))
