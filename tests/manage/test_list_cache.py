@@ -326,6 +326,7 @@ def test_the_index_kept_for_list_is_read_again_once_it_changed_or_is_not_whole(
         lambda index: index[1][0].__setitem__(1, index[1][0][0]),  # a run id twice
         lambda index: index[1][1].pop(),
         lambda index: index[1].append([]),
+        lambda index: index[1][3].__setitem__(0, "well formed"),
         lambda index: index.__setitem__(1, "not columns"),
     ],
 )

@@ -140,7 +140,9 @@ def _list_text(
                 shown[index] = _fresh_row(_folder(root, run_id), key, finished, now_ms)
     _, reasons, iterations, shown_texts, worktrees = zip(*shown, strict=True)
     texts = list(map(str, shown_texts))
-    for index in [i for i, run_id in enumerate(run_ids) if run_id in unclaimed]:
+    for index in (
+        [i for i, run_id in enumerate(run_ids) if run_id in unclaimed] if unclaimed else ()
+    ):
         if reasons[index] is None:
             from autopilot.view.plain import format_moment
 

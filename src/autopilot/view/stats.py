@@ -17,6 +17,7 @@ import json
 import os
 from collections import Counter, namedtuple
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import compress
 from operator import itemgetter
 
 from autopilot.store.bulk import keep_until_exit
@@ -185,9 +186,9 @@ def collect(root: Root) -> list[RunSummary]:
     and its summary there has the types a fresh one has (else every run is read
     afresh, and the cache rewritten)."""
     finished = FinishedRuns(root, "stats")
-    run_ids, labels, agents = _index_columns(root, finished)
+    run_ids, labels, agents, well_formed = _index_columns(root, finished)
     finished.keep_only(set(run_ids))
-    valid = valid_run_ids(run_ids)
+    valid = list(compress(run_ids, well_formed))
     found, keys = finished.lookup(root, valid, _still_gone)
     given = run_ids, labels, agents
     summaries = _summaries(root, given, finished, found, keys)
@@ -202,8 +203,8 @@ def collect(root: Root) -> list[RunSummary]:
 def _index_columns(root: Root, finished: FinishedRuns) -> list[list[Any]]:
     """What ``stats`` takes of ``index.jsonl``, a column a field: each run id (the
     last row of a run id counts, in its place), its row's ``label`` and ``agent``
-    (None when missing); kept in ``finished.json`` while the index is unchanged
-    (``FinishedRuns.index_columns``)."""
+    (None when missing), whether the id is well formed (``valid_run_ids``); kept in
+    ``finished.json`` while the index is unchanged (``FinishedRuns.index_columns``)."""
     return finished.index_columns(root, _columns_of, _columns_fit)
 
 
@@ -213,12 +214,17 @@ def _columns_of(rows: Iterator[dict[str, Any]]) -> list[list[Any]]:
         run_id = row["runId"]  # a string (``read_index``)
         by_id.pop(run_id, None)
         by_id[run_id] = row
-    labels = [row.get("label") for row in by_id.values()]
-    return [list(by_id), labels, [row.get("agent") for row in by_id.values()]]
+    run_ids, valid = list(by_id), set(valid_run_ids(by_id))
+    columns = [[row.get(field) for row in by_id.values()] for field in ("label", "agent")]
+    return [run_ids, *columns, [run_id in valid for run_id in run_ids]]
 
 
 def _columns_fit(columns: list[list[Any]]) -> bool:
-    return len(columns) == 3 and len(set(columns[0])) == len(columns[0])  # one row a run
+    return (
+        len(columns) == 4
+        and len(set(columns[0])) == len(columns[0])  # one row a run
+        and set(map(type, columns[3])) <= {bool}
+    )
 
 
 def _summaries(
