@@ -9,6 +9,7 @@ A run's folder is ``<runs-root>/<runId>/`` with ``runId = <label>-<startedAtEpoc
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 
@@ -64,13 +65,16 @@ def runs_root_path(*, create: bool = True) -> str:
     if create:
         try:
             os.makedirs(root, mode=0o700, exist_ok=True)
-        except FileExistsError:
-            raise RunsRootError(f"runs root {root} exists and is not a directory") from None
         except OSError as error:
+            from pathlib import Path  # the root named as a path names it (no "//", "/.")
+
+            shown = Path(root)
+            if isinstance(error, FileExistsError):
+                raise RunsRootError(f"runs root {shown} exists and is not a directory") from None
             raise RunsRootError(
-                f"cannot create runs root {root}: {error.strerror or error}"
+                f"cannot create runs root {shown}: {error.strerror or error}"
             ) from None
-    elif not os.path.exists(root):
+    elif not _exists(root):
         return root
     root = os.path.realpath(root)
     if not os.path.isdir(root):
@@ -80,6 +84,21 @@ def runs_root_path(*, create: bool = True) -> str:
     if create and not os.access(root, os.W_OK | os.X_OK):
         raise RunsRootError(f"runs root {root} is not writable")
     return root
+
+
+def _exists(path: str) -> bool:
+    """``pathlib.Path.exists``: False where there is no such file, a part of the path
+    is not a folder, a symbolic link loops or the path holds a NUL; any other error
+    (permission denied) raised."""
+    try:
+        os.stat(path)
+    except OSError as error:
+        if error.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+            return False
+        raise
+    except ValueError:
+        return False
+    return True
 
 
 def validate_label(label: str) -> str:
