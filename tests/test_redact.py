@@ -152,3 +152,29 @@ def test_the_quick_check_never_skips_a_secret(parts: list[str]) -> None:
     assert redact(text) == _redact_all(text)
     long = text + " " * LONG_TEXT_CHARS  # matched by substring searches, not one scan
     assert redact(long) == _redact_all(long)
+
+
+@given(
+    st.lists(
+        st.lists(st.sampled_from(_FRAGMENTS) | st.text(max_size=8) | st.from_regex(r"\d{1,13}"))
+        .map("".join)
+        .map(lambda value: value + "-1796000000000"),
+        max_size=8,
+    )
+)
+def test_the_check_of_many_values_never_skips_a_secret_in_one(values: list[str]) -> None:
+    """``may_hold_secret_in`` looks at the values without their digits, each distinct
+    rest once: a value ``redact`` changes still makes it answer True."""
+    from autopilot.core.redact import _redact_all, may_hold_secret_in
+
+    if any(_redact_all(value) != value for value in values):
+        assert may_hold_secret_in(values)
+
+
+def test_run_ids_that_differ_only_in_their_start_time_hold_no_secret() -> None:
+    from autopilot.core.redact import may_hold_secret_in
+
+    run_ids = [f"proj{n % 7}-{1796000000000 + n}" for n in range(10_000)]
+    assert not may_hold_secret_in([*run_ids, "7", "∞", "completed (completion_promise)"])
+    assert may_hold_secret_in([*run_ids, "sk-" + "ab1" * 10 + "-1796000000000"])
+    assert may_hold_secret_in([*run_ids, "token-1796000000000"])

@@ -357,7 +357,7 @@ def test_list_and_stats_of_ended_runs_over_a_long_index_load_no_msgspec(
     tmp_path: Path, command: str
 ) -> None:
     """A long index and ``finished.json`` are read with ``json`` alone, and a run kept
-    there loads no typed state."""
+    there loads no typed state, nor pathlib or typing (runs are found by string)."""
     runs = tmp_path / "runs"
     start = now_ms() - 10_000_000
     make_run(runs, "project", start, terminal=("complete", "completion_promise"), iterations=3)
@@ -366,3 +366,5 @@ def test_list_and_stats_of_ended_runs_over_a_long_index_load_no_msgspec(
     _probe([command], tmp_path, runs)  # puts the run in finished.json
     modules = set(_probe([command], tmp_path, runs)["modules"])
     assert _forbidden(modules, ("msgspec", *_TYPED_STATE)) == []
+    assert "pathlib" not in modules
+    assert "typing" not in modules

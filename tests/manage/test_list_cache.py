@@ -6,6 +6,7 @@ is redacted and escaped value by value."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -247,3 +248,104 @@ def test_a_cached_summary_of_the_wrong_types_is_read_afresh_not_a_crash(
     write_cache_parts(root, parts)
     assert aggregate(collect(root)) == fresh
     assert cache_parts(root) != parts
+
+
+def test_each_line_is_made_of_its_own_row_whatever_the_other_rows_hold(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``list`` fills its lines a column at a time: a start that is not an int (or
+    missing), a limit, a run never read (``?`` iterations) or a worktree's branch in
+    one row changes that row's line alone, which reads as one made by itself."""
+    root = tmp_path / "runs"
+    start = now_ms() - 10_000_000
+    worktree = {"path": str(tmp_path), "branch": "ap/x", "base": "main", "origin": str(tmp_path)}
+    for number in range(7):
+        state = {"worktree": worktree} if number == 5 else None
+        make_run(root, "api", start + number * 60_000, terminal=("complete", "done"), state=state)
+    make_run(root, "gone", start + 7 * 60_000, folder=False)
+    index = root / "index.jsonl"
+    rows = [json.loads(line) for line in index.read_text().splitlines()]
+    rows[0]["startedAt"] = rows[0].pop("ts")  # the seed's writer: no ts
+    rows[1]["ts"] = True
+    rows[2]["ts"] = "yesterday"
+    rows[3]["maxIterations"] = None
+    rows[4]["maxIterations"] = 0
+    index.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    for _ in range(2):  # read afresh, then from finished.json
+        header, *lines = _listed(capsys).splitlines()
+        assert header.startswith("started")
+        for row, line in zip(reversed(rows), lines, strict=True):
+            at = row.get("ts") if isinstance(row.get("ts"), int) else row.get("startedAt")
+            minute = time.localtime(at // 60_000 * 60) if isinstance(at, int) else None
+            when = "????-??-?? ??:??" if minute is None else time.strftime("%Y-%m-%d %H:%M", minute)
+            done = "?" if row["label"] == "gone" else "1"
+            most = str(row.get("maxIterations") or "∞")
+            assert line.startswith(f"{when}  {row['runId']:<40} iter {done}/{most:<4} "), line
+            assert line.endswith("  (worktree, branch ap/x)") == (row is rows[5])
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda index: index.__setitem__(1, [["x"], [1], "not a column"]),
+        lambda index: index[1][0].__setitem__(0, ""),
+        lambda index: index[1][0].__setitem__(0, 7),
+        lambda index: index[1][1].__setitem__(0, True),
+        lambda index: index[1][2].pop(),
+        lambda index: index.__setitem__(1, {"rows": []}),
+        lambda index: index.__setitem__(0, "not a key"),
+    ],
+)
+def test_the_index_kept_for_list_is_read_again_once_it_changed_or_is_not_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: object
+) -> None:
+    """``list`` keeps its columns of ``index.jsonl`` in ``finished.json`` and decodes
+    the index again only when it changed (a run started, a row edited by hand) or
+    what is kept is not of their shape: never a row the index no longer holds."""
+    root, ids = _root(tmp_path)
+    first = _listed(capsys)
+    kept = cache_parts(root)["list"]["index"]
+    assert kept[1][0] == ids
+    new = make_run(root, "late", now_ms() - 5_000_000, terminal=("complete", "done"))
+    listed = _listed(capsys)
+    assert new in listed and listed.endswith(first.split("\n", 1)[1])
+    index = root / "index.jsonl"
+    index.write_text(index.read_text().replace('"maxIterations":10', '"maxIterations":7'))
+    assert "iter 3/7 " in _listed(capsys)
+    parts = cache_parts(root)
+    damage(parts["list"]["index"])  # type: ignore[operator]
+    write_cache_parts(root, parts)
+    assert _listed(capsys) == listed.replace("/10 ", "/7  ")
+    rebuilt = cache_parts(root)["list"]["index"]
+    assert rebuilt[1][0] == [*ids, new] and rebuilt[1][2] == ["7"] * 4
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda index: index[1][0].__setitem__(1, index[1][0][0]),  # a run id twice
+        lambda index: index[1][1].pop(),
+        lambda index: index[1].append([]),
+        lambda index: index[1][3].__setitem__(0, "well formed"),
+        lambda index: index.__setitem__(1, "not columns"),
+    ],
+)
+def test_the_index_kept_for_stats_is_read_again_once_it_changed_or_is_not_whole(
+    tmp_path: Path, damage: object
+) -> None:
+    """``stats`` keeps its columns of ``index.jsonl`` (run ids, labels, agents) as
+    ``list`` does: a run started or a label edited in the index counts at once, and
+    columns not of their shape are made again from the index."""
+    root, _ = _root(tmp_path)
+    before = aggregate(collect(root))
+    make_run(root, "late", now_ms() - 5_000_000, terminal=("complete", "done"))
+    assert aggregate(collect(root))["runs"] == before["runs"] + 1
+    index = root / "index.jsonl"
+    index.write_text(index.read_text().replace('"label":"api"', '"label":"web"'))
+    counted = aggregate(collect(root))
+    assert counted["byLabel"] == {"web": 2, "docs": 1, "late": 1}
+    parts = cache_parts(root)
+    damage(parts["stats"]["index"])  # type: ignore[operator]
+    write_cache_parts(root, parts)
+    assert aggregate(collect(root)) == counted
+    assert aggregate(collect(root)) == counted

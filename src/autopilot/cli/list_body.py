@@ -10,14 +10,14 @@ redacted and escaped value by value (``_shown_lines``).
 from __future__ import annotations
 
 import time
-from operator import itemgetter
-from pathlib import Path
+from itertools import chain, repeat
+from operator import floordiv, itemgetter
 
 from autopilot.cli.echo import say_json, write_line
 from autopilot.store.bulk import CollectorOff, keep_until_exit
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
-from autopilot.store.paths import runs_root
+from autopilot.store.paths import runs_root_path
 
 # What a run not yet in ``finished.json`` needs (its typed ``state.json``, its
 # driver, its status in words) and the redaction of what a row shows are loaded by
@@ -25,7 +25,8 @@ from autopilot.store.paths import runs_root
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
     from typing import Any
 
 
@@ -42,79 +43,177 @@ def _list_runs(as_json: bool, limit: str | None) -> int:
         count: int | None = parse_int(limit, name="--limit", minimum=1)
     else:
         count = None
-    root = runs_root(create=False)
-    rows = list(read_index(root))[::-1]
-    if count is not None:
-        rows = rows[:count]
-    unclaimed = _unclaimed_until(root)
+    root = runs_root_path(create=False)  # a string: pathlib is loaded for a fresh row only
     finished = FinishedRuns(root, "list")
-    run_ids: list[str] = list(map(itemgetter("runId"), rows))  # strings (``read_index``)
+    if as_json:
+        rows = list(read_index(root))[::-1][:count]
+        run_ids: list[str] = list(map(itemgetter("runId"), rows))  # strings (``read_index``)
+    else:
+        run_ids, starts, most = (column[::-1][:count] for column in _index_columns(root, finished))
+    unclaimed = _unclaimed_until(root)
     if count is None:
         finished.keep_only(set(run_ids))
     found, keys = finished.lookup(root, run_ids, _still_gone)
     now_ms = int(time.time() * 1000)
-    # The text is made in the same loop (thousands of runs): each line of the values
-    # as they are, which ``_shown_lines`` checks (and remakes, if it must) at the end.
-    cells: list[tuple[str, str, str, str, str, str]] = []
-    lines = [f"{'started':<16}  {'run':<40} {'iteration':<10} status"]
-    minutes: dict[int, str] = {}
+    if not as_json:
+        text = _list_text(root, run_ids, starts, most, found, keys, finished, unclaimed, now_ms)
+        if text is not None:
+            write_line(text)
+        finished.save()
+        keep_until_exit(run_ids, finished, found, keys)
+        return 0
     for row, run_id in zip(rows, run_ids, strict=True):
         shown_row = found.get(run_id)
         if shown_row.__class__ is not list or len(shown_row) != _FIELD_COUNT:
             key = keys[run_id] if run_id in keys else file_key(f"{root}/{run_id}")
-            shown_row = _fresh_row(root / run_id, key, finished, now_ms)
-        status, reason, iterations, text, worktree = shown_row
-        if run_id in unclaimed and reason is None:
-            from autopilot.view.plain import format_moment
-
-            until = format_moment(unclaimed[run_id], day_of_ms=now_ms)
-            text = f"armed, unclaimed until {until} (no session has stopped yet)"
-        if as_json:
-            shown_row = {"status": status, "reason": reason, "iterations": iterations}
-            say_json(dict(row, **shown_row, worktree=worktree))
-            continue
-        started = row.get("ts")
-        if not isinstance(started, int):
-            started = row.get("startedAt")
-        if isinstance(started, int):
-            when = minutes.get(started // 60_000) or _minute(started, minutes)
-        else:
-            when = "????-??-?? ??:??"
-        done = "?" if iterations is None else str(iterations)
-        most = str(row.get("maxIterations") or "∞")
-        text = str(text)
-        if worktree is None:  # nearly every run: no branch to show
-            cells.append((when, run_id, done, most, text, ""))
-            lines.append(f"{when}  {run_id:<40} iter {done}/{most:<4} {text}")
-            continue
-        branch = worktree.get("branch") if isinstance(worktree, dict) else None
-        if not (isinstance(branch, str) and branch):
-            branch = ""
-        cells.append((when, run_id, done, most, text, branch))
-        on_branch = f"  (worktree, branch {branch})" if branch else ""
-        lines.append(f"{when}  {run_id:<40} iter {done}/{most:<4} {text}{on_branch}")
-    if cells:
-        write_line(_shown_lines(lines, cells))
+            shown_row = _fresh_row(_folder(root, run_id), key, finished, now_ms)
+        status, reason, iterations, _, worktree = shown_row
+        shown_row = {"status": status, "reason": reason, "iterations": iterations}
+        say_json(dict(row, **shown_row, worktree=worktree))
     finished.save()
-    keep_until_exit(rows, finished, found, keys, cells, lines)
+    keep_until_exit(rows, finished, found, keys)
     return 0
 
 
-def _shown_lines(lines: list[str], cells: list[tuple[str, str, str, str, str, str]]) -> str:
-    """The text of ``list``: ``lines`` (a header, then a line per run made of the
-    run's ``cells`` as they are) when no value taken from a run's files or its index
-    row (its id, iteration counts, status text, branch) needs ``view.safe.shown``
-    (checked once over them all, ``_shower``); else the lines made again of each
+_HEADER = f"{'started':<16}  {'run':<40} {'iteration':<10} status"
+
+
+def _index_columns(root: str, finished: FinishedRuns) -> list[list[Any]]:
+    """What ``list`` shows of each row of ``index.jsonl``, oldest first, a column a
+    field: the run id, its start (epoch ms: its ``ts`` when an int, else its
+    ``startedAt`` when an int, else None) and the most iterations shown (``∞``
+    without a limit); kept in ``finished.json`` while the index is unchanged
+    (``FinishedRuns.index_columns``)."""
+    return finished.index_columns(root, _columns_of, _columns_fit)
+
+
+def _columns_of(rows: Iterator[dict[str, Any]]) -> list[list[Any]]:
+    listed = list(rows)
+    columns = [list(map(itemgetter("runId"), listed)), list(map(_start_of, listed))]
+    return [*columns, [str(row.get("maxIterations") or "∞") for row in listed]]
+
+
+def _columns_fit(columns: list[list[Any]]) -> bool:
+    """Are ``columns`` as ``_columns_of`` makes them: int or None starts, string
+    limits?"""
+    return (
+        len(columns) == 3
+        and set(map(type, columns[1])) <= {int, type(None)}
+        and set(map(type, columns[2])) <= {str}
+    )
+
+
+def _start_of(row: dict[str, Any]) -> int | None:
+    """A row's start (epoch ms): its ``ts`` when an int, else its ``startedAt`` when
+    an int, else None."""
+    at = row.get("ts")
+    if not isinstance(at, int):
+        at = row.get("startedAt")
+    return int(at) if isinstance(at, int) else None  # int(): true is 1, as JSON keeps it
+
+
+def _list_text(
+    root: str,
+    run_ids: list[str],
+    starts: list[int | None],
+    most: list[str],
+    found: dict[str, Any],
+    keys: dict[str, list[int] | None],
+    finished: FinishedRuns,
+    unclaimed: dict[str, int],
+    now_ms: int,
+) -> str | None:
+    """The text of ``list`` (None without a run), made a column at a time (thousands
+    of runs): the index's columns (``_index_columns``) and the runs' shown values, in
+    C where every run's value is of the usual type, else run by run; the lines made
+    of the values as they are, which ``_shown_lines`` checks (and remakes, if it
+    must)."""
+    if not run_ids:
+        return None
+    count = len(run_ids)
+    shown: list[Any] = list(map(found.get, run_ids))
+    if set(map(type, shown)) != {list} or set(map(len, shown)) != {_FIELD_COUNT}:
+        for index, shown_row in enumerate(shown):  # a run not kept: read from its files
+            if shown_row.__class__ is not list or len(shown_row) != _FIELD_COUNT:
+                run_id = run_ids[index]
+                key = keys[run_id] if run_id in keys else file_key(f"{root}/{run_id}")
+                shown[index] = _fresh_row(_folder(root, run_id), key, finished, now_ms)
+    _, reasons, iterations, shown_texts, worktrees = zip(*shown, strict=True)
+    texts = list(map(str, shown_texts))
+    for index in (
+        [i for i, run_id in enumerate(run_ids) if run_id in unclaimed] if unclaimed else ()
+    ):
+        if reasons[index] is None:
+            from autopilot.view.plain import format_moment
+
+            until = format_moment(unclaimed[run_ids[index]], day_of_ms=now_ms)
+            texts[index] = f"armed, unclaimed until {until} (no session has stopped yet)"
+    whens = _whens(starts)
+    if None in iterations:
+        done = ["?" if made is None else str(made) for made in iterations]
+    else:
+        done = list(map(str, iterations))
+    no_worktree = worktrees.count(None) == count  # nearly always: no branch to show
+    branches = [""] * count if no_worktree else list(map(_branch, worktrees))
+    columns = [run_ids, done, most, texts, branches]
+    keep_until_exit(shown, whens, columns)
+    return _shown_lines(whens, columns)
+
+
+def _whens(starts: list[int | None]) -> list[str]:
+    """Each start's local minute (``_minute``), ``????-??-?? ??:??`` for none: in C
+    when every run has one."""
+    minutes: dict[int, str] = {}
+    if set(map(type, starts)) == {int}:
+        per_minute = list(map(floordiv, starts, repeat(60_000)))
+        for minute in set(per_minute):
+            _minute(minute * 60_000, minutes)
+        return list(map(minutes.__getitem__, per_minute))
+    return [
+        "????-??-?? ??:??" if at is None else minutes.get(at // 60_000) or _minute(at, minutes)
+        for at in starts
+    ]
+
+
+def _branch(worktree: Any) -> str:
+    """The branch shown of a run's worktree record (``control_body.worktree_of``):
+    its ``branch`` when a non-empty string, else none ("")."""
+    branch = worktree.get("branch") if isinstance(worktree, dict) else None
+    return branch if isinstance(branch, str) and branch else ""
+
+
+def _shown_lines(whens: list[str], columns: list[list[str]]) -> str:
+    """The text of ``list``: a header, then a line per run (``_line``) made of its
+    start ``whens`` and the values of ``columns`` (id, iterations done and most,
+    status text, branch): as they are when no value taken from a run's files or its
+    index row needs ``view.safe.shown`` (checked once over them all, ``_shower``),
+    the text then joined in one pass over every run's pieces (in C); else each
     distinct value shown (secrets redacted, controls escaped)."""
-    _, *shown_columns = zip(*cells, strict=True)  # in C: a column a field, the time left out
-    show = _shower(set().union(*shown_columns))
+    show = _shower(set().union(*columns))
     if show is not _as_it_is:
-        lines[1:] = [_line(line, show) for line in cells]
-    return "\n".join(lines)
+        lines = [_line(cells, show) for cells in zip(whens, *columns, strict=True)]
+        return "\n".join([_HEADER, *lines])
+    run_ids, done, most, texts, branches = columns
+    if branches.count("") != len(branches):
+        branches = [f"  (worktree, branch {branch})" if branch else "" for branch in branches]
+    pieces = zip(
+        repeat("\n"),
+        whens,
+        repeat("  "),
+        map(str.ljust, run_ids, repeat(40)),
+        repeat(" iter "),
+        done,
+        repeat("/"),
+        map(str.ljust, most, repeat(4)),
+        repeat(" "),
+        texts,
+        branches,
+    )
+    return _HEADER + "".join(chain.from_iterable(pieces))
 
 
 def _line(cells: tuple[str, str, str, str, str, str], show: Callable[[str], str]) -> str:
-    """One run's line of ``list`` (as ``_list_runs`` makes it), its values shown by
+    """One run's line of ``list`` (as ``_shown_lines`` joins it), its values shown by
     ``show``."""
     when, run_id, done, most, text, branch = cells
     on_branch = f"  (worktree, branch {show(branch)})" if branch else ""
@@ -126,11 +225,14 @@ def _shower(pool: set[str]) -> Callable[[str], str]:
     character (all printable) and no secret shape is found in them together (as
     ``core.redact.redact`` finds one, in values joined by NULs, which no pattern
     crosses); else ``view.safe.shown``, once per distinct value."""
-    from autopilot.core.redact import redact
+    from autopilot.core.redact import may_hold_secret_in, redact
 
-    joined = "\0".join(pool)
-    if " ".join(pool).isprintable() and redact(joined) == joined:
-        return _as_it_is
+    if " ".join(pool).isprintable():
+        if not may_hold_secret_in(pool):  # as a rule: no value to look at again
+            return _as_it_is
+        joined = "\0".join(pool)
+        if redact(joined) == joined:
+            return _as_it_is
     from autopilot.view.safe import shown
 
     memo: dict[str, str] = {}
@@ -159,20 +261,28 @@ def _minute(ms: int, shown: dict[int, str]) -> str:
     return text
 
 
-def _unclaimed_until(root: Path) -> dict[str, int]:
+def _folder(root: str, run_id: str) -> Path:
+    from pathlib import Path
+
+    return Path(root, run_id)
+
+
+def _unclaimed_until(root: str) -> dict[str, int]:
     """The hook runs still waiting for a session to claim them, with the end of their
     claim window (epoch ms); those whose window passed are ended first
     (``hook.control.expire_unclaimed``, without waiting for a Stop being answered)."""
     from autopilot.store.hook_armed import anything_armed
 
-    if not anything_armed(str(root)):
+    if not anything_armed(root):
         return {}
+    from pathlib import Path
+
     from autopilot.hook.control import expire_unclaimed
     from autopilot.loop.clock import SystemClock
     from autopilot.store.hook_registry import load_armings
 
-    expire_unclaimed(root, SystemClock(), wait_seconds=0)
-    armings, _ = load_armings(root)
+    expire_unclaimed(Path(root), SystemClock(), wait_seconds=0)
+    armings, _ = load_armings(Path(root))
     return {a.run_id: a.claim_until_ms for a in armings if not a.session_id}
 
 

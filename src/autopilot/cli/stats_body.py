@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from autopilot.cli.echo import say, say_json
 from autopilot.store.bulk import CollectorOff, keep_until_exit
-from autopilot.store.paths import runs_root
+from autopilot.store.paths import runs_root_path
 from autopilot.view.stats import aggregate, collect, format_stats
 
 
 def stats(as_json: bool) -> int:
     """``autopilot stats [--json]``; its exit code."""
-    root = runs_root(create=False)
+    root = runs_root_path(create=False)  # a string: no pathlib for ended runs
     with CollectorOff():
         summaries = collect(root)
         totals = aggregate(summaries)

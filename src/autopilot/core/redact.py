@@ -30,7 +30,7 @@ Shapes, as their issuers document them:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
@@ -108,11 +108,22 @@ def _private_key(match: re.Match[str]) -> str:
     return f"-----BEGIN {kind}PRIVATE KEY{block}-----{MARK}-----END {kind}PRIVATE KEY{block}-----"
 
 
-_QUICK = re.compile(
+_QUICK = (
     r"sk-|gh[pousr]_|github_pat_|glpat-|A[KSBC][IC]A|xox|xapp-|AIza|k_live_|k_test_|npm_|hf_"
     r"|eyJ|PRIVATE KEY|(?i:bearer|://|key|secret|token|passw|credential)"
 )
-"""Text without any of these holds no secret shape: the common case costs one scan."""
+"""Text without any of these holds no secret shape: the common case costs one scan
+(compiled on first use, ``_quick``: ``list`` looks by ``_QUICK_WORDS`` alone)."""
+
+_quick_compiled: list[re.Pattern[str]] = []
+
+
+def _quick() -> re.Pattern[str]:
+    """``_QUICK``, compiled once (two threads may both compile it; either is kept)."""
+    if not _quick_compiled:
+        _quick_compiled.append(re.compile(_QUICK))
+    return _quick_compiled[0]
+
 
 _QUICK_WORDS = (
     *("sk-", "github_pat_", "glpat-", "xox", "xapp-", "aiza", "k_live_", "k_test_", "npm_"),
@@ -136,7 +147,13 @@ def _may_hold_secret(text: str) -> bool:
     which ``lower`` makes ``k``), U+017F (``s``), U+0130 and U+0131 (``i``); text
     holding one of the last three is case-folded, with them made ``s`` and ``i``."""
     if len(text) < LONG_TEXT_CHARS:
-        return _QUICK.search(text) is not None
+        return _quick().search(text) is not None
+    return _holds_a_quick_word(text)
+
+
+def _holds_a_quick_word(text: str) -> bool:
+    """``_may_hold_secret`` of text of any length by ``_QUICK_WORDS`` (its way for
+    long text)."""
     if text.isascii() or not any(letter in text for letter in _UNLOWERED):
         folded = text.lower()
     else:
@@ -147,6 +164,22 @@ def _may_hold_secret(text: str) -> bool:
 _UNLOWERED = ("\u017f", "\u0130", "\u0131")
 """The letters a case-insensitive pattern takes for ``s`` or ``i`` that ``lower``
 does not make ``s`` or ``i`` alone."""
+
+
+def may_hold_secret_in(values: Iterable[str]) -> bool:
+    """False only when no pattern can match any one of ``values`` (``redact`` of
+    each leaves it as it is): ``_holds_a_quick_word`` of them together, the ASCII
+    ones without their digits (no word of ``_QUICK`` or ``_QUICK_WORDS`` holds one, so
+    none is lost), each distinct rest once: ten thousand run ids that differ only in
+    their start time (``list``) are a few labels to look through."""
+    values = list(values)
+    plain = list(filter(str.isascii, values))
+    if len(plain) != len(values):
+        others = [value for value in values if not value.isascii()]
+        if _holds_a_quick_word("\0".join(others)):
+            return True
+    digitless = "\0".join(plain).encode("ascii").translate(None, b"0123456789")
+    return _holds_a_quick_word("\0".join(set(digitless.decode("ascii").split("\0"))))
 
 
 def _folded(text: str) -> str:

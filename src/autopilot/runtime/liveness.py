@@ -18,12 +18,12 @@ import errno
 import fcntl
 import os
 from _socket import gethostname  # socket.gethostname itself, without socket's imports
-from pathlib import Path
 
 from autopilot.store.run_files import DRIVER_LOCK_FILE
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
     from autopilot.store.run_state import RunState
@@ -174,7 +174,9 @@ def still_gone(run_dir: Path | str, driver: list[Any]) -> bool:
         return False
     if not (start_time is None or isinstance(start_time, int | float)):
         return False
-    if not all(value is None or isinstance(value, str) for value in (command, host)):
+    if not (command is None or isinstance(command, str)):
+        return False
+    if not (host is None or isinstance(host, str)):
         return False
     if process_alive(pid, start_time, command, host) is not False:
         return False

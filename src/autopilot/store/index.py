@@ -7,11 +7,9 @@ any row whose ``type`` is ``armed`` with a non-empty string ``runId``.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 
 from autopilot.store.lines import READ_LINE_CAP, iter_lines
 
@@ -20,6 +18,7 @@ from autopilot.store.lines import READ_LINE_CAP, iter_lines
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 INDEX_FILE = "index.jsonl"
@@ -27,25 +26,31 @@ INDEX_LOCK = INDEX_FILE + ".lock"
 _LOCK_TIMEOUT_SECONDS = 30.0
 
 
-@contextlib.contextmanager
-def index_lock(root: Path) -> Iterator[None]:
+class index_lock:  # noqa: N801 - used as a function: ``with index_lock(root):``
     """Hold ``<root>/index.jsonl.lock`` (an fcntl lock the OS drops on death).
 
     Appends and ``prune``'s rewrite both take it, so no row is lost between them.
+    (A class rather than ``contextlib.contextmanager``: ``list`` and ``stats``, which
+    only read the index, do not load contextlib.)
 
     Raises:
-        EnvironmentProblem: the lock stayed taken for 30 seconds.
+        EnvironmentProblem: the lock stayed taken for 30 seconds (on entering).
     """
-    from autopilot.errors import EnvironmentProblem
-    from autopilot.store.flock import FileLock
 
-    lock = FileLock(root / INDEX_LOCK, timeout_seconds=_LOCK_TIMEOUT_SECONDS)
-    if not lock.acquire():
-        raise EnvironmentProblem(f"{root / INDEX_LOCK} stayed locked for 30 s") from None
-    try:
-        yield
-    finally:
-        lock.release()
+    def __init__(self, root: Path) -> None:
+        from autopilot.store.flock import FileLock
+
+        self._where = root / INDEX_LOCK
+        self._lock = FileLock(self._where, timeout_seconds=_LOCK_TIMEOUT_SECONDS)
+
+    def __enter__(self) -> None:
+        from autopilot.errors import EnvironmentProblem
+
+        if not self._lock.acquire():
+            raise EnvironmentProblem(f"{self._where} stayed locked for 30 s") from None
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._lock.release()
 
 
 def append_index_row(root: Path, armed_event: Mapping[str, Any]) -> None:
@@ -141,10 +146,14 @@ def _decode_one(raw: bytes) -> Any:
         return None
 
 
-def read_index(root: Path) -> Iterator[dict[str, Any]]:
-    """Yield index rows oldest first, skipping anything that is not an ``armed`` row."""
+def read_index(root: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """Yield index rows oldest first, skipping anything that is not an ``armed`` row.
+
+    Args:
+        root: The runs root (a string where pathlib is not loaded: ``list``).
+    """
     try:
-        stream = (root / INDEX_FILE).open("rb")
+        stream = open(os.path.join(root, INDEX_FILE), "rb")  # noqa: SIM115 - closed below
     except FileNotFoundError:
         return
     with stream:

@@ -9,9 +9,9 @@ A run's folder is ``<runs-root>/<runId>/`` with ``runId = <label>-<startedAtEpoc
 
 from __future__ import annotations
 
+import errno
 import os
 import re
-from pathlib import Path
 
 from autopilot.errors import RunNotFoundError, RunsRootError, UsageError
 from autopilot.store.run_files import EVENTS_FILE, STATE_FILE, has_records
@@ -20,13 +20,15 @@ from autopilot.store.xdg import xdg_runs_root
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from pathlib import Path
 
     from autopilot.store.state_file import StateView
 
 RUNS_DIR_ENV = "AUTOPILOT_RUNS_DIR"
-_LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}-\d{10,16}$")
-_RUN_IDS_RE = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9._-]{0,63}-\d{10,16}\n)+")
+# Patterns, compiled on first use by ``re``'s own cache (``list`` needs none of them).
+_LABEL_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+_RUN_ID_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}-\d{10,16}$"
+_RUN_IDS_RE = r"(?:[A-Za-z0-9][A-Za-z0-9._-]{0,63}-\d{10,16}\n)+"
 """``_RUN_ID_RE`` of run ids each followed by a newline (which none may hold)."""
 
 
@@ -37,36 +39,66 @@ def runs_root(*, create: bool = True) -> Path:
         RunsRootError: the path exists but is not a directory, is not owned by this
             user, or is not writable; or it cannot be created.
     """
+    from pathlib import Path
+
+    return Path(runs_root_path(create=create))
+
+
+def runs_root_path(*, create: bool = True) -> str:
+    """``runs_root`` as a string, found and checked without pathlib (``list`` and
+    ``stats`` of ended runs do not load it).
+
+    Raises:
+        RunsRootError: as ``runs_root``.
+    """
     configured = os.environ.get(RUNS_DIR_ENV, "").strip()
     if configured:
-        root = Path(configured).expanduser()
-        if not root.is_absolute():
-            root = Path.cwd() / root
+        root = os.path.expanduser(configured)
+        if not os.path.isabs(root):
+            root = os.path.join(os.getcwd(), root)
     elif (quick := xdg_runs_root()) is not None:
-        root = Path(quick)
+        root = quick
     else:
         import platformdirs  # only where the platform's rule needs it
 
-        root = platformdirs.user_state_path("autopilot") / "runs"
+        root = os.path.join(platformdirs.user_state_dir("autopilot"), "runs")
     if create:
         try:
-            root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        except FileExistsError:
-            raise RunsRootError(f"runs root {root} exists and is not a directory") from None
+            os.makedirs(root, mode=0o700, exist_ok=True)
         except OSError as error:
+            from pathlib import Path  # the root named as a path names it (no "//", "/.")
+
+            shown = Path(root)
+            if isinstance(error, FileExistsError):
+                raise RunsRootError(f"runs root {shown} exists and is not a directory") from None
             raise RunsRootError(
-                f"cannot create runs root {root}: {error.strerror or error}"
+                f"cannot create runs root {shown}: {error.strerror or error}"
             ) from None
-    elif not root.exists():
+    elif not _exists(root):
         return root
-    root = root.resolve()
-    if not root.is_dir():
+    root = os.path.realpath(root)
+    if not os.path.isdir(root):
         raise RunsRootError(f"runs root {root} is not a directory")
-    if hasattr(os, "getuid") and root.stat().st_uid != os.getuid():
+    if hasattr(os, "getuid") and os.stat(root).st_uid != os.getuid():
         raise RunsRootError(f"runs root {root} is not owned by this user")
     if create and not os.access(root, os.W_OK | os.X_OK):
         raise RunsRootError(f"runs root {root} is not writable")
     return root
+
+
+def _exists(path: str) -> bool:
+    """``pathlib.Path.exists``: False where there is no such file, a part of the path
+    is not a folder, a symbolic link loops or the path holds a NUL; any other error
+    (permission denied) raised."""
+    try:
+        os.stat(path)
+    except OSError as error:
+        if error.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+            return False
+        raise
+    except ValueError:
+        return False
+    return True
 
 
 def validate_label(label: str) -> str:
@@ -76,7 +108,7 @@ def validate_label(label: str) -> str:
         UsageError: the label holds a separator, traversal, or other characters.
     """
     # fullmatch: "$" alone would let a trailing newline through.
-    if not _LABEL_RE.fullmatch(label) or ".." in label:
+    if not re.fullmatch(_LABEL_RE, label) or ".." in label:
         raise UsageError(
             f"invalid label {label!r}: use letters, digits, '.', '_' or '-' (at most 64)"
         )
@@ -90,7 +122,7 @@ def make_run_id(label: str, started_at_ms: int) -> str:
 
 def is_valid_run_id(run_id: str) -> bool:
     """True for a well-formed run id (no separators, no traversal, no NUL)."""
-    return bool(_RUN_ID_RE.fullmatch(run_id)) and ".." not in run_id
+    return bool(re.fullmatch(_RUN_ID_RE, run_id)) and ".." not in run_id
 
 
 def valid_run_ids(run_ids: Iterable[str]) -> list[str]:
@@ -103,7 +135,7 @@ def valid_run_ids(run_ids: Iterable[str]) -> list[str]:
         ids
         and joined.count("\n") == len(ids)  # no id holds a newline
         and ".." not in joined
-        and _RUN_IDS_RE.fullmatch(joined)
+        and re.fullmatch(_RUN_IDS_RE, joined)
     ):
         return ids
     return [run_id for run_id in ids if is_valid_run_id(run_id)]
@@ -149,6 +181,8 @@ def _started_in(state: StateView) -> str | None:
     path, origin = place.get("path"), place.get("origin")
     if not isinstance(path, str) or not isinstance(origin, str):
         return None
+    from pathlib import Path
+
     try:
         return str(Path(origin) / Path(state.cwd).relative_to(path))
     except ValueError:
@@ -184,6 +218,8 @@ def project_of(cwd: Path) -> Path:
     the work tree's top and never takes the home directory above ``cwd`` (a stray
     ``~/.autopilot`` is not every project's). Reads folder names only, no git.
     """
+    from pathlib import Path
+
     home = Path.home()
     for folder in (cwd, *cwd.parents):
         if folder != cwd and folder == home:

@@ -14,16 +14,22 @@ survives restarts, else from the terminal event.
 from __future__ import annotations
 
 import json
-from collections import Counter
+import os
+from collections import Counter, namedtuple
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import compress
 from operator import itemgetter
-from pathlib import Path
-from typing import Any, NamedTuple
 
 from autopilot.store.bulk import keep_until_exit
 from autopilot.store.finished import FinishedRuns, file_key
-from autopilot.store.index import read_index
 from autopilot.store.paths import is_valid_run_id, valid_run_ids
+
+TYPE_CHECKING = False  # as typing's, without importing typing at run time
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any, NamedTuple
+
+    Root = str | os.PathLike[str]
 
 # A run's typed ``state.json``, its driver and the end of its log are read by the
 # functions that summarise a run afresh: ``stats`` of ended runs takes them from
@@ -33,30 +39,37 @@ _SCAN_BLOCK_BYTES = 4096
 _STOP_TYPES = frozenset({"iteration_start", "armed"})
 
 
-class RunSummary(NamedTuple):
-    """One run as ``stats`` counts it (a tuple: ten thousand are made from
-    ``finished.json`` in one ``stats``).
+if TYPE_CHECKING:
 
-    Attributes:
-        run_id: The run id.
-        label: The run's label.
-        agent: The agent name (None when unknown).
-        outcome: ``complete:<reason>``, ``abort:<reason>``, ``active``,
-            ``interrupted``, ``unknown`` or ``missing``.
-        iterations: Iterations started (None when unknown).
-        tokens_in: Cumulative input tokens.
-        tokens_out: Cumulative output tokens.
-        cost_usd: Cumulative cost in USD.
-    """
+    class RunSummary(NamedTuple):
+        """One run as ``stats`` counts it (a tuple: ten thousand are made from
+        ``finished.json`` in one ``stats``).
 
-    run_id: str
-    label: str
-    agent: str | None
-    outcome: str
-    iterations: int | None
-    tokens_in: int
-    tokens_out: int
-    cost_usd: float
+        Attributes:
+            run_id: The run id.
+            label: The run's label.
+            agent: The agent name (None when unknown).
+            outcome: ``complete:<reason>``, ``abort:<reason>``, ``active``,
+                ``interrupted``, ``unknown`` or ``missing``.
+            iterations: Iterations started (None when unknown).
+            tokens_in: Cumulative input tokens.
+            tokens_out: Cumulative output tokens.
+            cost_usd: Cumulative cost in USD.
+        """
+
+        run_id: str
+        label: str
+        agent: str | None
+        outcome: str
+        iterations: int | None
+        tokens_in: int
+        tokens_out: int
+        cost_usd: float
+
+else:  # the same tuple, without importing typing (``stats`` loads no typing)
+    RunSummary = namedtuple(
+        "RunSummary", "run_id label agent outcome iterations tokens_in tokens_out cost_usd"
+    )
 
 
 def last_terminal_event(path: Path) -> dict[str, Any] | None:
@@ -108,20 +121,22 @@ def _int(value: Any) -> int | None:
     return int(value)
 
 
-def summarize_run(root: Path, row: Mapping[str, Any]) -> RunSummary:
+def summarize_run(root: Root, row: Mapping[str, Any]) -> RunSummary:
     """Summarise one run from its index row, ``state.json`` and the end of its log."""
     return _summarize(root, row)[0]
 
 
-def _summarize(root: Path, row: Mapping[str, Any]) -> tuple[RunSummary, list[Any] | None]:
+def _summarize(root: Root, row: Mapping[str, Any]) -> tuple[RunSummary, list[Any] | None]:
     """``summarize_run``, and the record of the run's driver when it is gone
     (``runtime.liveness.driver_record``; else None)."""
+    from pathlib import Path
+
     from autopilot.runtime.liveness import driver_record, driver_running
     from autopilot.store.rundir import RunDir
     from autopilot.store.state import read_state_quietly
 
     run_id = str(row["runId"])
-    folder = root / run_id
+    folder = Path(root, run_id)
     valid = is_valid_run_id(run_id)
     gone = None
     state = read_state_quietly(RunDir(folder).state) if valid else None
@@ -165,49 +180,76 @@ def _summarize(root: Path, row: Mapping[str, Any]) -> tuple[RunSummary, list[Any
     return summary, gone
 
 
-def collect(root: Path) -> list[RunSummary]:
+def collect(root: Root) -> list[RunSummary]:
     """Summaries of every run in the index, oldest first (one per run id); an ended
     run's from ``finished.json`` while its files are as they were (``store.finished``)
     and its summary there has the types a fresh one has (else every run is read
     afresh, and the cache rewritten)."""
-    rows: dict[str, dict[str, Any]] = {}
-    for row in read_index(root):
-        run_id = row["runId"]  # a string (``read_index``)
-        rows.pop(run_id, None)
-        rows[run_id] = row
     finished = FinishedRuns(root, "stats")
-    finished.keep_only(set(rows))
-    valid = valid_run_ids(rows)
+    run_ids, labels, agents, well_formed = _index_columns(root, finished)
+    finished.keep_only(set(run_ids))
+    valid = list(compress(run_ids, well_formed))
     found, keys = finished.lookup(root, valid, _still_gone)
-    summaries = _summaries(root, rows, finished, found, keys)
+    given = run_ids, labels, agents
+    summaries = _summaries(root, given, finished, found, keys)
     if not _well_typed(summaries):  # a cache edited by hand: read every run afresh
         keys.update((run_id, file_key(f"{root}/{run_id}")) for run_id in found)
-        summaries = _summaries(root, rows, finished, {}, keys)
+        summaries = _summaries(root, given, finished, {}, keys)
     finished.save()
-    keep_until_exit(rows, finished, found, keys)
+    keep_until_exit(given, finished, found, keys)
     return summaries
 
 
+def _index_columns(root: Root, finished: FinishedRuns) -> list[list[Any]]:
+    """What ``stats`` takes of ``index.jsonl``, a column a field: each run id (the
+    last row of a run id counts, in its place), its row's ``label`` and ``agent``
+    (None when missing), whether the id is well formed (``valid_run_ids``); kept in
+    ``finished.json`` while the index is unchanged (``FinishedRuns.index_columns``)."""
+    return finished.index_columns(root, _columns_of, _columns_fit)
+
+
+def _columns_of(rows: Iterator[dict[str, Any]]) -> list[list[Any]]:
+    by_id: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        run_id = row["runId"]  # a string (``read_index``)
+        by_id.pop(run_id, None)
+        by_id[run_id] = row
+    run_ids, valid = list(by_id), set(valid_run_ids(by_id))
+    columns = [[row.get(field) for row in by_id.values()] for field in ("label", "agent")]
+    return [run_ids, *columns, [run_id in valid for run_id in run_ids]]
+
+
+def _columns_fit(columns: list[list[Any]]) -> bool:
+    return (
+        len(columns) == 4
+        and len(set(columns[0])) == len(columns[0])  # one row a run
+        and set(map(type, columns[3])) <= {bool}
+    )
+
+
 def _summaries(
-    root: Path,
-    rows: dict[str, dict[str, Any]],
+    root: Root,
+    given: tuple[list[str], list[Any], list[Any]],
     finished: FinishedRuns,
     found: dict[str, Any],
     keys: dict[str, list[int] | None],
 ) -> list[RunSummary]:
-    """``collect``'s summaries: ``found`` (``FinishedRuns.lookup``) where it is one,
-    else read afresh (kept in ``finished`` with the run's key in ``keys``)."""
+    """``collect``'s summaries of the runs ``given`` (their ids, labels and agents):
+    ``found`` (``FinishedRuns.lookup``) where it is one, else read afresh (kept in
+    ``finished`` with the run's key in ``keys``)."""
     summaries = []
-    for run_id, row in rows.items():
+    for run_id, label, agent in zip(*given, strict=True):
         cached = found.get(run_id)
         if (
             cached.__class__ is list
             and len(cached) == _CACHED_FIELDS
-            and cached[0] == row.get("label")
-            and cached[1] == row.get("agent")
+            and cached[0] == label
+            and cached[1] == agent
         ):
             summaries.append(_new_summary(RunSummary, cached[2:]))
-        elif run_id in keys:
+            continue
+        row = {"runId": run_id, "label": label, "agent": agent}  # all a summary takes
+        if run_id in keys:
             summaries.append(_summary(root, row, finished, keys[run_id]))
         elif run_id in found:  # a cached summary not of this shape: read afresh
             summaries.append(_summary(root, row, finished, file_key(f"{root}/{run_id}")))
@@ -242,7 +284,7 @@ def _well_typed(summaries: list[RunSummary]) -> bool:
 
 
 def _summary(
-    root: Path, row: Mapping[str, Any], finished: FinishedRuns, key: list[int] | None
+    root: Root, row: Mapping[str, Any], finished: FinishedRuns, key: list[int] | None
 ) -> RunSummary:
     """The run summarised afresh, and kept in ``finished`` (with ``key``, its files as
     they were before it was read) when its summary can no longer change by itself."""
