@@ -213,3 +213,33 @@ def test_arrays_count_toward_the_depth_as_objects_do(tmp_path: Path) -> None:
     path.write_text(json.dumps({"forged": value}))
     with pytest.raises(StateFileError, match="nests deeper"):
         read_state_json(path)
+
+
+def test_a_fifo_where_state_json_should_be_is_a_corrupt_state_not_a_reader_held_forever(
+    tmp_path: Path,
+) -> None:
+    """Nothing writes to it: a reader that opened it blocking would wait forever
+    (``run``'s rival check, ``status``, ``doctor``)."""
+    import os
+    import threading
+
+    from autopilot.store.state_file import read_state_json
+
+    path = tmp_path / "state.json"
+    os.mkfifo(path)
+    failures: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            read_state_json(path)
+        except BaseException as error:
+            failures.append(error)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(10)
+    if reader.is_alive():  # let the stuck reader go: a writer that opens and closes
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(10)
+    assert [type(e) for e in failures] == [StateFileError]
+    assert "not a regular file" in str(failures[0])

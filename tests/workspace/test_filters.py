@@ -134,3 +134,37 @@ def test_a_filter_planted_through_an_include_never_runs_even_once_the_includer_i
     assert workspace.checkpoint(1) is not None
     assert _runs(planted) == 0
     assert workspace.take_warnings() == []
+
+
+def test_a_filter_planted_in_place_with_the_config_s_size_and_mtime_kept_never_runs(
+    tmp_path: Path, repo: Path
+) -> None:
+    """The agent rewrites ``.git/config`` in place at the same size (a filter over a
+    comment it padded earlier) and sets its mtime back: only its ctime tells."""
+    planted = tmp_path / "planted-ran"
+    config = repo / ".git" / "config"
+    with config.open("a") as handle:
+        handle.write("# " + "x" * 120 + "\n")
+    run_dir = tmp_path / "runs" / "r-1"
+    run_dir.mkdir(parents=True)
+    workspace = GitWorkspace(repo, run_dir)
+    assert workspace.mark().entries is not None  # the config's identity seen
+    before = config.stat()
+    evil = _filter(tmp_path / "evil.sh", planted)
+    text = config.read_text()
+    padding = text[text.index("# x") :]
+    planting = f'[filter "evil"]\n\tclean = {evil}\n'
+    assert len(planting) < len(padding)
+    with config.open("r+") as handle:
+        handle.seek(len(text) - len(padding))
+        handle.write(planting + "#" * (len(padding) - len(planting) - 1) + "\n")
+    os.utime(config, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (config.stat().st_size, config.stat().st_mtime_ns) == (
+        before.st_size,
+        before.st_mtime_ns,
+    )
+    (repo / ".gitattributes").write_text("*.md filter=evil\n")
+    (repo / "README.md").write_text("changed\n")
+    assert workspace.mark().entries is not None
+    assert workspace.checkpoint(1) is not None
+    assert _runs(planted) == 0

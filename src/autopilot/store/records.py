@@ -111,8 +111,9 @@ RECORD_CLASSES: dict[str, type[Record]] = {t: _record_class(t) for t in EVENT_TY
 RECORD_DECODER: msgspec.json.Decoder[Record] = msgspec.json.Decoder(
     Union[tuple(RECORD_CLASSES.values())]  # noqa: UP007
 )
-DECODE_ERRORS = msgspec.MsgspecError
-"""What ``RECORD_DECODER`` raises for a line it cannot decode as a record."""
+DECODE_ERRORS = (msgspec.MsgspecError, RecursionError)
+"""What ``RECORD_DECODER`` raises for a line it cannot decode as a record (one nested
+too deeply for it among them)."""
 
 
 def decode_record(line: bytes) -> Record | None:

@@ -12,8 +12,11 @@ change would write it (``tests/store/test_state_file.py``).
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -67,13 +70,32 @@ def read_state_bytes(path: Path) -> bytes:
         StateFileError: the file is missing or unreadable.
     """
     try:
-        return path.read_bytes()
+        # Not blocking on open: a FIFO put there would hold every reader forever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise StateFileError(f"{path} does not exist") from None
     except OSError as error:
         raise StateFileError(
             f"cannot read {path}: {error.strerror or error}", errno=error.errno
         ) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise StateFileError(
+                f"cannot read {path}: {os.strerror(errno.EISDIR)}", errno=errno.EISDIR
+            )
+        if not stat.S_ISREG(mode):
+            raise StateFileError(f"{path} is not a regular file (corrupt state file)")
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError as error:
+        raise StateFileError(
+            f"cannot read {path}: {error.strerror or error}", errno=error.errno
+        ) from None
+    finally:
+        os.close(fd)
 
 
 def parse_state_json(data: bytes, path: Path) -> dict[str, Any]:

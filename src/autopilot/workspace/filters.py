@@ -104,7 +104,7 @@ class FilterGuard:
     ) -> None:
         self._files = _config_files(cwd, work_tree)
         # Each file's identity when it was last read, and whether it included another.
-        self._includes: dict[Path, tuple[tuple[int, int, int], bool]] = {}
+        self._includes: dict[Path, tuple[tuple[int, int, int, int], bool]] = {}
         remembered = _read_record(record) if record is not None else None
         found = filter_config(cwd) if remembered is None else None
         self.trusted = remembered if remembered is not None else found or {}
@@ -139,7 +139,8 @@ class FilterGuard:
         for path in self._files:
             try:
                 info = os.stat(path)
-                identity = (info.st_ino, info.st_size, info.st_mtime_ns)
+                # ctime too: a rewrite in place at the same size can set mtime back.
+                identity = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
                 known = self._includes.get(path)
                 # Read again only once changed: an unchanged identity is an unchanged
                 # file, as the signature itself takes it.
