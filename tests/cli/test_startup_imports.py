@@ -260,6 +260,9 @@ _NOT_FOR_A_DRIVER = (
     "lzma",
     "psutil",  # only where an agent left processes (or a stopped one) to find or end
     "socket",  # the host name comes from _socket
+    "difflib",  # click's close matches of a long option: -p is taken as a short one at once
+    "autopilot.agents.failures",  # an agent's error text, read only once an attempt failed
+    "autopilot.agents.limits",
     "autopilot.agents.claude",
     "autopilot.agents.codex",
     "autopilot.agents.pi",

@@ -19,6 +19,7 @@ from autopilot.cli.run_sources import (
     run_source,
     with_baked_defaults,
 )
+from autopilot.cli.short_options import ShortFirstCommand
 from autopilot.config_sources import build_config
 from autopilot.core.ending import RunResult
 from autopilot.core.item_text import surface_problem
@@ -56,7 +57,7 @@ def drive(
     return result.exit_code
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=ShortFirstCommand, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--agent",
     "agent",
