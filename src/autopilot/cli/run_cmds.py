@@ -25,6 +25,7 @@ from autopilot.core.ending import RunResult
 from autopilot.core.item_text import surface_problem
 from autopilot.errors import UsageError
 from autopilot.loop.arming import arm_run
+from autopilot.loop.cgroup import warm_up
 from autopilot.loop.clock import SystemClock
 from autopilot.runtime.locks import BACKLOG_MODE, LaunchLock, ProjectLock
 from autopilot.runtime.run_result import ending_line
@@ -279,6 +280,8 @@ def run(
                     run_id, config, run_dir(root, run_id), backlog=True
                 ),
             )
+        if not detach:  # this process drives it, moving into its cgroup at each spawn
+            warm_up(os.environ)
         arm = functools.partial(
             arm_run,
             root,
