@@ -27,6 +27,7 @@ from autopilot.errors import UsageError
 from autopilot.loop.arming import arm_run
 from autopilot.loop.cgroup import warm_up
 from autopilot.loop.clock import SystemClock
+from autopilot.loop.spawn import start_trial
 from autopilot.runtime.locks import BACKLOG_MODE, LaunchLock, ProjectLock
 from autopilot.runtime.run_result import ending_line
 from autopilot.store.paths import run_dir, runs_root
@@ -280,8 +281,9 @@ def run(
                     run_id, config, run_dir(root, run_id), backlog=True
                 ),
             )
-        if not detach:  # this process drives it, moving into its cgroup at each spawn
+        if not detach:  # this process drives it: its first spawn's waits begin now
             warm_up(os.environ)
+            start_trial()
         arm = functools.partial(
             arm_run,
             root,
