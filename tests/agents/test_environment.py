@@ -146,6 +146,23 @@ def test_an_autopilot_already_on_the_path_is_left_as_it_is(tmp_path: Path) -> No
     assert env == {"PATH": f"/usr/bin:{on_path}"}
 
 
+def test_the_scripts_folder_is_looked_up_only_when_no_autopilot_is_on_the_path(
+    tmp_path: Path,
+) -> None:
+    scripts = _script(tmp_path / "venv" / "bin")
+    on_path = _script(tmp_path / "global")
+    asked: list[bool] = []
+
+    def lookup() -> Path:
+        asked.append(True)
+        return scripts
+
+    assert with_autopilot_on_path({"PATH": str(on_path)}, lookup) == {"PATH": str(on_path)}
+    assert asked == []
+    assert with_autopilot_on_path({"PATH": "/usr/bin"}, lookup) == {"PATH": f"/usr/bin:{scripts}"}
+    assert asked == [True]
+
+
 def test_a_scripts_folder_with_no_autopilot_is_not_added(tmp_path: Path) -> None:
     scripts = _script(tmp_path / "bin", name="python")
     assert with_autopilot_on_path({"PATH": "/usr/bin"}, scripts) == {"PATH": "/usr/bin"}

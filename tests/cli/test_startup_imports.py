@@ -260,6 +260,9 @@ _NOT_FOR_A_DRIVER = (
     "lzma",
     "psutil",  # only where an agent left processes (or a stopped one) to find or end
     "socket",  # the host name comes from _socket
+    "difflib",  # click's close matches of a long option: -p is taken as a short one at once
+    "autopilot.agents.failures",  # an agent's error text, read only once an attempt failed
+    "autopilot.agents.limits",
     "autopilot.agents.claude",
     "autopilot.agents.codex",
     "autopilot.agents.pi",
@@ -272,11 +275,17 @@ _NOT_FOR_A_DRIVER = (
 )
 
 
-def _driven(tmp_path: Path) -> set[str]:
-    """The modules a run of the command agent in a plain directory loads (two
-    iterations, driven in the foreground)."""
+def _driven(tmp_path: Path, *, repository: bool = False) -> set[str]:
+    """The modules a run of the command agent in a plain directory (or a repository)
+    loads (two iterations, driven in the foreground)."""
     project = tmp_path / "project"
     project.mkdir()
+    if repository:
+        (project / "file.txt").write_text("x\n")
+        git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+        subprocess.run([*git, "init", "-q"], cwd=project, check=True)
+        subprocess.run([*git, "add", "."], cwd=project, check=True)
+        subprocess.run([*git, "commit", "-qm", "start"], cwd=project, check=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPILOT_")}
     env.update(AUTOPILOT_RUNS_DIR=str(tmp_path / "runs"), XDG_CONFIG_HOME=str(tmp_path / "cfg"))
     args = ["run", "--agent", "command", "--max-iterations", "2", "--stagnation-limit", "0"]
@@ -308,6 +317,15 @@ def test_a_driver_run_imports_only_what_it_uses(tmp_path: Path) -> None:
         assert "platformdirs" not in modules
 
 
+def test_a_driver_in_a_repository_loads_no_archive_module(tmp_path: Path) -> None:
+    """Its checkpoints copy the user's index without ``shutil`` (whose archive support
+    loads bz2, lzma and zlib), and it loads what a driver elsewhere leaves alone."""
+    modules = _driven(tmp_path, repository=True)
+    assert "autopilot.workspace.checkpoints" in modules
+    assert _forbidden(modules, ("shutil", "zlib", *_NOT_FOR_A_DRIVER)) == []
+    assert _forbidden(modules, _NOT_FOR_A_PLAIN_RUN) == []
+
+
 _NOT_FOR_A_PLAIN_RUN = (
     "autopilot.loop.backlog",  # and every loop.backlog_* module
     "autopilot.loop.backlog_end",
@@ -329,6 +347,8 @@ _NOT_FOR_A_PLAIN_RUN = (
     "autopilot.core.ready_queue",
     "autopilot.core.decisions",
     "autopilot.cli.detached",  # a run driven in the foreground is not detached
+    "autopilot.store.lanes",  # a parallel run's lanes, a backlog run's lane
+    "autopilot.loop.notify",  # only a run with notification URLs
 )
 
 

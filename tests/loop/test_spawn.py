@@ -3,15 +3,18 @@ still set before the agent runs, a program that cannot start still an ``OSError`
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from autopilot.loop import spawn
 from autopilot.loop.cgroup import AgentCgroup
 from autopilot.loop.spawn import check_program, fast_spawn_argv, find_setpriv, setpriv_path
 
@@ -290,3 +293,24 @@ def test_the_driver_does_not_step_into_a_frozen_runs_cgroup(tmp_path: Path) -> N
     finally:
         freeze.write_text("0")
         cgroup.remove()
+
+
+def test_an_early_trial_runs_once_and_the_spawn_waits_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    trials: list[threading.Thread] = []
+
+    @functools.cache
+    def trial() -> str | None:
+        trials.append(threading.current_thread())
+        time.sleep(0.05)
+        return "/usr/bin/setpriv"
+
+    monkeypatch.setattr(spawn, "_setpriv_path", trial)
+    monkeypatch.setattr(spawn, "_early", [])
+    spawn.start_trial()
+    spawn.start_trial()  # once only
+    assert len(spawn._early) == 1
+    assert setpriv_path() == "/usr/bin/setpriv"  # waited for the thread's answer
+    assert not spawn._early[0].is_alive()
+    assert trials == [spawn._early[0]]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from autopilot.agents.base import Invocation
@@ -119,7 +119,9 @@ def agent_environment(
     return env
 
 
-def with_autopilot_on_path(environ: Mapping[str, str], scripts_dir: Path) -> dict[str, str]:
+def with_autopilot_on_path(
+    environ: Mapping[str, str], scripts_dir: Path | Callable[[], Path]
+) -> dict[str, str]:
     """``environ`` with ``scripts_dir`` appended to its ``PATH`` when no ``autopilot`` is
     found on that ``PATH`` and ``scripts_dir`` holds one.
 
@@ -128,13 +130,16 @@ def with_autopilot_on_path(environ: Mapping[str, str], scripts_dir: Path) -> dic
     get "command not found" and its item would be blocked for want of a report. The
     directory is appended, never put first, so the agent's own ``python`` and tools
     stay the ones its ``PATH`` names. ``scripts_dir`` is where this interpreter's
-    console scripts are (``sysconfig.get_path("scripts")``).
+    console scripts are (``sysconfig.get_path("scripts")``), or the function that
+    finds it (called only when no ``autopilot`` is on ``PATH``).
     """
     found = dict(environ)
     path = found.get("PATH", os.defpath)
     on_path = (Path(folder or ".") for folder in path.split(os.pathsep))
     if any(_runnable(folder / "autopilot") for folder in on_path):
         return found
+    if callable(scripts_dir):
+        scripts_dir = scripts_dir()
     if not _runnable(scripts_dir / "autopilot"):
         return found
     found["PATH"] = f"{path}{os.pathsep}{scripts_dir}" if path else str(scripts_dir)

@@ -19,12 +19,15 @@ from autopilot.cli.run_sources import (
     run_source,
     with_baked_defaults,
 )
+from autopilot.cli.short_options import ShortFirstCommand
 from autopilot.config_sources import build_config
 from autopilot.core.ending import RunResult
 from autopilot.core.item_text import surface_problem
 from autopilot.errors import UsageError
 from autopilot.loop.arming import arm_run
+from autopilot.loop.cgroup import warm_up
 from autopilot.loop.clock import SystemClock
+from autopilot.loop.spawn import start_trial
 from autopilot.runtime.locks import BACKLOG_MODE, LaunchLock, ProjectLock
 from autopilot.runtime.run_result import ending_line
 from autopilot.store.paths import run_dir, runs_root
@@ -56,7 +59,7 @@ def drive(
     return result.exit_code
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=ShortFirstCommand, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--agent",
     "agent",
@@ -278,6 +281,9 @@ def run(
                     run_id, config, run_dir(root, run_id), backlog=True
                 ),
             )
+        if not detach:  # this process drives it: its first spawn's waits begin now
+            warm_up(os.environ)
+            start_trial()
         arm = functools.partial(
             arm_run,
             root,

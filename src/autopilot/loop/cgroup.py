@@ -13,6 +13,7 @@ import contextlib
 import functools
 import os
 import signal
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -20,6 +21,32 @@ CGROUP_ENV = "AUTOPILOT_CGROUP"
 """``off`` keeps agents out of cgroups."""
 
 _PREFIX = "autopilot-"
+
+_warming: list[threading.Thread] = []
+"""The thread ``warm_up`` started, if any (``for_run`` waits for it)."""
+
+
+def _off(environ: Mapping[str, str]) -> bool:
+    return environ.get(CGROUP_ENV, "").strip().lower() in ("off", "0", "no", "false")
+
+
+def warm_up(environ: Mapping[str, str]) -> None:
+    """Begin, in a thread, what this process's first move between cgroups waits for:
+    the kernel turns its cgroup lock to its slow path first (an RCU grace period, some
+    10 ms the first time, idle time), here by moving this process into the cgroup it
+    is already in, which changes nothing. Call early in a driver: its first ``enter``
+    (after ``for_run``, which waits for the thread) then finds it done. Nothing where
+    ``for_run`` would make no cgroup, or once started."""
+    if _warming or _off(environ):
+        return
+    parent = _own_cgroup_dir()
+    if parent is None or not os.access(parent / "cgroup.procs", os.W_OK):
+        return
+    thread = threading.Thread(
+        target=_write_pid, args=(parent / "cgroup.procs",), name="cgroup-warm-up", daemon=True
+    )
+    _warming.append(thread)
+    thread.start()
 
 
 def _cgroup2_mount() -> tuple[Path, str] | None:
@@ -83,8 +110,10 @@ class AgentCgroup:
             None where there is no cgroup v2, this user may not create or fill one
             there, or ``AUTOPILOT_CGROUP`` is ``off``.
         """
-        if environ.get(CGROUP_ENV, "").strip().lower() in ("off", "0", "no", "false"):
+        if _off(environ):
             return None
+        for thread in _warming:  # its move back where this process is must come first
+            thread.join()
         parent = _own_cgroup_dir()
         # Moving a process needs write access to cgroup.procs of the common ancestor.
         if parent is None or not os.access(parent / "cgroup.procs", os.W_OK):

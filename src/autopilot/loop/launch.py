@@ -5,7 +5,6 @@ call), and the attempt opened in ``state.json`` once the agent runs."""
 from __future__ import annotations
 
 import os
-import sysconfig
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
@@ -33,6 +32,14 @@ class HandOff(Protocol):
     def handed(self, iteration: int) -> None:
         """Once that write is done (``message_delivered``)."""
         ...
+
+
+def _scripts_dir() -> Path:
+    """This interpreter's console scripts' folder (``sysconfig`` and its data are
+    loaded only when the agent's ``PATH`` has no ``autopilot``)."""
+    import sysconfig
+
+    return Path(sysconfig.get_path("scripts"))
 
 
 class Launcher:
@@ -68,7 +75,7 @@ class Launcher:
         self.record = record
         self.cwd = cwd
         self.base_env = with_autopilot_on_path(
-            os.environ if base_env is None else base_env, Path(sysconfig.get_path("scripts"))
+            os.environ if base_env is None else base_env, _scripts_dir
         )
         self.run_id = run_id
         self.should_kill = should_kill

@@ -20,7 +20,6 @@ from autopilot.agents.base import (
     SessionUsage,
     apply_usage_baseline,
 )
-from autopilot.agents.failures import needs_payment
 from autopilot.core.attempt import Attempt, CommitSeen, Denial, SessionTotals
 from autopilot.core.state import UsageBaseline
 from autopilot.core.vocabulary import EndedBy, ErrorKind
@@ -82,6 +81,8 @@ def verdict_of(classification: Classification | None, report: IterationReport) -
     result), for an attempt whose sane report is ``report``."""
     if classification is None or classification.ok:
         return Verdict()
+    from autopilot.agents.failures import needs_payment  # only once an attempt failed
+
     limited = classification.error_kind in LIMIT_ERROR_KINDS
     out_of_credit = report.reset_at_ms is None and needs_payment(classification.message)
     return Verdict(

@@ -28,7 +28,6 @@ from autopilot.loop.briefing import Briefing
 from autopilot.loop.clock import Clock
 from autopilot.loop.descendants import RUN_ID_ENV
 from autopilot.loop.launch import Launcher
-from autopilot.loop.notify import RunNotifier
 from autopilot.loop.prompt import PromptReader
 from autopilot.loop.record import RunRecord
 from autopilot.loop.runner import AgentRunner, SubprocessRunner
@@ -47,6 +46,7 @@ from autopilot.workspace.worktrees import RunWorktree
 if TYPE_CHECKING:  # only a backlog run or a lane loads them (``assemble``)
     from autopilot.loop.backlog import BacklogShell
     from autopilot.loop.lanes import RunLanes
+    from autopilot.loop.notify import RunNotifier  # only a run with notify URLs loads it
 
 
 @dataclass
@@ -257,7 +257,11 @@ def assemble(
     held = logged_limits(read_events(folder.events), run_id, on_disk_limits(state))
     config = held_config(state, held)
     policy = config.policy(state.mode)
-    notifier = RunNotifier(config.notify, run_id) if config.notify else None
+    notifier = None
+    if config.notify:
+        from autopilot.loop.notify import RunNotifier
+
+        notifier = RunNotifier(config.notify, run_id)
     record.notify = notifier
     guarded_adapter = guarded(adapter, warn)
     waits = Waits(record, clock, interrupts, cwd)

@@ -29,6 +29,7 @@ import functools
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -36,10 +37,29 @@ _SYSTEM_DIRS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin")
 """Where ``setpriv`` is looked for: never on the agent's or the project's PATH."""
 
 
-@functools.cache
+_early: list[threading.Thread] = []
+"""The thread ``start_trial`` started, if any (``setpriv_path`` waits for it)."""
+
+
+def start_trial() -> None:
+    """Begin ``setpriv_path``'s trial in a thread (two execs, a few ms), so that a
+    driver armed meanwhile finds it done at its first spawn. Once only."""
+    if not _early:
+        thread = threading.Thread(target=_setpriv_path, name="setpriv-trial", daemon=True)
+        _early.append(thread)
+        thread.start()
+
+
 def setpriv_path() -> str | None:
     """util-linux's ``setpriv`` in a system folder, if it sets a parent-death signal
     here; None where it does not (not Linux, not installed, too old, refused)."""
+    for thread in _early:
+        thread.join()
+    return _setpriv_path()
+
+
+@functools.cache
+def _setpriv_path() -> str | None:
     if not sys.platform.startswith("linux"):
         return None
     return find_setpriv(_SYSTEM_DIRS)

@@ -31,7 +31,6 @@ from autopilot.core.digest import sha256_hex
 from autopilot.errors import CheckoutBusyError, ProjectBusyError, RunLockedError, StateFileError
 from autopilot.runtime.liveness import driver_alive
 from autopilot.store.flock import FileLock
-from autopilot.store.lanes import LaneOf
 from autopilot.store.paths import list_run_ids
 from autopilot.store.private import make_private_dir, write_private
 from autopilot.store.run_state import RunState
@@ -68,6 +67,8 @@ def worked_backlog(state: RunState) -> tuple[Path, str] | None:
     there (a lane's parallel run; else the run itself), or None (not a backlog run)."""
     if state.mode != BACKLOG_MODE or state.cwd is None:
         return None
+    from autopilot.store.lanes import LaneOf  # a backlog run's: only such a run loads it
+
     home = project_home(Path(state.cwd), RunWorktree.from_json(state.extra.get("worktree")))
     lane = LaneOf.from_json(state.extra.get("lane"))
     return home, (lane.parent if lane is not None else state.run_id)

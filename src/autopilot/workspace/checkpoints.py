@@ -276,9 +276,7 @@ class Checkpoints:
         self.index_path.parent.mkdir(parents=True, exist_ok=True)
         source = self.repo.index_path()
         try:
-            import shutil  # its archive support loads bz2 and lzma: only when needed
-
-            shutil.copyfile(source, self.index_path)
+            _copy_file(source, self.index_path)
             _keep_private(self.index_path)
         except FileNotFoundError:
             return  # no index yet (a new repository): add builds one
@@ -373,3 +371,11 @@ def _keep_private(index: Path) -> None:
     through a lock file, with the umask's mode, on every update)."""
     with contextlib.suppress(OSError):
         os.chmod(index, PRIVATE_FILE_MODE)
+
+
+def _copy_file(source: Path, target: Path) -> None:
+    """``shutil.copyfile``'s copy of the bytes, without loading ``shutil`` into every
+    driver of a repository (its archive support imports bz2, lzma and zlib)."""
+    with source.open("rb") as reader, target.open("wb") as writer:
+        while chunk := reader.read(1 << 20):
+            writer.write(chunk)
