@@ -214,40 +214,52 @@ def _own_cgroup() -> str:
     return next(line for line in text.splitlines() if line.startswith("0::"))
 
 
+def _run_cgroup(label: str) -> AgentCgroup:
+    """A new run's cgroup (the test is skipped where this user may have none)."""
+    cgroup = AgentCgroup.for_run(f"{label}-{time.time_ns()}", {})
+    if cgroup is None:
+        pytest.skip("this machine gives this user no cgroup v2")
+    return cgroup
+
+
+def _assert_runs_an_agent_in(cgroup: AgentCgroup, tmp_path: Path) -> None:
+    """An agent started with ``cgroup`` runs to its end in it (and the cgroup is kept)."""
+    from autopilot.loop.process import ProcessLimits, run_agent_process
+
+    lines: list[str] = []
+    result = run_agent_process(
+        ["cat", "/proc/self/cgroup"],
+        cwd=tmp_path,
+        env=os.environ,
+        stdin_data=None,
+        stdout_path=tmp_path / "out",
+        stderr_path=tmp_path / "err",
+        on_line=lines.append,
+        result_seen=lambda: False,
+        should_kill=lambda: False,
+        limits=ProcessLimits(),
+        cgroup=cgroup,
+        keep_cgroup=True,
+    )
+    assert result.exit_code == 0
+    assert any(line.endswith("/" + cgroup.path.name) for line in lines)
+
+
 @needs_setpriv
 def test_a_driver_that_cannot_leave_the_runs_cgroup_is_not_killed_with_its_agent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from autopilot.loop import cgroup as cgroup_module
-    from autopilot.loop.process import ProcessLimits, run_agent_process
 
-    cgroup = AgentCgroup.for_run(f"stuck-test-{time.time_ns()}", {})
-    if cgroup is None:
-        pytest.skip("this machine gives this user no cgroup v2")
+    cgroup = _run_cgroup("stuck-test")
     before = _own_cgroup()
     home = cgroup.path.parent / "cgroup.procs"
     real = cgroup_module._write_pid
     monkeypatch.setattr(cgroup_module, "_write_pid", lambda procs: procs != home and real(procs))
     try:
-        lines: list[str] = []
-        result = run_agent_process(
-            ["cat", "/proc/self/cgroup"],
-            cwd=tmp_path,
-            env=os.environ,
-            stdin_data=None,
-            stdout_path=tmp_path / "out",
-            stderr_path=tmp_path / "err",
-            on_line=lines.append,
-            result_seen=lambda: False,
-            should_kill=lambda: False,
-            limits=ProcessLimits(),
-            cgroup=cgroup,
-            keep_cgroup=True,
-        )
         # The agent ran in the cgroup; this process, stuck in it, was not killed with
         # it, and gives it to no agent from then on.
-        assert result.exit_code == 0
-        assert any(line.endswith("/" + cgroup.path.name) for line in lines)
+        _assert_runs_an_agent_in(cgroup, tmp_path)
         assert not cgroup.usable
     finally:
         monkeypatch.undo()
@@ -258,11 +270,7 @@ def test_a_driver_that_cannot_leave_the_runs_cgroup_is_not_killed_with_its_agent
 
 @needs_setpriv
 def test_the_driver_does_not_step_into_a_frozen_runs_cgroup(tmp_path: Path) -> None:
-    from autopilot.loop.process import ProcessLimits, run_agent_process
-
-    cgroup = AgentCgroup.for_run(f"frozen-test-{time.time_ns()}", {})
-    if cgroup is None:
-        pytest.skip("this machine gives this user no cgroup v2")
+    cgroup = _run_cgroup("frozen-test")
     freeze = cgroup.path / "cgroup.freeze"
     if not freeze.exists():
         pytest.skip("this kernel has no cgroup.freeze")
@@ -272,23 +280,7 @@ def test_the_driver_does_not_step_into_a_frozen_runs_cgroup(tmp_path: Path) -> N
         assert not cgroup.enter()
         assert _own_cgroup() == before
         freeze.write_text("0")
-        lines: list[str] = []
-        result = run_agent_process(
-            ["cat", "/proc/self/cgroup"],
-            cwd=tmp_path,
-            env=os.environ,
-            stdin_data=None,
-            stdout_path=tmp_path / "out",
-            stderr_path=tmp_path / "err",
-            on_line=lines.append,
-            result_seen=lambda: False,
-            should_kill=lambda: False,
-            limits=ProcessLimits(),
-            cgroup=cgroup,
-            keep_cgroup=True,
-        )
-        assert result.exit_code == 0
-        assert any(line.endswith("/" + cgroup.path.name) for line in lines)
+        _assert_runs_an_agent_in(cgroup, tmp_path)
         assert _own_cgroup() == before
     finally:
         freeze.write_text("0")
