@@ -188,6 +188,14 @@ def test_a_state_of_the_wrong_shape_is_exit_4_for_every_command(
 ) -> None:
     folder = _finished_run(tmp_path, repo, fake_agent)
     _as_if_crashed(folder, **changes)
+    _assert_every_command_refuses(
+        tmp_path, repo, folder, f"{folder / 'state.json'}: field '{field}' must"
+    )
+
+
+def _assert_every_command_refuses(tmp_path: Path, repo: Path, folder: Path, says: str) -> None:
+    """Each command that reads the run's state exits 4 with one line saying ``says``
+    of the corrupt state file, and writes nothing."""
     before = _files(tmp_path)
     for command in (
         ["status"],
@@ -198,9 +206,7 @@ def test_a_state_of_the_wrong_shape_is_exit_4_for_every_command(
         ["stop"],
     ):
         done = run_cli([*command, folder.name], cwd=repo)
-        _assert_one_line_error(
-            done, 4, f"{folder / 'state.json'}: field '{field}' must", "(corrupt state file)"
-        )
+        _assert_one_line_error(done, 4, says, "(corrupt state file)")
         if command[0] in ("status", "stop"):
             assert "`autopilot doctor --repair` rebuilds it" in done.stderr, command
         assert _files(tmp_path) == before, command
@@ -214,20 +220,9 @@ def test_a_state_nested_hundreds_deep_is_exit_4_for_every_command(
     for _ in range(500):
         nested = {"a": nested}
     _as_if_crashed(folder, forged=nested)
-    before = _files(tmp_path)
-    for command in (
-        ["status"],
-        ["status", "--json"],
-        ["start", "--plain"],
-        ["pause"],
-        ["resume"],
-        ["stop"],
-    ):
-        done = run_cli([*command, folder.name], cwd=repo)
-        _assert_one_line_error(
-            done, 4, f"{folder / 'state.json'} nests deeper than 64 levels (corrupt state file)"
-        )
-        assert _files(tmp_path) == before, command
+    _assert_every_command_refuses(
+        tmp_path, repo, folder, f"{folder / 'state.json'} nests deeper than 64 levels"
+    )
 
 
 @pytest.mark.parametrize("changes", [{"spend": "x"}, {"paused": "yes"}, {"loop": 3}])
