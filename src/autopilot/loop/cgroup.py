@@ -129,14 +129,9 @@ class AgentCgroup:
 
     def join_from_child(self) -> None:
         """Move the calling process in (after fork, before exec; ``os`` calls only, so
-        a child forked from a threaded driver cannot deadlock here)."""
-        try:
-            fd = os.open(self.path / "cgroup.procs", os.O_WRONLY)
-        except OSError:
-            return
-        with contextlib.suppress(OSError):
-            os.write(fd, b"0")
-        os.close(fd)
+        a child forked from a threaded driver cannot deadlock here); refused, it stays
+        out."""
+        _write_pid(self.path / "cgroup.procs")
 
     def enter(self) -> bool:
         """Move this process (all its threads) in, so that a child it spawns now is
@@ -156,9 +151,7 @@ class AgentCgroup:
         """Move this process back to the cgroup the run's cgroup was made in (its own,
         ``for_run``). False when that is refused: this process is then still in
         the run's cgroup, and must not kill it (``usable`` is False from then on)."""
-        back = _write_pid(self.path.parent / "cgroup.procs") or _write_pid(
-            self.path.parent / "cgroup.procs"
-        )
+        back = _write_pid(self.path.parent / "cgroup.procs")
         if not back:
             self.usable = False
         return back
