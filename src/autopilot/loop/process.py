@@ -36,6 +36,7 @@ from autopilot.loop.cgroup import AgentCgroup
 from autopilot.loop.descendants import reap_adopted
 from autopilot.loop.spawn import fast_spawn_argv
 from autopilot.loop.subreaper import become_subreaper
+from autopilot.process_exit import exited_within
 from autopilot.store.lines import LineSplitter
 from autopilot.store.private import create_private
 
@@ -341,12 +342,11 @@ def _supervise(
             if last is not None:
                 on_line(last.decode("utf-8", "replace"))
             # Both pipes closed: the agent is exiting. Let it, before signalling anyone.
-            # Usually a matter of microseconds: look again soon, then less often.
-            deadline = time.monotonic() + limits.result_grace_seconds
-            pause = 0.0005
-            while not agent.exited() and time.monotonic() < deadline:
-                time.sleep(pause)
-                pause = min(pause * 2, 0.02)
+            deadline, pause = time.monotonic() + limits.result_grace_seconds, 0.0005
+            if exited_within(proc.pid, limits.result_grace_seconds) is None:
+                while not agent.exited() and time.monotonic() < deadline:
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.02)
         leader_exited = agent.exited()
     finally:
         selector.close()

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from autopilot.errors import GitCommandError, GitUnavailableError, RepositoryError
+from autopilot.process_exit import communicate
 
 
 class GitFilters(Protocol):
@@ -140,7 +141,7 @@ def run_git(
         raise GitUnavailableError(f"cannot run git: {error.strerror or error}") from None
     with process:
         try:
-            stdout, stderr = process.communicate(input_bytes, timeout=timeout_seconds)
+            stdout, stderr = communicate(process, input_bytes, timeout_seconds)
         except subprocess.TimeoutExpired:
             # git is not reaped yet, so its pid still names its group: a filter or hook
             # it started (holding the pipes) ends with it, never lingers.
