@@ -14,7 +14,10 @@ startup  ``--version``, ``status``, ``list``, ``pause``, ``resume``, ``stop``, `
 loop     ``autopilot run`` driving 100 iterations of a two-line shell agent, outside
          and inside a git repository, against a bash loop running the same agent;
          also the git processes autopilot starts per iteration (counted by a ``git``
-         on PATH that logs and passes on).
+         on PATH that logs and passes on), and the floor of an iteration in a
+         repository: the agent started from Python (with ``setpriv``'s parent-death
+         signal, as a driver starts it), one ``git status``, and the run's start and
+         end shared among the iterations.
 fold     the whole-log fold (what ``status`` runs) of a 1,000,000-event log, against
          ``json.loads`` of every line of the same file: time and peak RSS, each in a
          fresh process (``core_bench.py``'s measuring role).
@@ -358,6 +361,74 @@ def bench_loop(tmp: Path, iterations: int, rounds: int, against: str | None = No
                 {"calls": lines},
             )
         )
+    return rows + _loop_floor(repo, agent, argv, env, iterations, rounds)
+
+
+_MARK_ARGV = ["git", "--no-optional-locks", "status", "--porcelain=v2", "-z", "--branch"]
+_MARK_ARGV += ["--untracked-files=all"]
+"""The git call of one mark (``workspace.git``), without the ``-c`` options."""
+
+
+def _loop_floor(
+    repo: Path, agent: Path, argv: list[str], env: dict[str, str], iterations: int, rounds: int
+) -> list[Row]:
+    """What one iteration in a git repository costs before the loop's own work: the
+    agent started from Python with its parent-death signal (``setpriv``, as a driver
+    starts it where it can), the mark's one ``git status``, and the run's start and end
+    shared among the iterations; each against the bash loop's iteration."""
+    setpriv = shutil.which("setpriv")
+    spawns = 200
+
+    def each(command: list[str]) -> Callable[[], object]:
+        def spawn_all() -> None:
+            for _ in range(spawns):
+                subprocess.run(
+                    command,
+                    cwd=repo,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    check=True,
+                )
+
+        return spawn_all
+
+    runs: list[Callable[[], object]] = [
+        lambda: core_bench._bash_loop(spawns, [str(agent)], repo),
+        each([str(agent)]),
+        each(_MARK_ARGV),
+        lambda: _run([*argv[:5], "1", *argv[6:]], cwd=repo, env=env, ok=(3,)),
+    ]
+    if setpriv:
+        runs.append(each([setpriv, "--pdeathsig", "KILL", "--", str(agent)]))
+    bare, spawned, mark, one_run, *guarded = (t / spawns for t in _medians(rounds, runs))
+    one_run *= spawns  # one whole run of one iteration
+    agent_cost = guarded[0] if guarded else spawned
+    shared = (one_run - agent_cost - mark) / iterations
+    floor = agent_cost + mark + shared
+    bash = f"bash loop {bare * 1000:.2f} ms/it"
+    rows = [_row("loop floor: the agent started from Python", _ms(spawned), bash, spawned / bare)]
+    if guarded:
+        title = "loop floor: the agent started with a parent-death signal (setpriv)"
+        rows.append(_row(title, _ms(agent_cost), bash, agent_cost / bare))
+    rows.append(_row("loop floor: one git status (a mark)", _ms(mark), bash, mark / bare))
+    rows.append(
+        _row(
+            f"loop floor: the run's start and end, shared by {iterations} iterations",
+            f"{_ms(shared)} ({_ms(one_run)} for a run of one iteration)",
+            bash,
+            shared / bare,
+        )
+    )
+    rows.append(
+        _row(
+            "loop floor: in a git repository, before the loop's own work (their sum)",
+            f"{_ms(floor)} an iteration",
+            bash,
+            floor / bare,
+            f"≤ 6x leaves the loop {max(6 * bare - floor, 0) * 1000:.2f} ms an iteration",
+        )
+    )
     return rows
 
 
