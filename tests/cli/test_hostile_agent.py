@@ -95,31 +95,48 @@ def _relaunch_after_a_kill(
     kinds: tuple[str, ...],
     cgroup: str,
 ) -> None:
-    """Kill the driver while the agent's descendants of ``kinds`` run: the crash leaves
-    every one of them, and ``start`` relaunching the run ends them all."""
+    """Kill the driver while the agent's descendants of ``kinds`` run: without a cgroup
+    (or once someone killed the run's sentinel) the crash leaves every one of them, and
+    ``start`` relaunching the run ends them all; in the run's cgroup, its sentinel ends
+    them all at the crash."""
     env = fake_agent(
         [[{"shell": spawner(kids_file, kinds)}, {"sleep": 600}], [{"result": "COMPLETE"}]]
     )
-    env.update(_cgroup_env(cgroup))
+    env.update(_cgroup_env("off" if cgroup == "off" else "on"))
     proc = _start(repo, env)
     folder = _run_dir(tmp_path)
     _wait_for(lambda: len(kids_file.read_text().split()) == len(kinds))
     kids = recorded(kids_file)
+    if cgroup == "sentinel killed":
+        os.kill(_sentinel_of(proc.pid), signal.SIGKILL)
     proc.kill()
     proc.wait()
-    assert len(wait_for_survivors(kids, len(kinds))) == len(kinds)  # the crash left them
+    if cgroup != "on":
+        assert len(wait_for_survivors(kids, len(kinds))) == len(kinds)  # the crash left them
+    else:
+        assert wait_for_survivors(kids, 0) == []  # the sentinel ended them
     done = run_cli(["start", folder.name, "--plain"], cwd=repo, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert wait_for_survivors(kids, 0) == []
 
 
-@pytest.mark.parametrize("cgroup", ["on", "off"])
+def _sentinel_of(driver: int) -> int:
+    """The pid of the driver's child that watches its run's cgroup (``loop.sentinel``)."""
+    import psutil
+
+    for child in psutil.Process(driver).children():
+        if child.cmdline()[-1].endswith("/cgroup.kill"):
+            return child.pid
+    raise AssertionError("the driver has no sentinel")
+
+
+@pytest.mark.parametrize("cgroup", ["on", "sentinel killed", "off"])
 def test_no_grandchild_outlives_a_killed_driver_once_it_is_relaunched(
     tmp_path: Path, repo: Path, fake_agent: FakeAgent, kids_file: Path, cgroup: str
 ) -> None:
     # Without a cgroup, a grandchild with no run id, no session and no parent of ours
     # is out of reach once the driver is dead: that one needs the cgroup.
-    kinds = KINDS if cgroup == "on" else KINDS[:4]
+    kinds = KINDS if cgroup != "off" else KINDS[:4]
     _relaunch_after_a_kill(tmp_path, repo, fake_agent, kids_file, kinds, cgroup)
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from autopilot.loop.cgroup import AgentCgroup
-from autopilot.loop.descendants import agent_processes, end_all, reap_adopted
+from autopilot.loop.descendants import HELPERS, agent_processes, end_all, reap_adopted
 
 if TYPE_CHECKING:
     import psutil
@@ -91,12 +91,12 @@ class AgentGroup:
 
     def left_nothing(self) -> bool:
         """True when the leader has exited and no process it started can be alive: this
-        process, a subreaper, has no child but the leader, and the cgroup (if any) is
-        empty. False when that cannot be told."""
+        process, a subreaper, has no child but the leader (and ``HELPERS``), and the
+        cgroup (if any) is empty. False when that cannot be told."""
         if not self.subreaper or not self.exited():
             return False
         children = children_of_this_process()
-        if children is None or children - {self.proc.pid}:
+        if children is None or children - {self.proc.pid} - HELPERS:
             return False
         return self.cgroup is None or not self.cgroup.pids()
 

@@ -45,6 +45,10 @@ if TYPE_CHECKING:  # imported where a process is found or ended: not at all in t
 RUN_ID_ENV = "AUTOPILOT_RUN_ID"
 """The variable every agent inherits, naming its run."""
 
+HELPERS: set[int] = set()
+"""This process's children that no agent started (a run's sentinel, ``loop.sentinel``):
+never found here as something an agent left."""
+
 _POLL_SECONDS = 0.05
 _KILL_ROUNDS = 20
 
@@ -55,7 +59,9 @@ Found = dict[int, "psutil.Process"]
 
 
 def _keep(found: Found, pid: int) -> None:
-    """``psutil.Process(pid)`` into ``found``, unless it is gone."""
+    """``psutil.Process(pid)`` into ``found``, unless it is gone or one of ``HELPERS``."""
+    if pid in HELPERS:
+        return
     import psutil
 
     with contextlib.suppress(psutil.Error):

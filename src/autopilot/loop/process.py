@@ -1,10 +1,11 @@
 """Run one agent process: argv in, bytes out, bounded memory, every limit enforced.
 
 The agent gets its own session and process group (so a terminal's Ctrl-C reaches
-the driver, not the agent), a parent-death signal (so it dies with the driver; set by
-``setpriv`` where it can be, ``loop.spawn``) and, where the machine allows, the run's
-cgroup. Output is read as bytes with ``os.read`` from both pipes: the raw stream goes
-to the iteration's files, stdout is split into lines with no line-length limit other
+the driver, not the agent) and, where the machine allows, the run's cgroup. It dies
+with the driver: in the cgroup, by the run's sentinel (``loop.sentinel``); else by a
+parent-death signal (set by ``setpriv`` where it can be, ``loop.spawn``). Output is
+read as bytes with ``os.read`` from both pipes: the raw stream goes to the iteration's
+files, stdout is split into lines with no line-length limit other
 than ``max_line_bytes`` (a longer line is skipped whole, never the lines after it),
 and bad UTF-8 is replaced. When it ends —
 by exiting, a limit, or a stop — every process it started is ended too, wherever it
@@ -31,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from autopilot.core.vocabulary import EndedBy
-from autopilot.loop.agent_group import AgentGroup, child_setup, is_stopped
+from autopilot.loop.agent_group import AgentGroup, is_stopped
 from autopilot.loop.cgroup import AgentCgroup
 from autopilot.loop.descendants import reap_adopted
-from autopilot.loop.spawn import fast_spawn_argv
+from autopilot.loop.spawn import start_agent
 from autopilot.loop.subreaper import become_subreaper
 from autopilot.process_exit import exited_within
 from autopilot.store.lines import LineSplitter
@@ -121,6 +122,7 @@ def run_agent_process(
     on_start: Callable[[int], None] | None = None,
     cgroup: AgentCgroup | None = None,
     keep_cgroup: bool = False,
+    guarded: bool = False,
 ) -> ProcessResult:
     """Run ``argv`` to its end under ``limits``; never raises for the agent's sake.
 
@@ -141,6 +143,8 @@ def run_agent_process(
         keep_cgroup: Empty the cgroup at the end but leave it for the next agent
             (removing and making a cgroup costs milliseconds); its owner removes
             it (``SubprocessRunner.close``).
+        guarded: A sentinel ends ``cgroup`` if this process dies
+            (``loop.sentinel``): an agent born in it needs no parent-death signal.
 
     Returns:
         A ``ProcessResult``; the agent and every process it started (whatever it
@@ -153,7 +157,9 @@ def run_agent_process(
     stderr_file = create_private(stderr_path)
     try:
         try:
-            proc = _spawn(argv, cwd=cwd, env=env, stdin_data=stdin_data, cgroup=cgroup)
+            proc = start_agent(
+                argv, cwd=cwd, env=env, stdin_data=stdin_data, cgroup=cgroup, guarded=guarded
+            )
         except OSError as error:
             message = f"cannot start {argv[0]}: {error.strerror or error}"
             stderr_file.write(message.encode() + b"\n")
@@ -186,45 +192,6 @@ def run_agent_process(
     finally:
         stdout_file.close()
         stderr_file.close()
-
-
-def _spawn(
-    argv: list[str],
-    *,
-    cwd: Path,
-    env: Mapping[str, str],
-    stdin_data: bytes | None,
-    cgroup: AgentCgroup | None,
-) -> subprocess.Popen[bytes]:
-    """Start the agent: no ``preexec_fn`` where ``setpriv`` sets the parent-death signal
-    (vfork, not fork: ``loop.spawn``). In the run's cgroup: this process moves in for
-    the moment of the spawn, so the agent is born there (``AgentCgroup.enter``), and
-    back out; where the move is refused, ``sh`` joins it before it execs ``setpriv``
-    (an exec more an agent).
-
-    Raises:
-        OSError: the program cannot be started.
-    """
-    fast = fast_spawn_argv(argv, cwd=cwd, env=env)
-    entered = fast is not None and cgroup is not None and cgroup.usable and cgroup.enter()
-    if fast is not None and cgroup is not None and not entered:
-        fast = fast_spawn_argv(argv, cwd=cwd, env=env, cgroup_procs=cgroup.path / "cgroup.procs")
-    try:
-        return subprocess.Popen(
-            fast or argv,
-            cwd=cwd,
-            env=dict(env),
-            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=None if fast else child_setup(cgroup),  # noqa: PLW1509 - os calls only
-            close_fds=True,
-        )
-    finally:
-        if entered:
-            assert cgroup is not None
-            cgroup.leave()
 
 
 def _feed_stdin(proc: subprocess.Popen[bytes], data: bytes) -> None:

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from autopilot.loop.cgroup import AgentCgroup
 from autopilot.loop.process import ProcessLimits, ProcessResult, run_agent_process
+from autopilot.loop.sentinel import Sentinel
 from autopilot.store.rundir import AttemptDir
 
 
@@ -76,20 +77,25 @@ class AgentRunner(Protocol):
 class SubprocessRunner:
     """Runs the agent as a real process (``loop.process.run_agent_process``), in the
     run's cgroup where the machine gives one (``AUTOPILOT_CGROUP=off``: never). The
-    cgroup is emptied after each agent and kept for the next one; ``close`` removes
-    it (a driver that died leaves it to its relaunch: ``leftovers.end_leftovers``).
+    cgroup is emptied after each agent and kept for the next one, watched by the run's
+    sentinel (``loop.sentinel``: started with the cgroup, again if it died); ``close``
+    stands the sentinel down and removes the cgroup (a driver that died leaves it to
+    the sentinel, and what is left to its relaunch: ``leftovers.end_leftovers``).
     """
 
     def __init__(self) -> None:
         self._cgroups: dict[str, AgentCgroup] = {}
+        self._sentinels: dict[str, Sentinel] = {}
 
     def run(self, request: RunRequest, watch: AgentWatch) -> ProcessResult:
         """See ``AgentRunner.run``."""
         cgroup = self._cgroups.get(request.run_id)
         if cgroup is None or not os.path.isdir(cgroup.path):  # made once, again if removed
             cgroup = AgentCgroup.for_run(request.run_id, os.environ) if request.run_id else None
+        guarded = False
         if cgroup is not None:
             self._cgroups[request.run_id] = cgroup
+            guarded = self._watch(request.run_id, cgroup)
         return run_agent_process(
             request.argv,
             cwd=request.cwd,
@@ -104,10 +110,29 @@ class SubprocessRunner:
             on_start=watch.on_start,
             cgroup=cgroup,
             keep_cgroup=True,
+            guarded=guarded,
         )
 
+    def _watch(self, run_id: str, cgroup: AgentCgroup) -> bool:
+        """Is a sentinel watching ``cgroup``? Starts one where none is."""
+        sentinel = self._sentinels.get(run_id)
+        if sentinel is not None and sentinel.watching():
+            return True
+        if sentinel is not None:  # it died (someone killed it): a new one
+            sentinel.stand_down()
+        started = Sentinel.start(cgroup, run_id) if cgroup.usable else None
+        if started is None:
+            self._sentinels.pop(run_id, None)
+            return False
+        self._sentinels[run_id] = started
+        return True
+
     def close(self) -> None:
-        """Remove the cgroups its agents ran in (each emptied when its agent ended)."""
+        """Stand the sentinels down, and remove the cgroups its agents ran in (each
+        emptied when its agent ended)."""
+        for sentinel in self._sentinels.values():
+            sentinel.stand_down()
+        self._sentinels.clear()
         for cgroup in self._cgroups.values():
             cgroup.remove()
         self._cgroups.clear()

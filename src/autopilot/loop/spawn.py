@@ -1,4 +1,7 @@
-"""Start an agent on the fast path: ``vfork`` and exec, with its parent-death signal set
+"""Start an agent on the fast path: ``vfork`` and exec, so that it cannot outlive the
+driver. In a run's cgroup that a sentinel watches (``loop.sentinel``), the driver steps
+into the cgroup for the moment of the spawn and the agent is started as is: the
+sentinel ends the cgroup if the driver dies. Elsewhere its parent-death signal is set
 by ``setpriv`` rather than by Python code between fork and exec.
 
 Python forks (it cannot ``vfork``) as soon as ``subprocess.Popen`` is given a
@@ -32,6 +35,9 @@ import sys
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+from autopilot.loop.agent_group import child_setup
+from autopilot.loop.cgroup import AgentCgroup
 
 _SYSTEM_DIRS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin")
 """Where ``setpriv`` is looked for: never on the agent's or the project's PATH."""
@@ -149,3 +155,52 @@ def fast_spawn_argv(
 
 
 _SH = "/bin/sh"
+
+
+def start_agent(
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    stdin_data: bytes | None,
+    cgroup: AgentCgroup | None,
+    guarded: bool = False,
+) -> subprocess.Popen[bytes]:
+    """Start an agent in a session of its own, with pipes for its output (and its
+    input, when ``stdin_data`` is not None), on the fastest path that keeps it from
+    outliving this process.
+
+    In the run's cgroup this process moves in for the moment of the spawn, so the agent
+    is born there (``AgentCgroup.enter``), and back out. Where a sentinel watches that
+    cgroup (``guarded``, ``loop.sentinel``), that is all: the agent is started as is.
+    Otherwise ``setpriv`` gives it its parent-death signal (vfork, not fork); where the
+    move is refused, ``sh`` joins the cgroup before it execs ``setpriv`` (an exec more
+    an agent); where there is no usable ``setpriv``, a ``preexec_fn`` does both.
+
+    Raises:
+        OSError: the program cannot be started.
+    """
+    entered = guarded and cgroup is not None and cgroup.usable and cgroup.enter()
+    fast = argv if entered else fast_spawn_argv(argv, cwd=cwd, env=env)
+    if not entered and fast is not None and cgroup is not None:
+        # A guarded spawn that was refused the move does not try it again.
+        entered = not guarded and cgroup.usable and cgroup.enter()
+        if not entered:
+            procs = cgroup.path / "cgroup.procs"
+            fast = fast_spawn_argv(argv, cwd=cwd, env=env, cgroup_procs=procs)
+    try:
+        return subprocess.Popen(
+            fast or argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=None if fast else child_setup(cgroup),  # noqa: PLW1509 - os calls only
+            close_fds=True,
+        )
+    finally:
+        if entered:
+            assert cgroup is not None
+            cgroup.leave()
