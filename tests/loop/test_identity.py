@@ -11,7 +11,12 @@ import time
 import psutil
 import pytest
 
-from autopilot.loop.identity import is_same_process, process_identity, process_start_time
+from autopilot.loop.identity import (
+    is_same_process,
+    process_identity,
+    process_start_time,
+    start_time_now,
+)
 from autopilot.runtime.liveness import process_alive
 
 
@@ -22,6 +27,23 @@ def test_start_time_and_command_are_what_psutil_reports() -> None:
         process = psutil.Process(pid)
         assert identity.start_time == pytest.approx(process.create_time(), abs=0.01)
         assert identity.command == (" ".join(process.cmdline())[:500] or None)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the boot clock is Linux's")
+def test_the_start_time_of_a_child_just_started_is_read_off_the_boot_clock() -> None:
+    # What the driver records for an agent it just spawned names that agent: never
+    # before the kernel's record, and well within is_same_process's tolerance after.
+    for _ in range(20):
+        child = subprocess.Popen(["sleep", "60"])
+        try:
+            recorded = start_time_now()
+            kernel = process_start_time(child.pid)
+            assert recorded is not None and kernel is not None
+            assert kernel - 1e-6 <= recorded <= kernel + 0.5
+            assert is_same_process(child.pid, recorded, None) is True
+        finally:
+            child.kill()
+            child.wait()
 
 
 def test_a_command_with_spaces_and_odd_bytes_reads_as_psutil_joins_it() -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import time
 from collections import namedtuple
 
 _START_TIME_TOLERANCE_SECONDS = 1.0
@@ -71,6 +72,24 @@ def process_start_time(pid: int) -> float | None:
     except _AccessDenied:
         return None
     return seen.start_time if seen is not None else None
+
+
+def start_time_now() -> float | None:
+    """The start time (epoch s, as ``process_start_time`` reads it) of a process this
+    one started a moment ago: the boot clock read now, to the clock tick, which the
+    kernel's own record (the boot clock at the fork, in ticks) is at most a tick or
+    two before, well within the tolerance of ``is_same_process``. Read instead of
+    ``/proc/<pid>/stat``, which waits while the new process maps its program (up to
+    about a millisecond). None where the boot clock is not the kernel's record's
+    (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    ticks = _ticks_per_second()
+    try:
+        boot = _boot_seconds()
+    except (OSError, _AccessDenied):
+        return None
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * ticks) / ticks + boot
 
 
 def is_same_process(pid: int, start_time: float | None, command: str | None) -> bool | None:

@@ -13,7 +13,7 @@ from autopilot.agents.base import AgentAdapter, InvocationRequest, StreamParser
 from autopilot.agents.environment import agent_environment, with_autopilot_on_path
 from autopilot.core.markers import MarkerState, finish_markers, scan_markers
 from autopilot.core.vocabulary import AgentEventKind, EndedBy, EventType, RunStatus
-from autopilot.loop.identity import process_start_time
+from autopilot.loop.identity import process_start_time, start_time_now
 from autopilot.loop.process import ProcessLimits, ProcessResult
 from autopilot.loop.record import RunRecord
 from autopilot.loop.runner import AgentRunner, AgentWatch, RunRequest
@@ -190,7 +190,7 @@ class Launcher:
                     )
 
         def on_start(pid: int) -> None:
-            started = process_start_time(pid)
+            started = start_time_now() or process_start_time(pid)
 
             def open_attempt(s: RunState) -> None:
                 s.iteration, s.iteration_open = number, True
