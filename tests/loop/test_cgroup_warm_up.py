@@ -1,8 +1,11 @@
-"""``cgroup.warm_up`` moves the driver where it already is, in a thread, and
-``AgentCgroup.for_run`` waits for that move before any cgroup of a run is made."""
+"""``cgroup.warm_up`` moves the driver where it already is, in a thread, again and
+again until ``AgentCgroup.for_run`` stops it and waits for its last move before any
+cgroup of a run is made."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,7 @@ def own_cgroup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (own / "cgroup.procs").write_text("")
     monkeypatch.setattr(cgroup, "_own_cgroup_dir", lambda: own)
     monkeypatch.setattr(cgroup, "_warming", [])
+    monkeypatch.setattr(cgroup, "_warm_enough", threading.Event())
     return own
 
 
@@ -43,3 +47,32 @@ def test_no_warm_up_without_a_cgroup(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cgroup, "_warming", [])
     warm_up({})
     assert cgroup._warming == []
+
+
+def _count_moves(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    moves: list[Path] = []
+    monkeypatch.setattr(cgroup, "_write_pid", lambda procs: moves.append(procs) or True)
+    return moves
+
+
+def test_the_warm_up_keeps_moving_this_process_until_a_run_makes_its_cgroup(
+    own_cgroup: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    moves = _count_moves(monkeypatch)
+    warm_up({})
+    deadline = time.monotonic() + 30
+    while len(moves) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(moves) >= 3  # again and again: the kernel's lock stays ready
+    AgentCgroup.for_run("r-2", {})
+    assert not cgroup._warming[0].is_alive()
+    assert set(moves) == {own_cgroup / "cgroup.procs"}
+
+
+def test_the_warm_up_stops_by_itself(own_cgroup: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    moves = _count_moves(monkeypatch)
+    monkeypatch.setattr(cgroup, "_KEEP_WARM_ROUNDS", 3)
+    warm_up({})
+    cgroup._warming[0].join(timeout=30)
+    assert not cgroup._warming[0].is_alive()
+    assert len(moves) == 3

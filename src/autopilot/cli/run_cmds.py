@@ -25,7 +25,6 @@ from autopilot.core.ending import RunResult
 from autopilot.core.item_text import surface_problem
 from autopilot.errors import UsageError
 from autopilot.loop.arming import arm_run
-from autopilot.loop.cgroup import warm_up
 from autopilot.loop.clock import SystemClock
 from autopilot.loop.spawn import start_trial
 from autopilot.runtime.locks import BACKLOG_MODE, LaunchLock, ProjectLock
@@ -281,8 +280,7 @@ def run(
                     run_id, config, run_dir(root, run_id), backlog=True
                 ),
             )
-        if not detach:  # this process drives it: its first spawn's waits begin now
-            warm_up(os.environ)
+        if not detach:  # this process drives it: its first spawn's wait begins now
             start_trial()
         arm = functools.partial(
             arm_run,

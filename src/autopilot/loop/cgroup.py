@@ -23,7 +23,14 @@ CGROUP_ENV = "AUTOPILOT_CGROUP"
 _PREFIX = "autopilot-"
 
 _warming: list[threading.Thread] = []
-"""The thread ``warm_up`` started, if any (``for_run`` waits for it)."""
+"""The thread ``warm_up`` started, if any (``for_run`` stops it and waits for it)."""
+
+_warm_enough = threading.Event()
+"""Set by ``for_run``: the thread ``warm_up`` started moves this process no more."""
+
+_KEEP_WARM_SECONDS = 0.005
+_KEEP_WARM_ROUNDS = 400
+"""The warm-up's moves: every 5 ms, for 2 s at most."""
 
 
 def _off(environ: Mapping[str, str]) -> bool:
@@ -33,20 +40,28 @@ def _off(environ: Mapping[str, str]) -> bool:
 def warm_up(environ: Mapping[str, str]) -> None:
     """Begin, in a thread, what this process's first move between cgroups waits for:
     the kernel turns its cgroup lock to its slow path first (an RCU grace period, some
-    10 ms the first time, idle time), here by moving this process into the cgroup it
-    is already in, which changes nothing. Call early in a driver: its first ``enter``
-    (after ``for_run``, which waits for the thread) then finds it done. Nothing where
-    ``for_run`` would make no cgroup, or once started."""
+    10 ms, idle time), and back some 10 to 20 ms after the last move, so that a move
+    later than that waits again. The thread moves this process into the cgroup it is
+    already in (which changes nothing) at once and every 5 ms after, until ``for_run``
+    stops it (or for 2 s at most): the driver's first ``enter`` then finds the lock
+    ready. Call early in a driver. Nothing where ``for_run`` would make no cgroup, or
+    once started."""
     if _warming or _off(environ):
         return
     parent = _own_cgroup_dir()
     if parent is None or not os.access(parent / "cgroup.procs", os.W_OK):
         return
     thread = threading.Thread(
-        target=_write_pid, args=(parent / "cgroup.procs",), name="cgroup-warm-up", daemon=True
+        target=_keep_warm, args=(parent / "cgroup.procs",), name="cgroup-warm-up", daemon=True
     )
     _warming.append(thread)
     thread.start()
+
+
+def _keep_warm(procs: Path) -> None:
+    for _ in range(_KEEP_WARM_ROUNDS):
+        if not _write_pid(procs) or _warm_enough.wait(_KEEP_WARM_SECONDS):
+            return
 
 
 def _cgroup2_mount() -> tuple[Path, str] | None:
@@ -112,6 +127,7 @@ class AgentCgroup:
         """
         if _off(environ):
             return None
+        _warm_enough.set()
         for thread in _warming:  # its move back where this process is must come first
             thread.join()
         parent = _own_cgroup_dir()

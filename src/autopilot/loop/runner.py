@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from autopilot.loop.cgroup import AgentCgroup
+from autopilot.loop.cgroup import AgentCgroup, warm_up
 from autopilot.loop.process import ProcessLimits, ProcessResult, run_agent_process
 from autopilot.loop.sentinel import Sentinel
 from autopilot.store.rundir import AttemptDir
@@ -84,6 +84,9 @@ class SubprocessRunner:
     """
 
     def __init__(self) -> None:
+        # The kernel's wait before this process's first move between cgroups begins
+        # now, in a thread, while the driver starts (``cgroup.warm_up``).
+        warm_up(os.environ)
         self._cgroups: dict[str, AgentCgroup] = {}
         self._sentinels: dict[str, Sentinel] = {}
 
