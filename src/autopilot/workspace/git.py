@@ -140,15 +140,8 @@ def could_be_repository(cwd: Path) -> bool:
 
 def work_tree_root(cwd: Path) -> Path:
     """The top of the git work tree holding ``cwd``, or ``cwd`` outside a repository."""
-    if not could_be_repository(cwd):
-        return cwd
-    try:
-        done = _git(cwd, "rev-parse", "--show-toplevel")
-    except AutopilotError:
-        return cwd
-    if done.returncode == 0 and done.stdout.strip():
-        return Path(done.stdout.decode("utf-8", "surrogateescape").strip())
-    return cwd
+    found = _work_tree(cwd)
+    return found.top if found is not None else cwd
 
 
 def is_repository(cwd: Path) -> bool:
@@ -156,12 +149,41 @@ def is_repository(cwd: Path) -> bool:
     return _work_tree(cwd) is not None
 
 
+_GIT_ENV = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+)
+
+_work_trees: dict[tuple[object, ...], Repository | None] = {}
+"""``_work_tree``'s answers in this process, by what git's answer depends on."""
+
+
+def _where_git_looks(cwd: Path) -> tuple[object, ...]:
+    """What git's search for a repository from ``cwd`` depends on: the variables that
+    steer it, and each ``.git`` in ``cwd`` and the folders above it, by inode and
+    change time (a ``git init``, a removed or rewritten ``.git`` changes this)."""
+    found: list[object] = [cwd, *(os.environ.get(name) for name in _GIT_ENV)]
+    for folder in (cwd, *cwd.parents):
+        try:
+            seen = os.lstat(folder / ".git")
+        except OSError:
+            continue
+        found.append((folder, seen.st_ino, seen.st_ctime_ns, seen.st_mtime_ns))
+    return tuple(found)
+
+
 def _work_tree(cwd: Path) -> Repository | None:
     """The work tree holding ``cwd``: its top, git directory and common git directory
-    (absolute), from one git process; None when ``cwd`` is not inside a work tree (a
-    bare repository, a git directory) or git cannot tell."""
+    (absolute), from one git process, asked once in a process while no ``.git`` on the
+    way up changes (``_where_git_looks``); None when ``cwd`` is not inside a work tree
+    (a bare repository, a git directory) or git cannot tell."""
     if not could_be_repository(cwd):
         return None
+    key = _where_git_looks(cwd)
+    if key in _work_trees:
+        return _work_trees[key]
     try:
         done = _git(
             cwd,
@@ -176,8 +198,13 @@ def _work_tree(cwd: Path) -> Repository | None:
         return None
     lines = done.stdout.decode("utf-8", "surrogateescape").splitlines()
     if done.returncode != 0 or len(lines) < 4 or lines[0].strip() != "true" or not lines[3]:
-        return None
-    return Repository(Path(lines[3]), Path(lines[1]), Path(lines[2]))
+        found = None
+    else:
+        found = Repository(Path(lines[3]), Path(lines[1]), Path(lines[2]))
+    if len(_work_trees) > 64:
+        _work_trees.clear()
+    _work_trees[key] = found
+    return found
 
 
 _FIELDS_BEFORE_PATH = {b"1": 8, b"2": 9, b"u": 10}
