@@ -15,9 +15,10 @@ loop     ``autopilot run`` driving 100 iterations of a two-line shell agent, out
          and inside a git repository, against a bash loop running the same agent;
          also the git processes autopilot starts per iteration (counted by a ``git``
          on PATH that logs and passes on), and the floor of an iteration in a
-         repository: the agent started from Python (with ``setpriv``'s parent-death
-         signal, as a driver starts it), one ``git status``, and the run's start and
-         end shared among the iterations.
+         repository: the agent started from Python as a driver starts it here (as
+         is where the run's sentinel watches its cgroup, else with ``setpriv``'s
+         parent-death signal), one ``git status``, and the run's start and end
+         shared among the iterations.
 fold     the whole-log fold (what ``status`` runs) of a 1,000,000-event log, against
          ``json.loads`` of every line of the same file: time and peak RSS, each in a
          fresh process (``core_bench.py``'s measuring role).
@@ -369,13 +370,28 @@ _MARK_ARGV += ["--untracked-files=all"]
 """The git call of one mark (``workspace.git``), without the ``-c`` options."""
 
 
+def _sentinel_here(env: dict[str, str]) -> bool:
+    """Does a run here get a cgroup with ``cgroup.kill``, so that its sentinel, not
+    ``setpriv``, ends its agent with the driver (``loop.sentinel``)?"""
+    from autopilot.loop.cgroup import AgentCgroup
+
+    probe = AgentCgroup.for_run(f"bench-probe-{os.getpid()}", env)
+    if probe is None:
+        return False
+    try:
+        return os.access(probe.path / "cgroup.kill", os.W_OK)
+    finally:
+        probe.remove()
+
+
 def _loop_floor(
     repo: Path, agent: Path, argv: list[str], env: dict[str, str], iterations: int, rounds: int
 ) -> list[Row]:
     """What one iteration in a git repository costs before the loop's own work: the
-    agent started from Python with its parent-death signal (``setpriv``, as a driver
-    starts it where it can), the mark's one ``git status``, and the run's start and end
-    shared among the iterations; each against the bash loop's iteration."""
+    agent started from Python as a driver starts it here (as is where the run's
+    sentinel watches its cgroup, ``loop.sentinel``; else with its parent-death signal,
+    by ``setpriv``), the mark's one ``git status``, and the run's start and end shared
+    among the iterations; each against the bash loop's iteration."""
     setpriv = shutil.which("setpriv")
     spawns = 200
 
@@ -403,13 +419,14 @@ def _loop_floor(
         runs.append(each([setpriv, "--pdeathsig", "KILL", "--", str(agent)]))
     bare, spawned, mark, one_run, *guarded = (t / spawns for t in _medians(rounds, runs))
     one_run *= spawns  # one whole run of one iteration
-    agent_cost = guarded[0] if guarded else spawned
+    agent_cost = guarded[0] if guarded and not _sentinel_here(env) else spawned
     shared = (one_run - agent_cost - mark) / iterations
     floor = agent_cost + mark + shared
     bash = f"bash loop {bare * 1000:.2f} ms/it"
-    rows = [_row("loop floor: the agent started from Python", _ms(spawned), bash, spawned / bare)]
+    title = "loop floor: the agent started from Python (a run's sentinel watching its cgroup)"
+    rows = [_row(title, _ms(spawned), bash, spawned / bare)]
     if guarded:
-        title = "loop floor: the agent started with a parent-death signal (setpriv)"
+        title = "loop floor: the agent started with a parent-death signal (setpriv; no sentinel)"
         rows.append(_row(title, _ms(agent_cost), bash, agent_cost / bare))
     rows.append(_row("loop floor: one git status (a mark)", _ms(mark), bash, mark / bare))
     rows.append(
