@@ -15,7 +15,7 @@ import pytest
 
 from autopilot.loop import spawn
 from autopilot.loop.cgroup import AgentCgroup
-from autopilot.loop.descendants import HELPERS
+from autopilot.loop.descendants import HELPERS, reap_adopted
 from autopilot.loop.sentinel import Sentinel
 from autopilot.process_exit import exited_within
 from tests.loop.test_spawn import _alive, _wait
@@ -141,7 +141,12 @@ def test_a_sentinel_someone_killed_is_replaced_before_the_next_agent(
                 (first,) = watchers[0]
                 os.kill(first, signal.SIGKILL)
                 assert exited_within(first, 30) is not False
+                # What reaps an agent's orphans leaves it to its owner: while its pid
+                # is a helper's, it names no other process.
+                reap_adopted()
+                assert not _alive(first) and Path(f"/proc/{first}").exists()
         assert len(watchers[1]) == 1 and watchers[1] != watchers[0]
+        assert not Path(f"/proc/{first}").exists()  # reaped once replaced
     finally:
         runner.close()
     assert not HELPERS

@@ -47,7 +47,8 @@ RUN_ID_ENV = "AUTOPILOT_RUN_ID"
 
 HELPERS: set[int] = set()
 """This process's children that no agent started (a run's sentinel, ``loop.sentinel``):
-never found here as something an agent left."""
+never found here as something an agent left, nor reaped here (so that, until their
+owner reaps one and takes it out, its pid cannot name another process)."""
 
 _POLL_SECONDS = 0.05
 _KILL_ROUNDS = 20
@@ -215,14 +216,22 @@ def _some_child_exited() -> bool:
 def reap_adopted(keep: int | None = None) -> None:
     """Collect the exit status of the zombies this process adopted as a subreaper.
 
-    Never ``keep`` (the agent leader, whose ``Popen`` reads its status) and never a
-    child in this process's own session (some ``Popen`` may be waiting for it).
+    Never ``keep`` (the agent leader, whose ``Popen`` reads its status), never a
+    child in this process's own session (some ``Popen`` may be waiting for it), and
+    never one of ``HELPERS``: its owner reaps it, and until then its pid names no
+    other process.
     """
     if not _some_child_exited():
         return  # no zombie child at all: no need to read the process table
     own_pid, own_session = os.getpid(), os.getsid(0)
     for pid, row in _process_table().items():
-        if row.ppid == own_pid and row.zombie and row.sid != own_session and pid != keep:
+        if (
+            row.ppid == own_pid
+            and row.zombie
+            and row.sid != own_session
+            and pid != keep
+            and pid not in HELPERS
+        ):
             with contextlib.suppress(OSError):
                 os.waitpid(pid, os.WNOHANG)
 
