@@ -33,7 +33,7 @@ from autopilot.store.paths import run_dir, runs_root
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state
 from autopilot.view.foreground import drive as drive_here
-from autopilot.workspace.git import is_repository, work_tree_root
+from autopilot.workspace.work_tree import is_repository, work_tree_root
 from autopilot.workspace.worktrees import RunWorktree
 
 

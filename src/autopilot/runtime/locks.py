@@ -37,7 +37,7 @@ from autopilot.store.run_state import RunState
 from autopilot.store.rundir import RunDir
 from autopilot.store.state import read_state_quietly
 from autopilot.store.state_file import read_state_json
-from autopilot.workspace.git import work_tree_root
+from autopilot.workspace.work_tree import work_tree_root
 from autopilot.workspace.worktrees import RunWorktree, project_home
 
 LOCKS_DIR = ".locks"

@@ -30,7 +30,8 @@ from autopilot.core.digest import sha256, sha256_hex
 from autopilot.errors import AutopilotError
 from autopilot.workspace.filters import FilterGuard
 from autopilot.workspace.ref_files import read_tips
-from autopilot.workspace.repo import Repository, run_git
+from autopilot.workspace.repo import run_git
+from autopilot.workspace.work_tree import find_work_tree
 
 OBSERVE_TIMEOUT_SECONDS = 30.0
 """The longest one observing git call may take."""
@@ -124,89 +125,6 @@ def _git(
     return run_git(cwd, *args, env=env, input_bytes=input_bytes, timeout_seconds=timeout_seconds)
 
 
-def could_be_repository(cwd: Path) -> bool:
-    """Whether git could find a work tree for ``cwd``, judged without starting it.
-
-    git looks for ``.git`` (a folder, or a file in a linked worktree or submodule)
-    in ``cwd`` and each folder above it, unless ``GIT_DIR`` names the repository. No
-    ``.git`` anywhere up the path and no ``GIT_DIR``: not a repository, and a driver
-    iterating outside one starts no git process at all. A ``.git`` does not prove a
-    work tree (``git rev-parse`` decides), so this errs only towards asking git.
-    """
-    if os.environ.get("GIT_DIR"):
-        return True
-    return any(os.path.lexists(folder / ".git") for folder in (cwd, *cwd.parents))
-
-
-def work_tree_root(cwd: Path) -> Path:
-    """The top of the git work tree holding ``cwd``, or ``cwd`` outside a repository."""
-    found = _work_tree(cwd)
-    return found.top if found is not None else cwd
-
-
-def is_repository(cwd: Path) -> bool:
-    """True if ``cwd`` is inside a git work tree."""
-    return _work_tree(cwd) is not None
-
-
-_GIT_ENV = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_CEILING_DIRECTORIES",
-    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
-)
-
-_work_trees: dict[tuple[object, ...], Repository | None] = {}
-"""``_work_tree``'s answers in this process, by what git's answer depends on."""
-
-
-def _where_git_looks(cwd: Path) -> tuple[object, ...]:
-    """What git's search for a repository from ``cwd`` depends on: the variables that
-    steer it, and each ``.git`` in ``cwd`` and the folders above it, by inode and
-    change time (a ``git init``, a removed or rewritten ``.git`` changes this)."""
-    found: list[object] = [cwd, *(os.environ.get(name) for name in _GIT_ENV)]
-    for folder in (cwd, *cwd.parents):
-        try:
-            seen = os.lstat(folder / ".git")
-        except OSError:
-            continue
-        found.append((folder, seen.st_ino, seen.st_ctime_ns, seen.st_mtime_ns))
-    return tuple(found)
-
-
-def _work_tree(cwd: Path) -> Repository | None:
-    """The work tree holding ``cwd``: its top, git directory and common git directory
-    (absolute), from one git process, asked once in a process while no ``.git`` on the
-    way up changes (``_where_git_looks``); None when ``cwd`` is not inside a work tree
-    (a bare repository, a git directory) or git cannot tell."""
-    if not could_be_repository(cwd):
-        return None
-    key = _where_git_looks(cwd)
-    if key in _work_trees:
-        return _work_trees[key]
-    try:
-        done = _git(
-            cwd,
-            "rev-parse",
-            "--is-inside-work-tree",
-            "--path-format=absolute",
-            "--git-dir",
-            "--git-common-dir",
-            "--show-toplevel",
-        )
-    except AutopilotError:
-        return None
-    lines = done.stdout.decode("utf-8", "surrogateescape").splitlines()
-    if done.returncode != 0 or len(lines) < 4 or lines[0].strip() != "true" or not lines[3]:
-        found = None
-    else:
-        found = Repository(Path(lines[3]), Path(lines[1]), Path(lines[2]))
-    if len(_work_trees) > 64:
-        _work_trees.clear()
-    _work_trees[key] = found
-    return found
-
-
 _FIELDS_BEFORE_PATH = {b"1": 8, b"2": 9, b"u": 10}
 
 
@@ -237,7 +155,7 @@ class GitObserver:
         self._warnings: list[str] = []
         # The work tree's top and git directories cannot change while a run watches it:
         # asked once, here.
-        self.work_tree = _work_tree(cwd)
+        self.work_tree = find_work_tree(cwd)
         self.repository = self.work_tree is not None
         # The content filters of the repository now, before the agent runs: one it
         # plants later never runs in these calls (``workspace.filters``).
