@@ -108,6 +108,8 @@ def _relaunch_after_a_kill(
     _wait_for(lambda: len(kids_file.read_text().split()) == len(kinds))
     kids = recorded(kids_file)
     if cgroup == "sentinel killed":
+        # The driver stopped first: its heartbeat cannot start another sentinel.
+        proc.send_signal(signal.SIGSTOP)
         os.kill(_sentinel_of(proc.pid), signal.SIGKILL)
     proc.kill()
     proc.wait()

@@ -58,9 +58,25 @@ SubprocessRunner().run(request, watch)
 """
 
 
+def _sentinels_of(driver: int) -> list[int]:
+    import psutil
+
+    found = []
+    for child in psutil.Process(driver).children():
+        try:
+            if child.cmdline()[-1:] and child.cmdline()[-1].endswith("/cgroup.kill"):
+                found.append(child.pid)
+        except psutil.Error:  # a zombie (a killed sentinel its driver has not reaped yet)
+            continue
+    return found
+
+
+@pytest.mark.parametrize("sentinel", ["watching", "killed", "stopped"])
 def test_a_killed_driver_takes_its_agent_and_all_it_started_with_it(
-    tmp_path: Path, cgroup: AgentCgroup
+    tmp_path: Path, cgroup: AgentCgroup, sentinel: str
 ) -> None:
+    """Also when someone killed or stopped the sentinel while the agent ran: the
+    driver's heartbeat starts another on the same cgroup."""
     run_id = cgroup.path.name.removeprefix("autopilot-")
     driver = subprocess.Popen([sys.executable, "-c", _DRIVER, str(tmp_path), run_id])
     try:
@@ -68,6 +84,11 @@ def test_a_killed_driver_takes_its_agent_and_all_it_started_with_it(
         agent, kid = int((tmp_path / "pid").read_text()), int((tmp_path / "kid").read_text())
         assert _wait(lambda: Path(f"/proc/{agent}/cmdline").read_bytes().startswith(b"sleep"))
         assert _alive(kid)
+        if sentinel != "watching":
+            (first,) = _sentinels_of(driver.pid)
+            os.kill(first, signal.SIGKILL if sentinel == "killed" else signal.SIGSTOP)
+            assert _wait(lambda: [p for p in _sentinels_of(driver.pid) if p != first])
+            assert _wait(lambda: not _alive(first))  # a stopped one is killed
         driver.send_signal(signal.SIGKILL)
         driver.wait()
         assert _wait(lambda: not _alive(agent) and not _alive(kid))
@@ -191,3 +212,24 @@ def test_an_agent_is_not_thought_to_have_left_the_sentinel(cgroup: AgentCgroup) 
         timeout=60,
     )
     assert done.stdout == "ok\n", done.stderr
+
+
+def test_a_stopped_sentinel_is_not_watching_and_is_stood_down_at_once(
+    cgroup: AgentCgroup,
+) -> None:
+    sentinel = Sentinel.start(cgroup, "stopped-test")
+    assert sentinel is not None
+    os.kill(sentinel.proc.pid, signal.SIGSTOP)
+    assert _wait(lambda: not sentinel.watching())
+    sentinel.stand_down()  # killed, not waited for
+    assert sentinel.proc.returncode == -signal.SIGKILL
+
+
+def test_no_sentinel_where_no_pipe_can_be_made(
+    cgroup: AgentCgroup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_fds() -> tuple[int, int]:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(os, "pipe", no_fds)
+    assert Sentinel.start(cgroup, "no-fds") is None

@@ -122,7 +122,7 @@ def run_agent_process(
     on_start: Callable[[int], None] | None = None,
     cgroup: AgentCgroup | None = None,
     keep_cgroup: bool = False,
-    guarded: bool = False,
+    keep_watch: Callable[[], bool] | None = None,
 ) -> ProcessResult:
     """Run ``argv`` to its end under ``limits``; never raises for the agent's sake.
 
@@ -143,8 +143,10 @@ def run_agent_process(
         keep_cgroup: Empty the cgroup at the end but leave it for the next agent
             (removing and making a cgroup costs milliseconds); its owner removes
             it (``SubprocessRunner.close``).
-        guarded: A sentinel ends ``cgroup`` if this process dies
-            (``loop.sentinel``): an agent born in it needs no parent-death signal.
+        keep_watch: Whether a sentinel ends ``cgroup`` if this process dies
+            (``loop.sentinel``), starting one where none is: asked before the
+            spawn (an agent born in a watched cgroup needs no parent-death signal)
+            and at each heartbeat while the agent runs.
 
     Returns:
         A ``ProcessResult``; the agent and every process it started (whatever it
@@ -157,6 +159,7 @@ def run_agent_process(
     stderr_file = create_private(stderr_path)
     try:
         try:
+            guarded = keep_watch is not None and keep_watch()
             proc = start_agent(
                 argv, cwd=cwd, env=env, stdin_data=stdin_data, cgroup=cgroup, guarded=guarded
             )
@@ -184,6 +187,7 @@ def run_agent_process(
                 should_kill,
                 limits,
                 started,
+                keep_watch,
             )
         finally:
             # Whatever happened (even an exception in a callback), no process the
@@ -235,6 +239,7 @@ def _supervise(
     should_kill: Callable[[], bool],
     limits: ProcessLimits,
     started: float,
+    keep_watch: Callable[[], bool] | None,
 ) -> ProcessResult:
     proc = agent.proc
     assert proc.stdout is not None and proc.stderr is not None
@@ -284,6 +289,8 @@ def _supervise(
                 last_reap = now
                 reap_adopted(keep=proc.pid)
                 sinks[proc.stdout.fileno()].touch()
+                if keep_watch is not None:
+                    keep_watch()  # a sentinel someone killed or stopped: a new one
             for key, _ in selector.select(_POLL_SECONDS):
                 fd = int(key.fd)
                 try:

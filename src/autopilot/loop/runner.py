@@ -8,6 +8,7 @@ subprocess and no sleep.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -95,10 +96,10 @@ class SubprocessRunner:
         cgroup = self._cgroups.get(request.run_id)
         if cgroup is None or not os.path.isdir(cgroup.path):  # made once, again if removed
             cgroup = AgentCgroup.for_run(request.run_id, os.environ) if request.run_id else None
-        guarded = False
+        keep_watch = None
         if cgroup is not None:
             self._cgroups[request.run_id] = cgroup
-            guarded = self._watch(request.run_id, cgroup)
+            keep_watch = functools.partial(self._watch, request.run_id, cgroup)
         return run_agent_process(
             request.argv,
             cwd=request.cwd,
@@ -113,7 +114,7 @@ class SubprocessRunner:
             on_start=watch.on_start,
             cgroup=cgroup,
             keep_cgroup=True,
-            guarded=guarded,
+            keep_watch=keep_watch,
         )
 
     def _watch(self, run_id: str, cgroup: AgentCgroup) -> bool:
@@ -121,7 +122,7 @@ class SubprocessRunner:
         sentinel = self._sentinels.get(run_id)
         if sentinel is not None and sentinel.watching():
             return True
-        if sentinel is not None:  # it died (someone killed it): a new one
+        if sentinel is not None:  # someone killed or stopped it: a new one
             sentinel.stand_down()
         started = Sentinel.start(cgroup, run_id) if cgroup.usable else None
         if started is None:

@@ -14,8 +14,14 @@ Where a sentinel watches the cgroup an agent is born in, the agent needs no
 parent-death signal of its own (``loop.spawn.start_agent``): the exec of
 ``setpriv`` per agent is saved, and the agent's descendants end with the driver
 too, which a parent-death signal never reached. With no cgroup, no
-``cgroup.kill``, or a sentinel that could not start or has died, agents get their
-parent-death signal as before.
+``cgroup.kill``, or a sentinel that could not start, agents get their parent-death
+signal as before. A sentinel someone killed or stopped is replaced before the next
+agent and at the driver's heartbeat while one runs (``loop.process``): the new one
+watches the same cgroup, so the agent running is covered again within a second.
+
+An agent that moves itself out of the run's cgroup (which needs write access to an
+ancestor's ``cgroup.procs``, as root has) is out of the sentinel's reach; a relaunch
+ends it by its ``AUTOPILOT_RUN_ID``.
 
 The sentinel carries the run's ``AUTOPILOT_RUN_ID``, so a relaunch that ends what
 a dead driver left (``loop.leftovers.end_leftovers``) ends a sentinel that is late
@@ -29,6 +35,7 @@ import contextlib
 import os
 import subprocess
 
+from autopilot.loop.agent_group import is_stopped
 from autopilot.loop.cgroup import AgentCgroup
 from autopilot.loop.descendants import HELPERS, RUN_ID_ENV
 
@@ -63,7 +70,10 @@ class Sentinel:
         kill = cgroup.path / "cgroup.kill"
         if not os.access(kill, os.W_OK) or not os.access(_SH, os.X_OK):
             return None
-        read_fd, write_fd = os.pipe()
+        try:
+            read_fd, write_fd = os.pipe()
+        except OSError:  # no file descriptor left
+            return None
         try:
             proc = subprocess.Popen(
                 [_SH, "-c", _SCRIPT, str(kill)],
@@ -84,14 +94,21 @@ class Sentinel:
         return cls(proc, write_fd)
 
     def watching(self) -> bool:
-        """Is it still there to end the cgroup if this process dies?"""
-        return self._write_fd is not None and self.proc.poll() is None
+        """Is it still there to end the cgroup if this process dies? Not once it has
+        exited, nor while it is stopped (``SIGSTOP``: it could not act)."""
+        if self._write_fd is None or self.proc.poll() is not None:
+            return False
+        return not is_stopped(self.proc.pid)
 
     def stand_down(self) -> None:
-        """Tell it this process ends normally, and reap it: it kills nothing."""
+        """Tell it this process ends normally, and reap it: it kills nothing (one that
+        is stopped is killed at once, before it could read end-of-file)."""
         if self._write_fd is not None:
             with contextlib.suppress(OSError):
                 os.write(self._write_fd, b"\n")
+            if self.proc.poll() is None and is_stopped(self.proc.pid):
+                with contextlib.suppress(OSError):
+                    self.proc.kill()
             os.close(self._write_fd)
             self._write_fd = None
         try:
