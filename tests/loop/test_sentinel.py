@@ -3,6 +3,7 @@ normal end kills nothing, and a guarded agent needs no ``setpriv``."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -35,6 +36,18 @@ def cgroup() -> Iterator[AgentCgroup]:
     made.kill()
     _wait(lambda: not made.pids())
     made.remove()
+    _end_sentinels_of(made)
+
+
+def _end_sentinels_of(cgroup: AgentCgroup) -> None:
+    """Kill what still watches ``cgroup`` (a test that failed may leave one stopped)."""
+    import psutil
+
+    target = str(cgroup.path / "cgroup.kill")
+    for process in psutil.process_iter(["cmdline"]):
+        if (process.info["cmdline"] or [""])[-1] == target:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
 
 
 _DRIVER = """
