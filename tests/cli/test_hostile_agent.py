@@ -120,6 +120,9 @@ def _relaunch_after_a_kill(
     done = run_cli(["start", folder.name, "--plain"], cwd=repo, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert wait_for_survivors(kids, 0) == []
+    # The relaunch says the cut-short iteration is charged, not "0 spent" alone.
+    said = f"relaunching {folder.name} after iteration 1, cut short by the driver's end"
+    assert f"{said}; it counts (0 spent before it)" in done.stdout
 
 
 def _sentinel_of(driver: int) -> int:

@@ -115,10 +115,14 @@ def start(run_ref: str | None, foreground: bool, plain: bool, env_missing_ok: bo
         return launch_detached(root, run_id, adopt=state.pid)
     adapter = adapter_for_state(state)
     adapter.check_installed()
-    say(
-        f"autopilot: relaunching {run_id} at iteration {state.iteration} "
-        f"({state.spend.iterations} spent)"
-    )
+    if state.iteration_open:  # recovery charges it before the run goes on
+        where = (
+            f"after iteration {state.iteration}, cut short by the driver's end; it counts "
+            f"({state.spend.iterations} spent before it)"
+        )
+    else:
+        where = f"at iteration {state.iteration} ({state.spend.iterations} spent)"
+    say(f"autopilot: relaunching {run_id} {where}")
     if foreground:
         return drive(root, run_id, adapter, plain=plain)
     return launch_detached(root, run_id)
