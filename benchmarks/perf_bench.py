@@ -427,7 +427,7 @@ def _loop_floor(
     rows = [_row(title, _ms(spawned), bash, spawned / bare)]
     if guarded:
         title = "loop floor: the agent started with a parent-death signal (setpriv; no sentinel)"
-        rows.append(_row(title, _ms(agent_cost), bash, agent_cost / bare))
+        rows.append(_row(title, _ms(guarded[0]), bash, guarded[0] / bare))
     rows.append(_row("loop floor: one git status (a mark)", _ms(mark), bash, mark / bare))
     rows.append(
         _row(
