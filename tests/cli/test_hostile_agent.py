@@ -17,6 +17,7 @@ from autopilot.store.state import read_state_json
 from tests.cli.test_control import _run_dir, _start, _wait_for
 from tests.conftest import FakeAgent, run_cli
 from tests.loop.test_descendants import KINDS, recorded, spawner, survivors, wait_for_survivors
+from tests.loop.test_sentinel import sentinels_of
 
 
 def test_a_half_line_the_agent_appends_to_the_log_glues_nothing(
@@ -110,7 +111,8 @@ def _relaunch_after_a_kill(
     if cgroup == "sentinel killed":
         # The driver stopped first: its heartbeat cannot start another sentinel.
         proc.send_signal(signal.SIGSTOP)
-        os.kill(_sentinel_of(proc.pid), signal.SIGKILL)
+        (sentinel,) = sentinels_of(proc.pid)
+        os.kill(sentinel, signal.SIGKILL)
     proc.kill()
     proc.wait()
     if cgroup != "on":
@@ -123,16 +125,6 @@ def _relaunch_after_a_kill(
     # The relaunch says the cut-short iteration is charged, not "0 spent" alone.
     said = f"relaunching {folder.name} after iteration 1, cut short by the driver's end"
     assert f"{said}; it counts (0 spent before it)" in done.stdout
-
-
-def _sentinel_of(driver: int) -> int:
-    """The pid of the driver's child that watches its run's cgroup (``loop.sentinel``)."""
-    import psutil
-
-    for child in psutil.Process(driver).children():
-        if child.cmdline()[-1].endswith("/cgroup.kill"):
-            return child.pid
-    raise AssertionError("the driver has no sentinel")
 
 
 @pytest.mark.parametrize("cgroup", ["on", "sentinel killed", "off"])

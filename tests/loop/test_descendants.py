@@ -336,16 +336,21 @@ print("ok")
 """
 
 
-def test_an_agent_that_left_nothing_is_told_without_the_process_table() -> None:
-    # In a process of its own: this one may have children other tests left.
+def assert_ok_alone(script: str, *args: str) -> None:
+    """Run ``script`` in a Python process of its own (this one may have children other
+    tests left) and check it printed ``ok``."""
     done = subprocess.run(
-        [sys.executable, "-c", _LEFT_NOTHING],
+        [sys.executable, "-c", script, *args],
         check=False,
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert done.stdout == "ok\n", done.stderr
+
+
+def test_an_agent_that_left_nothing_is_told_without_the_process_table() -> None:
+    assert_ok_alone(_LEFT_NOTHING)
 
 
 def test_an_agent_whose_orphan_lives_is_searched_for_and_the_orphan_ended(

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,16 +18,15 @@ from autopilot.loop.cgroup import AgentCgroup
 from autopilot.loop.descendants import HELPERS, reap_adopted
 from autopilot.loop.sentinel import Sentinel
 from autopilot.process_exit import exited_within
-from tests.loop.test_spawn import _alive, _wait
+from tests.loop.test_descendants import assert_ok_alone
+from tests.loop.test_spawn import _alive, _run_cgroup, _wait
 
 
 @pytest.fixture
 def cgroup() -> Iterator[AgentCgroup]:
     """A new run's cgroup, emptied and removed at the end (skipped where this user may
     have none, or the kernel no ``cgroup.kill``)."""
-    made = AgentCgroup.for_run(f"sentinel-test-{time.time_ns()}", {})
-    if made is None:
-        pytest.skip("this machine gives this user no cgroup v2")
+    made = _run_cgroup("sentinel-test")
     if not (made.path / "cgroup.kill").exists():
         made.remove()
         pytest.skip("this kernel has no cgroup.kill")
@@ -36,10 +34,10 @@ def cgroup() -> Iterator[AgentCgroup]:
     made.kill()
     _wait(lambda: not made.pids())
     made.remove()
-    _end_sentinels_of(made)
+    _endsentinels_of(made)
 
 
-def _end_sentinels_of(cgroup: AgentCgroup) -> None:
+def _endsentinels_of(cgroup: AgentCgroup) -> None:
     """Kill what still watches ``cgroup`` (a test that failed may leave one stopped)."""
     import psutil
 
@@ -71,7 +69,8 @@ SubprocessRunner().run(request, watch)
 """
 
 
-def _sentinels_of(driver: int) -> list[int]:
+def sentinels_of(driver: int) -> list[int]:
+    """The pids of ``driver``'s children that watch a run's cgroup, zombies left out."""
     import psutil
 
     found = []
@@ -98,9 +97,9 @@ def test_a_killed_driver_takes_its_agent_and_all_it_started_with_it(
         assert _wait(lambda: Path(f"/proc/{agent}/cmdline").read_bytes().startswith(b"sleep"))
         assert _alive(kid)
         if sentinel != "watching":
-            (first,) = _sentinels_of(driver.pid)
+            (first,) = sentinels_of(driver.pid)
             os.kill(first, signal.SIGKILL if sentinel == "killed" else signal.SIGSTOP)
-            assert _wait(lambda: [p for p in _sentinels_of(driver.pid) if p != first])
+            assert _wait(lambda: [p for p in sentinels_of(driver.pid) if p != first])
             assert _wait(lambda: not _alive(first))  # a stopped one is killed
         driver.send_signal(signal.SIGKILL)
         driver.wait()
@@ -216,15 +215,7 @@ print("ok")
 
 
 def test_an_agent_is_not_thought_to_have_left_the_sentinel(cgroup: AgentCgroup) -> None:
-    # In a process of its own: this one may have children other tests left.
-    done = subprocess.run(
-        [sys.executable, "-c", _LEFT_NOTHING, str(cgroup.path)],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.stdout == "ok\n", done.stderr
+    assert_ok_alone(_LEFT_NOTHING, str(cgroup.path))
 
 
 def test_a_stopped_sentinel_is_not_watching_and_is_stood_down_at_once(

@@ -18,6 +18,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -157,10 +158,25 @@ def _read(path: str) -> list[bytes]:
     return data.split()
 
 
-def is_stopped(pid: int) -> bool:
-    import psutil
+def is_stopped(pid: int, *, traced_too: bool = False) -> bool:
+    """Is ``pid`` stopped (``SIGSTOP``; with ``traced_too``, also held by a tracer)?
+    Its state in ``/proc/<pid>/stat`` (proc(5)) on Linux, psutil's elsewhere; False
+    when it is gone."""
+    if not sys.platform.startswith("linux"):
+        import psutil
 
+        try:
+            status = psutil.Process(pid).status()
+        except psutil.Error:
+            return False
+        return status == psutil.STATUS_STOPPED or (
+            traced_too and status == psutil.STATUS_TRACING_STOP
+        )
     try:
-        return bool(psutil.Process(pid).status() == psutil.STATUS_STOPPED)
-    except psutil.Error:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            data = stat.read()
+    except OSError:
         return False
+    after_name = data.rfind(b")") + 2
+    state = data[after_name : after_name + 1]
+    return state == b"T" or (traced_too and state == b"t")

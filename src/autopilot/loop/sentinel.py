@@ -35,6 +35,7 @@ import contextlib
 import os
 import subprocess
 
+from autopilot.loop.agent_group import is_stopped
 from autopilot.loop.cgroup import AgentCgroup
 from autopilot.loop.descendants import HELPERS, RUN_ID_ENV
 
@@ -97,7 +98,7 @@ class Sentinel:
         exited, nor while it is stopped (``SIGSTOP``: it could not act)."""
         if self._write_fd is None or self.proc.poll() is not None:
             return False
-        return not _stopped(self.proc.pid)
+        return not is_stopped(self.proc.pid, traced_too=True)
 
     def stand_down(self) -> None:
         """Tell it this process ends normally, and reap it: it kills nothing (one that
@@ -105,7 +106,7 @@ class Sentinel:
         if self._write_fd is not None:
             with contextlib.suppress(OSError):
                 os.write(self._write_fd, b"\n")
-            if self.proc.poll() is None and _stopped(self.proc.pid):
+            if self.proc.poll() is None and is_stopped(self.proc.pid, traced_too=True):
                 with contextlib.suppress(OSError):
                     self.proc.kill()
             os.close(self._write_fd)
@@ -116,15 +117,3 @@ class Sentinel:
             self.proc.kill()
             self.proc.wait()
         HELPERS.discard(self.proc.pid)
-
-
-def _stopped(pid: int) -> bool:
-    """Is ``pid`` stopped (``SIGSTOP``, or by a tracer)? Its state in
-    ``/proc/<pid>/stat`` (proc(5)), read without psutil: a driver asks at every agent."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            data = stat.read()
-    except OSError:
-        return False
-    state = data[data.rfind(b")") + 2 : data.rfind(b")") + 3]
-    return state in (b"T", b"t")

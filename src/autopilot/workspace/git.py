@@ -31,10 +31,7 @@ from autopilot.errors import AutopilotError
 from autopilot.workspace.filters import FilterGuard
 from autopilot.workspace.ref_files import read_tips
 from autopilot.workspace.repo import run_git
-from autopilot.workspace.work_tree import find_work_tree
-
-OBSERVE_TIMEOUT_SECONDS = 30.0
-"""The longest one observing git call may take."""
+from autopilot.workspace.work_tree import OBSERVE_TIMEOUT_SECONDS, find_work_tree
 
 _MAX_COMMITS = 200
 _MAX_REFLOG_ENTRIES = 1000

@@ -12,22 +12,8 @@ from pathlib import Path
 from autopilot.errors import AutopilotError
 from autopilot.workspace.repo import Repository, run_git
 
-_TIMEOUT_SECONDS = 30.0
-"""The longest the one git call may take."""
-
-
-def could_be_repository(cwd: Path) -> bool:
-    """Whether git could find a work tree for ``cwd``, judged without starting it.
-
-    git looks for ``.git`` (a folder, or a file in a linked worktree or submodule)
-    in ``cwd`` and each folder above it, unless ``GIT_DIR`` names the repository. No
-    ``.git`` anywhere up the path and no ``GIT_DIR``: not a repository, and a driver
-    iterating outside one starts no git process at all. A ``.git`` does not prove a
-    work tree (``git rev-parse`` decides), so this errs only towards asking git.
-    """
-    if os.environ.get("GIT_DIR"):
-        return True
-    return any(os.path.lexists(folder / ".git") for folder in (cwd, *cwd.parents))
+OBSERVE_TIMEOUT_SECONDS = 30.0
+"""The longest one observing git call may take (this module's, ``workspace.git``'s)."""
 
 
 def work_tree_root(cwd: Path) -> Path:
@@ -52,17 +38,23 @@ _work_trees: dict[tuple[object, ...], Repository | None] = {}
 """``find_work_tree``'s answers in this process, by what git's answer depends on."""
 
 
-def _where_git_looks(cwd: Path) -> tuple[object, ...]:
+def _where_git_looks(cwd: Path) -> tuple[object, ...] | None:
     """What git's search for a repository from ``cwd`` depends on: the variables that
-    steer it, and each ``.git`` in ``cwd`` and the folders above it, by inode and
-    change time (a ``git init``, a removed or rewritten ``.git`` changes this)."""
-    found: list[object] = [cwd, *(os.environ.get(name) for name in _GIT_ENV)]
+    steer it, and each ``.git`` (a folder, or a file in a linked worktree or submodule)
+    in ``cwd`` and the folders above it, by inode and change time (a ``git init``, a
+    removed or rewritten ``.git`` changes this). None where git could find no work tree:
+    no ``.git`` anywhere up the path and no ``GIT_DIR`` (a driver iterating there starts
+    no git process at all; a ``.git`` does not prove a work tree, git decides)."""
+    variables = [os.environ.get(name) for name in _GIT_ENV]
+    found: list[object] = [cwd, *variables]
     for folder in (cwd, *cwd.parents):
         try:
             seen = os.lstat(folder / ".git")
         except OSError:
             continue
         found.append((folder, seen.st_ino, seen.st_ctime_ns, seen.st_mtime_ns))
+    if len(found) == 1 + len(variables) and not variables[0]:  # no .git, no GIT_DIR
+        return None
     return tuple(found)
 
 
@@ -70,10 +62,10 @@ def find_work_tree(cwd: Path) -> Repository | None:
     """The work tree holding ``cwd``: its top, git directory and common git directory
     (absolute), from one git process, asked once in a process while no ``.git`` on the
     way up changes (``_where_git_looks``); None when ``cwd`` is not inside a work tree
-    (a bare repository, a git directory) or git cannot tell."""
-    if not could_be_repository(cwd):
-        return None
+    (no ``.git`` up the path, a bare repository, a git directory) or git cannot tell."""
     key = _where_git_looks(cwd)
+    if key is None:
+        return None
     if key in _work_trees:
         return _work_trees[key]
     try:
@@ -85,7 +77,7 @@ def find_work_tree(cwd: Path) -> Repository | None:
             "--git-dir",
             "--git-common-dir",
             "--show-toplevel",
-            timeout_seconds=_TIMEOUT_SECONDS,
+            timeout_seconds=OBSERVE_TIMEOUT_SECONDS,
         )
     except AutopilotError:
         return None
