@@ -341,14 +341,14 @@ def bench_loop(tmp: Path, iterations: int, rounds: int, against: str | None = No
         per = len(lines) / 10
         inside = cwd == repo
         words = [_git_subcommand(line) for line in lines]
-        # One mark an iteration (its end mark opens the next), and the first's start.
+        # One mark an iteration (its end mark opens the next), and the opening mark
+        # (the baseline's, then the first iteration's start).
         marks = words.count("status") / 10
-        # The baseline and the first iteration's checkpoint are taken (the memory file
-        # is new after the baseline); the agent changes nothing after that, so the
-        # other nine iterations share the first one's and start no checkpoint process.
+        # The baseline is taken; the agent changes nothing, so every iteration shares
+        # it and starts no checkpoint process.
         taken = [i for i, w in enumerate(words) if w == "update-ref"]
-        later = words[taken[1] + 1 :] if len(taken) > 1 else words
-        checkpoint = sum(w in _CHECKPOINT_CALLS for w in later) / 9
+        later = words[taken[0] + 1 :] if taken else words
+        checkpoint = sum(w in _CHECKPOINT_CALLS for w in later) / 10
         rows.append(
             _row(
                 f"loop: git processes per iteration, {title}",

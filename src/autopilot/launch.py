@@ -97,4 +97,44 @@ def main() -> None:
         sys.exit(code)
     from autopilot.cli.main import main as cli_main
 
-    cli_main()
+    ending = _Ending()
+    try:
+        cli_main()
+    except SystemExit as stop:
+        ending.code = _exit_status(stop.code)
+        raise
+    except KeyboardInterrupt:  # Python's own ending: the status of a SIGINT
+        raise
+    except BaseException:
+        ending.code = 1
+        raise
+
+
+class _Ending:
+    """A command's end without the teardown of its modules: registered before the
+    command runs, so that its handler runs last among ``atexit``'s, after every
+    handler the command's libraries registered and after the threads that are not
+    daemons ended; it flushes the output and ends the process with ``code``. A run's
+    driver loads some 500 modules whose one-by-one teardown took about 15 ms, 2% of a
+    100-iteration run. Every file autopilot writes is closed (and synced where it
+    must be) before the command returns. None: Python ends as usual."""
+
+    def __init__(self) -> None:
+        import atexit
+
+        self.code: int | None = None
+        atexit.register(self._exit)
+
+    def _exit(self) -> None:
+        if self.code is not None:
+            _exit_now(self.code)
+
+
+def _exit_status(code: object) -> int:
+    """The status Python gives for ``SystemExit(code)``: 0 for None, the number, or 1
+    (a message, printed already)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    return 1

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from autopilot.config import RunConfig
 from autopilot.loop.tree_marks import REUSE_WINDOW_S, IterationMarks
+from autopilot.store.memory import ensure_memory
 from autopilot.store.project_files import memory_path
 from autopilot.workspace.git import TreeMark
 from tests.fakes import FakeClock, FakeWorkspace, Scripted, arm, claude_lines
@@ -87,18 +88,35 @@ def test_a_mark_git_could_not_take_is_not_reused() -> None:
 
 def test_a_plain_run_marks_once_per_iteration(tmp_path: Path) -> None:
     rig = arm(tmp_path, RunConfig(max_iterations=4))
+    ensure_memory(tmp_path / "work")  # a project autopilot has run in before
     rig.workspace = workspace = CountingWorkspace()
     driver, _ = rig.driver([working(rig)])
     assert driver.run().reason == "max_iterations"
-    assert workspace.marks == 1 + 4  # the first start, then each end
+    # The opening mark (the baseline's, then the first iteration's start), then each end.
+    assert workspace.marks == 1 + 4
     # Each iteration's edit is its own progress, and checkpoints still follow the tree.
     ends = _of(rig, "iteration_end")
     assert [e["filesChanged"] for e in ends] == [1, 1, 1, 1]
     assert len(_of(rig, "checkpoint")) >= 4
 
 
+def test_a_memory_file_made_at_the_start_is_not_the_first_iterations_change(
+    tmp_path: Path,
+) -> None:
+    """In a new project the memory file is made after the opening mark: the first
+    iteration starts from a fresh mark, so the file is not counted as its work."""
+    rig = arm(tmp_path, RunConfig(max_iterations=2))
+    rig.workspace = workspace = CountingWorkspace()
+    driver, _ = rig.driver([working(rig)])
+    assert driver.run().reason == "max_iterations"
+    assert memory_path(tmp_path / "work").exists()
+    assert workspace.marks == 1 + 1 + 2
+    assert [e["filesChanged"] for e in _of(rig, "iteration_end")] == [1, 1]
+
+
 def test_idle_iterations_still_stagnate(tmp_path: Path) -> None:
     rig = arm(tmp_path, RunConfig(max_iterations=10, stagnation_limit=3))
+    ensure_memory(tmp_path / "work")
     rig.workspace = workspace = CountingWorkspace()
     driver, _ = rig.driver([Scripted(claude_lines("nothing to do"))])
     result = driver.run()
@@ -110,6 +128,7 @@ def test_the_memory_file_put_back_takes_a_fresh_mark(tmp_path: Path) -> None:
     rig = arm(tmp_path, RunConfig(max_iterations=2))
     rig.workspace = workspace = CountingWorkspace()
     cwd = tmp_path / "work"
+    ensure_memory(cwd)
 
     def delete_memory(_: object) -> None:
         memory_path(cwd).unlink(missing_ok=True)
@@ -119,4 +138,5 @@ def test_the_memory_file_put_back_takes_a_fresh_mark(tmp_path: Path) -> None:
     )
     assert driver.run().reason == "max_iterations"
     assert _of(rig, "memory_restored")
-    assert workspace.marks == 4  # the second iteration starts from a fresh mark
+    # The opening mark starts the first iteration; the second starts from a fresh mark.
+    assert workspace.marks == 4

@@ -13,7 +13,7 @@ from autopilot.workspace.checkpoints import Checkpoints
 from autopilot.workspace.git import GitObserver
 from autopilot.workspace.marks import GitWorkspace
 from autopilot.workspace.ref_files import read_tips
-from autopilot.workspace.repo import open_repository
+from autopilot.workspace.repo import git_program, open_repository, run_git
 from tests.conftest import git
 
 
@@ -173,6 +173,32 @@ def test_an_iteration_that_changes_nothing_is_its_two_marks(
     assert _calls(git_calls)[1:] == ["add", "write-tree", "diff-tree", "commit-tree", "update-ref"]
 
 
+def test_a_baseline_after_a_mark_is_shared_by_an_unchanged_first_iteration(
+    tmp_path: Path, repo: Path, git_calls: Path
+) -> None:
+    """A driver marks before its baseline (``IterationMarks.opening``): the baseline
+    takes HEAD from the mark, and a first iteration that changed nothing shares it."""
+    run_dir = tmp_path / "runs" / "repo-1"
+    run_dir.mkdir(parents=True)
+    (repo / "draft.txt").write_text("uncommitted before the run\n")
+    workspace = GitWorkspace(repo, run_dir)
+    workspace.mark()
+    _calls(git_calls)
+    baseline = workspace.checkpoint(0)
+    assert baseline is not None and baseline.files == ("A draft.txt",)
+    calls = ["for-each-ref", "add", "write-tree", "diff-tree", "commit-tree", "update-ref"]
+    assert _calls(git_calls) == calls  # no rev-parse of HEAD
+    workspace.mark()
+    first = workspace.checkpoint(1)
+    assert _calls(git_calls) == ["status"]
+    assert first is not None
+    assert (first.name, first.sha, first.files_changed) == ("baseline", baseline.sha, 0)
+    (repo / "draft.txt").write_text("the second iteration's work\n")
+    workspace.mark()
+    second = workspace.checkpoint(2)
+    assert second is not None and (second.name, second.files) == ("iter-0002", ("M draft.txt",))
+
+
 def test_a_run_asks_git_where_its_work_tree_is_once(
     tmp_path: Path, repo: Path, git_calls: Path
 ) -> None:
@@ -203,3 +229,31 @@ def test_a_run_asks_git_where_its_work_tree_is_once(
         "commit-tree",
         "update-ref",
     ]
+
+
+def test_git_is_looked_up_once_per_path_and_again_when_it_is_gone(
+    tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run_git`` execs the git ``PATH`` finds without searching ``PATH`` on each
+    call; a git removed since is looked up again, and a relative folder on ``PATH``
+    leaves the search to ``execvp``."""
+    real = shutil.which("git")
+    assert real is not None
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder, word in ((first, "first"), (second, "second")):
+        folder.mkdir()
+        script = folder / "git"
+        script.write_text(
+            f"#!/bin/sh\necho {word} >> '{tmp_path / 'ran.log'}'\nexec '{real}' \"$@\"\n"
+        )
+        script.chmod(0o755)
+    path = os.pathsep.join([str(first), str(second), os.environ["PATH"]])
+    monkeypatch.setenv("PATH", path)
+    assert git_program(path) == str(first / "git")
+    assert run_git(repo, "rev-parse", "HEAD").returncode == 0
+    (first / "git").unlink()
+    assert run_git(repo, "rev-parse", "HEAD").returncode == 0  # found again: second
+    assert git_program(path) == str(second / "git")
+    assert (tmp_path / "ran.log").read_text().split() == ["first", "second"]
+    assert git_program(os.pathsep.join(["bin", str(second)])) is None
+    assert git_program(str(tmp_path / "nowhere")) is None

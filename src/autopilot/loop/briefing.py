@@ -118,8 +118,8 @@ class Briefing:
                     EventType.MEMORY_RESTORED,
                     note=f"{memory_path(self.cwd)} was gone; restored from the run's copy",
                 )
-            if start:
-                memory.ensure_memory(self.cwd)
+            if start and memory.ensure_memory(self.cwd):
+                self.tree_writes += 1
             memory.keep_copy(self.cwd, self.folder.path)
         except OSError as error:
             self._warn(f"memory file: {error.strerror or error}")

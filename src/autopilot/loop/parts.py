@@ -169,6 +169,8 @@ class RunParts:
         failure is a warning and never ends the run. Off with ``--no-checkpoints``."""
         if self.config.checkpoints != "on":
             return
+        if iteration == 0:
+            self.marks.opening()  # HEAD and the tree key for the baseline
         facts = self.workspace.checkpoint(iteration)
         problem = self.workspace.problem()
         if problem is not None:

@@ -9,9 +9,11 @@ usage-limit wait, a backoff, a gate: any hold of ``loop.waits``), wrote nothing 
 the tree itself (the memory file or ``.autopilot/.gitignore`` put back, the run's
 branch made again, a verify command run), the run is a plain one (a backlog run
 writes its tasks between iterations; a lane shares its run's budget with others), and
-the end mark is at most ``REUSE_WINDOW_S`` old. A new driver (a relaunch) starts with
-a fresh mark. An edit made by a person in the milliseconds between two iterations
-counts toward the next iteration's change.
+the end mark is at most ``REUSE_WINDOW_S`` old. A new driver (a relaunch too) takes an
+opening mark before its baseline checkpoint, and its first iteration starts from that
+mark on the same terms (creating the memory file is a write into the tree). An edit
+made by a person in the milliseconds between two iterations counts toward the next
+iteration's change.
 """
 
 from __future__ import annotations
@@ -60,6 +62,13 @@ class IterationMarks:
             if self._clock.monotonic() - taken <= REUSE_WINDOW_S and self._quiet() == quiet:
                 return mark
         return self._workspace.mark()
+
+    def opening(self) -> TreeMark | None:
+        """The mark a new driver takes before the run's baseline checkpoint, which
+        then knows HEAD and the tree's key without asking git (``workspace.marks``);
+        kept to start the first iteration, as an end mark is. None where end marks
+        are not reused (a backlog run, a lane): the baseline asks git itself."""
+        return self.end() if self._reuse else None
 
     def end(self) -> TreeMark:
         """A fresh mark that ends an iteration (kept to open the next, if it may)."""

@@ -172,14 +172,17 @@ class Checkpoints:
 
     # Writing -------------------------------------------------------------------------
 
-    def take_baseline(self) -> Taken:
+    def take_baseline(self, head: str | None = None) -> Taken:
         """Checkpoint the working tree as the run finds it (uncommitted changes too).
+
+        Args:
+            head: HEAD's sha as the caller just saw it; None: asked of git.
 
         Raises:
             GitCommandError: git failed (its words in the message).
             GitUnavailableError: git is missing or timed out.
         """
-        return self._take("baseline")
+        return self._take("baseline", head)
 
     def take_iteration(self, iteration: int, head: str | None = None) -> Taken:
         """Checkpoint the working tree after ``iteration`` (1-based).

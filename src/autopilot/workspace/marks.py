@@ -153,12 +153,12 @@ class GitWorkspace:
             self._checkpointer = RunCheckpointer(
                 self.cwd, self._run_dir, filters=self._git.filters, work_tree=self._git.work_tree
             )
-        if iteration == 0:
-            return self._checkpointer.baseline()
         # The work tree as the mark just before saw it (the driver marks, then
         # checkpoints): its HEAD, and its tree key, which lets an unchanged tree share
         # the previous checkpoint without a git process. A mark serves one checkpoint.
         last, self._last = self._last or git.UNKNOWN, None
+        if iteration == 0:
+            return self._checkpointer.baseline(last.head, last.tree_key)
         return self._checkpointer.after_iteration(iteration, last.head, last.tree_key)
 
     def problem(self) -> str | None:

@@ -12,6 +12,7 @@ removed; a caller that wants a temporary index passes it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -121,17 +122,16 @@ def run_git(
         GitUnavailableError: git is not installed, cannot start, or timed out.
     """
     argv = ["git", *HARDENING, *args]
+    environment = git_environment(env)
+    program = git_program(environment.get("PATH"))
     try:
-        process = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=git_environment(env),
-            stdin=subprocess.PIPE if input_bytes is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # its own group: a timeout ends all it started
-        )
+        process = _start(argv, program, cwd, environment, input_bytes)
     except FileNotFoundError:
+        if program is not None and cwd.is_dir():  # the git found before is gone
+            _find_git.cache_clear()
+            return run_git(
+                cwd, *args, env=env, input_bytes=input_bytes, timeout_seconds=timeout_seconds
+            )
         if not cwd.is_dir():
             raise RepositoryError(f"{cwd} does not exist or is not a directory") from None
         raise GitUnavailableError("git is not installed (not found on PATH)") from None
@@ -152,6 +152,45 @@ def run_git(
                 f"git {args[0] if args else ''} took longer than {timeout_seconds:.0f} s in {cwd}"
             ) from None
     return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+
+
+def _start(
+    argv: list[str],
+    program: str | None,
+    cwd: Path,
+    env: dict[str, str],
+    input_bytes: bytes | None,
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        argv,
+        executable=program,  # argv[0] stays "git"
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE if input_bytes is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own group: a timeout ends all it started
+    )
+
+
+def git_program(search_path: str | None) -> str | None:
+    """The ``git`` that ``execvp`` would run for ``search_path`` (a ``PATH`` value),
+    looked up once per value: each call then execs it directly instead of trying
+    every folder before it (a failed ``execve`` each). None where the lookup is
+    left to ``execvp``: a relative folder on the path (its meaning follows the
+    working directory), or no ``git`` found."""
+    return _find_git(search_path if search_path is not None else os.defpath)
+
+
+@functools.lru_cache(maxsize=8)
+def _find_git(search_path: str) -> str | None:
+    for folder in search_path.split(os.pathsep):
+        if not os.path.isabs(folder):
+            return None
+        candidate = os.path.join(folder, "git")
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
 
 
 def first_line(data: bytes) -> str:

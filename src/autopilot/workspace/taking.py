@@ -129,16 +129,24 @@ class RunCheckpointer:
         """Whether checkpoints are being taken."""
         return self._store is not None
 
-    def baseline(self) -> CheckpointFacts | None:
+    def baseline(
+        self, head: str | None = None, tree_key: str | None = None
+    ) -> CheckpointFacts | None:
         """The working tree as the run finds it, unless the run already has a
-        baseline (a relaunch). None when checkpoints are off or git failed."""
+        baseline (a relaunch). None when checkpoints are off or git failed.
+
+        Args:
+            head: HEAD as a mark just saw it (None: asked of git).
+            tree_key: That mark's tree key (``TreeMark.tree_key``): a first iteration
+                that leaves the same key shares the baseline (see ``after_iteration``).
+        """
         store = self._store
         if store is None:
             return None
         try:
             if any(c.name == "baseline" for c in store.history()):
                 return None
-            return self._taken(CheckpointFacts.of(store.take_baseline(), 0), None)
+            return self._taken(CheckpointFacts.of(store.take_baseline(head), 0), tree_key)
         except AutopilotError as error:
             self._fail(error)
             return None
