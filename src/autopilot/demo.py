@@ -28,7 +28,6 @@ from autopilot.runtime.run_result import ending_line
 from autopilot.store.paths import run_dir, runs_root
 from autopilot.store.run_state import PromptSource
 from autopilot.view.foreground import drive
-from autopilot.view.safe import shown
 
 BACKLOG: list[dict[str, object]] = [
     {
@@ -129,7 +128,7 @@ def run_demo(directory: Path | None, *, plain: bool = False) -> int:
             root,
             run_id,
             make_adapter("demo"),
-            echo=lambda line: click.echo(shown(line, newlines=True)),
+            echo=click.echo,  # each line is safe to show already
             plain=plain,
         )
     finally:

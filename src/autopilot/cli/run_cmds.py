@@ -10,7 +10,7 @@ import click
 
 from autopilot.agents.base import AgentAdapter
 from autopilot.agents.registry import AGENT_NAMES, make_adapter
-from autopilot.cli.echo import say
+from autopilot.cli.echo import say, write_line
 from autopilot.cli.parallel_cmd import lanes_wanted, run_parallel
 from autopilot.cli.run_limits import LIMIT_OPTIONS, limit_options, print_limits
 from autopilot.cli.run_sources import (
@@ -53,7 +53,9 @@ def drive(
     project_lock: ProjectLock | None = None,
 ) -> int:
     """Drive a run here (``view.foreground``), print how it ended; returns the exit code."""
-    result = drive_here(root, run_id, adapter, echo=say, plain=plain, project_lock=project_lock)
+    result = drive_here(
+        root, run_id, adapter, echo=write_line, plain=plain, project_lock=project_lock
+    )
     _print_result(result, replay_hint=replay_hint)
     return result.exit_code
 

@@ -46,7 +46,8 @@ def drive(
         root: The runs root.
         run_id: An armed run that has not ended.
         adapter: Its agent's adapter.
-        echo: Prints one line.
+        echo: Prints one line as it is: every line given is safe to show already
+            (``format_event`` and ``waiting_hint`` redact and escape what they format).
         plain: One line per event instead of the live view.
         project_lock: The work tree's lock, if the caller already holds it.
 
