@@ -106,12 +106,13 @@ class AgentGroup:
         if self.ended:
             return
         self.ended = True
-        end_all(
-            self.find,
-            grace_seconds=kill_grace_seconds,
-            cgroups=[self.cgroup] if self.cgroup is not None else [],
-            keep_unreaped=self.proc.pid,
-        )
+        if not self.left_nothing():  # else nothing is alive, nor in the cgroup to fork
+            end_all(
+                self.find,
+                grace_seconds=kill_grace_seconds,
+                cgroups=[self.cgroup] if self.cgroup is not None else [],
+                keep_unreaped=self.proc.pid,
+            )
         try:
             self.proc.wait(timeout=kill_grace_seconds + 5)
         except subprocess.TimeoutExpired:

@@ -175,15 +175,27 @@ class AgentCgroup:
     def pids(self) -> list[int]:
         """The processes in it now (none once it is gone)."""
         try:
-            text = (self.path / "cgroup.procs").read_text()
+            fd = os.open(self.path / "cgroup.procs", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             return []
-        return [int(word) for word in text.split() if word.isdigit()]
+        data = b""
+        try:
+            while chunk := os.read(fd, 65536):
+                data += chunk
+        except OSError:
+            return []
+        finally:
+            os.close(fd)
+        return [int(word) for word in data.split() if word.isdigit()]
 
     def kill(self) -> None:
         """SIGKILL everything in it: ``cgroup.kill`` (Linux 5.14+), else each member."""
         try:
-            (self.path / "cgroup.kill").write_text("1")
+            fd = os.open(self.path / "cgroup.kill", os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(fd, b"1")
+            finally:
+                os.close(fd)
         except OSError:
             for pid in self.pids():
                 with contextlib.suppress(OSError):
