@@ -36,40 +36,62 @@ def read_tips(git_dir: Path, common_dir: Path, reflog_entries: int) -> frozenset
         The shas; None when the refs are not stored as files (reftable) or cannot be
         read (the caller asks git then).
     """
-    if (common_dir / "reftable").exists() or not (common_dir / "refs").is_dir():
+    common = os.fspath(common_dir)  # plain strings: a mark reads these every iteration
+    if os.path.exists(os.path.join(common, "reftable")):
+        return None
+    if not os.path.isdir(os.path.join(common, "refs")):
         return None
     try:
-        branches = _loose_heads(common_dir / "refs" / "heads")
+        branches = _loose_heads(os.path.join(common, "refs", "heads"))
         # Loose refs before packed-refs: ``git pack-refs`` writes packed-refs before it
         # deletes the loose files, so a ref being packed is seen in one or the other.
-        for name, sha in _packed_heads(common_dir / "packed-refs").items():
+        for name, sha in _packed_heads(os.path.join(common, "packed-refs")).items():
             branches.setdefault(name, sha)
-        reflog = _reflog_news(git_dir / "logs" / "HEAD", reflog_entries)
+        reflog = _reflog_news(os.path.join(os.fspath(git_dir), "logs", "HEAD"), reflog_entries)
     except OSError:
         return None
     return frozenset(sha.decode("ascii") for sha in (*branches.values(), *reflog))
 
 
-def _loose_heads(folder: Path) -> dict[str, bytes]:
+def _loose_heads(folder: str, prefix: str = "") -> dict[str, bytes]:
+    """``refs/heads``' loose refs under ``folder``, by name (``prefix`` + file name)."""
     found: dict[str, bytes] = {}
-    for top, _dirs, names in os.walk(folder):
-        for name in names:
-            if name.endswith(".lock"):
-                continue
-            path = os.path.join(top, name)
-            try:
-                with open(path, "rb") as handle:
-                    content = handle.read(200).strip()
-            except (FileNotFoundError, IsADirectoryError):
-                continue  # deleted or packed meanwhile
-            if _SHA.fullmatch(content):
-                found[os.path.relpath(path, folder)] = content
+    try:
+        entries = list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return found
+    for entry in entries:
+        name = prefix + entry.name
+        if entry.is_dir(follow_symlinks=False):
+            found.update(_loose_heads(entry.path, name + "/"))
+            continue
+        if entry.name.endswith(".lock"):
+            continue
+        content = _read_head(entry.path)
+        if content is not None and _SHA.fullmatch(content):
+            found[name] = content
     return found
 
 
-def _packed_heads(path: Path) -> dict[str, bytes]:
+def _read_head(path: str) -> bytes | None:
+    """A loose ref file's first 200 bytes, stripped; None if it is gone (packed or
+    deleted meanwhile) or is a folder."""
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+    try:
+        return os.read(fd, 200).strip()
+    except IsADirectoryError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _packed_heads(path: str) -> dict[str, bytes]:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
     except FileNotFoundError:
         return {}
     found: dict[str, bytes] = {}
@@ -80,9 +102,9 @@ def _packed_heads(path: Path) -> dict[str, bytes]:
     return found
 
 
-def _reflog_news(path: Path, entries: int) -> list[bytes]:
+def _reflog_news(path: str, entries: int) -> list[bytes]:
     try:
-        with path.open("rb") as handle:
+        with open(path, "rb") as handle:
             size = handle.seek(0, os.SEEK_END)
             start = max(0, size - _REFLOG_TAIL_BYTES)
             handle.seek(start)
