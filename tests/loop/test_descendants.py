@@ -366,3 +366,24 @@ def test_an_agent_whose_orphan_lives_is_searched_for_and_the_orphan_ended(
     group.end(kill_grace_seconds=1.0)
     assert survivors(kids) == []
     assert AgentGroup(group.proc, None, subreaper=False).left_nothing() is False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+def test_a_driver_becomes_a_subreaper_on_a_thread_of_its_own() -> None:
+    """``become_subreaper_soon`` (a driver's start) makes the process a subreaper, as
+    the kernel reports it."""
+    probe = (
+        "import ctypes, os, sys, threading\n"
+        "from autopilot.loop.subreaper import become_subreaper_soon\n"
+        "become_subreaper_soon()\n"
+        "for thread in threading.enumerate():\n"
+        "    if thread.name == 'subreaper':\n"
+        "        thread.join()\n"
+        "flag = ctypes.c_int(0)\n"
+        "ctypes.CDLL(None).prctl(37, ctypes.byref(flag), 0, 0, 0)  # PR_GET_CHILD_SUBREAPER\n"
+        "print(flag.value)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "1"

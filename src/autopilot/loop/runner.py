@@ -18,6 +18,7 @@ from typing import Protocol
 from autopilot.loop.cgroup import AgentCgroup, warm_up
 from autopilot.loop.process import ProcessLimits, ProcessResult, run_agent_process
 from autopilot.loop.sentinel import Sentinel
+from autopilot.loop.subreaper import become_subreaper_soon
 from autopilot.store.rundir import AttemptDir
 
 
@@ -86,8 +87,10 @@ class SubprocessRunner:
 
     def __init__(self) -> None:
         # The kernel's wait before this process's first move between cgroups begins
-        # now, in a thread, while the driver starts (``cgroup.warm_up``).
+        # now, in a thread, while the driver starts (``cgroup.warm_up``); so does the
+        # subreaper's ``ctypes``.
         warm_up(os.environ)
+        become_subreaper_soon()
         self._cgroups: dict[str, AgentCgroup] = {}
         self._sentinels: dict[str, Sentinel] = {}
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -15,6 +16,14 @@ _PR_SET_CHILD_SUBREAPER = 36
 _made_subreaper: list[int] = []
 """The pid of the process ``become_subreaper`` made a subreaper (a forked child is not
 one: the attribute is not inherited)."""
+
+
+def become_subreaper_soon() -> None:
+    """``become_subreaper`` on a thread of its own (loading ``ctypes`` takes about 2
+    ms), so that a driver finds it done by its first agent; ``become_subreaper`` there
+    waits for the import if it is still under way."""
+    if _made_subreaper != [os.getpid()] and sys.platform.startswith("linux"):
+        threading.Thread(target=become_subreaper, name="subreaper", daemon=True).start()
 
 
 def become_subreaper() -> bool:
