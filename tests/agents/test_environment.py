@@ -195,3 +195,20 @@ def test_an_agent_started_without_the_venv_on_path_can_run_autopilot_report(
     )
     assert found.exists(), result.stdout + result.stderr  # the agent ran
     assert found.read_text().strip() == str(Path(sys.executable).parent / "autopilot")
+
+
+def test_the_scripts_folder_is_the_started_scripts_else_the_interpreters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ``autopilot`` a person ran by its path is the one an agent gets; started
+    any other way (``python -m autopilot``), the interpreter's scripts folder."""
+    import sysconfig
+
+    from autopilot.loop.launch import _scripts_dir
+
+    monkeypatch.setattr(sys, "argv", ["/opt/tools/venv/bin/autopilot", "run"])
+    assert _scripts_dir() == Path("/opt/tools/venv/bin")
+    interpreters = Path(sysconfig.get_path("scripts"))
+    for started in ("/src/autopilot/__main__.py", "autopilot", "bin/autopilot"):
+        monkeypatch.setattr(sys, "argv", [started, "run"])
+        assert _scripts_dir() == interpreters

@@ -5,6 +5,7 @@ call), and the attempt opened in ``state.json`` once the agent runs."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
@@ -35,8 +36,14 @@ class HandOff(Protocol):
 
 
 def _scripts_dir() -> Path:
-    """This interpreter's console scripts' folder (``sysconfig`` and its data are
-    loaded only when the agent's ``PATH`` has no ``autopilot``)."""
+    """The folder of the ``autopilot`` script this process runs as, when it was started
+    by its path (``sys.argv[0]`` of a console script, as the shell found it on ``PATH``
+    or as typed); else this interpreter's console scripts' folder (``sysconfig`` and
+    its data, some 5 ms to load). Asked only when the agent's ``PATH`` has no
+    ``autopilot``."""
+    started = sys.argv[0] if sys.argv else ""
+    if os.path.isabs(started) and os.path.basename(started) == "autopilot":
+        return Path(started).parent
     import sysconfig
 
     return Path(sysconfig.get_path("scripts"))
