@@ -178,3 +178,17 @@ def test_run_ids_that_differ_only_in_their_start_time_hold_no_secret() -> None:
     assert not may_hold_secret_in([*run_ids, "7", "∞", "completed (completion_promise)"])
     assert may_hold_secret_in([*run_ids, "sk-" + "ab1" * 10 + "-1796000000000"])
     assert may_hold_secret_in([*run_ids, "token-1796000000000"])
+
+
+def test_a_text_seen_before_is_redacted_as_the_first_time() -> None:
+    """Short texts are remembered once redacted (a driver's events repeat them): the
+    second answer is the first one, secret or not, and a full memory starts afresh."""
+    secret = "key: sk-ant-" + "a" * 40
+    assert redact(secret) == redact(secret) == "key: sk-ant-[REDACTED]"
+    assert redact("iteration_end") == redact("iteration_end") == "iteration_end"
+    for number in range(5000):  # more than it keeps
+        assert redact(f"plain {number}") == f"plain {number}"
+        assert redact(f"sk-ant-{number:012d}xyz") == "sk-ant-[REDACTED]"
+    assert redact(secret) == "key: sk-ant-[REDACTED]"
+    long_secret = "x" * 300 + " sk-ant-" + "b" * 40
+    assert redact(long_secret) == redact(long_secret) == "x" * 300 + " sk-ant-[REDACTED]"

@@ -196,9 +196,26 @@ def redact(text: str) -> str:
         The text with each secret's value replaced by ``[REDACTED]`` after its
         public prefix (``sk-ant-[REDACTED]``, ``Bearer [REDACTED]``).
     """
-    if not text or not _may_hold_secret(text):
+    if not text:
         return text
-    return _redact_all(text)
+    known = _redacted.get(text)
+    if known is not None:
+        return known
+    shown = _redact_all(text) if _may_hold_secret(text) else text
+    if len(text) <= _MEMO_CHARS:
+        if len(_redacted) >= _MEMO_ENTRIES:
+            _redacted.clear()
+        _redacted[text] = shown
+    return shown
+
+
+_MEMO_CHARS = 256
+_MEMO_ENTRIES = 4096
+_redacted: dict[str, str] = {}
+"""Short texts already redacted, and what they became (at most ``_MEMO_ENTRIES``; all
+forgotten at once when full): the keys and most values of every event a driver writes
+repeat (its type, run id, HEAD, the field names), and a dictionary look-up costs far
+less than a scan of them."""
 
 
 def _redact_all(text: str) -> str:
