@@ -110,10 +110,13 @@ def _private_key(match: re.Match[str]) -> str:
 
 _QUICK = (
     r"sk-|gh[pousr]_|github_pat_|glpat-|A[KSBC][IC]A|xox|xapp-|AIza|k_live_|k_test_|npm_|hf_"
-    r"|eyJ|PRIVATE KEY|(?i:bearer|://|key|secret|token|passw|credential)"
+    r"|eyJ|PRIVATE KEY|(?i:bearer|://)"
+    r"|(?i:key|secret|token|passw(?:or)?d|credentials?)[\"']?\s*[=:]"
 )
 """Text without any of these holds no secret shape: the common case costs one scan
-(compiled on first use, ``_quick``: ``list`` looks by ``_QUICK_WORDS`` alone)."""
+(compiled on first use, ``_quick``: ``list`` looks by ``_QUICK_WORDS`` alone). A
+secret-named word counts only where an assignment follows it, as in
+``_ASSIGNMENT_PATTERN``: ``tokens`` and ``maxTokens: 5`` are not looked at closer."""
 
 _quick_compiled: list[re.Pattern[str]] = []
 
