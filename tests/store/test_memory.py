@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from autopilot.store import memory
 from autopilot.store.memory import (
     MAX_MEMORY_BYTES,
     TEMPLATE,
@@ -78,3 +81,39 @@ def test_read_memory_prefers_the_project_file(tmp_path: Path) -> None:
     assert read_memory(project, run) == (run / "memory.md", "old copy")
     ensure_memory(project)
     assert read_memory(project, run) == (project / ".autopilot" / "memory.md", TEMPLATE)
+
+
+def test_an_unchanged_settled_memory_file_is_not_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once both files are found to hold the same bytes, and the memory file's last
+    change is settled (a second old), neither is read while neither changes; a memory
+    file changed in the same second is read every time."""
+    project, run = tmp_path / "p", tmp_path / "run"
+    project.mkdir()
+    run.mkdir()
+    ensure_memory(project)
+    path = project / ".autopilot" / "memory.md"
+    reads: list[Path] = []
+    real = Path.read_bytes
+
+    def counted(self: Path) -> bytes:
+        reads.append(self)
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", counted)
+    assert keep_copy(project, run) and keep_copy(project, run)
+    path.write_text(TEMPLATE.upper())  # same size, within the same second: seen
+    assert keep_copy(project, run) is True
+    assert (run / "memory.md").read_text() == TEMPLATE.upper()
+    monkeypatch.setattr(memory, "_SETTLED_NS", -(10**18))  # every change counts as settled
+    keep_copy(project, run)
+    reads.clear()
+    assert keep_copy(project, run) is True
+    assert reads == []
+    path.write_text("decided: keep SQLite\n")
+    assert keep_copy(project, run) is True
+    assert (run / "memory.md").read_text() == "decided: keep SQLite\n"
+    (run / "memory.md").unlink()  # the copy deleted: made again
+    assert keep_copy(project, run) is True
+    assert (run / "memory.md").read_text() == "decided: keep SQLite\n"

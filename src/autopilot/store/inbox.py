@@ -268,13 +268,15 @@ class Inbox:
 
     def _read_folder(self, name: str) -> tuple[Message, ...]:
         folder = self._dir(name)
-        if not folder.is_dir():
+        try:
+            names = os.listdir(folder)  # every iteration: plain names, no glob
+        except OSError:
             return ()
         found = []
-        for path in sorted(folder.glob("*" + _SUFFIX)):
-            if not is_message_id(path.name[: -len(_SUFFIX)]):
+        for file_name in sorted(names):
+            if not file_name.endswith(_SUFFIX) or not is_message_id(file_name[: -len(_SUFFIX)]):
                 continue
-            message = self._load(path)
+            message = self._load(folder / file_name)
             if message is not None:
                 found.append(message)
         return tuple(found)

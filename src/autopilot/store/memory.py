@@ -12,6 +12,7 @@ iteration, so a memory file the agent deleted is put back (the driver logs
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from autopilot.store.atomic import write_atomically
@@ -77,6 +78,12 @@ def keep_copy(project: Path, run_folder: Path) -> bool:
         OSError: the copy cannot be written.
     """
     source = memory_path(project)
+    target = run_folder / RUN_COPY_NAME
+    pair = (str(source), str(target))
+    seen = (_identity(source), _identity(target))
+    if seen[0] is not None and _kept.get(pair) == seen:
+        return True  # neither file changed since they were found to hold the same bytes
+    looked_ns = time.time_ns()
     if not _regular_file(source):
         return False
     try:
@@ -85,14 +92,41 @@ def keep_copy(project: Path, run_folder: Path) -> bool:
         data = source.read_bytes()
     except OSError:
         return False
-    target = run_folder / RUN_COPY_NAME
     try:
         if _regular_file(target) and target.read_bytes() == data:
+            if seen[0] is not None and seen[0][-1] < looked_ns - _SETTLED_NS:
+                _kept[pair] = seen
             return True
     except OSError:
         pass
     write_atomically(target, data)
     return True
+
+
+_SETTLED_NS = 1_000_000_000
+_kept: dict[tuple[str, str], tuple[object, object]] = {}
+"""For each memory file and run copy, both files' identities (``_identity``) when
+they were last found to hold the same bytes: while neither changes, ``keep_copy`` reads
+neither. Only a memory file whose last change is a second older than the look is
+remembered, so a change made in the same tick of the file clock (same size, same
+times) is never taken for none."""
+
+
+def _identity(path: Path) -> tuple[int, int, int, int, int, int] | None:
+    """What changes with any change to the file at ``path`` (never followed if a
+    link): type, device, inode, size and times, the change time last; None if absent."""
+    try:
+        info = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return (
+        info.st_mode,
+        info.st_dev,
+        info.st_ino,
+        info.st_size,
+        info.st_mtime_ns,
+        info.st_ctime_ns,
+    )
 
 
 def restore_if_missing(project: Path, run_folder: Path) -> bool:
