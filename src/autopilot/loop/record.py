@@ -75,6 +75,8 @@ class RunRecord:
         self._synced_later: Callable[[], None] | None = None
         # The held step's log fsync under way (``sync_soon``), and the log's end it covers.
         self._log_syncing: tuple[object, Callable[[], None]] | None = None
+        # The events shown while a step was held, not yet given to ``on_event``.
+        self._unshown: list[dict[str, Any]] = []
 
     def emit(self, event_type: EventType, **fields: Any) -> dict[str, Any] | None:
         """Append one event and show it; returns it (None: the log refused it)."""
@@ -86,12 +88,35 @@ class RunRecord:
     def _show(self, event: dict[str, Any]) -> None:
         if self.notify is not None:
             self.notify(event)
-        if self.on_event is not None:
-            try:
-                self.on_event(event)
-            except (OSError, ValueError):
-                # The terminal or pipe went away; the run goes on, on the record.
-                self.on_event = None
+        if self.on_event is None:
+            return
+        if self._held is not None:
+            # A step that goes on is held: its lines, and those after it, are shown
+            # with the write that takes it (the next agent has started by then).
+            self._unshown.append(event)
+            return
+        self._show_unshown()
+        self._print(event)
+
+    def _show_all(self, events: list[dict[str, Any] | None]) -> None:
+        for event in events:
+            if event is not None:
+                self._show(event)
+
+    def _show_unshown(self) -> None:
+        """Show the lines held back with a step (``_show``), in order."""
+        unshown, self._unshown = self._unshown, []
+        for event in unshown:
+            self._print(event)
+
+    def _print(self, event: dict[str, Any]) -> None:
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(event)
+        except (OSError, ValueError):
+            # The terminal or pipe went away; the run goes on, on the record.
+            self.on_event = None
 
     def update(self, change: Callable[[RunState], None]) -> RunState:
         """Apply ``change`` to the driver's copy, with the file's control fields.
@@ -167,6 +192,7 @@ class RunRecord:
         if opening is not None:
             opening.wait()
         self._settle_folder()
+        self._show_unshown()
 
     def _settle_folder(self) -> None:
         """Wait for the folder fsync of the write that took a held step."""
@@ -185,6 +211,7 @@ class RunRecord:
         # renamed into place; meanwhile its temp file is written and synced.
         log_synced = self._log_synced_soon() if held is not None else None
         self._held = None
+        self._show_unshown()
         changed: list[str] = []
 
         def merge(on_disk: RunState) -> None:
@@ -270,13 +297,12 @@ class RunRecord:
         if not (held and all(event is not None for event in written)):
             self.log.sync()
             held = False
-        for event in written:
-            if event is not None:
-                self._show(event)
         if not held:
+            self._show_all(written)
             return self.update(lambda s: absorb(s, step.change))
         if self._held is None:
             self._held = copy.copy(self.state)  # what state.json holds
+        self._show_all(written)  # held back with the step (``_show``)
         absorb(self.state, step.change)
         if self.state.delivery.retired:  # their files move once the step is written
             return self.update(lambda s: None)
