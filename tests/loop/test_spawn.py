@@ -300,9 +300,22 @@ def test_an_early_trial_runs_once_and_the_spawn_waits_for_it(
 
     monkeypatch.setattr(spawn, "_setpriv_path", trial)
     monkeypatch.setattr(spawn, "_early", [])
+    monkeypatch.setenv("AUTOPILOT_CGROUP", "off")  # no sentinel: setpriv is wanted
     spawn.start_trial()
     spawn.start_trial()  # once only
     assert len(spawn._early) == 1
     assert setpriv_path() == "/usr/bin/setpriv"  # waited for the thread's answer
     assert not spawn._early[0].is_alive()
     assert trials == [spawn._early[0]]
+
+
+def test_no_early_trial_where_a_sentinel_will_likely_watch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the runs' cgroups can be made, agents are born in a watched cgroup and
+    need no ``setpriv``: none is tried while the driver starts, only at a spawn that
+    needs it."""
+    monkeypatch.setattr(spawn, "_early", [])
+    monkeypatch.setattr(spawn, "cgroup_likely", lambda environ: True)
+    spawn.start_trial()
+    assert spawn._early == []

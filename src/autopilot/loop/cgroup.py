@@ -37,6 +37,15 @@ def _off(environ: Mapping[str, str]) -> bool:
     return environ.get(CGROUP_ENV, "").strip().lower() in ("off", "0", "no", "false")
 
 
+def cgroup_likely(environ: Mapping[str, str]) -> bool:
+    """Whether this process could make its runs' cgroups (``for_run``): its own cgroup
+    v2 directory takes new members, and ``AUTOPILOT_CGROUP`` is not ``off``."""
+    if _off(environ):
+        return False
+    parent = _own_cgroup_dir()
+    return parent is not None and os.access(parent / "cgroup.procs", os.W_OK)
+
+
 def warm_up(environ: Mapping[str, str]) -> None:
     """Begin, in a thread, what this process's first move between cgroups waits for:
     the kernel turns its cgroup lock to its slow path first (an RCU grace period, some
@@ -46,11 +55,10 @@ def warm_up(environ: Mapping[str, str]) -> None:
     stops it (or for 2 s at most): the driver's first ``enter`` then finds the lock
     ready. Call early in a driver. Nothing where ``for_run`` would make no cgroup, or
     once started."""
-    if _warming or _off(environ):
+    if _warming or not cgroup_likely(environ):
         return
     parent = _own_cgroup_dir()
-    if parent is None or not os.access(parent / "cgroup.procs", os.W_OK):
-        return
+    assert parent is not None
     thread = threading.Thread(
         target=_keep_warm, args=(parent / "cgroup.procs",), name="cgroup-warm-up", daemon=True
     )

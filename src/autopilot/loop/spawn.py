@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from autopilot.loop.agent_group import child_setup
-from autopilot.loop.cgroup import AgentCgroup
+from autopilot.loop.cgroup import AgentCgroup, cgroup_likely
 
 _SYSTEM_DIRS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin")
 """Where ``setpriv`` is looked for: never on the agent's or the project's PATH."""
@@ -49,8 +49,10 @@ _early: list[threading.Thread] = []
 
 def start_trial() -> None:
     """Begin ``setpriv_path``'s trial in a thread (two execs, a few ms), so that a
-    driver armed meanwhile finds it done at its first spawn. Once only."""
-    if not _early:
+    driver armed meanwhile finds it done at its first spawn. Once only; not where the
+    driver's agents will likely be born in a cgroup a sentinel watches (``setpriv`` is
+    then tried at the first spawn that needs it, if any)."""
+    if not _early and not cgroup_likely(os.environ):
         thread = threading.Thread(target=_setpriv_path, name="setpriv-trial", daemon=True)
         _early.append(thread)
         thread.start()
