@@ -228,9 +228,10 @@ def test_the_tree_key_changes_with_what_a_checkpoint_would_take(repo: Path) -> N
     keys = [first.tree_key]
     (repo / "run.log").write_text("ignored, as by a checkpoint\n")
     assert observer.mark().tree_key == first.tree_key
-    (repo / "tool.sh").chmod(0o755)  # same content: the entries cannot tell
+    (repo / "tool.sh").chmod(0o755)  # an untracked file made executable: a change
     executable = observer.mark()
-    assert executable.entries == first.entries
+    assert executable.entries != first.entries
+    assert observer.changed_paths(first, executable) == ["tool.sh"]
     keys.append(executable.tree_key)
     (repo / "tool.sh").write_text("echo two\n")  # same size
     keys.append(observer.mark().tree_key)

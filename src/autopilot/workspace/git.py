@@ -43,8 +43,9 @@ class TreeMark:
 
     Attributes:
         head: The HEAD commit sha, or None (no repo, or no commit yet).
-        entries: Each path ``git status --porcelain`` lists → its status code and a
-            digest of its content; None outside a repository.
+        entries: Each path ``git status --porcelain`` lists → its status code, a
+            digest of its content and ``:x`` if it is executable; None outside a
+            repository.
         branch: The checked-out branch's short name (None: detached, or unknown).
         tips: The commits at the tips of local branches, HEAD and HEAD's latest
             1,000 reflog entries.
@@ -288,7 +289,9 @@ def _parse_status(
             continue
         path = raw_path.decode("utf-8", "surrogateescape")
         digest, executable = _file_facts(cwd / path)
-        entries[path] = f"{code}:{digest}"
+        # The executable bit too: a chmod of an untracked (or already changed) file
+        # leaves its status code and content as they were.
+        entries[path] = f"{code}:{digest}:x" if executable else f"{code}:{digest}"
         vouched = vouched and executable is not None
         key.update(b"%s\0%s\0%r\0" % (record, digest.encode("ascii"), executable))
     key.update(f"head\0{head or ''}".encode("ascii", "replace"))
