@@ -259,7 +259,7 @@ def _git_subcommand(line: str) -> str:
     words = line.split()
     index = 0
     while index < len(words) and words[index].startswith("-"):
-        index += 2 if words[index] == "-c" else 1
+        index += 2 if words[index] in ("-c", "-C") else 1
     return words[index] if index < len(words) else ""
 
 

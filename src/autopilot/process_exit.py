@@ -10,12 +10,16 @@ the process: its status is left for ``waitpid`` (``Popen.wait``).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import select
 import selectors
+import signal
 import subprocess
 import time
+from collections.abc import Callable, Mapping
+from typing import Any
 
 _READ_BYTES = 65536
 
@@ -62,20 +66,48 @@ def communicate(
     """
     assert process.stdout is not None and process.stderr is not None
     deadline = time.monotonic() + timeout_seconds
-    output: dict[int, list[bytes]] = {process.stdout.fileno(): [], process.stderr.fileno(): []}
+    stdin = process.stdin
+    if stdin is not None and not input_bytes:
+        stdin.close()
+        stdin = None
+    output = _exchange(
+        process.stdout.fileno(),
+        process.stderr.fileno(),
+        stdin.fileno() if stdin is not None else None,
+        stdin.close if stdin is not None else None,
+        input_bytes,
+        deadline,
+    )
+    if output is None:
+        raise subprocess.TimeoutExpired(process.args, timeout_seconds)
+    remaining = max(deadline - time.monotonic(), 0.0)
+    if exited_within(process.pid, remaining) is False:
+        raise subprocess.TimeoutExpired(process.args, timeout_seconds)
+    process.wait(remaining)  # at once when it has exited; else ``wait``'s own polling
+    return output
+
+
+def _exchange(
+    stdout_fd: int,
+    stderr_fd: int,
+    stdin_fd: int | None,
+    close_stdin: Callable[[], None] | None,
+    input_bytes: bytes | None,
+    deadline: float,
+) -> tuple[bytes, bytes] | None:
+    """Write ``input_bytes`` to ``stdin_fd`` (then ``close_stdin``) while reading both
+    output pipes to their ends; None once ``deadline`` (``time.monotonic``) passes."""
+    output: dict[int, list[bytes]] = {stdout_fd: [], stderr_fd: []}
     pending = memoryview(input_bytes or b"")
     with selectors.DefaultSelector() as selector:
         for fd in output:
             selector.register(fd, selectors.EVENT_READ)
-        if process.stdin is not None:
-            if pending:
-                selector.register(process.stdin.fileno(), selectors.EVENT_WRITE)
-            else:
-                process.stdin.close()
+        if stdin_fd is not None:
+            selector.register(stdin_fd, selectors.EVENT_WRITE)
         while selector.get_map():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise subprocess.TimeoutExpired(process.args, timeout_seconds)
+                return None
             for key, _ in selector.select(remaining):
                 fd = int(key.fd)
                 if fd in output:
@@ -91,10 +123,149 @@ def communicate(
                     pending = pending[:0]
                 if not pending:
                     selector.unregister(fd)
-                    assert process.stdin is not None
-                    process.stdin.close()
-    remaining = max(deadline - time.monotonic(), 0.0)
-    if exited_within(process.pid, remaining) is False:
-        raise subprocess.TimeoutExpired(process.args, timeout_seconds)
-    process.wait(remaining)  # at once when it has exited; else ``wait``'s own polling
-    return b"".join(output[process.stdout.fileno()]), b"".join(output[process.stderr.fileno()])
+                    assert close_stdin is not None
+                    close_stdin()
+    return b"".join(output[stdout_fd]), b"".join(output[stderr_fd])
+
+
+_DEFAULT_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ") if hasattr(signal, name)
+)
+"""What ``subprocess`` puts back to the default in a child (``restore_signals``):
+Python ignores them, and an ignored signal stays ignored across ``exec``."""
+
+
+def spawn_and_communicate(
+    program: str,
+    argv: list[str],
+    env: Mapping[str, str],
+    input_bytes: bytes | None,
+    timeout_seconds: float,
+) -> tuple[int, bytes, bytes]:
+    """Run ``argv`` with ``program`` (an absolute path) as its executable and ``env``
+    as its whole environment, in a session of its own, and ``communicate`` with it:
+    what ``subprocess.Popen(argv, executable=program, env=env,
+    start_new_session=True)`` and ``communicate`` do, through one ``os.posix_spawn``
+    (a vfork in glibc) with no ``Popen`` object, no environment encoded in Python and
+    no error pipe. Its stdin is ``input_bytes``, or ``/dev/null`` when that is None
+    or empty; its working folder is this process's. Like ``Popen``'s child it
+    inherits the standard descriptors only (those this process was given open
+    without close-on-exec are closed in it: ``/proc/self/fd`` lists them; where it
+    cannot be read, ``Popen`` runs it), and has the signals ``subprocess`` puts back
+    to their defaults put back.
+
+    Returns:
+        The exit status (``-N``: killed by signal N), stdout and stderr; it is reaped.
+
+    Raises:
+        OSError: ``program`` cannot be started (``FileNotFoundError``: no such file).
+        subprocess.TimeoutExpired: it had not closed its pipes and exited in time;
+            its process group is killed and it is reaped first.
+    """
+    inherited = _inheritable_descriptors()
+    if inherited is None:
+        return _popen_and_communicate(program, argv, env, input_bytes, timeout_seconds)
+    deadline = time.monotonic() + timeout_seconds
+    stdout_read, stdout_write = os.pipe()
+    stderr_read, stderr_write = os.pipe()
+    stdin_read = stdin_write = -1
+    actions: list[tuple[Any, ...]] = [
+        (os.POSIX_SPAWN_DUP2, stdout_write, 1),
+        (os.POSIX_SPAWN_DUP2, stderr_write, 2),
+    ]
+    if input_bytes:
+        stdin_read, stdin_write = os.pipe()
+        actions.append((os.POSIX_SPAWN_DUP2, stdin_read, 0))
+    else:
+        actions.append((os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0))
+    actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in inherited]
+    try:
+        pid = os.posix_spawn(
+            program, argv, env, file_actions=actions, setsid=True, setsigdef=_DEFAULT_SIGNALS
+        )
+    except BaseException:
+        for fd in (stdout_read, stderr_read, stdin_write):
+            if fd >= 0:
+                os.close(fd)
+        raise
+    finally:
+        for fd in (stdout_write, stderr_write, stdin_read):
+            if fd >= 0:
+                os.close(fd)
+    stdin_open = [stdin_write] if stdin_write >= 0 else []
+
+    def close_stdin() -> None:
+        while stdin_open:
+            os.close(stdin_open.pop())
+
+    try:
+        output = _exchange(
+            stdout_read,
+            stderr_read,
+            stdin_write if stdin_open else None,
+            close_stdin,
+            input_bytes,
+            deadline,
+        )
+        if output is not None and exited_within(pid, max(deadline - time.monotonic(), 0)) is False:
+            output = None
+        if output is None:
+            # Its pid still names its group (it is not reaped yet): whatever it started
+            # (a filter holding the pipes, say) ends with it.
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        close_stdin()
+        os.close(stdout_read)
+        os.close(stderr_read)
+    if output is None:
+        raise subprocess.TimeoutExpired(argv, timeout_seconds)
+    return os.waitstatus_to_exitcode(status), output[0], output[1]
+
+
+def _inheritable_descriptors() -> list[int] | None:
+    """This process's descriptors past the standard three that a child would inherit;
+    None where ``/proc/self/fd`` cannot be read."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    found = []
+    for name in names:
+        fd = int(name)
+        if fd > 2:
+            try:
+                if os.get_inheritable(fd):
+                    found.append(fd)
+            except OSError:  # the listing's own descriptor, closed since
+                pass
+    return found
+
+
+def _popen_and_communicate(
+    program: str,
+    argv: list[str],
+    env: Mapping[str, str],
+    input_bytes: bytes | None,
+    timeout_seconds: float,
+) -> tuple[int, bytes, bytes]:
+    """``spawn_and_communicate`` through ``subprocess.Popen``."""
+    process = subprocess.Popen(
+        argv,
+        executable=program,
+        env=env,
+        stdin=subprocess.PIPE if input_bytes else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    with process:
+        try:
+            stdout, stderr = communicate(process, input_bytes or None, timeout_seconds)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise
+    return process.returncode, stdout, stderr

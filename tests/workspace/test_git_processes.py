@@ -40,7 +40,7 @@ def _calls(log: Path) -> list[str]:
         words = line.split()
         index = 0
         while index < len(words) and words[index].startswith("-"):
-            index += 2 if words[index] == "-c" else 1
+            index += 2 if words[index] in ("-c", "-C") else 1
         found.append(words[index] if index < len(words) else "")
     log.unlink(missing_ok=True)
     return found

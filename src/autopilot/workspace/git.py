@@ -23,6 +23,7 @@ import errno
 import os
 import stat
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from autopilot.core.digest import sha256, sha256_hex
 from autopilot.errors import AutopilotError
 from autopilot.workspace.filters import FilterGuard
 from autopilot.workspace.ref_files import read_tips
-from autopilot.workspace.repo import run_git
+from autopilot.workspace.repo import git_environment, run_git
 from autopilot.workspace.work_tree import OBSERVE_TIMEOUT_SECONDS, find_work_tree
 
 _MAX_COMMITS = 200
@@ -118,9 +119,17 @@ def _git(
     input_bytes: bytes | None = None,
     timeout_seconds: float = OBSERVE_TIMEOUT_SECONDS,
     env: dict[str, str] | None = None,
+    base_env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """``run_git``; raises ``AutopilotError`` when git is missing or timed out."""
-    return run_git(cwd, *args, env=env, input_bytes=input_bytes, timeout_seconds=timeout_seconds)
+    return run_git(
+        cwd,
+        *args,
+        env=env,
+        input_bytes=input_bytes,
+        timeout_seconds=timeout_seconds,
+        base_env=base_env,
+    )
 
 
 _FIELDS_BEFORE_PATH = {b"1": 8, b"2": 9, b"u": 10}
@@ -158,6 +167,8 @@ class GitObserver:
         # The content filters of the repository now, before the agent runs: one it
         # plants later never runs in these calls (``workspace.filters``).
         self.filters = FilterGuard(cwd, filters_record, self.work_tree) if self.work_tree else None
+        # Taken once: the driver's environment does not change while it runs.
+        self._base_env = git_environment() if self.work_tree else None
 
     def take_warnings(self) -> list[str]:
         """Warnings since the last call (a git call that timed out or could not run)."""
@@ -174,6 +185,7 @@ class GitObserver:
                 input_bytes=input_bytes,
                 timeout_seconds=self.timeout_seconds,
                 env=env or None,
+                base_env=self._base_env,
             )
         except AutopilotError as error:
             self._warnings.append(f"{error}; progress and commits are unknown for now")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from autopilot.errors import GitCommandError, GitUnavailableError, RepositoryError
-from autopilot.process_exit import communicate
+from autopilot.process_exit import communicate, spawn_and_communicate
 
 
 class GitFilters(Protocol):
@@ -108,6 +108,7 @@ def run_git(
     env: Mapping[str, str] | None = None,
     input_bytes: bytes | None = None,
     timeout_seconds: float = GIT_TIMEOUT_SECONDS,
+    base_env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run ``git ARGS`` in ``cwd`` with the hardening above; any exit status.
 
@@ -117,26 +118,57 @@ def run_git(
         env: Variables added to the environment (e.g. ``GIT_INDEX_FILE``).
         input_bytes: Sent on stdin (else stdin is ``/dev/null``).
         timeout_seconds: After this git and its process group are killed.
+        base_env: ``git_environment()`` as a caller that makes a call after another
+            took it once (this process's environment does not change meanwhile);
+            None: taken now.
 
     Raises:
         GitUnavailableError: git is not installed, cannot start, or timed out.
     """
     argv = ["git", *HARDENING, *args]
-    environment = git_environment(env)
+    if base_env is None:
+        environment = git_environment(env)
+    else:
+        environment = {**base_env, **env} if env else dict(base_env)
     program = git_program(environment.get("PATH"))
+    if program is not None:
+        try:
+            # ``-C``: git changes folder itself (the spawn cannot), before it reads
+            # anything, as a child started in ``cwd`` would.
+            code, stdout, stderr = spawn_and_communicate(
+                program,
+                ["git", "-C", os.fspath(cwd), *argv[1:]],
+                environment,
+                input_bytes,
+                timeout_seconds,
+            )
+        except FileNotFoundError as error:  # the git found before is gone?
+            _find_git.cache_clear()
+            if git_program(environment.get("PATH")) == program:  # no: it cannot run
+                raise GitUnavailableError(f"cannot run {program}: {error.strerror}") from None
+            return run_git(
+                cwd,
+                *args,
+                env=env,
+                input_bytes=input_bytes,
+                timeout_seconds=timeout_seconds,
+                base_env=base_env,
+            )
+        except OSError as error:
+            raise GitUnavailableError(f"cannot run git: {error.strerror or error}") from None
+        except subprocess.TimeoutExpired:
+            raise _timed_out(args, timeout_seconds, cwd) from None
+        if code == 128 and not os.path.isdir(cwd):
+            raise _not_a_folder(cwd)
+        return subprocess.CompletedProcess(argv, code, stdout, stderr)
     try:
         process = _start(argv, program, cwd, environment, input_bytes)
     except FileNotFoundError:
-        if program is not None and cwd.is_dir():  # the git found before is gone
-            _find_git.cache_clear()
-            return run_git(
-                cwd, *args, env=env, input_bytes=input_bytes, timeout_seconds=timeout_seconds
-            )
         if not cwd.is_dir():
-            raise RepositoryError(f"{cwd} does not exist or is not a directory") from None
+            raise _not_a_folder(cwd) from None
         raise GitUnavailableError("git is not installed (not found on PATH)") from None
     except NotADirectoryError:
-        raise RepositoryError(f"{cwd} is not a directory") from None
+        raise _not_a_folder(cwd) from None
     except OSError as error:
         raise GitUnavailableError(f"cannot run git: {error.strerror or error}") from None
     with process:
@@ -148,10 +180,20 @@ def run_git(
             with contextlib.suppress(OSError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()  # the pipes are closed unread on leaving ``with``
-            raise GitUnavailableError(
-                f"git {args[0] if args else ''} took longer than {timeout_seconds:.0f} s in {cwd}"
-            ) from None
+            raise _timed_out(args, timeout_seconds, cwd) from None
     return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+
+
+def _timed_out(args: tuple[str, ...], timeout_seconds: float, cwd: Path) -> GitUnavailableError:
+    return GitUnavailableError(
+        f"git {args[0] if args else ''} took longer than {timeout_seconds:.0f} s in {cwd}"
+    )
+
+
+def _not_a_folder(cwd: Path) -> RepositoryError:
+    if os.path.exists(cwd):
+        return RepositoryError(f"{cwd} is not a directory")
+    return RepositoryError(f"{cwd} does not exist or is not a directory")
 
 
 def _start(
