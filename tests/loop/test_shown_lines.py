@@ -1,4 +1,4 @@
-"""The plain view's lines (``RunRecord``'s ``on_event``): every event, in the log's
+"""The plain view's lines (``RunRecord``'s ``on_events``): every event, in the log's
 order; those of a step that goes on are shown once the next agent has started, so
 formatting and writing them is not between two agents."""
 
@@ -34,8 +34,8 @@ def _drive(rig: Rig, attempts: list[Scripted]) -> tuple[list[str], _Watching]:
     shown: list[str] = []
     runner = _Watching(rig, attempts, shown)
 
-    def on_event(event: dict[str, Any]) -> None:
-        shown.append(event["type"])
+    def on_events(events: list[dict[str, Any]]) -> None:
+        shown.extend(event["type"] for event in events)
 
     driver = Driver(
         rig.root,
@@ -47,7 +47,7 @@ def _drive(rig: Rig, attempts: list[Scripted]) -> tuple[list[str], _Watching]:
         base_env={"PATH": "/usr/bin"},
         runner=runner,
         workspace=rig.workspace,
-        on_event=on_event,
+        on_events=on_events,
     )
     driver.run()
     return shown, runner

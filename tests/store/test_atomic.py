@@ -57,7 +57,40 @@ def test_a_folder_fsync_started_soon_is_done_once_waited_for(
             raise RuntimeError("can't start new thread")
 
         monkeypatch.setattr(atomic._thread, "start_new_thread", refuse)
+        monkeypatch.setattr(atomic, "_jobs", None)  # as in a process with no writer yet
     wait = atomic.fsync_folder_soon(tmp_path)
     wait()
     assert len(synced) == 1
     wait()  # waiting again returns at once
+
+
+def test_calls_started_soon_run_in_order_and_one_that_fails_stops_none_after_it() -> None:
+    done: list[int] = []
+    release = atomic._thread.allocate_lock()
+    release.acquire()
+
+    def first() -> None:
+        with release:  # the writer is busy: the calls after this one queue up
+            done.append(1)
+
+    def failing() -> None:
+        raise OSError("disk gone")
+
+    waits = [atomic.soon(first), atomic.soon(failing)]
+    waits += [atomic.soon(lambda n=n: done.append(n)) for n in range(2, 6)]
+    assert done == []
+    release.release()
+    for wait in waits:
+        wait()
+    assert done == [1, 2, 3, 4, 5]
+
+
+def test_a_forked_child_gets_a_writer_of_its_own() -> None:
+    atomic.soon(lambda: None)()  # this process has its writer
+    child = os.fork()
+    if child == 0:  # the writer thread did not come along: a new one runs the call
+        ran: list[bool] = []
+        atomic.soon(lambda: ran.append(True))()
+        os._exit(0 if ran == [True] else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -203,7 +203,8 @@ class Seams(TypedDict, total=False):
     """What a driver's caller may inject; each left out is the real one.
 
     Attributes:
-        on_event: Called with every event written (for the plain or live view).
+        on_events: Called with the events written, in order, a batch at a time (for the
+            plain view).
         base_env: The environment agents inherit (default ``os.environ``).
         runner: Starts agent processes (default: real subprocesses).
         workspace: Marks the work tree (default: git in the run's work tree, keeping
@@ -211,7 +212,7 @@ class Seams(TypedDict, total=False):
         store: The run's ``state.json`` (default: the run folder's).
     """
 
-    on_event: Callable[[dict[str, Any]], None] | None
+    on_events: Callable[[list[dict[str, Any]]], None] | None
     base_env: dict[str, str] | None
     runner: AgentRunner | None
     workspace: Workspace | None
@@ -244,7 +245,7 @@ def assemble(
     folder = RunDir(run_dir(root, run_id))
     log = EventLog(folder.events, run_id, clock.now_ms)
     store = seams.get("store") or StateStore(folder.state)
-    record = RunRecord(store, log, seams.get("on_event"))
+    record = RunRecord(store, log, seams.get("on_events"))
 
     def warn(note: str) -> None:
         record.emit(EventType.WARNING, note=note)

@@ -50,7 +50,7 @@ class RunRecord:
     Args:
         store: The run's ``state.json``.
         log: The run's event log.
-        on_event: Called with every event written (the plain or live view).
+        on_events: Called with the events written, in order, in batches (the view).
         notify: Also called with every event written (notifications; it decides
             which events matter and must never block).
     """
@@ -59,12 +59,12 @@ class RunRecord:
         self,
         store: StateStore,
         log: EventLog,
-        on_event: Callable[[dict[str, Any]], None] | None = None,
+        on_events: Callable[[list[dict[str, Any]]], None] | None = None,
         notify: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.store = store
         self.log = log
-        self.on_event = on_event
+        self.on_events = on_events
         self.notify = notify
         self.state = store.read()
         # While a step is held (``apply``): the state as state.json holds it.
@@ -75,7 +75,7 @@ class RunRecord:
         self._synced_later: Callable[[], None] | None = None
         # The held step's log fsync under way (``sync_soon``), and the log's end it covers.
         self._log_syncing: tuple[object, Callable[[], None]] | None = None
-        # The events shown while a step was held, not yet given to ``on_event``.
+        # The events shown while a step was held, not yet given to ``on_events``.
         self._unshown: list[dict[str, Any]] = []
 
     def emit(self, event_type: EventType, **fields: Any) -> dict[str, Any] | None:
@@ -88,7 +88,7 @@ class RunRecord:
     def _show(self, event: dict[str, Any]) -> None:
         if self.notify is not None:
             self.notify(event)
-        if self.on_event is None:
+        if self.on_events is None:
             return
         if self._held is not None:
             # A step that goes on is held: its lines, and those after it, are shown
@@ -96,7 +96,7 @@ class RunRecord:
             self._unshown.append(event)
             return
         self._show_unshown()
-        self._print(event)
+        self._print([event])
 
     def _show_all(self, events: list[dict[str, Any] | None]) -> None:
         for event in events:
@@ -106,17 +106,17 @@ class RunRecord:
     def _show_unshown(self) -> None:
         """Show the lines held back with a step (``_show``), in order."""
         unshown, self._unshown = self._unshown, []
-        for event in unshown:
-            self._print(event)
+        if unshown:
+            self._print(unshown)
 
-    def _print(self, event: dict[str, Any]) -> None:
-        if self.on_event is None:
+    def _print(self, events: list[dict[str, Any]]) -> None:
+        if self.on_events is None:
             return
         try:
-            self.on_event(event)
+            self.on_events(events)
         except (OSError, ValueError):
             # The terminal or pipe went away; the run goes on, on the record.
-            self.on_event = None
+            self.on_events = None
 
     def update(self, change: Callable[[RunState], None]) -> RunState:
         """Apply ``change`` to the driver's copy, with the file's control fields.

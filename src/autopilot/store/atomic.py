@@ -10,6 +10,7 @@ from __future__ import annotations
 import _thread  # the thread id, without threading's imports
 import json
 import os
+from _queue import SimpleQueue  # queue's, without threading's imports
 from pathlib import Path
 
 from autopilot.store.private import open_private
@@ -79,34 +80,65 @@ def fsync_folder(folder: Path) -> None:
 
 
 def fsync_folder_soon(folder: Path) -> Callable[[], None]:
-    """Start ``fsync_folder(folder)`` on a thread of its own; returns the call that
-    waits for it to be done (see ``soon``)."""
+    """Start ``fsync_folder(folder)`` off this thread; returns the call that waits for
+    it to be done (see ``soon``)."""
     return soon(lambda: fsync_folder(folder))
 
 
 def soon(call: Callable[[], None]) -> Callable[[], None]:
-    """Start ``call`` (an fsync: it must not raise) on a thread of its own; returns
-    the call that waits for it to be done. The caller goes on meanwhile (an agent
-    starting). Where no thread can be started, ``call`` is made here and now."""
+    """Start ``call`` (an fsync or a write: it must not raise) on this process's
+    writer thread, after the calls started before it; returns the call that waits for
+    it to be done. The caller goes on meanwhile (an agent starting). One thread, made
+    at the first call (again in a forked child) and kept, runs them all in order:
+    starting a thread for each costs more than the fsync it waits in. Where no thread
+    can be started, ``call`` is made here and now."""
     done = _thread.allocate_lock()
     done.acquire()
 
-    def sync() -> None:
+    def job() -> None:
         try:
             call()
         finally:
             done.release()
 
-    try:
-        _thread.start_new_thread(sync, ())
-    except RuntimeError:  # can't start new thread
-        sync()
+    if not _hand_over(job):
+        job()
 
     def wait() -> None:
         with done:
             pass
 
     return wait
+
+
+_jobs: SimpleQueue[Callable[[], None]] | None = None
+_jobs_pid = 0
+_starting = _thread.allocate_lock()
+
+
+def _hand_over(job: Callable[[], None]) -> bool:
+    """Queue ``job`` for the writer thread, starting it first if this process has
+    none; False when it cannot be started."""
+    global _jobs, _jobs_pid
+    with _starting:
+        if _jobs is None or _jobs_pid != os.getpid():
+            jobs: SimpleQueue[Callable[[], None]] = SimpleQueue()
+            try:
+                _thread.start_new_thread(_work, (jobs,))
+            except RuntimeError:  # can't start new thread
+                return False
+            _jobs, _jobs_pid = jobs, os.getpid()
+        _jobs.put(job)
+    return True
+
+
+def _work(jobs: SimpleQueue[Callable[[], None]]) -> None:
+    while True:
+        job = jobs.get()
+        try:
+            job()
+        except Exception:  # a job's error is its owner's (``soon``'s ``call``)
+            pass
 
 
 def write_json_atomically(path: Path, value: Any, *, mode: int = 0o600) -> None:

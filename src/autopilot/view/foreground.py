@@ -66,11 +66,14 @@ def drive(
     if not live:
         interrupts.announce = _say_at_once
 
-    def on_event(event: dict[str, Any]) -> None:
-        echo(format_event(event))
-        hint = waiting_hint(event, run_id)
-        if hint is not None:  # the run waits here until a person answers
-            echo(hint)
+    def on_events(events: list[dict[str, Any]]) -> None:
+        lines = []
+        for event in events:
+            lines.append(format_event(event))
+            hint = waiting_hint(event, run_id)
+            if hint is not None:  # the run waits here until a person answers
+                lines.append(hint)
+        echo("\n".join(lines))  # one write: a pipe's reader wakes once
 
     driver = Driver(
         root,
@@ -79,7 +82,7 @@ def drive(
         SystemClock(),
         interrupts,
         locks=locks,
-        on_event=None if live else on_event,
+        on_events=None if live else on_events,
     )
     if not live:
         return driver.run()
