@@ -115,10 +115,12 @@ def _run(
 
 
 def _medians(rounds: int, runs: Sequence[Callable[[], object]]) -> list[float]:
-    """Median wall seconds of each callable over ``rounds`` interleaved rounds."""
+    """Median wall seconds of each callable over ``rounds`` interleaved rounds, every
+    other round in the reverse order (so none always runs just after another)."""
     times: list[list[float]] = [[] for _ in runs]
-    for _ in range(rounds):
-        for index, run_once in enumerate(runs):
+    for round_number in range(rounds):
+        order = list(enumerate(runs))
+        for index, run_once in order if round_number % 2 == 0 else order[::-1]:
             started = time.perf_counter()
             run_once()
             times[index].append(time.perf_counter() - started)

@@ -95,7 +95,10 @@ def main() -> None:
         code = run_fast(body)
         _end_without_teardown(code)
         sys.exit(code)
-    from autopilot.cli.main import main as cli_main
+    from autopilot.collector import collector_off
+
+    with collector_off():
+        from autopilot.cli.main import main as cli_main
 
     ending = _Ending()
     try:
