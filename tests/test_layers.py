@@ -17,7 +17,7 @@ SOURCE = Path(autopilot.__file__).parent
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(layer.split())
     for layer in (
-        "autopilot errors process_exit collector core testkit",
+        "autopilot errors process_exit core testkit",
         "config_values prompts",
         "config_json",
         "config",

@@ -95,9 +95,9 @@ def main() -> None:
         code = run_fast(body)
         _end_without_teardown(code)
         sys.exit(code)
-    from autopilot.collector import collector_off
+    from autopilot.store.bulk import CollectorOff
 
-    with collector_off():
+    with CollectorOff(freeze=True):  # see there
         from autopilot.cli.main import main as cli_main
 
     ending = _Ending()

@@ -20,7 +20,7 @@ import click
 
 from autopilot import __version__
 from autopilot.cli.failures import error_line, exit_code_for
-from autopilot.collector import collector_off
+from autopilot.store.bulk import CollectorOff
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -72,7 +72,7 @@ class _LazyGroup(click.Group):
         command = self.commands.get(cmd_name)
         if command is None and cmd_name in _COMMANDS:
             module_name, attribute = _COMMANDS[cmd_name]
-            with collector_off():
+            with CollectorOff(freeze=True):  # what loads lives as long as the process
                 module = importlib.import_module(f"autopilot.cli.{module_name}")
             command = getattr(module, attribute)
             self.add_command(command, cmd_name)

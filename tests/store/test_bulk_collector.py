@@ -1,4 +1,5 @@
-"""A command's modules loaded with the cyclic collector off, then set aside."""
+"""``CollectorOff(freeze=True)``: a command's modules loaded with the cyclic collector
+off, then set aside."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import gc
 
 import pytest
 
-from autopilot.collector import collector_off
+from autopilot.store.bulk import CollectorOff
 
 
 @pytest.fixture(autouse=True)
@@ -26,7 +27,7 @@ def test_the_collector_is_off_inside_and_as_it_was_after(was_on: bool) -> None:
         gc.enable()
     else:
         gc.disable()
-    with collector_off():
+    with CollectorOff(freeze=True):
         assert not gc.isenabled()
         loaded = [[n] for n in range(1000)]  # what a module load leaves behind
     assert gc.isenabled() is was_on
@@ -35,13 +36,13 @@ def test_the_collector_is_off_inside_and_as_it_was_after(was_on: bool) -> None:
 
 def test_an_error_inside_leaves_the_collector_as_it_was() -> None:
     gc.enable()
-    with pytest.raises(ImportError), collector_off():
+    with pytest.raises(ImportError), CollectorOff(freeze=True):
         raise ImportError("no such module")
     assert gc.isenabled()
 
 
 def test_cycles_made_later_are_still_freed() -> None:
-    with collector_off():
+    with CollectorOff(freeze=True):
         pass
 
     class Node:
