@@ -400,6 +400,7 @@ def bench_loop(tmp: Path, iterations: int, rounds: int, against: str | None = No
 
 
 _MARK_ARGV = ["git", "--no-optional-locks", "status", "--porcelain=v2", "-z", "--branch"]
+_MARK_ARGV += ["--no-ahead-behind"]
 _MARK_ARGV += ["--untracked-files=all"]
 """The git call of one mark (``workspace.git``), without the ``-c`` options."""
 

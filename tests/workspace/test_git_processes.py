@@ -257,3 +257,18 @@ def test_git_is_looked_up_once_per_path_and_again_when_it_is_gone(
     assert (tmp_path / "ran.log").read_text().split() == ["first", "second"]
     assert git_program(os.pathsep.join(["bin", str(second)])) is None
     assert git_program(str(tmp_path / "nowhere")) is None
+
+
+def test_a_mark_counts_no_commits_against_the_upstream(
+    repo: Path, tmp_path: Path, git_calls: Path
+) -> None:
+    git(repo, "commit", "-q", "--allow-empty", "-m", "first")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(repo), str(clone))
+    git(clone, "commit", "-q", "--allow-empty", "-m", "ahead of origin")
+    observer = GitObserver(clone)
+    git_calls.unlink(missing_ok=True)
+    mark = observer.mark()
+    calls = git_calls.read_text()
+    assert "status" in calls and "--no-ahead-behind" in calls
+    assert mark.head == git(clone, "rev-parse", "HEAD").strip()

@@ -201,7 +201,16 @@ class GitObserver:
         """
         if not self.repository:
             return UNKNOWN
-        status = self._run("status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all")
+        # No ahead/behind count: the mark reads HEAD and the paths, and counting the
+        # commits between a branch and its upstream walks history at every mark.
+        status = self._run(
+            "status",
+            "--porcelain=v2",
+            "-z",
+            "--branch",
+            "--no-ahead-behind",
+            "--untracked-files=all",
+        )
         if status is None:
             return UNKNOWN
         head, branch, entries, key = _parse_status(self.cwd, status)
