@@ -57,7 +57,7 @@ def test_a_folder_fsync_started_soon_is_done_once_waited_for(
             raise RuntimeError("can't start new thread")
 
         monkeypatch.setattr(atomic._thread, "start_new_thread", refuse)
-        monkeypatch.setattr(atomic, "_jobs", None)  # as in a process with no writer yet
+        monkeypatch.setattr(atomic, "_writer", atomic._Writer())  # no writer thread yet
     wait = atomic.fsync_folder_soon(tmp_path)
     wait()
     assert len(synced) == 1

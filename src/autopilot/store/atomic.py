@@ -111,24 +111,35 @@ def soon(call: Callable[[], None]) -> Callable[[], None]:
     return wait
 
 
-_jobs: SimpleQueue[Callable[[], None]] | None = None
-_jobs_pid = 0
-_starting = _thread.allocate_lock()
+class _Writer:
+    """This process's writer thread: its queue, once started."""
+
+    def __init__(self) -> None:
+        self.forget()
+
+    def forget(self) -> None:
+        """No thread yet (in a forked child, the thread did not come along, nor may
+        the lock be free): the next ``soon`` starts one."""
+        self.jobs: SimpleQueue[Callable[[], None]] | None = None
+        self.starting = _thread.allocate_lock()
+
+
+_writer = _Writer()
+os.register_at_fork(after_in_child=_writer.forget)
 
 
 def _hand_over(job: Callable[[], None]) -> bool:
     """Queue ``job`` for the writer thread, starting it first if this process has
     none; False when it cannot be started."""
-    global _jobs, _jobs_pid
-    with _starting:
-        if _jobs is None or _jobs_pid != os.getpid():
+    with _writer.starting:
+        if _writer.jobs is None:
             jobs: SimpleQueue[Callable[[], None]] = SimpleQueue()
             try:
                 _thread.start_new_thread(_work, (jobs,))
             except RuntimeError:  # can't start new thread
                 return False
-            _jobs, _jobs_pid = jobs, os.getpid()
-        _jobs.put(job)
+            _writer.jobs = jobs
+        _writer.jobs.put(job)
     return True
 
 
