@@ -76,7 +76,10 @@ def test_calls_started_soon_run_in_order_and_one_that_fails_stops_none_after_it(
     def failing() -> None:
         raise OSError("disk gone")
 
-    waits = [atomic.soon(first), atomic.soon(failing)]
+    def leaving() -> None:
+        raise SystemExit(1)
+
+    waits = [atomic.soon(first), atomic.soon(failing), atomic.soon(leaving)]
     waits += [atomic.soon(lambda n=n: done.append(n)) for n in range(2, 6)]
     assert done == []
     release.release()

@@ -148,8 +148,8 @@ def _work(jobs: SimpleQueue[Callable[[], None]]) -> None:
         job = jobs.get()
         try:
             job()
-        except Exception:  # a job's error is its owner's (``soon``'s ``call``)
-            pass
+        except BaseException:  # a call's failure is its owner's to report (``soon``);
+            pass  # the thread goes on, or every later ``wait`` would hang
 
 
 def write_json_atomically(path: Path, value: Any, *, mode: int = 0o600) -> None:
