@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from autopilot.errors import GitUnavailableError
 from autopilot.workspace.checkpoints import Checkpoints
 from autopilot.workspace.git import GitObserver
 from autopilot.workspace.marks import GitWorkspace
@@ -257,6 +258,21 @@ def test_git_is_looked_up_once_per_path_and_again_when_it_is_gone(
     assert (tmp_path / "ran.log").read_text().split() == ["first", "second"]
     assert git_program(os.pathsep.join(["bin", str(second)])) is None
     assert git_program(str(tmp_path / "nowhere")) is None
+
+
+def test_a_git_that_cannot_be_executed_is_unavailable_not_looked_up_forever(
+    tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    script = folder / "git"
+    script.write_text("#!/nonexistent/interpreter\n")  # execve: no such file
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(folder), os.environ["PATH"]]))
+    with pytest.raises(GitUnavailableError, match="cannot run"):
+        run_git(repo, "rev-parse", "HEAD")
+    observer = GitObserver(tmp_path)  # not a repository as far as this git can tell
+    assert observer.mark().entries is None
 
 
 def test_a_mark_counts_no_commits_against_the_upstream(
