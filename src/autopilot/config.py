@@ -7,7 +7,7 @@ Where each setting comes from (flag, environment, config files, defaults) is
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from msgspec import Struct, field
 
 from autopilot.config_json import check_config_json
 from autopilot.core.vocabulary import DEFAULT_EXTENSION, DEFAULT_MAX_TOTAL, MatchMode
@@ -23,8 +23,7 @@ DEFAULT_MAX_ITERATIONS = 10
 """Iteration budget when none is given; unlimited needs ``--max-iterations 0``."""
 
 
-@dataclass(frozen=True)
-class RunConfig:
+class RunConfig(Struct, frozen=True):
     """Everything a run is armed with; stored in ``state.json`` for restarts.
 
     Durations are seconds; ``None`` limits are off; ``check_timeout_seconds`` bounds
@@ -58,7 +57,19 @@ class RunConfig:
     verify: tuple[str, ...] = ()
     adaptive_extension: int = DEFAULT_EXTENSION
     adaptive_max_total: int = DEFAULT_MAX_TOTAL
-    sources: dict[str, str] = field(default_factory=dict, compare=False)
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def __eq__(self, other: object) -> bool:
+        """The same settings; where each came from (``sources``) is not compared."""
+        if type(other) is not RunConfig:
+            return NotImplemented
+        return self._compared() == other._compared()
+
+    def __hash__(self) -> int:
+        return hash(self._compared())
+
+    def _compared(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self.__struct_fields__[:-1])
 
     def policy(self, mode: str = "prompt") -> PolicyConfig:
         """The limits and promises as the decision policy takes them for a run of
@@ -86,7 +97,7 @@ class RunConfig:
 
     def to_json(self) -> dict[str, Any]:
         """The settings as a JSON object (``sources`` left out)."""
-        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sources"}
+        values = {name: getattr(self, name) for name in self.__struct_fields__[:-1]}
         values["env_exclude"] = list(self.env_exclude)
         values["notify"] = list(self.notify)
         values["verify"] = list(self.verify)

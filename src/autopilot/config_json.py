@@ -1,6 +1,7 @@
 """``config`` in ``state.json`` checked as ``RunConfig.from_json`` reads it back, without
 building a ``RunConfig``: the control commands (``pause``, ``resume``, ``stop``,
-``send``) check a state this way without loading ``dataclasses`` (``store.state_file``).
+``send``) check a state this way without loading msgspec and the typed records
+(``store.state_file``).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ CONFIG_FIELDS = (
     "adaptive_max_total",
 )
 """``RunConfig``'s fields as ``state.json`` holds them, in order (``sources`` is not
-written); ``tests/test_config.py`` checks they are the dataclass's."""
+written); ``tests/test_config.py`` checks they are the record's."""
 
 
 def check_config_json(data: Any, *, source: str = "state.json") -> dict[str, Any]:

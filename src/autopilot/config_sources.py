@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from autopilot.config_values import (
     UNION_SETTINGS,
     shown,
 )
+from autopilot.core.structs import replace
 from autopilot.errors import UsageError
 from autopilot.store.files import MAX_CONFIG_FILE_BYTES, UnsafeFileError, read_bounded_file
 from autopilot.store.xdg import xdg_config_file

@@ -10,8 +10,9 @@ parallel run reach each of its lanes that has not ended (``store.lanes``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 from autopilot.core.vocabulary import HOOK_MODE, EventType, RunStatus
 from autopilot.errors import StateFileError, UsageError
@@ -32,8 +33,7 @@ if TYPE_CHECKING:
     from autopilot.store.snapshot import Snapshot
 
 
-@dataclass(frozen=True)
-class ControlResult:
+class ControlResult(Struct, frozen=True):
     """What a control command did: the new state and a line for the user."""
 
     state: RunState
@@ -271,8 +271,7 @@ def repair(run_dir: Path, clock: Clock) -> RunState:
         lock.release()
 
 
-@dataclass(frozen=True)
-class RunStatusReport:
+class RunStatusReport(Struct, frozen=True):
     """``status``: the state file, the folded log and the driver's liveness (a hook
     run's session instead: ``hook``)."""
 

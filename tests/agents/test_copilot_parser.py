@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from autopilot.agents.base import (
     apply_usage_baseline,
 )
 from autopilot.agents.copilot import CopilotAdapter
+from autopilot.core.structs import replace
 from autopilot.core.vocabulary import ErrorKind
 from autopilot.errors import UsageError
 from tests.agents.streams import STREAMS, Want, captures, check, fixed_clock, run, run_lines
@@ -172,7 +172,7 @@ def test_tokens_come_from_the_usage_file(tmp_path: Path) -> None:
     assert (result.report.input_tokens, result.report.output_tokens) == (325, 65)
     # The session's totals: a resumed session's next iteration counts only its share.
     assert result.report.session_usage == SessionUsage(SESSION, 325, 65)
-    later = dataclasses.replace(result.report, session_usage=SessionUsage(SESSION, 425, 85))
+    later = replace(result.report, session_usage=SessionUsage(SESSION, 425, 85))
     delta = apply_usage_baseline(later, result.report.session_usage)
     assert (delta.input_tokens, delta.output_tokens) == (100, 20)
 

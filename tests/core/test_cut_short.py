@@ -4,8 +4,6 @@ streak as they were, and is still charged (pure)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from autopilot.core.attempt import Attempt
 from autopilot.core.backlog_step import conclude_item
 from autopilot.core.change import LoopState
@@ -13,6 +11,7 @@ from autopilot.core.decisions import start_item
 from autopilot.core.policy import PolicyConfig
 from autopilot.core.state import LoopCounters
 from autopilot.core.step import conclude
+from autopilot.core.structs import replace
 from autopilot.core.vocabulary import Action, EndedBy, EventType, Outcome, Progress
 from autopilot.core.workitems import ItemStatus, WorkItem
 

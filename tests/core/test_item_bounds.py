@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from autopilot.core.item_bounds import (
     MAX_EVIDENCE_BYTES,
     MAX_EVIDENCE_ENTRIES,
@@ -14,6 +12,7 @@ from autopilot.core.item_bounds import (
     item_line_bytes,
 )
 from autopilot.core.item_report import ItemDecision, ItemReport
+from autopilot.core.structs import replace
 from autopilot.core.workitems import Completion, WorkItem
 
 

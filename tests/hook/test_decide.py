@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
+from autopilot.core.structs import replace
 from autopilot.core.vocabulary import HookAgent
 from autopilot.hook.decide import (
     LetStopReason,

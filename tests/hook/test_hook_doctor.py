@@ -5,9 +5,9 @@ short."""
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 
+from autopilot.core.structs import replace
 from autopilot.loop.identity import process_identity
 from autopilot.manage.doctor import Finding, Level, check_runs
 from autopilot.store.hook_registry import (

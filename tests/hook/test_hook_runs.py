@@ -7,13 +7,13 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from autopilot.config_sources import build_config
 from autopilot.control import pause, resume, stop
+from autopilot.core.structs import replace
 from autopilot.core.vocabulary import HookAgent
 from autopilot.errors import UsageError
 from autopilot.hook import control as hook_control

@@ -8,13 +8,13 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from autopilot.config_sources import build_config
 from autopilot.control import status
+from autopilot.core.structs import replace
 from autopilot.core.vocabulary import HookAgent
 from autopilot.errors import UsageError
 from autopilot.hook.arm import arm_hook_run

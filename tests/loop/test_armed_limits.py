@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from autopilot.config import RunConfig
+from autopilot.core.structs import replace
 from autopilot.loop.armed_limits import (
     LIMIT_FIELDS,
     changed_limits,

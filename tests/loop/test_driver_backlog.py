@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from autopilot.config import RunConfig
 from autopilot.core.item_report import ItemDecision, ItemReport
+from autopilot.core.structs import replace
 from autopilot.loop.arming import PromptSource, arm_run
 from autopilot.loop.runner import RunRequest
 from autopilot.store.reports import write_report

@@ -5,8 +5,6 @@ umputun/ralphex#156)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from autopilot.core.policy import (
@@ -21,6 +19,7 @@ from autopilot.core.policy import (
     decide,
     is_stagnant,
 )
+from autopilot.core.structs import replace
 
 NOW = 1_800_000_000_000
 CONFIG = PolicyConfig(max_iterations=5, stagnation_limit=3)
@@ -58,7 +57,7 @@ def test_completion() -> None:
 
 def test_completion_on_the_last_allowed_iteration_is_completion() -> None:
     # Issue mikeyobrien/ralph-orchestrator#369: --max-iterations 1 and the agent says the token.
-    config = dataclasses.replace(CONFIG, max_iterations=1, completion_promise="LOOP_COMPLETE")
+    config = replace(CONFIG, max_iterations=1, completion_promise="LOOP_COMPLETE")
     decision = decide(
         counters(iterations_done=1), facts(final_message="LOOP_COMPLETE"), config, NOW
     )
@@ -71,12 +70,12 @@ def test_max_iterations_after_completion_check() -> None:
 
 
 def test_unlimited_iterations() -> None:
-    config = dataclasses.replace(CONFIG, max_iterations=None)
+    config = replace(CONFIG, max_iterations=None)
     assert decide(counters(iterations_done=10_000), facts(), config, NOW).action is Action.CONTINUE
 
 
 def test_min_iterations_defers_promises() -> None:
-    config = dataclasses.replace(CONFIG, min_iterations=3)
+    config = replace(CONFIG, min_iterations=3)
     message = facts(final_message="COMPLETE")
     assert decide(counters(iterations_done=2), message, config, NOW).action is Action.CONTINUE
     assert decide(counters(iterations_done=3), message, config, NOW).action is Action.COMPLETE
@@ -93,18 +92,18 @@ def test_pause_beats_completion() -> None:
 
 
 def test_completion_beats_abort_promise_and_budget() -> None:
-    config = dataclasses.replace(CONFIG, abort_promise="GIVE_UP")
+    config = replace(CONFIG, abort_promise="GIVE_UP")
     decision = decide(
         counters(iterations_done=5, cost_usd=100.0),
         facts(final_message="GIVE_UP\nCOMPLETE"),
-        dataclasses.replace(config, max_cost_usd=1.0),
+        replace(config, max_cost_usd=1.0),
         NOW,
     )
     assert decision.action is Action.COMPLETE
 
 
 def test_abort_promise() -> None:
-    config = dataclasses.replace(CONFIG, abort_promise="ABORT_NO_IMPROVEMENTS")
+    config = replace(CONFIG, abort_promise="ABORT_NO_IMPROVEMENTS")
     decision = decide(counters(), facts(final_message="ABORT_NO_IMPROVEMENTS"), config, NOW)
     assert (decision.action, decision.reason) == (Action.ABORT, Reason.ABORT_PROMISE)
 
@@ -127,7 +126,7 @@ def test_failed_iteration_never_completes() -> None:
 def test_spend_budgets(
     reason: Reason, counter_kw: dict[str, object], config_kw: dict[str, object]
 ) -> None:
-    config = dataclasses.replace(CONFIG, **config_kw)  # type: ignore[arg-type]
+    config = replace(CONFIG, **config_kw)  # type: ignore[arg-type]
     decision = decide(counters(**counter_kw), facts(), config, NOW)
     assert (decision.action, decision.reason) == (Action.ABORT, reason)
 
@@ -144,7 +143,7 @@ def test_stagnation_counts_no_progress_and_no_tool_calls() -> None:
 
 
 def test_stagnation_overrides_min_iterations() -> None:
-    config = dataclasses.replace(CONFIG, min_iterations=10, max_iterations=20)
+    config = replace(CONFIG, min_iterations=10, max_iterations=20)
     stuck = facts(progress=Progress.NONE, tool_calls=0)
     decision = decide(counters(iterations_done=3, stagnation_streak=2), stuck, config, NOW)
     assert decision.reason == Reason.STAGNATION
@@ -165,7 +164,7 @@ def test_same_answer_to_different_tasks_with_progress_is_not_stagnation() -> Non
         decision = decide(
             counters(stagnation_streak=streak, last_response_digest="task done."),
             facts(final_message="task done.", response_digest="task done.", progress=Progress.MADE),
-            dataclasses.replace(CONFIG, max_iterations=None),
+            replace(CONFIG, max_iterations=None),
             NOW,
         )
         streak = decision.stagnation_streak
@@ -186,7 +185,7 @@ def test_outside_git_only_identical_responses_count() -> None:
 
 
 def test_stagnation_disabled() -> None:
-    config = dataclasses.replace(CONFIG, stagnation_limit=0)
+    config = replace(CONFIG, stagnation_limit=0)
     stuck = facts(progress=Progress.NONE, tool_calls=0)
     decision = decide(counters(stagnation_streak=50), stuck, config, NOW)
     assert decision.action is Action.CONTINUE
@@ -199,7 +198,7 @@ def test_stagnation_disabled() -> None:
 
 def _run_of(responses: list[tuple[str, Progress]], limit: int = 3) -> list[Decision]:
     """Decide each iteration in turn, carrying the counters as the driver does."""
-    config = dataclasses.replace(CONFIG, stagnation_limit=limit, max_iterations=None)
+    config = replace(CONFIG, stagnation_limit=limit, max_iterations=None)
     streak, digest, decisions = 0, None, []
     for number, (response, progress) in enumerate(responses, start=1):
         decision = decide(
@@ -314,7 +313,7 @@ def test_auth_failure_halts_at_once() -> None:
 
 
 def test_promise_before_min_iterations_is_reported_not_honoured() -> None:
-    config = dataclasses.replace(CONFIG, min_iterations=3)
+    config = replace(CONFIG, min_iterations=3)
     decision = decide(counters(iterations_done=2), facts(final_message="COMPLETE"), config, NOW)
     assert decision.action is Action.CONTINUE
     assert decision.warning is not None and "before --min-iterations 3" in decision.warning

@@ -4,7 +4,6 @@ refused with the same line, the same value for every field ``StateView`` has, an
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from hypothesis import strategies as st
 
 from autopilot.config import RunConfig
 from autopilot.config_json import CONFIG_FIELDS
+from autopilot.core.structs import replace
 from autopilot.core.vocabulary import RunStatus
 from autopilot.errors import StateFileError
 from autopilot.store.run_state import RunState, decode_state
@@ -60,7 +60,7 @@ def test_the_view_has_every_property_named_here() -> None:
 
 
 def test_config_fields_are_run_configs() -> None:
-    names = tuple(f.name for f in dataclasses.fields(RunConfig) if f.name != "sources")
+    names = tuple(name for name in RunConfig.__struct_fields__ if name != "sources")
     assert names == CONFIG_FIELDS
 
 
@@ -164,7 +164,7 @@ def test_a_light_change_writes_what_the_typed_one_writes(tmp_path: Path) -> None
         view.set("pausedAt", None)
 
     written = update_state_json(path, change)
-    expected = dataclasses.replace(state, paused=False, paused_at_ms=None, version=4)
+    expected = replace(state, paused=False, paused_at_ms=None, version=4)
     assert path.read_bytes() == encode_state(expected)
     assert encode_state_json(written.data) == encode_state(expected)
     assert read_state_view(path).version == 4

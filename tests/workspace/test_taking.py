@@ -3,11 +3,11 @@ failure is a warning, never an error, and the next iteration tries again."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from autopilot.core.structs import replace
 from autopilot.workspace.checkpoint_facts import Taken
 from autopilot.workspace.checkpoints import Checkpoints
 from autopilot.workspace.taking import RunCheckpointer

@@ -8,16 +8,17 @@ sees ``AgentEvent`` and ``IterationReport`` only.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol, TypeGuard
 
+from msgspec import Struct, field
+
 from autopilot.core.redact import redact
+from autopilot.core.structs import replace
 from autopilot.core.vocabulary import AgentEventKind, ErrorKind
 from autopilot.errors import AgentNotFoundError
 
@@ -36,8 +37,7 @@ WallClock = Callable[[], datetime]
 """A function returning the current time as an aware ``datetime`` (local zone)."""
 
 
-@dataclass(frozen=True)
-class AgentEvent:
+class AgentEvent(Struct, frozen=True):
     """One thing the agent did, in vendor-neutral terms.
 
     Attributes:
@@ -55,8 +55,7 @@ class AgentEvent:
     tool_name: str | None = None
 
 
-@dataclass(frozen=True)
-class SessionUsage:
+class SessionUsage(Struct, frozen=True):
     """Token totals an agent reported for a whole session so far.
 
     Codex reports the thread's cumulative usage on every ``turn.completed``, so after
@@ -73,8 +72,7 @@ class SessionUsage:
     output_tokens: int
 
 
-@dataclass(frozen=True)
-class PermissionDenial:
+class PermissionDenial(Struct, frozen=True):
     """A tool call the agent CLI refused to run because a permission rule denied it.
 
     Attributes:
@@ -88,8 +86,7 @@ class PermissionDenial:
     command: str | None = None
 
 
-@dataclass
-class IterationReport:
+class IterationReport(Struct):
     """What an agent's output said about one iteration, gathered by a parser.
 
     Attributes:
@@ -153,8 +150,7 @@ class StreamParser(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class InvocationRequest:
+class InvocationRequest(Struct, frozen=True):
     """What the loop asks an adapter to launch.
 
     Attributes:
@@ -174,8 +170,7 @@ class InvocationRequest:
     extra_args: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Invocation:
+class Invocation(Struct, frozen=True):
     """A process to start: argv (never a shell string), env changes, stdin bytes.
 
     ``stdin`` None means ``/dev/null``; bytes are written and stdin then closed.
@@ -187,8 +182,7 @@ class Invocation:
     stdin: bytes | None = None
 
 
-@dataclass(frozen=True)
-class Classification:
+class Classification(Struct, frozen=True):
     """How an iteration ended, from the agent's side: ``ok`` or ``agent_error``.
 
     Attributes:
@@ -273,7 +267,7 @@ def apply_usage_baseline(report: IterationReport, baseline: SessionUsage | None)
         return report
     if totals.input_tokens < baseline.input_tokens or totals.output_tokens < baseline.output_tokens:
         return report
-    return dataclasses.replace(
+    return replace(
         report,
         input_tokens=totals.input_tokens - baseline.input_tokens,
         output_tokens=totals.output_tokens - baseline.output_tokens,

@@ -42,7 +42,6 @@ results and the model's prose never do.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import TYPE_CHECKING, Any, TypeGuard
 
@@ -50,6 +49,7 @@ from autopilot.agents import failures, fields
 from autopilot.agents.adapter import CliAgent, CliFacts
 from autopilot.agents.base import AgentEvent, shorten
 from autopilot.agents.parser import JsonLinesParser
+from autopilot.core.structs import replace
 from autopilot.core.vocabulary import AgentEventKind, ErrorKind
 
 if TYPE_CHECKING:
@@ -258,5 +258,5 @@ class ClaudeAdapter(CliAgent):
         refuses to run (2.1.197)."""
         invocation = super().build_invocation(request)
         if hasattr(os, "geteuid") and os.geteuid() == 0:
-            return dataclasses.replace(invocation, env_set={"IS_SANDBOX": "1"})
+            return replace(invocation, env_set={"IS_SANDBOX": "1"})
         return invocation

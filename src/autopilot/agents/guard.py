@@ -11,7 +11,6 @@ and the first failure of each kind is passed to ``on_failure`` (the driver logs 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 from autopilot.agents.base import (
@@ -23,6 +22,7 @@ from autopilot.agents.base import (
     IterationReport,
     StreamParser,
 )
+from autopilot.core.structs import replace
 from autopilot.core.vocabulary import ErrorKind
 
 OnFailure = Callable[[str], None]
@@ -77,7 +77,7 @@ class GuardedParser:
         self._keep_report()
         if not self._skipped_lines:
             return self._last
-        return dataclasses.replace(
+        return replace(
             self._last,
             lines=self._last.lines + self._skipped_lines,
             bad_lines=self._last.bad_lines + self._skipped_lines,

@@ -4,12 +4,14 @@ backlog (``--backlog``, with its approved run boundary) or a baked prompt
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from pathlib import Path
+
+from msgspec import Struct
 
 from autopilot.cli.echo import say
 from autopilot.config import RunConfig
 from autopilot.core.item_text import text_problem
+from autopilot.core.structs import replace
 from autopilot.errors import UsageError
 from autopilot.prompts import BakedMode, BakedPrompt, load_baked_prompt
 from autopilot.store.files import read_prompt_file
@@ -17,8 +19,7 @@ from autopilot.store.paths import runs_root
 from autopilot.store.run_state import PromptSource
 
 
-@dataclass(frozen=True)
-class RunSource:
+class RunSource(Struct, frozen=True):
     """A run's prompt source, its ``mode`` and, for a baked prompt, the prompt."""
 
     source: PromptSource

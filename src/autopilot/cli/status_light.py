@@ -1,6 +1,6 @@
 """``autopilot status`` (plain) of a run its driver runs, or that has ended, from
 ``state.json``, the log and the inbox read as plain JSON: no typed state
-(``store.run_state``, a tree of dataclasses), config, snapshot fold or delivery
+(``store.run_state``, a tree of msgspec Structs), config, snapshot fold or delivery
 model, so that it starts in about the time Python takes.
 
 ``plain_status`` gives up (None) wherever the typed path

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -21,6 +20,7 @@ from autopilot.cli.tasks_edit import edit, remove
 from autopilot.cli.tasks_view import item_details, item_rows
 from autopilot.core.decisions import fresh_attempts
 from autopilot.core.ready_queue import backlog_problems
+from autopilot.core.structs import replace
 from autopilot.core.workitems import (
     CompletionState,
     FocusLayer,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import replace
 from typing import Any
 
 import click
@@ -25,6 +24,7 @@ from autopilot.cli.tasks_common import (
     parse_criteria,
     project_backlog,
 )
+from autopilot.core.structs import replace
 from autopilot.core.workitems import (
     Completion,
     ItemFormatError,

@@ -11,8 +11,9 @@ user gave holds. ``--grow-project`` and prompt runs never extend.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from msgspec import Struct
 
 from autopilot.core.vocabulary import DEFAULT_EXTENSION, DEFAULT_MAX_TOTAL, Action, Reason
 
@@ -30,8 +31,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class ProgressSignals:
+class ProgressSignals(Struct, frozen=True):
     """What the last iterations show.
 
     Attributes:
@@ -56,8 +56,7 @@ class ProgressSignals:
         return found
 
 
-@dataclass(frozen=True)
-class Extension:
+class Extension(Struct, frozen=True):
     """A granted extension: the new ceiling and why."""
 
     max_iterations: int

@@ -9,14 +9,14 @@ same value from an attempt's saved output when a driver died during it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from autopilot.core.vocabulary import EndedBy, Progress
 
 
-@dataclass(frozen=True)
-class CommitSeen:
+class CommitSeen(Struct, frozen=True):
     """A commit made during the attempt: full sha, subject line, trailer lines."""
 
     sha: str
@@ -24,8 +24,7 @@ class CommitSeen:
     trailers: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Denial:
+class Denial(Struct, frozen=True):
     """A tool call the agent CLI refused under a permission rule.
 
     Attributes:
@@ -46,8 +45,7 @@ class Denial:
         return f"{self.tool} `{self.command}`" if self.command else self.tool
 
 
-@dataclass(frozen=True)
-class SessionTotals:
+class SessionTotals(Struct, frozen=True):
     """Token totals an agent reported for its whole session so far (Codex)."""
 
     session_id: str
@@ -55,8 +53,7 @@ class SessionTotals:
     output_tokens: int
 
 
-@dataclass(frozen=True)
-class BacklogFacts:
+class BacklogFacts(Struct, frozen=True):
     """What a backlog iteration did to its work item (gathered by ``loop.backlog``).
 
     Attributes:
@@ -84,8 +81,7 @@ class BacklogFacts:
     events: tuple[tuple[str, Mapping[str, Any]], ...] = ()
 
 
-@dataclass(frozen=True)
-class Verification:
+class Verification(Struct, frozen=True):
     """What the run's verify commands found when the agent gave the completion
     promise (gathered by ``loop.verify``; see ``core.verification``).
 
@@ -105,8 +101,7 @@ class Verification:
     failure: str | None = None
 
 
-@dataclass(frozen=True)
-class Attempt:
+class Attempt(Struct, frozen=True):
     """Everything ``conclude`` needs to know about one attempt at an iteration.
 
     Attributes:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from autopilot.core.attempt import Attempt
 from autopilot.core.policy import Decision, PolicyConfig
+from autopilot.core.structs import replace
 from autopilot.core.vocabulary import Action, Reason
 
 

@@ -17,7 +17,7 @@ Each function returns the events to append (``type`` plus fields, no ``ts``/``ru
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from autopilot.core.continuation import continuation_message
 from autopilot.core.decisions import (
@@ -31,6 +31,7 @@ from autopilot.core.gate_answer import NO_ITEM_CAN_START
 from autopilot.core.item_bounds import bound_report, fit_item
 from autopilot.core.item_report import CheckOutcome, ItemDecision, ItemReport, validate_report
 from autopilot.core.ready_queue import backlog_problems, next_item, open_items
+from autopilot.core.structs import replace
 from autopilot.core.workitem_events import (
     backlog_snapshot_fields,
     workitem_end_fields,

@@ -19,12 +19,13 @@ applies a floor and names what it raised.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from autopilot.core.decisions import MAX_FEEDBACK_CHARS, limit_attempts
 from autopilot.core.item_bounds import fit_item
 from autopilot.core.item_report import CheckOutcome
+from autopilot.core.structs import replace
 from autopilot.core.workitems import (
     Completion,
     CompletionState,

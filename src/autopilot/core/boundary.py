@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from autopilot.core.item_text import surface_problem
+from autopilot.core.structs import replace
 
 SCHEMA_VERSION = "autopilot-run.v1"
 OWN_FILES_PREFIX = ".autopilot/"

@@ -4,8 +4,9 @@ after it (``StateChange``), how a run ends (``Ending``) and an event to append."
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from autopilot.core.ending import exit_code_for
 from autopilot.core.state import LoopCounters, Spend, Tokens, UsageBaseline
@@ -15,8 +16,7 @@ SESSION_ID_EVENT_MAX_CHARS = 64
 """The seed's reader keeps a ``sessionId`` of at most 64 characters."""
 
 
-@dataclass(frozen=True)
-class LoopState:
+class LoopState(Struct, frozen=True):
     """What ``conclude`` reads of the run as it was before the attempt.
 
     Attributes:
@@ -43,8 +43,7 @@ class LoopState:
     model: str | None = None
 
 
-@dataclass(frozen=True)
-class Ending:
+class Ending(Struct, frozen=True):
     """How the run ends: its terminal event, reason, note, status and exit code."""
 
     event: EventType
@@ -54,8 +53,7 @@ class Ending:
     exit_code: int
 
 
-@dataclass(frozen=True)
-class StateChange:
+class StateChange(Struct, frozen=True):
     """The run's state after the step: what ``RunState.absorb`` writes.
 
     Also the ``change`` of the step's ``decision_applied`` event, so recovery can
@@ -150,8 +148,7 @@ class StateChange:
             raise ValueError(f"not a state change: {error}") from None
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(Struct, frozen=True):
     """An event to append: its type and fields (``ts`` and ``runId`` are the log's)."""
 
     type: EventType

@@ -33,7 +33,6 @@ last time a person unblocked, answered or reopened it (``fresh_attempts``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from autopilot.core.gate_answer import attempts_note
@@ -43,6 +42,7 @@ from autopilot.core.item_report import (
     ItemReport,
     claimed_evidence,
 )
+from autopilot.core.structs import replace
 from autopilot.core.workitems import (
     MAX_SURFACE_VIOLATIONS,
     Completion,

@@ -29,7 +29,8 @@ Everything here is pure; the ledger is the ``delivery`` object of ``state.json``
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from autopilot.core.message_ids import (  # here too, where the delivery model is used
     MAX_MESSAGE_CHARS,
@@ -74,8 +75,7 @@ _HEADINGS = {
 }
 
 
-@dataclass(frozen=True)
-class Message:
+class Message(Struct, frozen=True):
     """One message for the agent.
 
     Attributes:
@@ -136,8 +136,7 @@ def ordered(messages: Iterable[Message]) -> tuple[Message, ...]:
     return tuple(sorted(messages, key=lambda m: (rank[m.source], m.queued_at_ms, m.id)))
 
 
-@dataclass(frozen=True)
-class DeliveryLedger:
+class DeliveryLedger(Struct, frozen=True):
     """The ``delivery`` object of ``state.json``: where taken messages stand.
 
     Attributes:
@@ -182,8 +181,7 @@ class DeliveryLedger:
         return cls(handed, retired)
 
 
-@dataclass(frozen=True)
-class Handoff:
+class Handoff(Struct, frozen=True):
     """What one attempt is given.
 
     Attributes:
@@ -245,8 +243,7 @@ def forget_retired(ledger: DeliveryLedger, moved: Iterable[str]) -> DeliveryLedg
     return DeliveryLedger(ledger.handed, tuple(i for i in ledger.retired if i not in gone))
 
 
-@dataclass(frozen=True)
-class Repair:
+class Repair(Struct, frozen=True):
     """What a starting driver fixes before its first hand-off.
 
     Attributes:

@@ -28,7 +28,8 @@ _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 @dataclass(frozen=True)
 class RunResult:
-    """How a run ended: its terminal event type, reason, note and exit code."""
+    """How a run ended: its terminal event type, reason, note and exit code (a
+    dataclass: ``status`` of an ended run reads this module, and loads no msgspec)."""
 
     run_id: str
     terminal_type: str

@@ -13,9 +13,9 @@ item until its line fits. Every cut leaves a visible marker (``… [cut: N bytes
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 from autopilot.core.item_report import ItemReport
+from autopilot.core.structs import replace
 from autopilot.core.text import repair_surrogates
 from autopilot.core.workitems import WorkItem
 

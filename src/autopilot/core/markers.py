@@ -26,8 +26,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from typing import Any
+
+from msgspec import Struct, field
+
+from autopilot.core.structs import replace
 
 MAX_STAGES = 64
 MAX_STAGE_NAME_CHARS = 64
@@ -38,8 +41,7 @@ _MARKER_RE = re.compile(r"^\[(STAGE_PLAN|STAGE|TASK_START|TASK_END):\s*(.*?)\s*\
 _FENCE_RE = re.compile(r"^(```|~~~)")
 
 
-@dataclass(frozen=True)
-class MarkerState:
+class MarkerState(Struct, frozen=True):
     """Where an iteration's markers have got to.
 
     Attributes:

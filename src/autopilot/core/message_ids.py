@@ -1,5 +1,5 @@
 """A message's vocabulary and id, without the delivery model (``core.delivery``,
-dataclasses): ``autopilot send`` to a run whose driver is alive queues its message
+msgspec Structs): ``autopilot send`` to a run whose driver is alive queues its message
 with these alone (``store.inbox``)."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Nothing here reads a clock, a file or a process; the driver passes everything in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 from autopilot.core.completion import explicit_not_done, promise_present
 from autopilot.core.vocabulary import Action, MatchMode, Outcome, Progress, Reason
@@ -26,8 +26,7 @@ from autopilot.core.vocabulary import Action, MatchMode, Outcome, Progress, Reas
 FAILED_OUTCOMES = frozenset({Outcome.AGENT_ERROR, Outcome.LAUNCH_FAILED})
 
 
-@dataclass(frozen=True)
-class PolicyConfig:
+class PolicyConfig(Struct, frozen=True):
     """The limits and promises a run was armed with.
 
     Attributes:
@@ -73,8 +72,7 @@ class PolicyConfig:
     backlog: bool = False
 
 
-@dataclass(frozen=True)
-class IterationFacts:
+class IterationFacts(Struct, frozen=True):
     """What the driver observed about the iteration that just ended.
 
     Attributes:
@@ -111,8 +109,7 @@ class IterationFacts:
     cut_short: bool = False
 
 
-@dataclass(frozen=True)
-class Counters:
+class Counters(Struct, frozen=True):
     """The run's running totals before this decision (from ``state.json``).
 
     Attributes:
@@ -142,8 +139,7 @@ class Counters:
     pause_requested: bool = False
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(Struct, frozen=True):
     """The driver's next step, and the counters to store with it.
 
     Attributes:

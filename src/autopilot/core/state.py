@@ -7,15 +7,14 @@ crashes of the driver.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
 
 
-@dataclass
-class Tokens:
+class Tokens(Struct):
     """Input and output tokens."""
 
     input: int = 0
@@ -31,8 +30,7 @@ class Tokens:
         return {"input": self.input, "output": self.output}
 
 
-@dataclass
-class Spend:
+class Spend(Struct):
     """What the run has spent so far; restored on a relaunch so budgets hold.
 
     Attributes:
@@ -60,8 +58,7 @@ class Spend:
         }
 
 
-@dataclass
-class LoopCounters:
+class LoopCounters(Struct):
     """The policy's streaks, kept so they hold across a relaunch.
 
     Attributes:
@@ -92,8 +89,7 @@ class LoopCounters:
         }
 
 
-@dataclass(frozen=True)
-class UsageBaseline:
+class UsageBaseline(Struct, frozen=True):
     """A session's cumulative token totals after the previous iteration (Codex)."""
 
     session_id: str

@@ -10,7 +10,7 @@ each are ``docs/formats.md``'s ("One iteration's events").
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from msgspec import Struct
 
 from autopilot.core.adaptive import extend_budget
 from autopilot.core.attempt import Attempt, Denial
@@ -38,12 +38,12 @@ from autopilot.core.policy import (
 from autopilot.core.spend import charge
 from autopilot.core.state import LoopCounters, Spend, UsageBaseline
 from autopilot.core.step_events import step_events
+from autopilot.core.structs import replace
 from autopilot.core.verification import awaits_verification, verify_rule
 from autopilot.core.vocabulary import Action, EndedBy, EventType, Outcome, Reason
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(Struct, frozen=True):
     """What follows an attempt.
 
     Attributes:

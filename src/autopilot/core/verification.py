@@ -13,10 +13,9 @@ A backlog run has its own gate (each criterion's ``check``) and ignores verify.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from autopilot.core.attempt import Attempt, Verification
 from autopilot.core.policy import Decision, PolicyConfig
+from autopilot.core.structs import replace
 from autopilot.core.vocabulary import Action, Reason
 
 

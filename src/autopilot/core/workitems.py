@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from autopilot.core.item_text import surface_problem, text_problem
+from autopilot.core.structs import replace
 
 
 class ItemStatus(StrEnum):

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autopilot.core.ending import describe_ending
+from autopilot.core.structs import assign
 from autopilot.core.vocabulary import EventType, Progress
 from autopilot.hook.transcript import TurnView
 from autopilot.hook.tree_mark import changed_since, mark_now
@@ -182,7 +183,7 @@ def settle_logged(record: RunRecord, folder: RunDir) -> str | None:
         if logged is not None:
 
             def end(s: RunState) -> None:
-                s.__dict__.update(ended_as_logged(s, logged).__dict__)
+                assign(s, ended_as_logged(s, logged))
 
             record.update(end)
     ended = record.state

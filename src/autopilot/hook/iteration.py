@@ -13,7 +13,7 @@ through the driver's ``Briefing`` (``loop.delivery``'s one ``deliver()``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from autopilot.core.attempt import Attempt
@@ -21,6 +21,7 @@ from autopilot.core.change import LoopState
 from autopilot.core.delivery import MessageKind
 from autopilot.core.ending import describe_ending
 from autopilot.core.step import Step, budget_ending, conclude
+from autopilot.core.structs import replace
 from autopilot.core.vocabulary import Action, EndedBy, EventType, Reason, RunStatus
 from autopilot.hook import slow_checks
 from autopilot.hook.backlog import HookBacklog

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from pathlib import Path
 
+from autopilot.core.structs import replace
 from autopilot.core.vocabulary import EventType, HookAgent
 from autopilot.errors import AutopilotError
 from autopilot.hook.decide import (

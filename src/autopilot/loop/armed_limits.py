@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from autopilot.config import RunConfig
+from autopilot.core.structs import replace
 from autopilot.core.vocabulary import EventType
 from autopilot.loop.record import RunRecord
 from autopilot.store.run_state import RunState

@@ -43,10 +43,11 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from autopilot.core.structs import replace
 from autopilot.loop.mark_log import logged_fields, logged_mark, mark_digest
 from autopilot.store.private import make_private_dir, write_private
 from autopilot.store.rundir import RunDir

@@ -9,7 +9,7 @@ end the item (``BacklogShell.end``) and hand ``conclude`` what it did.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,6 +18,7 @@ from autopilot.core.attempt import Attempt, BacklogFacts
 from autopilot.core.backlog_step import Begun
 from autopilot.core.continuation import reopened_notice
 from autopilot.core.digest import sha256_hex
+from autopilot.core.structs import replace
 from autopilot.core.vocabulary import EventType, Progress, RunStatus
 from autopilot.core.workitems import ItemStatus
 from autopilot.loop.approved import ApprovedRun

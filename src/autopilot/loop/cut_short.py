@@ -9,13 +9,15 @@ commits are those on HEAD since the ``head`` its ``iteration_start`` recorded.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
 
 from autopilot.agents.base import AgentAdapter, IterationReport
 from autopilot.core.attempt import Attempt, CommitSeen
 from autopilot.core.spend import cut_short_ms
+from autopilot.core.structs import replace
 from autopilot.core.vocabulary import EndedBy, EventType, Progress
 from autopilot.loop.observe import reported_attempt, sane_report
 from autopilot.loop.process import HEARTBEAT_SECONDS
@@ -28,8 +30,7 @@ from autopilot.workspace.marks import Workspace
 _MAX_RECOVERED_LINE_BYTES = 16 * 1024 * 1024
 
 
-@dataclass(frozen=True)
-class RecoveredAttempt:
+class RecoveredAttempt(Struct, frozen=True):
     """The spend of an attempt the driver did not see to its end.
 
     Attributes:

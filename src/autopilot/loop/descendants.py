@@ -34,8 +34,9 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from msgspec import Struct
 
 from autopilot.loop.cgroup import AgentCgroup
 
@@ -77,8 +78,7 @@ def cgroup_members(cgroups: Iterable[AgentCgroup]) -> Found:
     return found
 
 
-@dataclass(frozen=True)
-class _Row:
+class _Row(Struct, frozen=True):
     """One process as the table shows it."""
 
     ppid: int

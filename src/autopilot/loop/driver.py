@@ -18,7 +18,6 @@ in-process in tests.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
@@ -27,6 +26,7 @@ from autopilot.core.delivery import MessageKind
 from autopilot.core.ending import RunResult
 from autopilot.core.policy import Decision
 from autopilot.core.step import Step, budget_ending, conclude
+from autopilot.core.structs import replace
 from autopilot.core.verification import verify_notice
 from autopilot.core.vocabulary import Action, EventType, Reason
 from autopilot.errors import UsageError

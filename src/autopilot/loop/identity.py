@@ -29,7 +29,7 @@ _MAX_COMMAND_CHARS = 500
 
 class ProcessIdentity(namedtuple("ProcessIdentity", ["start_time", "command"])):
     """What tells one process from another that later gets the same pid (a named
-    tuple, not a dataclass: ``status`` and ``send`` ask it without ``dataclasses``).
+    tuple, not a typed record: ``status`` and ``send`` ask it without msgspec).
 
     Attributes:
         start_time: When it started (epoch s, a float).

@@ -16,11 +16,11 @@ have reserved included, so two lanes at their boundaries at once never overshoot
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 from autopilot.core.spend import shared
 from autopilot.core.state import Spend
+from autopilot.core.structs import replace
 from autopilot.core.workitems import WorkItem
 from autopilot.errors import AutopilotError
 from autopilot.loop.claims import Landed

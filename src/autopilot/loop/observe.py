@@ -8,10 +8,10 @@ left), is read from its classification here, so ``core`` never sees a vendor rul
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from autopilot.agents.base import (
     AgentAdapter,
@@ -22,6 +22,7 @@ from autopilot.agents.base import (
 )
 from autopilot.core.attempt import Attempt, CommitSeen, Denial, SessionTotals
 from autopilot.core.state import UsageBaseline
+from autopilot.core.structs import replace
 from autopilot.core.vocabulary import EndedBy, ErrorKind
 from autopilot.loop.process import ProcessResult
 from autopilot.workspace.marks import TreeMark, Workspace, progress_between
@@ -29,8 +30,7 @@ from autopilot.workspace.marks import TreeMark, Workspace, progress_between
 LIMIT_ERROR_KINDS = frozenset({ErrorKind.RATE_LIMIT, ErrorKind.USAGE_LIMIT})
 
 
-@dataclass
-class Observed:
+class Observed(Struct):
     """What the driver saw while the agent ran (root text and tool calls).
 
     Attributes:
@@ -58,8 +58,7 @@ def classify(
     return adapter.classify(report, exit_code, result.stderr_tail)
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(Struct, frozen=True):
     """What the adapter's classification of an attempt means for the decision.
 
     Attributes:
@@ -139,7 +138,7 @@ def attempt_of(
     totals = report.session_usage
     denials = getattr(report, "permission_denials", ())
     reported = reported_attempt(number, folder, prompt, result.ended_by, report, classification)
-    return dataclasses.replace(
+    return replace(
         reported,
         exit_code=result.exit_code,
         launch_error=result.launch_error,
@@ -229,7 +228,7 @@ def sane_report(report: IterationReport, now_ms: int) -> IterationReport:
     reset = report.reset_at_ms
     if reset is not None and not (isinstance(reset, int) and reset - now_ms < _MAX_WAIT_MS):
         reset = None
-    return dataclasses.replace(
+    return replace(
         report,
         input_tokens=tokens(report.input_tokens),
         output_tokens=tokens(report.output_tokens),

@@ -10,9 +10,10 @@ run folder's ``state.json``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+
+from msgspec import Struct
 
 from autopilot.agents.base import AgentAdapter
 from autopilot.agents.environment import env_matches
@@ -49,8 +50,7 @@ if TYPE_CHECKING:  # only a backlog run or a lane loads them (``assemble``)
     from autopilot.loop.notify import RunNotifier  # only a run with notify URLs loads it
 
 
-@dataclass
-class RunParts:
+class RunParts(Struct):
     """One run's record and the collaborators of its iterations (see ``assemble``).
 
     Attributes:

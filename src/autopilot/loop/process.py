@@ -27,9 +27,10 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
 
 from autopilot.core.vocabulary import EndedBy
 from autopilot.loop.agent_group import AgentGroup, is_stopped
@@ -50,8 +51,7 @@ HEARTBEAT_SECONDS = _REAP_SECONDS
 reaping), so crash recovery knows the driver lived until about that file's mtime."""
 
 
-@dataclass(frozen=True)
-class ProcessLimits:
+class ProcessLimits(Struct, frozen=True):
     """Limits on one agent process.
 
     Attributes:
@@ -74,8 +74,7 @@ class ProcessLimits:
     max_raw_bytes: int = 4 * 1024 * 1024 * 1024
 
 
-@dataclass(frozen=True)
-class ProcessResult:
+class ProcessResult(Struct, frozen=True):
     """How the agent process ended.
 
     Attributes:

@@ -7,19 +7,18 @@ copy, takes the control fields (and fields this version does not know) from the 
 and ignores the rest: an agent that rewrites ``spend`` in ``state.json`` cannot reset
 a budget; the change is logged as a ``warning`` event.
 
-A step is applied log first: its events are appended in one write and fsynced, then
-the state is written. A crash between the two leaves the step's ``decision_applied`` record in the
-log, which recovery applies (``recovery.logged_change``); a crash before leaves an
-open attempt, which recovery concludes from its saved output. A step that only goes
-on to the next attempt may be *held* (``RunRecord.apply``): its events are appended,
-and the log's fsync and the state write are made by the write that opens the next
-attempt, so an iteration costs one state write, not two (``docs/architecture.md``,
-"One state write per iteration"). That write is made on a thread of its own while the
-agent runs (``open_soon``); the log's fsync, started just before the agent
-(``sync_soon``), runs while the state's temp file is written and synced, and the
-state's rename waits for it. The driver takes the write's outcome (``collect``) before
-it reads or writes its state again (after the work tree's end mark: ``git status``
-runs meanwhile) and before the next step reaches the log.
+A step is applied log first: its events appended in one write and fsynced, then the
+state written. A crash between leaves its ``decision_applied`` in the log, which
+recovery applies (``recovery.logged_change``); a crash before leaves an open attempt,
+which recovery concludes from its saved output. A step that only goes on to the next
+attempt may be *held* (``RunRecord.apply``): its events are appended, and the log's
+fsync and the state write are made by the write that opens the next attempt, so an
+iteration costs one state write, not two (``docs/architecture.md``, "One state write
+per iteration"). That write is made on a thread of its own while the agent runs
+(``open_soon``); the log's fsync, started just before the agent (``sync_soon``), runs
+while the state's temp file is written and synced, and the state's rename waits for
+it. The driver takes its outcome (``collect``) before reading or writing its state
+again (after the end mark, ``git status`` running meanwhile) or logging the next step.
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ from typing import Any
 
 from autopilot.core.ending import RunResult, exit_code_for, status_for
 from autopilot.core.step import Step
+from autopilot.core.structs import assign
 from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.errors import StateFileError
 from autopilot.loop.identity import process_identity
@@ -221,7 +221,7 @@ class RunRecord:
                 setattr(mine, name, getattr(on_disk, name))
             change(mine)
             mine.version = on_disk.version
-            on_disk.__dict__.update(mine.__dict__)
+            assign(on_disk, mine)
 
         def write() -> _Written:
             try:

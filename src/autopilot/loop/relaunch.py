@@ -14,9 +14,10 @@ well, so that they do not load a backlog run's modules.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from msgspec import Struct
 
 from autopilot.agents.base import AgentAdapter
 from autopilot.core.attempt import Attempt
@@ -31,8 +32,7 @@ if TYPE_CHECKING:
     from autopilot.loop.backlog import BacklogShell
 
 
-@dataclass(frozen=True)
-class Crashed:
+class Crashed(Struct, frozen=True):
     """What a relaunch found of the attempt a dead driver left (``crashed_attempt``).
 
     Attributes:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+from msgspec import Struct
 
 from autopilot.loop.cgroup import AgentCgroup, warm_up
 from autopilot.loop.process import ProcessLimits, ProcessResult, run_agent_process
@@ -22,8 +23,7 @@ from autopilot.loop.subreaper import become_subreaper_soon
 from autopilot.store.rundir import AttemptDir
 
 
-@dataclass(frozen=True)
-class RunRequest:
+class RunRequest(Struct, frozen=True):
     """One agent process to run.
 
     Attributes:
@@ -46,8 +46,7 @@ class RunRequest:
     run_id: str = ""
 
 
-@dataclass(frozen=True)
-class AgentWatch:
+class AgentWatch(Struct, frozen=True):
     """What a runner tells the driver, and asks it, while the agent runs.
 
     Attributes:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import FrameType
 
+from msgspec import Struct
 
-@dataclass
-class Interrupts:
+
+class Interrupts(Struct):
     """Flags set by signal handlers and read by the loop.
 
     The first SIGINT or a SIGTERM asks for a stop at the next boundary; a second

@@ -5,11 +5,11 @@ and the hooks, and the step applied where no driver runs (``write_step``)."""
 from __future__ import annotations
 
 import contextlib
-from dataclasses import replace
 
 from autopilot.core.change import LoopState, StateChange
 from autopilot.core.delivery import conclude as conclude_delivery
 from autopilot.core.step import Step
+from autopilot.core.structs import replace
 from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.errors import StateFileError
 from autopilot.store.events import EventLog

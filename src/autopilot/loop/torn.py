@@ -14,9 +14,8 @@ the spend ``state.json`` holds, not on the log's figures, which already count it
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from autopilot.core.step import Step
+from autopilot.core.structs import replace
 from autopilot.core.vocabulary import EventType
 from autopilot.store.events import read_events
 from autopilot.store.run_state import RunState

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import copy
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from autopilot.config import RunConfig
 from autopilot.core.state import Spend, Tokens
+from autopilot.core.structs import replace
 from autopilot.core.vocabulary import EventType, RunStatus
 from autopilot.errors import StateFileError
 from autopilot.loop.clock import Clock

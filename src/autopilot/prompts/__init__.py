@@ -9,9 +9,10 @@ token, so a run never starts with a prompt whose ending cannot be recognised.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+
+from msgspec import Struct
 
 from autopilot.errors import EnvironmentProblem, UsageError
 
@@ -25,8 +26,7 @@ class BakedMode(StrEnum):
     GROW_PROJECT = "grow-project"
 
 
-@dataclass(frozen=True)
-class BakedPrompt:
+class BakedPrompt(Struct, frozen=True):
     """A baked prompt, ready to send.
 
     Attributes:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 from autopilot.config import RunConfig
 from autopilot.core.ending import RunResult
 from autopilot.core.spend import shared
+from autopilot.core.structs import replace
 from autopilot.core.vocabulary import PARALLEL_MODE, EventType, Reason
 from autopilot.errors import AutopilotError, BacklogError
 from autopilot.loop.arming import arm_run

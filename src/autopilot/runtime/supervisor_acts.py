@@ -10,7 +10,6 @@ import contextlib
 import os
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +20,7 @@ from autopilot.core.restart import (
     RestartDecision,
     Verdict,
 )
+from autopilot.core.structs import replace
 from autopilot.runtime.supervision import DAEMON_ERR, KEEP_GOING, STOP
 
 if TYPE_CHECKING:

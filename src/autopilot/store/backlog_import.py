@@ -23,9 +23,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
+from autopilot.core.structs import replace
 from autopilot.core.workitems import (
     ID_PATTERN,
     Completion,

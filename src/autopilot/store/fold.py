@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping
 
+from autopilot.core.structs import assign
 from autopilot.core.text import utf16_units
 from autopilot.core.vocabulary import SeedStatus
 from autopilot.store.event_format import EVENT_TYPES, JS_NUMBER_LIMIT, SEED_EVENT_TYPES
@@ -149,7 +150,7 @@ def _armed(snap: Snapshot, e: Any, ts: Any) -> None:
     fresh.updatedAt = ts
     fresh.agent = e.agent if isinstance(e.agent, str) else None
     fresh.model = e.model if isinstance(e.model, str) else None
-    snap.__dict__.update(fresh.__dict__)
+    assign(snap, fresh)
 
 
 def _iteration_start(snap: Snapshot, e: Any, ts: Any) -> None:

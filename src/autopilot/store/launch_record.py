@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct, field
 
 from autopilot.config import RunConfig
 from autopilot.core.redact import redact_value
@@ -39,8 +40,7 @@ _TS_MARGIN_BYTES = 64
 """Room in the line for the ``ts`` the log stamps (the probe has a short one)."""
 
 
-@dataclass(frozen=True)
-class LaunchRecord:
+class LaunchRecord(Struct, frozen=True):
     """What a run was armed with beyond its identity and counters."""
 
     config: RunConfig

@@ -1,6 +1,6 @@
 """The names of a run folder's files (``store.rundir`` describes each), in a module
 that loads nothing: the control commands find a run's ``state.json`` and
-``driver.lock`` without ``RunDir`` (a dataclass, and ``dataclasses`` with it)."""
+``driver.lock`` without ``RunDir`` (a msgspec Struct, and msgspec with it)."""
 
 from __future__ import annotations
 

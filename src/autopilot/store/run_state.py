@@ -14,8 +14,9 @@ written by the Node implementation"); they are derived from its ``iter``,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from msgspec import Struct, field
 
 from autopilot.config import DEFAULT_MAX_ITERATIONS, RunConfig
 from autopilot.core.delivery import DeliveryLedger
@@ -40,8 +41,7 @@ NODE_AGENT = "copilot"
 """The agent of a run written by the Node implementation (it drives Copilot CLI)."""
 
 
-@dataclass(frozen=True)
-class PromptSource:
+class PromptSource(Struct, frozen=True):
     """Where the prompt comes from: a file re-read every iteration, or fixed text."""
 
     text: str | None = None
@@ -52,8 +52,7 @@ class PromptSource:
         return {"text": self.text, "path": str(self.path) if self.path else None}
 
 
-@dataclass
-class RunState:
+class RunState(Struct):
     """A run's ``state.json`` (``docs/formats.md``). Times are epoch ms unless named
     ``*_time`` (process start times, epoch seconds).
 

@@ -21,8 +21,9 @@ No other module spells these names (they are kept in ``store.run_files``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 from autopilot.store.private import make_private_dir
 from autopilot.store.run_files import (
@@ -59,8 +60,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class AttemptDir:
+class AttemptDir(Struct, frozen=True):
     """The folder of one attempt at an iteration and its three files."""
 
     path: Path
@@ -81,8 +81,7 @@ class AttemptDir:
         return self.path / STDERR_FILE
 
 
-@dataclass(frozen=True)
-class RunDir:
+class RunDir(Struct, frozen=True):
     """The paths of one run folder. Nothing is created or checked here.
 
     Attributes:

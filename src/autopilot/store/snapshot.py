@@ -6,7 +6,9 @@ the live view's panels) does not load the log readers.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from copy import deepcopy
+
+from msgspec import Struct, field
 
 from autopilot.core.vocabulary import RunStatus, SeedStatus, status_of_seed_fold
 
@@ -18,8 +20,7 @@ MAX_SNAPSHOT_HISTORY = 256
 """History lists keep the newest 256 entries (seed ``MAX_SNAPSHOT_HISTORY``)."""
 
 
-@dataclass
-class Snapshot:
+class Snapshot(Struct):
     """A run as its event log tells it.
 
     Seed fields (in the seed's key order) come first; ``tokens`` is the run's
@@ -93,12 +94,12 @@ class Snapshot:
 
     def to_dict(self) -> dict[str, Any]:
         """The snapshot as plain JSON-able data."""
-        return asdict(self)
+        return {name: deepcopy(getattr(self, name)) for name in self.__struct_fields__}
 
     def seed_fields(self) -> dict[str, Any]:
         """Only the fields the seed system's reader has, in its key order."""
-        data = asdict(self)
-        return {key: data[key] for key in list(data)[:_SEED_FIELD_COUNT]}
+        names = self.__struct_fields__[:_SEED_FIELD_COUNT]
+        return {name: deepcopy(getattr(self, name)) for name in names}
 
 
 _SEED_FIELD_COUNT = 33

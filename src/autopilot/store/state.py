@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from autopilot.core.structs import replace
 from autopilot.errors import StateFileError
 from autopilot.store.atomic import write_atomically
 from autopilot.store.flock import holding
@@ -59,11 +59,11 @@ def read_state(path: Path) -> RunState:
 def copy_state(state: RunState) -> RunState:
     """A copy of ``state`` that shares nothing a change may mutate in place: its
     ``spend`` (and its ``tokens``), ``loop`` and ``extra`` are copied, the rest is
-    immutable (strings, tuples, frozen dataclasses). Far cheaper than ``deepcopy``."""
+    immutable (strings, tuples, frozen Structs). Far cheaper than ``deepcopy``."""
     copied = copy.copy(state)
     spend = state.spend
-    copied.spend = dataclasses.replace(spend, tokens=dataclasses.replace(spend.tokens))
-    copied.loop = dataclasses.replace(state.loop)
+    copied.spend = replace(spend, tokens=replace(spend.tokens))
+    copied.loop = replace(state.loop)
     if state.extra:
         copied.extra = copy.deepcopy(state.extra)
     else:
@@ -127,7 +127,7 @@ class StateStore:
         with self._locked():
             if self.path.exists():
                 raise StateFileError(f"{self.path} already exists")
-            state = dataclasses.replace(state, version=1)
+            state = replace(state, version=1)
             self._write(state)
             return state
 

@@ -1,5 +1,5 @@
 """``state.json`` as plain JSON: read, checked, viewed and changed in place under its
-lock, without the typed ``RunState`` (``store.run_state``, a tree of dataclasses).
+lock, without the typed ``RunState`` (``store.run_state``, a tree of msgspec Structs).
 
 The control commands (``pause``, ``resume``, ``stop``, ``send``, ``status``'s choice of
 run) read and write through here so that they start in about the time Python takes:

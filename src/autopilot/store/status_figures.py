@@ -1,5 +1,5 @@
 """What ``autopilot status`` shows from a run's log and inbox, read as plain JSON
-without the snapshot fold (``store.fold``, dataclasses) or the delivery model
+without the snapshot fold (``store.fold``, msgspec Structs) or the delivery model
 (``core.delivery``): when the last terminal event was logged, the last restore, the
 last excerpt, and how many messages (and of those, the user's) wait for the agent.
 

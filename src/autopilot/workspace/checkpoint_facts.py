@@ -5,8 +5,9 @@ itself, the paths changed between two, and what taking or restoring one gave
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import StrEnum
+
+from msgspec import Struct
 
 _NAME_RE = re.compile(r"^(baseline|iter-\d{4,}|before-restore-\d{4,}|restore-\d{4,})$")
 
@@ -20,8 +21,7 @@ class CheckpointKind(StrEnum):
     RESTORE = "restore"
 
 
-@dataclass(frozen=True)
-class FileChange:
+class FileChange(Struct, frozen=True):
     """One path that differs between two checkpoints: ``A``, ``M``, ``D`` or ``T``."""
 
     status: str
@@ -33,8 +33,7 @@ class FileChange:
         return f"{verb.get(self.status, self.status)} {self.path}"
 
 
-@dataclass(frozen=True)
-class Checkpoint:
+class Checkpoint(Struct, frozen=True):
     """One checkpoint of a run.
 
     Attributes:
@@ -77,8 +76,7 @@ class Checkpoint:
         return None
 
 
-@dataclass(frozen=True)
-class Taken:
+class Taken(Struct, frozen=True):
     """A checkpoint just taken and the paths changed since the previous one.
 
     Attributes:
@@ -92,8 +90,7 @@ class Taken:
     warning: str | None = None
 
 
-@dataclass(frozen=True)
-class RestoreResult:
+class RestoreResult(Struct, frozen=True):
     """What a restore did.
 
     Attributes:

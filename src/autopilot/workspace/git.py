@@ -24,8 +24,9 @@ import os
 import stat
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from msgspec import Struct, field
 
 from autopilot.core.digest import sha256, sha256_hex
 from autopilot.errors import AutopilotError
@@ -38,8 +39,7 @@ _MAX_COMMITS = 200
 _MAX_REFLOG_ENTRIES = 1000
 
 
-@dataclass(frozen=True)
-class TreeMark:
+class TreeMark(Struct, frozen=True):
     """Where the work tree and its branches stood at one moment.
 
     Attributes:
@@ -63,7 +63,21 @@ class TreeMark:
     entries: dict[str, str] | None
     branch: str | None = None
     tips: frozenset[str] = field(default_factory=frozenset)
-    tree_key: str | None = field(default=None, compare=False)
+    tree_key: str | None = None
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not TreeMark:
+            return NotImplemented
+        return (self.head, self.entries, self.branch, self.tips) == (
+            other.head,
+            other.entries,
+            other.branch,
+            other.tips,
+        )
+
+    def __hash__(self) -> int:
+        entries = None if self.entries is None else frozenset(self.entries.items())
+        return hash((self.head, entries, self.branch, self.tips))
 
     @property
     def fingerprint(self) -> str | None:
@@ -104,8 +118,7 @@ UNKNOWN = TreeMark(None, None)
 """The mark outside a repository, or when git could not answer."""
 
 
-@dataclass(frozen=True)
-class Commit:
+class Commit(Struct, frozen=True):
     """A commit the agent made: full sha, subject line and trailer lines."""
 
     sha: str

@@ -8,9 +8,10 @@ between the two HEADs, whatever branch they are on.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from msgspec import Struct
 
 from autopilot.workspace.repo import Repository
 
@@ -27,8 +28,7 @@ class HeadMoveKind(StrEnum):
     amend, a reset elsewhere)."""
 
 
-@dataclass(frozen=True)
-class HeadMove:
+class HeadMove(Struct, frozen=True):
     """A move of HEAD that is not just new commits on the same branch.
 
     Attributes:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 from autopilot.store.project_files import PROJECT_DIR, RECORD_NAMES
 from autopilot.workspace.repo import Repository, split_z
@@ -36,8 +37,7 @@ it never shows in ``git status`` nor in a commit)."""
 _ZERO = "0" * 40
 
 
-@dataclass(frozen=True)
-class RecordChange:
+class RecordChange(Struct, frozen=True):
     """A record in which two trees differ.
 
     Attributes:

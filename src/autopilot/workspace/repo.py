@@ -17,9 +17,10 @@ import os
 import signal
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+
+from msgspec import Struct
 
 from autopilot.errors import GitCommandError, GitUnavailableError, RepositoryError
 from autopilot.process_exit import communicate, spawn_and_communicate
@@ -276,8 +277,7 @@ def split_z(data: bytes) -> list[str]:
     return [item.decode("utf-8", "surrogateescape") for item in data.split(b"\0") if item]
 
 
-@dataclass(frozen=True)
-class Repository:
+class Repository(Struct, frozen=True):
     """One work tree of a git repository, as autopilot uses it.
 
     Attributes:
@@ -289,8 +289,21 @@ class Repository:
     top: Path
     git_dir: Path
     common_dir: Path
-    filters: GitFilters | None = field(default=None, compare=False)
-    """While a run watches the work tree: the filters it trusts (``workspace.filters``)."""
+    filters: GitFilters | None = None
+    """While a run watches the work tree: the filters it trusts (``workspace.filters``);
+    not compared."""
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Repository:
+            return NotImplemented
+        return (self.top, self.git_dir, self.common_dir) == (
+            other.top,
+            other.git_dir,
+            other.common_dir,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.top, self.git_dir, self.common_dir))
 
     def _env(
         self, args: tuple[str, ...], env: Mapping[str, str] | None

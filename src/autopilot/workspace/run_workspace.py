@@ -10,9 +10,10 @@ on. A run worked in ``state.json``'s ``cwd``; a ``--worktree`` run also records
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
 
 from autopilot.errors import RepositoryError
 from autopilot.store.rundir import RunDir
@@ -30,8 +31,7 @@ def checkpoints_of(run_dir: Path, repo: Repository) -> Checkpoints:
     return Checkpoints(repo, run_dir.name, run_dir / CHECKPOINT_INDEX, RunDir(run_dir).events)
 
 
-@dataclass(frozen=True)
-class RunPlace:
+class RunPlace(Struct, frozen=True):
     """Where a run worked, as its ``state.json`` records it.
 
     Attributes:
@@ -57,8 +57,7 @@ class RunPlace:
         )
 
 
-@dataclass(frozen=True)
-class RunWorkspace:
+class RunWorkspace(Struct, frozen=True):
     """Where a recorded run worked, opened.
 
     Attributes:

@@ -16,10 +16,12 @@ checkpoint this driver took with a mark can be shared, so the first one after a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from msgspec import Struct
+
+from autopilot.core.structs import replace
 from autopilot.errors import AutopilotError
 from autopilot.workspace.checkpoint_facts import Taken
 from autopilot.workspace.checkpoints import Checkpoints
@@ -31,8 +33,7 @@ MAX_FILES_IN_EVENT = 50
 """A ``checkpoint`` event names at most this many changed paths (all are counted)."""
 
 
-@dataclass(frozen=True)
-class CheckpointFacts:
+class CheckpointFacts(Struct, frozen=True):
     """One checkpoint just taken.
 
     Attributes:

@@ -9,8 +9,9 @@ https://github.com/umputun/ralphex/issues/444). Several runs in one repository e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 from autopilot.errors import RepositoryError
 from autopilot.store.project_files import checkout_folder
@@ -30,8 +31,7 @@ def worktree_path_for(runs_root: Path, run_id: str) -> Path:
     return runs_root / WORKTREES_DIR / run_id
 
 
-@dataclass(frozen=True)
-class RunWorktree:
+class RunWorktree(Struct, frozen=True):
     """A worktree made for a run.
 
     Attributes:
@@ -80,8 +80,7 @@ def project_home(cwd: Path, worktree: RunWorktree | None) -> Path:
     return checkout_folder(cwd, worktree.path, worktree.origin)
 
 
-@dataclass(frozen=True)
-class WorktreeEntry:
+class WorktreeEntry(Struct, frozen=True):
     """One line of ``git worktree list``.
 
     Attributes:
