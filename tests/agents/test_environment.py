@@ -198,17 +198,25 @@ def test_an_agent_started_without_the_venv_on_path_can_run_autopilot_report(
 
 
 def test_the_scripts_folder_is_the_started_scripts_else_the_interpreters(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """The ``autopilot`` a person ran by its path is the one an agent gets; started
-    any other way (``python -m autopilot``), the interpreter's scripts folder."""
+    any other way (``python -m autopilot``), the one beside the interpreter, else the
+    interpreter's scripts folder."""
     import sysconfig
 
     from autopilot.loop.launch import _scripts_dir
 
     monkeypatch.setattr(sys, "argv", ["/opt/tools/venv/bin/autopilot", "run"])
     assert _scripts_dir() == Path("/opt/tools/venv/bin")
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    monkeypatch.setattr(sys, "executable", str(venv / "python"))
     interpreters = Path(sysconfig.get_path("scripts"))
     for started in ("/src/autopilot/__main__.py", "autopilot", "bin/autopilot"):
         monkeypatch.setattr(sys, "argv", [started, "run"])
-        assert _scripts_dir() == interpreters
+        assert _scripts_dir() == interpreters  # no autopilot beside the interpreter
+    script = venv / "autopilot"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    assert _scripts_dir() == venv

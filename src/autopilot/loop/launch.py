@@ -38,12 +38,16 @@ class HandOff(Protocol):
 def _scripts_dir() -> Path:
     """The folder of the ``autopilot`` script this process runs as, when it was started
     by its path (``sys.argv[0]`` of a console script, as the shell found it on ``PATH``
-    or as typed); else this interpreter's console scripts' folder (``sysconfig`` and
-    its data, some 5 ms to load). Asked only when the agent's ``PATH`` has no
-    ``autopilot``."""
+    or as typed); else this interpreter's folder when it holds an ``autopilot`` (a
+    virtual environment's ``bin``, as ``python -m autopilot`` runs in one); else this
+    interpreter's console scripts' folder (``sysconfig`` and its data, some 4 ms to
+    load). Asked only when the agent's ``PATH`` has no ``autopilot``."""
     started = sys.argv[0] if sys.argv else ""
     if os.path.isabs(started) and os.path.basename(started) == "autopilot":
         return Path(started).parent
+    beside = Path(sys.executable).parent
+    if sys.executable and os.access(beside / "autopilot", os.X_OK):
+        return beside
     import sysconfig
 
     return Path(sysconfig.get_path("scripts"))
