@@ -14,7 +14,7 @@ from textual.pilot import Pilot
 from autopilot.store.events import read_events
 from autopilot.view.live import drive_live
 from autopilot.view.tui import WatchApp
-from autopilot.view.widgets import AgentOutput, Timeline
+from autopilot.view.widgets import AgentOutput, StagePane, Timeline
 from tests.view.runfiles import (
     T0,
     EventWriter,
@@ -267,6 +267,46 @@ async def test_header_fits_80_columns_and_empty_panels_give_way(tmp_path: Path) 
         await _until(pilot, lambda: app.folded)
         await pilot.pause()
         assert "tokens/iter" in _screen_lines(app)[1]  # wide enough for the sparkline
+
+
+async def test_the_stage_clock_ticks_as_a_repaint_and_a_still_second_redraws_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every second the active stage's elapsed time is shown anew, without laying the
+    screen out again (the pane's size is the layout's, not its text's); a second that
+    changes no shown figure (a frozen clock) does not redraw the pane at all."""
+    log = running_log()
+    folder = write_run(tmp_path, base_state(iter=3), log.events)
+    clock = FrozenClock(log.ts + 5_000)
+    app = _app(folder, clock=clock)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: app.folded)
+        await pilot.pause()
+        pane = app.query_one(StagePane)
+        layouts: list[bool] = []
+        update = pane.update
+
+        def spy(content: Any = "", *, layout: bool = True) -> None:
+            layouts.append(layout)
+            update(content, layout=layout)
+
+        monkeypatch.setattr(pane, "update", spy)
+        stage = app.snapshot.activeStage
+        assert stage is not None
+        clock.now = stage["startedAt"] + 65_000
+        app._tick()
+        await pilot.pause()
+        assert any("IMPLEMENT  stage 2, 1m05s" in line for line in _screen_lines(app))
+        assert layouts == [False]
+        app._tick()
+        app._tick()
+        await pilot.pause()
+        assert layouts == [False]
+        clock.now += 1_000
+        app._tick()
+        await pilot.pause()
+        assert any("IMPLEMENT  stage 2, 1m06s" in line for line in _screen_lines(app))
+        assert layouts == [False, False]
 
 
 async def test_stages_and_work_items_show_when_reported(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import click
 
 from autopilot.loop.clock import Clock
 from autopilot.store.paths import run_dir as run_folder
-from autopilot.view.follow import follow_plain
+from autopilot.view.follow import StopEvent, follow_plain
 from autopilot.view.keys import SendMessage
 from autopilot.view.tui import WatchApp
 
@@ -78,7 +78,7 @@ def run_live_view(
     if not driver_thread.is_alive():
         return
     write(f"autopilot: left the live view; run {run_id} goes on (events follow)")
-    stop = threading.Event()
+    stop = StopEvent()
 
     def stop_when_driver_ends() -> None:
         driver_thread.join()

@@ -9,7 +9,7 @@ last commit, and key hints.
 How it reads the run: ``state.json`` at once (so the header is right on the first
 frame), the end of ``events.jsonl`` for the timeline, then the whole log folded
 once in a background thread, streaming (``store.reader.fold_log``); after that every change
-the kernel reports (``follow.watch_run_dir``, watchfiles) is read incrementally and
+the kernel reports (``follow.watch_run_dir``, inotify) is read incrementally and
 folded into the same snapshot. Keys act through ``autopilot.control``, exactly like
 ``autopilot pause|resume|stop``; leaving the view never stops the run.
 """
@@ -37,7 +37,7 @@ from autopilot.store.rundir import EVENTS_FILE, STATE_FILE, STDOUT_FILE, RunDir
 from autopilot.store.state import read_state_quietly
 from autopilot.view import present
 from autopilot.view.badge import status_badge
-from autopilot.view.follow import Liveness, watch_run_dir
+from autopilot.view.follow import Liveness, StopEvent, watch_run_dir
 from autopilot.view.keys import RunKeys, SendMessage
 from autopilot.view.output import OutputFollower
 from autopilot.view.project import read_project_tasks
@@ -115,7 +115,7 @@ class WatchApp(RunKeys):
         self._tasks_stamp: tuple[int, int] | None = None
         self._follower: LogFollower | None = None
         self._output = OutputFollower(run_dir, None)
-        self._stop_watching = threading.Event()
+        self._stop_watching = StopEvent()
         self._log_bytes = 0
         self._keys_shown: tuple[bool, bool, bool] | None = None
         self._panels: present.Panels | None = None

@@ -239,7 +239,7 @@ class StagePane(TextPane):
         if recent:
             text.append("\ndone  ", style="dim")
             text.append(shown(recent))
-        self.set_text(text)
+        self.set_text(text, layout=False)  # sized by the layout (1fr): a tick only repaints
 
 
 class WorkPane(TextPane):
