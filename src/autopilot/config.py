@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from msgspec import Struct, field
 
-from autopilot.config_json import check_config_json
+from autopilot.config_json import CONFIG_FIELDS, check_config_json
 from autopilot.core.vocabulary import DEFAULT_EXTENSION, DEFAULT_MAX_TOTAL, MatchMode
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
@@ -69,7 +69,7 @@ class RunConfig(Struct, frozen=True):
         return hash(self._compared())
 
     def _compared(self) -> tuple[object, ...]:
-        return tuple(getattr(self, name) for name in self.__struct_fields__[:-1])
+        return tuple(getattr(self, name) for name in CONFIG_FIELDS)
 
     def policy(self, mode: str = "prompt") -> PolicyConfig:
         """The limits and promises as the decision policy takes them for a run of
@@ -97,7 +97,7 @@ class RunConfig(Struct, frozen=True):
 
     def to_json(self) -> dict[str, Any]:
         """The settings as a JSON object (``sources`` left out)."""
-        values = {name: getattr(self, name) for name in self.__struct_fields__[:-1]}
+        values = {name: getattr(self, name) for name in CONFIG_FIELDS}
         values["env_exclude"] = list(self.env_exclude)
         values["notify"] = list(self.notify)
         values["verify"] = list(self.verify)

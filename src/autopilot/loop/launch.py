@@ -45,9 +45,9 @@ def _scripts_dir() -> Path:
     started = sys.argv[0] if sys.argv else ""
     if os.path.isabs(started) and os.path.basename(started) == "autopilot":
         return Path(started).parent
-    beside = Path(sys.executable).parent
-    if sys.executable and os.access(beside / "autopilot", os.X_OK):
-        return beside
+    beside = Path(sys.executable).parent / "autopilot"
+    if sys.executable and beside.is_file() and os.access(beside, os.X_OK):
+        return beside.parent
     import sysconfig
 
     return Path(sysconfig.get_path("scripts"))
