@@ -375,8 +375,9 @@ def bench_loop(tmp: Path, iterations: int, rounds: int, against: str | None = No
         lines = calls.read_text().splitlines() if calls.exists() else []
         per = len(lines) / 10
         words = [_git_subcommand(line) for line in lines]
-        # One mark an iteration (its end mark opens the next), and the opening mark
-        # (the baseline's, then the first iteration's start).
+        # At most one mark an iteration (its end mark opens the next), and the opening
+        # mark (the baseline's, then the first iteration's start); none while the tree
+        # watch vouches that nothing touched the tree (``workspace.tree_watch``).
         marks = words.count("status") / 10
         # The baseline is taken; the agent changes nothing, so every iteration shares
         # it and starts no checkpoint process.
@@ -391,7 +392,9 @@ def bench_loop(tmp: Path, iterations: int, rounds: int, against: str | None = No
                 "an unchanged tree",
                 "",
                 None,
-                "one mark an iteration, none for an unchanged tree's checkpoint" if inside else "0",
+                "at most one mark an iteration, none for an unchanged tree's checkpoint"
+                if inside
+                else "0",
                 (marks <= 1.1 and checkpoint == 0) if inside else not lines,
                 {"calls": lines},
             )
@@ -464,7 +467,8 @@ def _loop_floor(
     if guarded:
         title = "loop floor: the agent started with a parent-death signal (setpriv; no sentinel)"
         rows.append(_row(title, _ms(guarded[0]), bash, guarded[0] / bare))
-    rows.append(_row("loop floor: one git status (a mark)", _ms(mark), bash, mark / bare))
+    title = "loop floor: one git status (a mark the tree watch cannot vouch for)"
+    rows.append(_row(title, _ms(mark), bash, mark / bare))
     rows.append(
         _row(
             f"loop floor: the run's start and end, shared by {iterations} iterations",
@@ -475,7 +479,7 @@ def _loop_floor(
     )
     rows.append(
         _row(
-            "loop floor: in a git repository, before the loop's own work (their sum)",
+            "loop floor: in a git repository, every mark a git status, before the loop's own work",
             f"{_ms(floor)} an iteration",
             bash,
             floor / bare,

@@ -15,6 +15,7 @@ from autopilot.workspace.git import GitObserver
 from autopilot.workspace.marks import GitWorkspace
 from autopilot.workspace.ref_files import read_tips
 from autopilot.workspace.repo import git_program, open_repository, run_git
+from autopilot.workspace.tree_watch import TreeWatch
 from tests.conftest import git
 
 
@@ -151,6 +152,7 @@ def test_an_iteration_that_changes_nothing_is_its_two_marks(
     run_dir = tmp_path / "runs" / "repo-1"
     run_dir.mkdir(parents=True)
     workspace = GitWorkspace(repo, run_dir)
+    workspace._watch = TreeWatch(None)  # every mark a git status (``test_tree_watch``)
     workspace.checkpoint(0)
     workspace.mark()
     (repo / "notes.txt").write_text("the first iteration's work\n")

@@ -15,6 +15,7 @@ from autopilot.workspace.git import Commit, TreeMark
 from autopilot.workspace.history import HeadMove, head_move
 from autopilot.workspace.repo import Repository, open_repository
 from autopilot.workspace.taking import CheckpointFacts, RunCheckpointer
+from autopilot.workspace.tree_watch import TreeWatch
 from autopilot.workspace.worktrees import restore_run_branch
 
 __all__ = [
@@ -106,10 +107,13 @@ class GitWorkspace:
         self._checkpointer: RunCheckpointer | None = None
         self._repo: Repository | None = None
         self._last: TreeMark | None = None
+        # Marks in quick succession: the last one while nothing touched the tree since.
+        self._watch = TreeWatch(self._git.work_tree)
 
     def mark(self) -> TreeMark:
-        """See ``Workspace.mark``."""
-        mark = self._git.mark()
+        """See ``Workspace.mark``: one ``git status``, or none when the tree is
+        watched and nothing touched it since the last one (``workspace.tree_watch``)."""
+        mark = self._watch.mark(self._git.mark)
         self._last = mark
         return mark
 
