@@ -5,6 +5,7 @@ every kind of change a ``git status`` would see makes the next mark a fresh one.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -248,3 +249,21 @@ def test_a_linked_worktrees_own_git_directory_is_watched(repo: Path) -> None:
     os.utime(repo / "README.md")  # the main work tree is not this one's
     marks.mark()
     assert marks.statuses == 1
+
+
+def test_a_tree_removed_and_made_again_at_its_path_is_watched_afresh(repo: Path) -> None:
+    """A clone put in its place: the old tree's watches ended with it, and nothing
+    watched its parent; the new tree is watched from the next ``git status`` on."""
+    marks = Marks(repo).watched()
+    clone = repo.parent / "clone"
+    git(repo.parent, "clone", "-q", str(repo), str(clone))
+    shutil.rmtree(repo)
+    clone.rename(repo)
+    marks.mark()
+    assert marks.statuses == 1
+    for number in range(3):
+        (repo / f"new-{number}.txt").write_text("written into the tree made again\n")
+        last = marks.mark()
+        assert f"new-{number}.txt" in (last.entries or {})
+    assert marks.statuses == 4
+    assert marks.watch.watching

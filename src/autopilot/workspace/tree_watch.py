@@ -19,7 +19,9 @@ git directories (HEAD, the index, refs, reflogs, config, ``info/exclude``; not t
 object store, which git writes only beside one of those). What it cannot see, and why
 a reused mark is never older than the window: a write through a memory map, a change
 made on another machine to a network file system, a file changed through a hard link
-outside the tree, git's global and system configuration and excludes file. An agent
+outside the tree, a file system mounted inside the tree, and the files git reads from
+outside it (its global and system configuration, an excludes or attributes file or an
+included configuration the repository's configuration names there). An agent
 that works longer than the window gets a ``git status`` at every mark, as without
 this module.
 
@@ -27,8 +29,9 @@ Nothing is watched (every mark a ``git status``), for the rest of the run, when 
 tree cannot be watched whole: not Linux, the system's inotify limits reached, more
 than ``MAX_FOLDERS`` folders, a nested repository or submodule (a ``.git`` below the
 top, whose own git directory is not watched), a folder that cannot be read. A queue
-overflow, or a folder renamed (its watches' paths are stale), drops the watches; the
-next quick mark watches afresh before its ``git status``.
+overflow, a folder renamed (its watches' paths are stale), or the tree or a git
+directory removed (one made again at its path would be watched by nobody) drops the
+watches; the next quick mark watches afresh before its ``git status``.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ _CREATE = 0x100
 _MOVED = 0x40 | 0x80  # IN_MOVED_FROM | IN_MOVED_TO
 _STALE = 0x800 | 0x4000 | 0x2000  # IN_MOVE_SELF (a watched folder), IN_Q_OVERFLOW, IN_UNMOUNT
 _IS_FOLDER = 0x40000000  # IN_ISDIR
+_GONE = 0x400 | 0x8000  # IN_DELETE_SELF, IN_IGNORED (the watch ended)
 
 _GIT_SKIPPED = frozenset({"objects", "lfs", "modules", "worktrees"})
 """Folders of the common git directory not watched: the object store and large files
@@ -119,6 +123,9 @@ class _Folders:
             for event in events:
                 if event.mask & _STALE or (event.mask & _MOVED and event.mask & _IS_FOLDER):
                     self.stale = True  # a folder renamed: its watches' paths are stale
+                elif event.mask & _GONE and (event.wd == self._top or event.wd in self._git_roots):
+                    self.stale = True  # the tree or a git directory removed: one made again
+                    # at its path would be watched by nobody (its parent is not watched)
                 elif event.name == ".git" and event.wd != self._top and self._in_tree(event.wd):
                     raise _Unwatchable  # a repository or submodule made inside the tree
                 elif event.mask & _CREATE and event.mask & _IS_FOLDER:
