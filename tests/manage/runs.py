@@ -138,16 +138,41 @@ def tree(root: Path) -> dict[str, tuple[bytes, int]]:
 
 
 def cache_parts(root: Path) -> dict[str, dict[str, Any]]:
-    """``finished.json`` by part (``list``, ``stats``): each line's object."""
+    """``finished.json`` by part (``list``, ``stats``): each line's object, its runs
+    also as one entry a run (``"runs"``: run id → ``[value, *key]``) when they are
+    columns (``store.finished_columns``)."""
     from autopilot.store.finished import FINISHED_FILE
+    from autopilot.store.finished_columns import decoded, entries
 
     lines = (root / FINISHED_FILE).read_text().splitlines()
-    return {part["part"]: part for part in map(json.loads, lines)}
+    parts = {part["part"]: part for part in map(json.loads, lines)}
+    for part in parts.values():
+        found = decoded(part)
+        if found is not None:
+            part["runs"] = entries(*found)
+    return parts
 
 
 def write_cache_parts(root: Path, parts: dict[str, dict[str, Any]]) -> None:
-    """Write ``parts`` (as ``cache_parts`` gives them) as ``finished.json``."""
+    """Write ``parts`` (as ``cache_parts`` gives them, ``"runs"`` edited as one entry a
+    run) as ``finished.json``: the entries as columns where each is a value list and
+    a key (three or four ints) and the values are lists of one length; else as they
+    are (a part ``finished.json`` then finds corrupt whole)."""
     from autopilot.store.finished import FINISHED_FILE
+    from autopilot.store.finished_columns import encoded
 
-    lines = [json.dumps(part, separators=(",", ":")) + "\n" for part in parts.values()]
+    lines = []
+    for part in parts.values():
+        written = dict(part)
+        runs = written.pop("runs", None)
+        if runs is not None:
+            fit = all(
+                isinstance(entry, list)
+                and len(entry) in (4, 5)
+                and all(type(number) is int for number in entry[1:])
+                for entry in runs.values()
+            )
+            columns = encoded(runs, list(runs)) if fit else None
+            written.update(columns or {"runs": runs})
+        lines.append(json.dumps(written, separators=(",", ":")) + "\n")
     (root / FINISHED_FILE).write_text("".join(lines))

@@ -89,7 +89,7 @@ def test_a_corrupt_cache_is_ignored_and_rewritten(tmp_path: Path) -> None:
     fresh = aggregate(collect(root))
     (root / FINISHED_FILE).write_text('{"version": 3, "runs": {"x": [')
     assert aggregate(collect(root)) == fresh
-    assert cache_parts(root)["stats"]["version"] == 4
+    assert cache_parts(root)["stats"]["version"] == 5
 
 
 def test_a_run_whose_driver_was_gone_is_read_afresh_once_a_driver_holds_it(
@@ -121,8 +121,8 @@ def test_each_command_reads_and_rewrites_its_own_line_of_the_cache(tmp_path: Pat
     root, ids = _root(tmp_path)
     fresh_stats, fresh_list = aggregate(collect(root)), _list(tmp_path)
     list_line, stats_line = (root / FINISHED_FILE).read_bytes().splitlines()  # its own first
-    assert stats_line.startswith(b'{"version":4,"part":"stats",')
-    assert list_line.startswith(b'{"version":4,"part":"list",')
+    assert stats_line.startswith(b'{"version":5,"part":"stats",')
+    assert list_line.startswith(b'{"version":5,"part":"list",')
     (root / FINISHED_FILE).write_bytes(stats_line + b"\n")
     assert _list(tmp_path) == fresh_list
     assert (root / FINISHED_FILE).read_bytes() == list_line + b"\n" + stats_line + b"\n"

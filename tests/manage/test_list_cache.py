@@ -349,3 +349,76 @@ def test_the_index_kept_for_stats_is_read_again_once_it_changed_or_is_not_whole(
     write_cache_parts(root, parts)
     assert aggregate(collect(root)) == counted
     assert aggregate(collect(root)) == counted
+
+
+def _no_run_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading any run's files afresh fails the test."""
+    from autopilot.view import stats
+
+    def refuse(*_: object) -> None:
+        raise AssertionError("a run was read afresh")
+
+    monkeypatch.setattr(stats, "_summarize", refuse)
+    monkeypatch.setattr(list_body, "_fresh_row", refuse)
+
+
+def test_unchanged_runs_are_answered_from_the_columns_without_an_entry_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every run kept and unchanged: one comparison of all keys, the values taken from
+    the columns at once; no run read afresh, no entry made one by one."""
+    from autopilot.store.finished import FinishedRuns
+
+    root, ids = _root(tmp_path)
+    fresh_list, fresh_stats = _listed(capsys), aggregate(collect(root))
+    made: list[str] = []
+    original = FinishedRuns._runs.fget  # type: ignore[attr-defined]
+
+    def counted(self: FinishedRuns) -> object:
+        made.append(self.part)
+        return original(self)
+
+    with monkeypatch.context() as patch:
+        _no_run_read(patch)
+        patch.setattr(FinishedRuns, "_runs", property(counted))
+        assert _listed(capsys) == fresh_list
+        assert aggregate(collect(root)) == fresh_stats
+    assert made == []
+    # One run's log grows: that run alone is read afresh, the cache rewritten in the
+    # index's order, and then answered from the columns again.
+    with (root / ids[1] / "events.jsonl").open("a") as log:
+        log.write(json.dumps({"type": "note", "ts": now_ms(), "runId": ids[1]}) + "\n")
+    assert aggregate(collect(root)) == fresh_stats
+    assert cache_parts(root)["stats"]["ids"] == ids
+    with monkeypatch.context() as patch:
+        _no_run_read(patch)
+        assert aggregate(collect(root)) == fresh_stats
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda part: part["columns"][0].pop(),
+        lambda part: part["keys"].__setitem__(0, "7"),
+        lambda part: part["keys"].pop(),
+        lambda part: part["ids"].__setitem__(1, part["ids"][0]),
+        lambda part: part.__setitem__("columns", "not columns"),
+        lambda part: part.pop("ids"),
+    ],
+)
+def test_columns_of_the_wrong_shape_are_a_corrupt_part_read_afresh(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: object
+) -> None:
+    from autopilot.store.finished import FinishedRuns
+
+    root, ids = _root(tmp_path)
+    fresh_list, fresh_stats = _listed(capsys), aggregate(collect(root))
+    lines = (root / FINISHED_FILE).read_text().splitlines()
+    parts = [json.loads(line) for line in lines]
+    for part in parts:
+        damage(part)  # type: ignore[operator]
+    (root / FINISHED_FILE).write_text("".join(json.dumps(part) + "\n" for part in parts))
+    assert FinishedRuns(root, "stats")._runs == {}
+    assert _listed(capsys) == fresh_list
+    assert aggregate(collect(root)) == fresh_stats
+    assert all(set(part["runs"]) == set(ids) for part in cache_parts(root).values())

@@ -6,7 +6,8 @@ from __future__ import annotations
 from autopilot.cli.echo import say, say_json
 from autopilot.store.bulk import CollectorOff, keep_until_exit
 from autopilot.store.paths import runs_root_path
-from autopilot.view.stats import aggregate, collect, format_stats
+from autopilot.view.stats import aggregate, collect
+from autopilot.view.stats_text import format_stats
 
 
 def stats(as_json: bool) -> int:

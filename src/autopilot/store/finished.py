@@ -3,14 +3,14 @@ kept in one file so that thousands of runs cost one read, not a ``state.json`` a
 log each.
 
 ``<runs-root>/finished.json`` (0600) is derived data: one line per command, each a JSON
-object ``{"version": 4, "part": <part>, "runs": {runId: [value, inode, size, mtime_ns]},
+object ``{"version": 5, "part": <part>, "ids": [...], "keys": [...], "columns": [...],
 "drivers": {runId: driver}}``, where a part is what one command shows of a run
-(``list``, ``stats``); a part may also hold ``"index": [[inode, size, mtime_ns],
-view]``, what the command keeps of ``index.jsonl`` (``list``: its columns), used only
-while the index's inode, size and mtime are those taken before it was read. Each command
-decodes its own line alone (``list`` over 10,000 runs reads half the bytes and objects
-it would read of both) and rewrites the file with the other command's line kept as it
-was; each part's entries are checked by themselves. A run gets an entry once its
+(``list``, ``stats``) and ``ids``, ``keys`` and ``columns`` hold each run's entry a
+column a field (``store.finished_columns``); a part may also hold ``"index": [[inode,
+size, mtime_ns], view]``, what the command keeps of ``index.jsonl`` (``list``: its
+columns), used only while the index's inode, size and mtime are those taken before it
+was read. Each command decodes its own line alone and rewrites the file with the other
+command's line kept as it was. A run gets an entry once its
 ``state.json`` says it ended, or once its driver is gone (no process with the recorded
 pid and identity, no ``driver.lock`` held): either way its files no longer change by
 themselves. Each entry holds the inode, size and modification time (ns) of the run's
@@ -18,7 +18,8 @@ themselves. Each entry holds the inode, size and modification time (ns) of the r
 was read; an entry is used only while that file still matches, so a run whose log was
 appended to, edited, replaced or removed is read afresh and never shown from the cache.
 One ``stat`` per run (``lookup`` takes them all in one loop, relative to the runs root
-opened once) is what keeps ``list`` of 10,000 runs quick; ``state.json`` is not looked
+opened once, and compares them with the kept keys in one list comparison) is what keeps
+``list`` of 10,000 runs quick; ``state.json`` is not looked
 at: every change autopilot makes to an ended run's state that ``list`` or ``stats``
 shows comes with an event (a ``stop``, a relaunch's ``armed``), while a hand edit of
 ``state.json`` alone shows once the log changes (or once ``finished.json`` is removed).
@@ -41,6 +42,19 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import compress, repeat
 from operator import and_, eq, is_not, itemgetter, not_
 
+from autopilot.store.finished_columns import (
+    decoded,
+    encoded,
+    entries,
+    file_key,
+    flat_keys,
+    key_at,
+    lines_of,
+    not_json,
+)
+
+__all__ = ["FINISHED_FILE", "FinishedRuns", "file_key"]
+
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
@@ -48,7 +62,8 @@ if TYPE_CHECKING:
     Root = str | os.PathLike[str]
 
 FINISHED_FILE = "finished.json"
-_VERSION = 4
+_VERSION = 5
+_NO_RUNS: dict[str, list[Any]] = {"ids": [], "keys": [], "columns": []}
 _Files = list[int]
 
 
@@ -76,51 +91,6 @@ def _are_columns(kept: Any) -> bool:
     return len(set(map(len, kept))) == 1 and set(map(type, kept[0])) <= {str} and "" not in kept[0]
 
 
-def file_key(run_folder: str) -> _Files | None:
-    """Inode, size and mtime (ns) of the run's ``events.jsonl``, or of its
-    ``state.json`` (with a fourth item, 0) when it has no log; None when neither can
-    be looked at.
-
-    Args:
-        run_folder: The run's folder (a string: this runs for every run listed).
-    """
-    return _file_key(run_folder, None)
-
-
-def _file_key(run_folder: str, dir_fd: int | None) -> _Files | None:
-    """``file_key`` of ``run_folder``, relative to ``dir_fd`` when it is given."""
-    try:
-        found = os.stat(run_folder + "/events.jsonl", dir_fd=dir_fd)
-    except FileNotFoundError:
-        try:
-            found = os.stat(run_folder + "/state.json", dir_fd=dir_fd)
-        except (OSError, ValueError):  # ValueError: a NUL in the run id
-            return None
-        return [found.st_ino, found.st_size, found.st_mtime_ns, 0]
-    except (OSError, ValueError):
-        return None
-    return [found.st_ino, found.st_size, found.st_mtime_ns]
-
-
-def _keys_now(where: str, root_fd: int | None, run_ids: list[str]) -> list[_Files | None]:
-    """``file_key`` of each run, relative to ``root_fd`` (the runs root ``where``,
-    opened) when it is open."""
-    keys: list[_Files | None] = []
-    add = keys.append
-    stat = os.stat
-    for run_id in run_ids:
-        if root_fd is None or run_id[:1] == "/":  # as ``file_key`` has it
-            add(_file_key(f"{where}/{run_id}", None))
-            continue
-        try:  # ``_file_key`` inlined: this runs for every run listed
-            found = stat(run_id + "/events.jsonl", dir_fd=root_fd)
-        except (OSError, ValueError):
-            add(_file_key(run_id, root_fd))
-            continue
-        add([found.st_ino, found.st_size, found.st_mtime_ns])
-    return keys
-
-
 _NO_ENTRY: list[Any] = [None]
 """A run without an entry, to ``_bulk_lookup``: no value, no files (never a key)."""
 _AFTER_VALUE = itemgetter(slice(1, None))
@@ -138,12 +108,22 @@ class FinishedRuns:
     def __init__(self, root: Root, part: str) -> None:
         self.path = os.path.join(root, FINISHED_FILE)
         self.part = part
-        self._runs: dict[str, Any]
         self._drivers: dict[str, Any]
         self._index: Any
         self._others: list[bytes]
-        self._runs, self._drivers, self._index, self._others = _load(self.path, part)
+        self._columns, self._drivers, self._index, self._others = _load(self.path, part)
+        self._entries: dict[str, list[Any]] | None = None  # made from the columns at need
+        self._order: list[str] = []  # the run ids of the last lookup
         self._changed = False
+
+    @property
+    def _runs(self) -> dict[str, list[Any]]:
+        """Run id → ``[value, *key]``, made from the columns the first time an entry
+        is looked at one by one (``store.finished_columns.entries``)."""
+        if self._entries is None:
+            loaded, self._columns = self._columns, None
+            self._entries = entries(*loaded) if loaded is not None else {}
+        return self._entries
 
     def index_columns(
         self,
@@ -191,20 +171,62 @@ class FinishedRuns:
             other run its ``file_key``, taken now (for ``put``).
         """
         ids = list(run_ids)
+        self._order = ids
         where = os.fspath(root)
+        loaded = self._columns
+        kept_ids, others, whole = ids, [], False  # whole: the columns' runs, keyed in order
+        if loaded is not None and loaded[0] == ids:
+            kept_ids, whole = loaded[0], True
+        elif loaded is not None:  # another order, or runs without an entry (running)
+            kept = set(loaded[0])
+            if kept.issubset(ids):  # else an entry of a run not asked about: one by one
+                kept_ids, whole = loaded[0], True
+                others = [run_id for run_id in ids if run_id not in kept]
         try:
             root_fd: int | None = os.open(where, os.O_RDONLY | os.O_DIRECTORY)
         except OSError:
             root_fd = None
         try:
-            now = _keys_now(where, root_fd, ids)
+            flat = flat_keys(where, root_fd, kept_ids)
+            flat_others = flat_keys(where, root_fd, others)
         finally:
             if root_fd is not None:
                 os.close(root_fd)
+        if whole and loaded is not None and flat == loaded[1]:
+            kept_now = (kept_ids, flat, loaded[2])
+            return self._all_kept(where, kept_now, others, flat_others, still_gone)
+        order = kept_ids + others
+        flat += flat_others
+        now = [key_at(flat, index) for index in range(len(order))]
         try:
-            return self._bulk_lookup(where, ids, now, still_gone)
+            return self._bulk_lookup(where, order, now, still_gone)
         except (TypeError, IndexError):  # an entry edited by hand: not a list, or empty
-            return self._lookup_each(where, ids, now, still_gone)
+            return self._lookup_each(where, order, now, still_gone)
+
+    def _all_kept(
+        self,
+        where: str,
+        kept: tuple[list[str], list[int], list[list[Any]]],
+        others: list[str],
+        flat_others: list[int],
+        still_gone: Callable[[str, list[Any]], bool],
+    ) -> tuple[dict[str, Any], dict[str, _Files | None]]:
+        """``lookup`` when every run with an entry has its files as they were (``kept``:
+        their ids, keys now and columns): their values from the columns at once (in
+        C), the other runs keyed now, and a run put with its driver gone whose driver
+        is not gone any more keyed to be read afresh."""
+        kept_ids, flat, columns = kept
+        found = dict(zip(kept_ids, map(list, zip(*columns, strict=True)), strict=True))
+        keys = {run_id: key_at(flat_others, index) for index, run_id in enumerate(others)}
+        drivers = self._drivers
+        for run_id in [r for r in drivers if r in found] if drivers else ():
+            driver = drivers[run_id]
+            if driver is None:  # as no driver (``null`` in the file)
+                continue
+            if not (isinstance(driver, list) and still_gone(f"{where}/{run_id}", driver)):
+                del found[run_id]
+                keys[run_id] = key_at(flat, kept_ids.index(run_id))  # a few runs at most
+        return found, keys
 
     def _bulk_lookup(
         self,
@@ -308,6 +330,8 @@ class FinishedRuns:
 
     def keep_only(self, run_ids: set[str]) -> None:
         """Drop the entries of runs not in ``run_ids`` (removed from the index)."""
+        if self._columns is not None and run_ids.issuperset(self._columns[0]):
+            return  # nothing to drop: the columns stay as they are
         for run_id in [r for r in self._runs if r not in run_ids]:
             del self._runs[run_id]
             self._drivers.pop(run_id, None)
@@ -318,10 +342,14 @@ class FinishedRuns:
         read); a failure to write is ignored."""
         if not self._changed or not os.path.isdir(os.path.dirname(self.path)):
             return
-        drivers = {
-            run_id: self._drivers[run_id] for run_id in self._drivers if run_id in self._runs
-        }
-        cache = {"version": _VERSION, "part": self.part, "runs": self._runs, "drivers": drivers}
+        if self._columns is not None:  # no entry looked at one by one: as read
+            ids, flat, columns = self._columns
+            runs: dict[str, Any] | None = {"ids": ids, "keys": flat, "columns": columns}
+        else:
+            runs = encoded(self._runs, self._order)
+        kept = set(runs["ids"]) if runs is not None else set()
+        drivers = {run_id: self._drivers[run_id] for run_id in self._drivers if run_id in kept}
+        cache = {"version": _VERSION, "part": self.part, **(runs or _NO_RUNS), "drivers": drivers}
         if self._index is not None:
             cache["index"] = self._index
         try:
@@ -337,51 +365,26 @@ class FinishedRuns:
         self._changed = False
 
 
-def _load(path: str, part: str) -> tuple[dict[str, Any], dict[str, Any], Any, list[bytes]]:
-    """The entries, the drivers and the index view of ``part`` in the cache (none
-    when its line is missing or corrupt), and the lines of the other parts,
-    undecoded."""
+def _load(path: str, part: str) -> tuple[Any, dict[str, Any], Any, list[bytes]]:
+    """The runs (``store.finished_columns.decoded``), the drivers and the index view of
+    ``part`` in the cache (none when its line is missing or corrupt), and the lines of
+    the other parts, undecoded."""
     try:
         with open(path, "rb") as stream:
             raw = stream.read()
     except OSError:
-        return {}, {}, None, []
-    found, others = _lines_of(raw, _line_start(part))
+        return None, {}, None, []
+    found, others = lines_of(raw, _line_start(part), b'{"version":%d,"part":' % _VERSION)
     if found is None:
-        return {}, {}, None, others
+        return None, {}, None, others
     try:
-        data = json.loads(found, parse_constant=_not_json)
+        data = json.loads(found, parse_constant=not_json)
     except (ValueError, RecursionError):
-        return {}, {}, None, others
+        return None, {}, None, others
     if not isinstance(data, dict) or data.get("version") != _VERSION:
-        return {}, {}, None, others
-    runs, drivers = data.get("runs"), data.get("drivers")
-    if not isinstance(runs, dict) or not isinstance(drivers, dict):
-        return {}, {}, None, others
-    # Each entry is checked where it is used (``lookup``), the view by its user.
+        return None, {}, None, others
+    runs, drivers = decoded(data), data.get("drivers")
+    if runs is None or not isinstance(drivers, dict):
+        return None, {}, None, others
+    # Each value is checked where it is used (``lookup``'s callers), the view by its user.
     return runs, drivers, data.get("index"), others
-
-
-def _lines_of(raw: bytes, mine: bytes) -> tuple[bytes | None, list[bytes]]:
-    """The last line of ``raw`` that starts with ``mine`` (None when none does), and
-    the lines of the other parts of this version. The cache's few lines are found by
-    ``find`` rather than by splitting it: each line is a copy of up to megabytes."""
-    found: bytes | None = None
-    others: list[bytes] = []
-    start = 0
-    version_start = b'{"version":%d,"part":' % _VERSION
-    while start < len(raw):
-        end = raw.find(b"\n", start)
-        if end < 0:
-            end = len(raw)
-        if raw.startswith(mine, start):
-            found = raw[start:end]
-        elif raw.startswith(version_start, start):
-            others.append(raw[start:end])
-        start = end + 1
-    return found, others
-
-
-def _not_json(name: str) -> Any:
-    """NaN and Infinity are not JSON: a cache holding one is corrupt."""
-    raise ValueError(f"{name} is not JSON")

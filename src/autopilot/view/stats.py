@@ -17,7 +17,7 @@ import json
 import os
 from collections import Counter, namedtuple
 from collections.abc import Iterable, Iterator, Mapping
-from itertools import compress
+from itertools import compress, repeat
 from operator import itemgetter
 
 from autopilot.store.bulk import keep_until_exit
@@ -237,6 +237,9 @@ def _summaries(
     """``collect``'s summaries of the runs ``given`` (their ids, labels and agents):
     ``found`` (``FinishedRuns.lookup``) where it is one, else read afresh (kept in
     ``finished`` with the run's key in ``keys``)."""
+    every = _all_found(given, found)
+    if every is not None:
+        return every
     summaries = []
     for run_id, label, agent in zip(*given, strict=True):
         cached = found.get(run_id)
@@ -256,6 +259,26 @@ def _summaries(
         else:
             summaries.append(summarize_run(root, row))
     return summaries
+
+
+def _all_found(
+    given: tuple[list[str], list[Any], list[Any]], found: dict[str, Any]
+) -> list[RunSummary] | None:
+    """``_summaries`` when every run's is in ``found`` as ``_summaries`` takes one (a
+    list of ``_CACHED_FIELDS``, its index row's label and agent first), checked and
+    made a field of every run at a time (in C: ``map``); else None."""
+    run_ids, labels, agents = given
+    rows: list[Any] = list(map(found.get, run_ids))
+    if set(map(type, rows)) != {list} or set(map(len, rows)) != {_CACHED_FIELDS}:
+        return None
+    if list(map(_LABEL_GIVEN, rows)) != labels or list(map(_AGENT_GIVEN, rows)) != agents:
+        return None
+    return list(map(_new_summary, repeat(RunSummary), map(_SUMMARY_KEPT, rows)))
+
+
+_LABEL_GIVEN, _AGENT_GIVEN, _SUMMARY_KEPT = itemgetter(0), itemgetter(1), itemgetter(slice(2, None))
+"""A run's kept ``stats`` (``_CACHED_FIELDS``): its index row's label and agent, and its
+``RunSummary``'s fields."""
 
 
 _FIELD_TYPES: tuple[set[type], ...] = (
@@ -365,35 +388,3 @@ def _median(values: list[int]) -> float | int:
     if len(ordered) % 2:
         return ordered[middle]
     return (ordered[middle - 1] + ordered[middle]) / 2
-
-
-def _counts(values: Mapping[str, int]) -> str:
-    from autopilot.view.safe import shown
-
-    return " · ".join(f"{shown(key)} {count}" for key, count in values.items()) or "-"
-
-
-def format_stats(totals: Mapping[str, Any]) -> list[str]:
-    """The text form of ``aggregate``'s result, one line per figure."""
-    from autopilot.view.figures import fmt_cost, fmt_count
-
-    iterations = totals["iterations"]
-    if iterations["min"] is None:
-        iteration_line = "-"
-    else:
-        median = iterations["median"]
-        shown = f"{median:g}" if isinstance(median, float) else str(median)
-        iteration_line = (
-            f"min {iterations['min']} · median {shown} · max {iterations['max']} "
-            f"· total {iterations['total']}"
-        )
-    tokens = totals["tokens"]
-    return [
-        f"runs        {totals['runs']}",
-        f"outcomes    {_counts(totals['byOutcome'])}",
-        f"labels      {_counts(totals['byLabel'])}",
-        f"agents      {_counts(totals['byAgent'])}",
-        f"iterations  {iteration_line}",
-        f"tokens      {fmt_count(tokens['input'])} in / {fmt_count(tokens['output'])} out",
-        f"cost        {fmt_cost(totals['costUsd'])}",
-    ]
