@@ -236,7 +236,16 @@ def test_a_live_run_the_typed_reader_refuses_is_listed_as_the_typed_way_lists_it
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [(3, ["a", "list"]), (4, {"an": "object"}), (6, True), (7, "many"), (9, "0.5"), (5, None)],
+    [
+        (3, ["a", "list"]),
+        (4, {"an": "object"}),
+        (6, True),
+        (7, "many"),
+        (9, "0.5"),
+        (5, None),
+        (9, 0),  # a fresh cost is a float: an int would change stats --json
+        (9, float("inf")),  # 1e400 in the file: json decodes it so
+    ],
 )
 def test_a_cached_summary_of_the_wrong_types_is_read_afresh_not_a_crash(
     tmp_path: Path, field: int, value: object
@@ -404,6 +413,8 @@ def test_unchanged_runs_are_answered_from_the_columns_without_an_entry_each(
         lambda part: part["ids"].__setitem__(1, part["ids"][0]),
         lambda part: part.__setitem__("columns", "not columns"),
         lambda part: part.pop("ids"),
+        lambda part: part.update(ids=[], keys=[], columns=[[1]]),
+        lambda part: part["keys"].__setitem__(slice(0, 4), [-2, -2, -2, -2]),
     ],
 )
 def test_columns_of_the_wrong_shape_are_a_corrupt_part_read_afresh(
@@ -422,3 +433,57 @@ def test_columns_of_the_wrong_shape_are_a_corrupt_part_read_afresh(
     assert _listed(capsys) == fresh_list
     assert aggregate(collect(root)) == fresh_stats
     assert all(set(part["runs"]) == set(ids) for part in cache_parts(root).values())
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        (2, 3.0),
+        (2, True),
+        (3, 7),
+        (0, 1),
+        (1, ["a", "list"]),
+        (4, {"branch": "not a worktree record"}),
+        (4, "a string"),
+    ],
+)
+def test_a_kept_list_row_of_the_wrong_types_is_read_afresh_not_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], field: int, value: object
+) -> None:
+    root, ids = _root(tmp_path)
+    fresh_list, fresh_json = _listed(capsys), _listed(capsys, as_json=True)
+    parts = cache_parts(root)
+    parts["list"]["runs"][ids[0]][0][field] = value
+    write_cache_parts(root, parts)
+    assert _listed(capsys, as_json=True) == fresh_json
+    write_cache_parts(root, parts)
+    assert _listed(capsys) == fresh_list
+
+
+def test_a_run_listed_twice_in_the_index_is_kept_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, ids = _root(tmp_path)
+    index = root / "index.jsonl"
+    first = index.read_text().splitlines()[0]
+    with index.open("a") as stream:
+        stream.write(first + "\n")
+    fresh_list = _listed(capsys)
+    assert sorted(cache_parts(root)["list"]["ids"]) == sorted(set(ids))
+    with monkeypatch.context() as patch:
+        _no_run_read(patch)
+        assert _listed(capsys) == fresh_list
+
+
+def test_a_cache_that_is_not_a_regular_file_is_no_cache(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A FIFO is neither waited on nor read; the runs are read afresh."""
+    import os
+
+    root, _ = _root(tmp_path)
+    fresh_list, fresh_stats = _listed(capsys), aggregate(collect(root))
+    (root / FINISHED_FILE).unlink()
+    os.mkfifo(root / FINISHED_FILE)
+    assert aggregate(collect(root)) == fresh_stats
+    assert _listed(capsys) == fresh_list

@@ -14,6 +14,7 @@ from itertools import chain, repeat
 from operator import floordiv, itemgetter
 
 from autopilot.cli.echo import say_json, write_line
+from autopilot.cli.list_fit import all_fit, fits
 from autopilot.store.bulk import CollectorOff, keep_until_exit
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
@@ -64,7 +65,7 @@ def _list_runs(as_json: bool, limit: str | None) -> int:
         return 0
     for row, run_id in zip(rows, run_ids, strict=True):
         shown_row = found.get(run_id)
-        if shown_row.__class__ is not list or len(shown_row) != _FIELD_COUNT:
+        if not fits(shown_row):
             key = keys[run_id] if run_id in keys else file_key(f"{root}/{run_id}")
             shown_row = _fresh_row(_folder(root, run_id), key, finished, now_ms)
         status, reason, iterations, _, worktree = shown_row
@@ -132,9 +133,9 @@ def _list_text(
         return None
     count = len(run_ids)
     shown: list[Any] = list(map(found.get, run_ids))
-    if set(map(type, shown)) != {list} or set(map(len, shown)) != {_FIELD_COUNT}:
+    if not all_fit(shown):
         for index, shown_row in enumerate(shown):  # a run not kept: read from its files
-            if shown_row.__class__ is not list or len(shown_row) != _FIELD_COUNT:
+            if not fits(shown_row):
                 run_id = run_ids[index]
                 key = keys[run_id] if run_id in keys else file_key(f"{root}/{run_id}")
                 shown[index] = _fresh_row(_folder(root, run_id), key, finished, now_ms)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from itertools import compress, repeat
 from operator import and_, eq, is_not, itemgetter, not_
@@ -369,8 +370,10 @@ def _load(path: str, part: str) -> tuple[Any, dict[str, Any], Any, list[bytes]]:
     """The runs (``store.finished_columns.decoded``), the drivers and the index view of
     ``part`` in the cache (none when its line is missing or corrupt), and the lines of
     the other parts, undecoded."""
-    try:
-        with open(path, "rb") as stream:
+    try:  # a FIFO or a device there is no cache (nor waited on, nor read forever)
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as stream:
+            if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+                return None, {}, None, []
             raw = stream.read()
     except OSError:
         return None, {}, None, []

@@ -94,9 +94,11 @@ def decoded(data: dict[str, Any]) -> tuple[list[str], list[int], list[list[Any]]
     count = len(ids)
     if set(map(type, ids)) - {str} or len(set(ids)) != count or len(flat) != 4 * count:
         return None
-    if set(map(type, flat)) - {int} or set(map(type, columns)) - {list}:
+    if set(map(type, flat)) - {int} or set(flat[3::4]) - {_EVENTS, 0}:
+        return None  # not integers, or a key of no file (never kept)
+    if set(map(type, columns)) - {list} or set(map(len, columns)) - {count}:
         return None
-    if count and (not columns or set(map(len, columns)) != {count}):
+    if count and not columns:
         return None
     return ids, flat, columns
 
@@ -116,7 +118,7 @@ def encoded(runs: dict[str, list[Any]], order: list[str]) -> dict[str, Any] | No
     the order of ``order`` (then any others); None when their values are not all
     lists of one length (then nothing is kept)."""
     known = set(runs)
-    ids = [run_id for run_id in order if run_id in known]
+    ids = [run_id for run_id in dict.fromkeys(order) if run_id in known]  # each id once
     if len(ids) != len(known):
         listed = set(ids)
         ids += [run_id for run_id in runs if run_id not in listed]
