@@ -4,17 +4,17 @@ and the fast path (``cli.fast``) both call it.
 A run in ``finished.json`` costs one ``stat`` (``store.finished``); a run whose driver
 runs here is read from ``state.json`` as plain JSON (``_running_row``); any other run
 is read the typed way (``_fresh_row``). The values a line takes from the runs are
-redacted and escaped value by value (``_shown_lines``).
+redacted and escaped value by value (``cli.list_text``).
 """
 
 from __future__ import annotations
 
 import time
-from itertools import chain, repeat
-from operator import floordiv, itemgetter
+from operator import itemgetter
 
 from autopilot.cli.echo import say_json, write_line
-from autopilot.cli.list_fit import all_fit, fits
+from autopilot.cli.list_fit import all_fit, columns_fit, fits
+from autopilot.cli.list_text import list_text
 from autopilot.store.bulk import CollectorOff, keep_until_exit
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.index import read_index
@@ -26,7 +26,7 @@ from autopilot.store.paths import runs_root_path
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Iterator
     from pathlib import Path
     from typing import Any
 
@@ -54,12 +54,19 @@ def _list_runs(as_json: bool, limit: str | None) -> int:
     unclaimed = _unclaimed_until(root)
     if count is None:
         finished.keep_only(set(run_ids))
-    found, keys = finished.lookup(root, run_ids, _still_gone)
     now_ms = int(time.time() * 1000)
+    if not as_json and run_ids:  # every run kept and unchanged: from the columns at once
+        kept = finished.kept_columns(root, run_ids, _still_gone)
+        if kept is not None and columns_fit(kept):
+            write_line(list_text(run_ids, starts, most, kept, unclaimed, now_ms))
+            finished.save()  # the index's view, if it changed
+            keep_until_exit(run_ids, finished, kept)
+            return 0
+    found, keys = finished.lookup(root, run_ids, _still_gone)
     if not as_json:
-        text = _list_text(root, run_ids, starts, most, found, keys, finished, unclaimed, now_ms)
-        if text is not None:
-            write_line(text)
+        shown = _found_text(root, run_ids, starts, most, found, keys, finished, unclaimed, now_ms)
+        if shown is not None:
+            write_line(shown)
         finished.save()
         keep_until_exit(run_ids, finished, found, keys)
         return 0
@@ -74,9 +81,6 @@ def _list_runs(as_json: bool, limit: str | None) -> int:
     finished.save()
     keep_until_exit(rows, finished, found, keys)
     return 0
-
-
-_HEADER = f"{'started':<16}  {'run':<40} {'iteration':<10} status"
 
 
 def _index_columns(root: str, finished: FinishedRuns) -> list[list[Any]]:
@@ -113,7 +117,7 @@ def _start_of(row: dict[str, Any]) -> int | None:
     return int(at) if isinstance(at, int) else None  # int(): true is 1, as JSON keeps it
 
 
-def _list_text(
+def _found_text(
     root: str,
     run_ids: list[str],
     starts: list[int | None],
@@ -124,14 +128,11 @@ def _list_text(
     unclaimed: dict[str, int],
     now_ms: int,
 ) -> str | None:
-    """The text of ``list`` (None without a run), made a column at a time (thousands
-    of runs): the index's columns (``_index_columns``) and the runs' shown values, in
-    C where every run's value is of the usual type, else run by run; the lines made
-    of the values as they are, which ``_shown_lines`` checks (and remakes, if it
-    must)."""
+    """The text of ``list`` (None without a run) from the runs' shown values ``found``
+    (``FinishedRuns.lookup``): in C where every run's value is of the usual types,
+    else run by run, a run not kept (or kept of other types) read from its files."""
     if not run_ids:
         return None
-    count = len(run_ids)
     shown: list[Any] = list(map(found.get, run_ids))
     if not all_fit(shown):
         for index, shown_row in enumerate(shown):  # a run not kept: read from its files
@@ -139,127 +140,8 @@ def _list_text(
                 run_id = run_ids[index]
                 key = keys[run_id] if run_id in keys else file_key(f"{root}/{run_id}")
                 shown[index] = _fresh_row(_folder(root, run_id), key, finished, now_ms)
-    _, reasons, iterations, shown_texts, worktrees = zip(*shown, strict=True)
-    texts = list(map(str, shown_texts))
-    for index in (
-        [i for i, run_id in enumerate(run_ids) if run_id in unclaimed] if unclaimed else ()
-    ):
-        if reasons[index] is None:
-            from autopilot.view.plain import format_moment
-
-            until = format_moment(unclaimed[run_ids[index]], day_of_ms=now_ms)
-            texts[index] = f"armed, unclaimed until {until} (no session has stopped yet)"
-    whens = _whens(starts)
-    if None in iterations:
-        done = ["?" if made is None else str(made) for made in iterations]
-    else:
-        done = list(map(str, iterations))
-    no_worktree = worktrees.count(None) == count  # nearly always: no branch to show
-    branches = [""] * count if no_worktree else list(map(_branch, worktrees))
-    columns = [run_ids, done, most, texts, branches]
-    keep_until_exit(shown, whens, columns)
-    return _shown_lines(whens, columns)
-
-
-def _whens(starts: list[int | None]) -> list[str]:
-    """Each start's local minute (``_minute``), ``????-??-?? ??:??`` for none: in C
-    when every run has one."""
-    minutes: dict[int, str] = {}
-    if set(map(type, starts)) == {int}:
-        per_minute = list(map(floordiv, starts, repeat(60_000)))
-        for minute in set(per_minute):
-            _minute(minute * 60_000, minutes)
-        return list(map(minutes.__getitem__, per_minute))
-    return [
-        "????-??-?? ??:??" if at is None else minutes.get(at // 60_000) or _minute(at, minutes)
-        for at in starts
-    ]
-
-
-def _branch(worktree: Any) -> str:
-    """The branch shown of a run's worktree record (``control_body.worktree_of``):
-    its ``branch`` when a non-empty string, else none ("")."""
-    branch = worktree.get("branch") if isinstance(worktree, dict) else None
-    return branch if isinstance(branch, str) and branch else ""
-
-
-def _shown_lines(whens: list[str], columns: list[list[str]]) -> str:
-    """The text of ``list``: a header, then a line per run (``_line``) made of its
-    start ``whens`` and the values of ``columns`` (id, iterations done and most,
-    status text, branch): as they are when no value taken from a run's files or its
-    index row needs ``view.safe.shown`` (checked once over them all, ``_shower``),
-    the text then joined in one pass over every run's pieces (in C); else each
-    distinct value shown (secrets redacted, controls escaped)."""
-    show = _shower(set().union(*columns))
-    if show is not _as_it_is:
-        lines = [_line(cells, show) for cells in zip(whens, *columns, strict=True)]
-        return "\n".join([_HEADER, *lines])
-    run_ids, done, most, texts, branches = columns
-    if branches.count("") != len(branches):
-        branches = [f"  (worktree, branch {branch})" if branch else "" for branch in branches]
-    pieces = zip(
-        repeat("\n"),
-        whens,
-        repeat("  "),
-        map(str.ljust, run_ids, repeat(40)),
-        repeat(" iter "),
-        done,
-        repeat("/"),
-        map(str.ljust, most, repeat(4)),
-        repeat(" "),
-        texts,
-        branches,
-    )
-    return _HEADER + "".join(chain.from_iterable(pieces))
-
-
-def _line(cells: tuple[str, str, str, str, str, str], show: Callable[[str], str]) -> str:
-    """One run's line of ``list`` (as ``_shown_lines`` joins it), its values shown by
-    ``show``."""
-    when, run_id, done, most, text, branch = cells
-    on_branch = f"  (worktree, branch {show(branch)})" if branch else ""
-    return f"{when}  {show(run_id):<40} iter {show(done)}/{show(most):<4} {show(text)}{on_branch}"
-
-
-def _shower(pool: set[str]) -> Callable[[str], str]:
-    """How the values in ``pool`` are shown: as they are when none holds a control
-    character (all printable) and no secret shape is found in them together (as
-    ``core.redact.redact`` finds one, in values joined by NULs, which no pattern
-    crosses); else ``view.safe.shown``, once per distinct value."""
-    from autopilot.core.redact import may_hold_secret_in, redact
-
-    if " ".join(pool).isprintable():
-        if not may_hold_secret_in(pool):  # as a rule: no value to look at again
-            return _as_it_is
-        joined = "\0".join(pool)
-        if redact(joined) == joined:
-            return _as_it_is
-    from autopilot.view.safe import shown
-
-    memo: dict[str, str] = {}
-
-    def show(value: str) -> str:
-        got = memo.get(value)
-        if got is None:
-            got = memo[value] = shown(value)
-        return got
-
-    return show
-
-
-def _as_it_is(value: str) -> str:
-    return value
-
-
-def _minute(ms: int, shown: dict[int, str]) -> str:
-    """The local minute of epoch ``ms`` (``2026-12-02 05:22``), kept in ``shown`` by
-    minute: runs started in the same minute share it (a time zone's offset changes on
-    a whole minute)."""
-    minute = ms // 60_000
-    text = shown.get(minute)
-    if text is None:
-        text = shown[minute] = time.strftime("%Y-%m-%d %H:%M", time.localtime(minute * 60))
-    return text
+    columns = [list(column) for column in zip(*shown, strict=True)]
+    return list_text(run_ids, starts, most, columns, unclaimed, now_ms)
 
 
 def _folder(root: str, run_id: str) -> Path:
@@ -288,7 +170,6 @@ def _unclaimed_until(root: str) -> dict[str, int]:
 
 
 _LIST_FIELDS = ("status", "reason", "iterations", "text", "worktree")
-_FIELD_COUNT = len(_LIST_FIELDS)
 
 
 def _still_gone(where: str, driver: list[Any]) -> bool:

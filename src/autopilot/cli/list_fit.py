@@ -25,7 +25,13 @@ def all_fit(rows: list[Any]) -> bool:
     hand edit left), checked a field of every row at a time (in C: ``map``)?"""
     if not rows or set(map(type, rows)) != {list} or set(map(len, rows)) != {len(_FIELD_TYPES)}:
         return not rows
-    columns = list(zip(*rows, strict=True))
+    return columns_fit(list(zip(*rows, strict=True)))
+
+
+def columns_fit(columns: list[Any]) -> bool:
+    """``all_fit`` of rows given a column a field."""
+    if len(columns) != len(_FIELD_TYPES):
+        return False
     if any(
         set(map(type, column)) - allowed
         for column, allowed in zip(columns, _FIELD_TYPES, strict=True)

@@ -38,20 +38,18 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections.abc import Callable, Iterable, Iterator
 from itertools import compress, repeat
 from operator import and_, eq, is_not, itemgetter, not_
 
 from autopilot.store.finished_columns import (
-    decoded,
+    VERSION,
     encoded,
     entries,
     file_key,
-    flat_keys,
     key_at,
-    lines_of,
-    not_json,
+    keys_of,
+    load_part,
 )
 
 __all__ = ["FINISHED_FILE", "FinishedRuns", "file_key"]
@@ -63,14 +61,8 @@ if TYPE_CHECKING:
     Root = str | os.PathLike[str]
 
 FINISHED_FILE = "finished.json"
-_VERSION = 5
 _NO_RUNS: dict[str, list[Any]] = {"ids": [], "keys": [], "columns": []}
 _Files = list[int]
-
-
-def _line_start(part: str) -> bytes:
-    """How the line of ``part`` begins (as ``save`` writes it)."""
-    return b'{"version":%d,"part":%s,' % (_VERSION, json.dumps(part).encode())
 
 
 def _index_key(root: Root) -> _Files | None:
@@ -112,9 +104,10 @@ class FinishedRuns:
         self._drivers: dict[str, Any]
         self._index: Any
         self._others: list[bytes]
-        self._columns, self._drivers, self._index, self._others = _load(self.path, part)
+        self._columns, self._drivers, self._index, self._others = load_part(self.path, part)
         self._entries: dict[str, list[Any]] | None = None  # made from the columns at need
         self._order: list[str] = []  # the run ids of the last lookup
+        self._keyed: tuple[list[str] | None, list[int]] = (None, [])  # kept_columns' keys
         self._changed = False
 
     @property
@@ -183,16 +176,9 @@ class FinishedRuns:
             if kept.issubset(ids):  # else an entry of a run not asked about: one by one
                 kept_ids, whole = loaded[0], True
                 others = [run_id for run_id in ids if run_id not in kept]
-        try:
-            root_fd: int | None = os.open(where, os.O_RDONLY | os.O_DIRECTORY)
-        except OSError:
-            root_fd = None
-        try:
-            flat = flat_keys(where, root_fd, kept_ids)
-            flat_others = flat_keys(where, root_fd, others)
-        finally:
-            if root_fd is not None:
-                os.close(root_fd)
+        keyed = self._keyed
+        flat, flat_others = keys_of(where, [] if keyed[0] == kept_ids else kept_ids, others)
+        flat = keyed[1] if keyed[0] == kept_ids else flat
         if whole and loaded is not None and flat == loaded[1]:
             kept_now = (kept_ids, flat, loaded[2])
             return self._all_kept(where, kept_now, others, flat_others, still_gone)
@@ -203,6 +189,38 @@ class FinishedRuns:
             return self._bulk_lookup(where, order, now, still_gone)
         except (TypeError, IndexError):  # an entry edited by hand: not a list, or empty
             return self._lookup_each(where, order, now, still_gone)
+
+    def kept_columns(
+        self,
+        root: Root,
+        run_ids: list[str],
+        still_gone: Callable[[str, list[Any]], bool],
+    ) -> list[list[Any]] | None:
+        """The kept values of ``run_ids``, a column a field, when each of them has an
+        entry, kept in this order, whose files are as they were and whose driver, if
+        it was put gone, is still gone; else None (then ``lookup``, which takes the
+        keys taken here again).
+
+        Args:
+            root: The runs root.
+            run_ids: The runs, as the index names them.
+            still_gone: As ``lookup``'s.
+        """
+        loaded = self._columns
+        if loaded is None or loaded[0] != run_ids:
+            return None
+        where = os.fspath(root)
+        self._keyed = (loaded[0], keys_of(where, loaded[0], [])[0])
+        if self._keyed[1] != loaded[1]:
+            return None
+        drivers = self._drivers
+        for run_id, driver in drivers.items() if drivers else ():
+            if driver is not None and not (
+                isinstance(driver, list) and still_gone(f"{where}/{run_id}", driver)
+            ):
+                return None
+        columns: list[list[Any]] = loaded[2]
+        return columns
 
     def _all_kept(
         self,
@@ -350,7 +368,7 @@ class FinishedRuns:
             runs = encoded(self._runs, self._order)
         kept = set(runs["ids"]) if runs is not None else set()
         drivers = {run_id: self._drivers[run_id] for run_id in self._drivers if run_id in kept}
-        cache = {"version": _VERSION, "part": self.part, **(runs or _NO_RUNS), "drivers": drivers}
+        cache = {"version": VERSION, "part": self.part, **(runs or _NO_RUNS), "drivers": drivers}
         if self._index is not None:
             cache["index"] = self._index
         try:
@@ -364,30 +382,3 @@ class FinishedRuns:
         except (OSError, ValueError, UnicodeError):  # a NaN or lone surrogate: not kept
             return
         self._changed = False
-
-
-def _load(path: str, part: str) -> tuple[Any, dict[str, Any], Any, list[bytes]]:
-    """The runs (``store.finished_columns.decoded``), the drivers and the index view of
-    ``part`` in the cache (none when its line is missing or corrupt), and the lines of
-    the other parts, undecoded."""
-    try:  # a FIFO or a device there is no cache (nor waited on, nor read forever)
-        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as stream:
-            if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
-                return None, {}, None, []
-            raw = stream.read()
-    except OSError:
-        return None, {}, None, []
-    found, others = lines_of(raw, _line_start(part), b'{"version":%d,"part":' % _VERSION)
-    if found is None:
-        return None, {}, None, others
-    try:
-        data = json.loads(found, parse_constant=not_json)
-    except (ValueError, RecursionError):
-        return None, {}, None, others
-    if not isinstance(data, dict) or data.get("version") != _VERSION:
-        return None, {}, None, others
-    runs, drivers = decoded(data), data.get("drivers")
-    if runs is None or not isinstance(drivers, dict):
-        return None, {}, None, others
-    # Each value is checked where it is used (``lookup``'s callers), the view by its user.
-    return runs, drivers, data.get("index"), others

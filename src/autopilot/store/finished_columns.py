@@ -11,13 +11,17 @@ their keys with one list comparison (``FinishedRuns.lookup``).
 
 from __future__ import annotations
 
+import json
 import os
+import stat
 from itertools import repeat
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
 
+VERSION = 5
+"""The version of ``finished.json``'s lines; a line of another is no cache."""
 _EVENTS = -1
 """A key's fourth integer when it is of the run's ``events.jsonl``."""
 _NO_KEY = (-2, -2, -2, -2)
@@ -43,6 +47,20 @@ def flat_keys(where: str, root_fd: int | None, run_ids: list[str]) -> list[int]:
             continue
         add((found.st_ino, found.st_size, found.st_mtime_ns, _EVENTS))
     return keys
+
+
+def keys_of(where: str, first: list[str], then: list[str]) -> tuple[list[int], list[int]]:
+    """``flat_keys`` of the runs ``first`` and of the runs ``then``, relative to the runs
+    root ``where`` opened once."""
+    try:
+        root_fd: int | None = os.open(where, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        root_fd = None
+    try:
+        return flat_keys(where, root_fd, first), flat_keys(where, root_fd, then)
+    finally:
+        if root_fd is not None:
+            os.close(root_fd)
 
 
 def file_key(run_folder: str) -> list[int] | None:
@@ -155,3 +173,35 @@ def lines_of(raw: bytes, mine: bytes, version_start: bytes) -> tuple[bytes | Non
 def not_json(name: str) -> Any:
     """NaN and Infinity are not JSON: a cache holding one is corrupt."""
     raise ValueError(f"{name} is not JSON")
+
+
+def _line_start(part: str) -> bytes:
+    """How the line of ``part`` begins (as ``FinishedRuns.save`` writes it)."""
+    return b'{"version":%d,"part":%s,' % (VERSION, json.dumps(part).encode())
+
+
+def load_part(path: str, part: str) -> tuple[Any, dict[str, Any], Any, list[bytes]]:
+    """The runs (``store.finished_columns.decoded``), the drivers and the index view of
+    ``part`` in the cache (none when its line is missing or corrupt), and the lines of
+    the other parts, undecoded."""
+    try:  # a FIFO or a device there is no cache (nor waited on, nor read forever)
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as stream:
+            if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+                return None, {}, None, []
+            raw = stream.read()
+    except OSError:
+        return None, {}, None, []
+    found, others = lines_of(raw, _line_start(part), b'{"version":%d,"part":' % VERSION)
+    if found is None:
+        return None, {}, None, others
+    try:
+        data = json.loads(found, parse_constant=not_json)
+    except (ValueError, RecursionError):
+        return None, {}, None, others
+    if not isinstance(data, dict) or data.get("version") != VERSION:
+        return None, {}, None, others
+    runs, drivers = decoded(data), data.get("drivers")
+    if runs is None or not isinstance(drivers, dict):
+        return None, {}, None, others
+    # Each value is checked where it is used (``lookup``'s callers), the view by its user.
+    return runs, drivers, data.get("index"), others

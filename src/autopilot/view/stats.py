@@ -23,6 +23,7 @@ from operator import itemgetter
 from autopilot.store.bulk import keep_until_exit
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.paths import is_valid_run_id, valid_run_ids
+from autopilot.view.stats_types import columns_fit_summaries, well_typed
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
@@ -188,11 +189,18 @@ def collect(root: Root) -> list[RunSummary]:
     finished = FinishedRuns(root, "stats")
     run_ids, labels, agents, well_formed = _index_columns(root, finished)
     finished.keep_only(set(run_ids))
+    if False not in well_formed:  # every run kept and unchanged: from the columns at once
+        kept = finished.kept_columns(root, run_ids, _still_gone)
+        if kept is not None and columns_fit_summaries(kept, labels, agents):
+            summaries = list(map(_new_summary, repeat(RunSummary), zip(*kept[2:], strict=True)))
+            finished.save()  # the index's view, if it changed
+            keep_until_exit(run_ids, labels, agents, finished, kept)
+            return summaries
     valid = list(compress(run_ids, well_formed))
     found, keys = finished.lookup(root, valid, _still_gone)
     given = run_ids, labels, agents
     summaries = _summaries(root, given, finished, found, keys)
-    if not _well_typed(summaries):  # a cache edited by hand: read every run afresh
+    if not well_typed(summaries):  # a cache edited by hand: read every run afresh
         keys.update((run_id, file_key(f"{root}/{run_id}")) for run_id in found)
         summaries = _summaries(root, given, finished, {}, keys)
     finished.save()
@@ -279,34 +287,6 @@ def _all_found(
 _LABEL_GIVEN, _AGENT_GIVEN, _SUMMARY_KEPT = itemgetter(0), itemgetter(1), itemgetter(slice(2, None))
 """A run's kept ``stats`` (``_CACHED_FIELDS``): its index row's label and agent, and its
 ``RunSummary``'s fields."""
-
-
-_FIELD_TYPES: tuple[set[type], ...] = (
-    {str},
-    {str},
-    {str, type(None)},
-    {str},
-    {int, type(None)},
-    {int},
-    {int},
-    {float},
-)
-"""The types each field of a ``RunSummary`` made afresh can have (in field order)."""
-_INFINITE = (float("inf"), float("-inf"))
-
-
-def _well_typed(summaries: list[RunSummary]) -> bool:
-    """Does every field of every summary have a type a fresh one can have (checked a
-    field at a time, in C: ``map`` of ``type``)?"""
-    if not summaries:
-        return True
-    columns = list(zip(*summaries, strict=True))
-    if any(infinite in columns[-1] for infinite in _INFINITE):  # 1e400 in the file
-        return False
-    return all(
-        set(map(type, column)) <= allowed
-        for column, allowed in zip(columns, _FIELD_TYPES, strict=True)
-    )
 
 
 def _summary(
