@@ -487,3 +487,35 @@ def test_a_cache_that_is_not_a_regular_file_is_no_cache(
     os.mkfifo(root / FINISHED_FILE)
     assert aggregate(collect(root)) == fresh_stats
     assert _listed(capsys) == fresh_list
+
+
+@pytest.mark.parametrize("value", [True, 1.0])
+def test_a_label_edited_to_an_equal_value_of_another_type_is_read_afresh(
+    tmp_path: Path, value: object
+) -> None:
+    """``1``, ``1.0`` and ``true`` are equal in Python but shown differently."""
+    root, _ = _root(tmp_path)
+    index = root / "index.jsonl"
+    rows = [json.loads(line) for line in index.read_text().splitlines()]
+    rows[0]["label"] = 1
+    index.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    aggregate(collect(root))  # kept with the label 1
+    rows[0]["label"] = value
+    index.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    totals = aggregate(collect(root))
+    (root / FINISHED_FILE).unlink()
+    assert totals == aggregate(collect(root))
+    assert str(value) in totals["byLabel"]
+
+
+def test_a_driver_record_no_process_can_have_never_crashes_list_or_stats(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, ids = _root(tmp_path)
+    fresh_list, fresh_stats = _listed(capsys), aggregate(collect(root))
+    parts = cache_parts(root)
+    for part in parts.values():
+        part["drivers"][ids[2]][0] = 10**30
+    write_cache_parts(root, parts)
+    assert aggregate(collect(root)) == fresh_stats
+    assert _listed(capsys) == fresh_list

@@ -89,3 +89,18 @@ def test_status_list_and_the_view_agree_on_the_driver(
         listed = run_activity(folder, state)
     activity = {True: Activity.ACTIVE, False: Activity.GONE, None: Activity.UNKNOWN}[expected]
     assert (view, status, listed) == (expected, expected, activity)
+
+
+@pytest.mark.parametrize(
+    ("pid", "start_time"),
+    [(2**31, None), (10**30, None), (os.getpid(), 10**400), (os.getpid(), -(10**400))],
+    ids=["pid 2**31", "pid 10**30", "start 10**400", "start -10**400"],
+)
+def test_a_pid_or_start_time_no_process_can_have_is_a_gone_process(
+    pid: int, start_time: float
+) -> None:
+    """A hand-edited record (``state.json``, ``finished.json``'s drivers) never crashes
+    the check: no process has such a pid, nor started at such a time."""
+    from autopilot.runtime.liveness import process_alive
+
+    assert process_alive(pid, start_time) is False

@@ -54,13 +54,16 @@ def process_alive(
         return True  # another machine's process cannot be checked from here
     try:
         os.kill(pid, 0)  # one system call: no process has the pid at all
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # OverflowError: no pid can be that big
         return False
-    except (OSError, OverflowError):  # someone else's (EPERM), or no pid at all
+    except OSError:  # someone else's (EPERM)
         pass
     from autopilot.loop.identity import is_same_process  # only where a pid is recorded
 
-    same = is_same_process(pid, start_time, command)
+    try:
+        same = is_same_process(pid, start_time, command)
+    except OverflowError:  # a start time no clock can give (a hand edit): another process
+        return False
     return True if same is None else same
 
 

@@ -23,7 +23,7 @@ from operator import itemgetter
 from autopilot.store.bulk import keep_until_exit
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.paths import is_valid_run_id, valid_run_ids
-from autopilot.view.stats_types import columns_fit_summaries, well_typed
+from autopilot.view.stats_types import columns_fit_summaries, same, well_typed
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
@@ -256,6 +256,8 @@ def _summaries(
             and len(cached) == _CACHED_FIELDS
             and cached[0] == label
             and cached[1] == agent
+            and cached[0].__class__ is label.__class__
+            and cached[1].__class__ is agent.__class__
         ):
             summaries.append(_new_summary(RunSummary, cached[2:]))
             continue
@@ -279,7 +281,9 @@ def _all_found(
     rows: list[Any] = list(map(found.get, run_ids))
     if set(map(type, rows)) != {list} or set(map(len, rows)) != {_CACHED_FIELDS}:
         return None
-    if list(map(_LABEL_GIVEN, rows)) != labels or list(map(_AGENT_GIVEN, rows)) != agents:
+    if not (
+        same(list(map(_LABEL_GIVEN, rows)), labels) and same(list(map(_AGENT_GIVEN, rows)), agents)
+    ):
         return None
     return list(map(_new_summary, repeat(RunSummary), map(_SUMMARY_KEPT, rows)))
 

@@ -43,9 +43,15 @@ def _columns_well_typed(columns: list[Any]) -> bool:
     )
 
 
+def same(kept: list[Any], now: list[Any]) -> bool:
+    """Are the two columns equal value for value and type for type (``1``, ``1.0`` and
+    ``true`` are equal in Python, and shown differently)?"""
+    return kept == now and list(map(type, kept)) == list(map(type, now))
+
+
 def columns_fit_summaries(kept: list[list[Any]], labels: list[Any], agents: list[Any]) -> bool:
     """Are ``finished.json``'s columns of ``stats`` (``_CACHED_FIELDS``) those of the
     index's ``labels`` and ``agents`` now, then summaries a fresh read could make?"""
-    if len(kept) != _CACHED_FIELDS or kept[0] != labels or kept[1] != agents:
+    if len(kept) != _CACHED_FIELDS or not (same(kept[0], labels) and same(kept[1], agents)):
         return False
     return _columns_well_typed(kept[2:])
