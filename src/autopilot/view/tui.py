@@ -24,6 +24,7 @@ from typing import Any
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.widgets import Footer
 
 from autopilot.loop.clock import Clock, SystemClock
@@ -302,9 +303,12 @@ class WatchApp(RunKeys):
     def _tick(self) -> None:
         self._check_driver_thread()
         if not self.snapshot.terminal:
-            self._render_header()
-            if self.snapshot.activeStage:
-                self.query_one(StagePane).show(self.snapshot, self.clock.now_ms())
+            try:
+                self._render_header()
+                if self.snapshot.activeStage:
+                    self.query_one(StagePane).show(self.snapshot, self.clock.now_ms())
+            except NoMatches:  # a tick while the panes are still mounting, or torn down
+                return
 
     # -- rendering ---------------------------------------------------------------
 
