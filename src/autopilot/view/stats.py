@@ -23,7 +23,7 @@ from operator import itemgetter
 from autopilot.store.bulk import keep_until_exit
 from autopilot.store.finished import FinishedRuns, file_key
 from autopilot.store.paths import is_valid_run_id, valid_run_ids
-from autopilot.view.stats_types import columns_fit_summaries, same, well_typed
+from autopilot.view.stats_types import columns_fit_summaries, well_typed
 
 TYPE_CHECKING = False  # as typing's, without importing typing at run time
 if TYPE_CHECKING:
@@ -245,9 +245,6 @@ def _summaries(
     """``collect``'s summaries of the runs ``given`` (their ids, labels and agents):
     ``found`` (``FinishedRuns.lookup``) where it is one, else read afresh (kept in
     ``finished`` with the run's key in ``keys``)."""
-    every = _all_found(given, found)
-    if every is not None:
-        return every
     summaries = []
     for run_id, label, agent in zip(*given, strict=True):
         cached = found.get(run_id)
@@ -269,28 +266,6 @@ def _summaries(
         else:
             summaries.append(summarize_run(root, row))
     return summaries
-
-
-def _all_found(
-    given: tuple[list[str], list[Any], list[Any]], found: dict[str, Any]
-) -> list[RunSummary] | None:
-    """``_summaries`` when every run's is in ``found`` as ``_summaries`` takes one (a
-    list of ``_CACHED_FIELDS``, its index row's label and agent first), checked and
-    made a field of every run at a time (in C: ``map``); else None."""
-    run_ids, labels, agents = given
-    rows: list[Any] = list(map(found.get, run_ids))
-    if set(map(type, rows)) != {list} or set(map(len, rows)) != {_CACHED_FIELDS}:
-        return None
-    if not (
-        same(list(map(_LABEL_GIVEN, rows)), labels) and same(list(map(_AGENT_GIVEN, rows)), agents)
-    ):
-        return None
-    return list(map(_new_summary, repeat(RunSummary), map(_SUMMARY_KEPT, rows)))
-
-
-_LABEL_GIVEN, _AGENT_GIVEN, _SUMMARY_KEPT = itemgetter(0), itemgetter(1), itemgetter(slice(2, None))
-"""A run's kept ``stats`` (``_CACHED_FIELDS``): its index row's label and agent, and its
-``RunSummary``'s fields."""
 
 
 def _summary(

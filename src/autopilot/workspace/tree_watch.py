@@ -274,10 +274,6 @@ class TreeWatch:
         watched = self._folders is not None and mark.entries is not None
         self._mark = mark if watched else None
 
-    def close(self) -> None:
-        """Stop watching (idempotent); marks are all ``git status`` from now on."""
-        self._give_up()
-
     def _give_up(self) -> None:
         self._given_up = True
         self._mark = None
